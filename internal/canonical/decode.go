@@ -1,0 +1,462 @@
+// Package canonical turns A202 documents into their canonical bytes and
+// content hashes, and decodes untrusted JSON strictly.
+//
+// Two implementations agree on a record only if they agree, byte for byte,
+// on the canonical form of every object (canonical model §4). The rules:
+//
+//   - Canonical bytes are RFC 8785 (JSON Canonicalization Scheme): members
+//     sorted by their UTF-16 code units, no insignificant white space, the
+//     shortest ECMAScript form for numbers, minimal string escaping.
+//   - The hash input of an envelope object is its canonical form with the
+//     top-level members content_hash, signatures and kernel_annotations left
+//     out. The content hash is the SHA-256 of those bytes, as 64 lowercase
+//     hexadecimal characters.
+//
+// Decoding is strict, because a parser that repairs its input lets two
+// parties hash two different documents while believing they hold one. Decode
+// refuses, each with a *DecodeError naming the offset and the reason:
+// duplicate member names, invalid UTF-8, lone surrogates in \u escapes, a
+// NUL character anywhere, numbers with a fraction or exponent (A202 carries
+// amounts as strings, so a number in an A202 document is always an integer),
+// integers outside ±(2^53−1), trailing data after the document, nesting
+// deeper than MaxDepth, more than MaxMembers members or elements in one
+// object or array, and documents larger than MaxDocumentSize. It never
+// panics on any input; see the fuzz targets.
+//
+// Decoded values are the plain Go shapes: map[string]any, []any, string,
+// bool, nil, and json.Number holding the literal as written. The same shapes
+// are what Marshal accepts, together with ordinary Go values (which it passes
+// through encoding/json first).
+package canonical
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Limits on what Decode accepts. A202 objects are small (the largest
+// published fixture is a few KiB); these bounds leave room for large
+// records while keeping a hostile document from costing more than a few
+// milliseconds and a few MiB.
+const (
+	// MaxDocumentSize is the largest document, in bytes, Decode accepts.
+	MaxDocumentSize = 1 << 20
+	// MaxDepth is the deepest nesting of objects and arrays Decode accepts.
+	MaxDepth = 64
+	// MaxMembers is the most members one object, or elements one array, may have.
+	MaxMembers = 10_000
+	// MaxSafeInteger is the largest integer magnitude an A202 document may
+	// carry: the I-JSON bound that every JSON implementation represents exactly.
+	MaxSafeInteger = 1<<53 - 1
+)
+
+// ErrMalformed is matched by every *DecodeError (errors.Is).
+var ErrMalformed = errors.New("malformed JSON document")
+
+// DecodeError reports why a document was refused and where.
+type DecodeError struct {
+	Offset int    // byte offset into the input where the problem was found
+	Reason string // what is wrong, in words
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("malformed JSON at byte %d: %s", e.Offset, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrMalformed) true.
+func (e *DecodeError) Is(target error) bool { return target == ErrMalformed }
+
+// Options adjust Decode's limits. The zero value means the defaults above
+// and the A202 integer-only number rule.
+type Options struct {
+	// AllowFloats accepts any finite I-JSON number, for general RFC 8785
+	// use (Transform). A202 documents never need it.
+	AllowFloats bool
+	MaxSize     int // 0 means MaxDocumentSize
+	MaxDepth    int // 0 means MaxDepth
+	MaxMembers  int // 0 means MaxMembers
+}
+
+// Decode parses one A202 document under the strict rules of the package.
+func Decode(data []byte) (any, error) { return DecodeWith(data, Options{}) }
+
+// DecodeObject is Decode for a document that must be a JSON object.
+func DecodeObject(data []byte) (map[string]any, error) {
+	v, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &DecodeError{Offset: 0, Reason: "document is not a JSON object"}
+	}
+	return m, nil
+}
+
+// DecodeWith parses one JSON document with the given options.
+func DecodeWith(data []byte, opt Options) (any, error) {
+	if opt.MaxSize == 0 {
+		opt.MaxSize = MaxDocumentSize
+	}
+	if opt.MaxDepth == 0 {
+		opt.MaxDepth = MaxDepth
+	}
+	if opt.MaxMembers == 0 {
+		opt.MaxMembers = MaxMembers
+	}
+	if len(data) > opt.MaxSize {
+		return nil, &DecodeError{Offset: opt.MaxSize, Reason: fmt.Sprintf("document is %d bytes, over the limit of %d", len(data), opt.MaxSize)}
+	}
+	d := decoder{data: data, opt: opt}
+	d.skipSpace()
+	v, err := d.value(0)
+	if err != nil {
+		return nil, err
+	}
+	d.skipSpace()
+	if d.pos != len(d.data) {
+		return nil, d.fail("trailing data after the document")
+	}
+	return v, nil
+}
+
+type decoder struct {
+	data []byte
+	pos  int
+	opt  Options
+}
+
+func (d *decoder) fail(format string, args ...any) error {
+	return &DecodeError{Offset: d.pos, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (d *decoder) skipSpace() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *decoder) value(depth int) (any, error) {
+	if d.pos >= len(d.data) {
+		return nil, d.fail("unexpected end of document")
+	}
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		return d.object(depth + 1)
+	case c == '[':
+		return d.array(depth + 1)
+	case c == '"':
+		return d.string()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return d.number()
+	case c == 't':
+		return true, d.literal("true")
+	case c == 'f':
+		return false, d.literal("false")
+	case c == 'n':
+		return nil, d.literal("null")
+	default:
+		return nil, d.fail("unexpected character %q", rune(c))
+	}
+}
+
+func (d *decoder) literal(word string) error {
+	if len(d.data)-d.pos < len(word) || string(d.data[d.pos:d.pos+len(word)]) != word {
+		return d.fail("invalid literal, expected %s", word)
+	}
+	d.pos += len(word)
+	return nil
+}
+
+func (d *decoder) object(depth int) (any, error) {
+	if depth > d.opt.MaxDepth {
+		return nil, d.fail("nesting deeper than %d", d.opt.MaxDepth)
+	}
+	d.pos++ // '{'
+	m := map[string]any{}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return m, nil
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
+			return nil, d.fail("expected a member name")
+		}
+		at := d.pos
+		name, err := d.string()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[name]; dup {
+			return nil, &DecodeError{Offset: at, Reason: fmt.Sprintf("duplicate member name %q", name)}
+		}
+		if len(m) >= d.opt.MaxMembers {
+			return nil, &DecodeError{Offset: at, Reason: fmt.Sprintf("object has more than %d members", d.opt.MaxMembers)}
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+			return nil, d.fail("expected ':' after member name")
+		}
+		d.pos++
+		d.skipSpace()
+		v, err := d.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		m[name] = v
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.fail("unexpected end of document in object")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return m, nil
+		default:
+			return nil, d.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+func (d *decoder) array(depth int) (any, error) {
+	if depth > d.opt.MaxDepth {
+		return nil, d.fail("nesting deeper than %d", d.opt.MaxDepth)
+	}
+	d.pos++ // '['
+	a := []any{}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		return a, nil
+	}
+	for {
+		d.skipSpace()
+		if len(a) >= d.opt.MaxMembers {
+			return nil, d.fail("array has more than %d elements", d.opt.MaxMembers)
+		}
+		v, err := d.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.fail("unexpected end of document in array")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			return a, nil
+		default:
+			return nil, d.fail("expected ',' or ']' in array")
+		}
+	}
+}
+
+func (d *decoder) string() (string, error) {
+	d.pos++ // opening quote
+	start := d.pos
+	// Fast path: no escapes.
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		if c == '"' {
+			s := d.data[start:d.pos]
+			if !utf8.Valid(s) {
+				return "", d.invalidUTF8(start)
+			}
+			d.pos++
+			return string(s), nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", d.fail("control character %#02x in string", c)
+		}
+		d.pos++
+	}
+	buf := append([]byte(nil), d.data[start:d.pos]...)
+	for {
+		if d.pos >= len(d.data) {
+			return "", d.fail("unterminated string")
+		}
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			if !utf8.Valid(buf) {
+				return "", d.invalidUTF8(start)
+			}
+			d.pos++
+			return string(buf), nil
+		case c == '\\':
+			d.pos++
+			if d.pos >= len(d.data) {
+				return "", d.fail("unterminated escape")
+			}
+			e := d.data[d.pos]
+			d.pos++
+			switch e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, err := d.hex4()
+				if err != nil {
+					return "", err
+				}
+				if utf16.IsSurrogate(r) {
+					if r >= 0xDC00 {
+						return "", d.fail("lone low surrogate \\u%04x", r)
+					}
+					if d.pos+1 >= len(d.data) || d.data[d.pos] != '\\' || d.data[d.pos+1] != 'u' {
+						return "", d.fail("lone high surrogate \\u%04x", r)
+					}
+					d.pos += 2
+					r2, err := d.hex4()
+					if err != nil {
+						return "", err
+					}
+					if r2 < 0xDC00 || r2 > 0xDFFF {
+						return "", d.fail("high surrogate \\u%04x not followed by a low surrogate", r)
+					}
+					r = utf16.DecodeRune(r, r2)
+				}
+				if r == 0 {
+					return "", d.fail("NUL character in string")
+				}
+				buf = utf8.AppendRune(buf, r)
+			default:
+				return "", d.fail("invalid escape \\%c", e)
+			}
+		case c < 0x20:
+			return "", d.fail("control character %#02x in string", c)
+		default:
+			buf = append(buf, c)
+			d.pos++
+		}
+	}
+}
+
+func (d *decoder) invalidUTF8(start int) error {
+	s := d.data[start:]
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return &DecodeError{Offset: start + i, Reason: "invalid UTF-8 in string"}
+		}
+		i += n
+	}
+	return &DecodeError{Offset: start, Reason: "invalid UTF-8 in string"}
+}
+
+func (d *decoder) hex4() (rune, error) {
+	if len(d.data)-d.pos < 4 {
+		return 0, d.fail("short \\u escape")
+	}
+	var r rune
+	for i := 0; i < 4; i++ {
+		c := d.data[d.pos+i]
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return 0, d.fail("invalid hex digit %q in \\u escape", rune(c))
+		}
+		r = r<<4 | rune(v)
+	}
+	d.pos += 4
+	return r, nil
+}
+
+func (d *decoder) number() (any, error) {
+	start := d.pos
+	if d.data[d.pos] == '-' {
+		d.pos++
+	}
+	digits := func() int {
+		n := 0
+		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+			d.pos++
+			n++
+		}
+		return n
+	}
+	if d.pos >= len(d.data) {
+		return nil, d.fail("truncated number")
+	}
+	if d.data[d.pos] == '0' {
+		d.pos++
+		if d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+			return nil, d.fail("number with a leading zero")
+		}
+	} else if digits() == 0 {
+		return nil, d.fail("invalid number")
+	}
+	integer := true
+	if d.pos < len(d.data) && d.data[d.pos] == '.' {
+		integer = false
+		d.pos++
+		if digits() == 0 {
+			return nil, d.fail("number with an empty fraction")
+		}
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+		integer = false
+		d.pos++
+		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
+			d.pos++
+		}
+		if digits() == 0 {
+			return nil, d.fail("number with an empty exponent")
+		}
+	}
+	lit := string(d.data[start:d.pos])
+	if !d.opt.AllowFloats {
+		if !integer {
+			return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("number %s is not an integer (A202 carries amounts and decimals as strings)", lit)}
+		}
+		if lit == "-0" {
+			return nil, &DecodeError{Offset: start, Reason: "negative zero"}
+		}
+		n, err := strconv.ParseInt(lit, 10, 64)
+		if err != nil || n > MaxSafeInteger || n < -MaxSafeInteger {
+			return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("integer %s is outside ±(2^53−1)", lit)}
+		}
+		return json.Number(lit), nil
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil {
+		return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("number %s is outside the I-JSON range", lit)}
+	}
+	_ = f
+	return json.Number(lit), nil
+}

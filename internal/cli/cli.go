@@ -1,0 +1,57 @@
+// Package cli implements the party command line. Each subcommand is a thin
+// layer over a library package; cmd/party only calls Main.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+type command struct {
+	summary string
+	run     func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(args []string, stdin io.Reader, stdout, stderr io.Writer) int) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+// Main runs the command line given its arguments (without the program
+// name) and returns the process exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "party: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return c.run(args[1:], stdin, stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "party: an A202 instance for one organisation")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: party <command> [flags] [arguments]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'party <command> -h' for a command's flags.")
+}
