@@ -162,7 +162,6 @@ func TestHostileDocuments(t *testing.T) {
 	}
 }
 
-
 func TestAcceptsOrdinaryDocuments(t *testing.T) {
 	for _, doc := range []string{
 		`{}`, `[]`, `{"a":[1,-2,0,9007199254740991,-9007199254740991]}`,
