@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/partyd/party/internal/canonical"
+)
+
+// Mandate statuses (commercial mandate §9). Expiry is computed from the
+// validity interval, never stored.
+const (
+	StatusActive    = "active"
+	StatusSuspended = "suspended"
+	StatusRevoked   = "revoked"
+)
+
+// MandateRecord is a stored mandate with its local status.
+type MandateRecord struct {
+	ID             string
+	OrganizationID string
+	SubjectAgentID string
+	Body           []byte
+	Status         string
+	StatusChanged  string
+	Origin         string
+}
+
+// PutMandate stores a mandate document's canonical bytes with status active.
+// Storing the same bytes again is a no-op; other bytes under the same id is
+// ErrConflict: a mandate id is immutable (mandate §3).
+func (s *Store) PutMandate(ctx context.Context, body []byte, origin string) error {
+	doc, err := canonical.DecodeObject(body)
+	if err != nil {
+		return err
+	}
+	canon, err := canonical.Marshal(doc)
+	if err != nil || string(canon) != string(body) {
+		return fmt.Errorf("store: mandate bytes are not in canonical form")
+	}
+	id, _ := doc["id"].(string)
+	org, _ := doc["represented_organization_id"].(string)
+	var agent any
+	if subj, ok := doc["subject"].(map[string]any); ok {
+		if a, ok := subj["agent_id"].(string); ok {
+			agent = a
+		}
+	}
+	if id == "" || org == "" {
+		return fmt.Errorf("store: mandate lacks id or represented_organization_id")
+	}
+	t := now()
+	res, err := s.db.ExecContext(ctx, `INSERT INTO mandates(id, organization_id, subject_agent_id, body, status, status_changed, origin, stored_at)
+		VALUES (?, ?, ?, ?, 'active', ?, ?, ?) ON CONFLICT DO NOTHING`, id, org, agent, body, t, origin, t)
+	if err != nil {
+		return fmt.Errorf("store: put mandate %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var held []byte
+	if err := s.db.QueryRowContext(ctx, `SELECT body FROM mandates WHERE id = ?`, id).Scan(&held); err != nil {
+		return err
+	}
+	if string(held) != string(body) {
+		return fmt.Errorf("%w: mandate %s is held with other bytes", ErrConflict, id)
+	}
+	return nil
+}
+
+// GetMandate returns a stored mandate.
+func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error) {
+	var m MandateRecord
+	var agent sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates WHERE id = ?`, id).
+		Scan(&m.ID, &m.OrganizationID, &agent, &m.Body, &m.Status, &m.StatusChanged, &m.Origin)
+	if errors.Is(err, sql.ErrNoRows) {
+		return MandateRecord{}, fmt.Errorf("%w: mandate %s", ErrNotFound, id)
+	}
+	m.SubjectAgentID = agent.String
+	return m, err
+}
+
+// Mandates returns every stored mandate, optionally only those of one origin.
+func (s *Store) Mandates(ctx context.Context, origin string) ([]MandateRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates
+		WHERE ? = '' OR origin = ? ORDER BY rowid`, origin, origin)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []MandateRecord
+	for rows.Next() {
+		var m MandateRecord
+		var agent sql.NullString
+		if err := rows.Scan(&m.ID, &m.OrganizationID, &agent, &m.Body, &m.Status, &m.StatusChanged, &m.Origin); err != nil {
+			return nil, err
+		}
+		m.SubjectAgentID = agent.String
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// SetMandateStatus moves a mandate from one status to another. Revoked is
+// final (mandate §9): moving out of it is refused. It is a compare-and-swap
+// on the current status, so two principals acting at once cannot both win.
+func (s *Store) SetMandateStatus(ctx context.Context, id, from, to string) error {
+	if from == StatusRevoked {
+		return fmt.Errorf("store: mandate %s is revoked; revocation is final", id)
+	}
+	switch to {
+	case StatusActive, StatusSuspended, StatusRevoked:
+	default:
+		return fmt.Errorf("store: unknown mandate status %q", to)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE mandates SET status = ?, status_changed = ? WHERE id = ? AND status = ?`, to, now(), id, from)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		if _, err := s.GetMandate(ctx, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: mandate %s is not %s", ErrConflict, id, from)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/partyd/party/internal/canonical"
+)
+
+// ObjectInfo is the indexed part of a stored envelope object.
+type ObjectInfo struct {
+	ID            string
+	ObjectType    string
+	TransactionID string // "" when the object has none
+	ContentHash   string
+	Origin        string
+}
+
+func objectInfo(body []byte) (ObjectInfo, map[string]any, error) {
+	obj, err := canonical.DecodeObject(body)
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	canon, err := canonical.Marshal(obj)
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	if string(canon) != string(body) {
+		// Stored bytes are the bytes that were hashed and signed; anything
+		// else would be a re-serialisation nobody signed.
+		return ObjectInfo{}, nil, fmt.Errorf("store: object bytes are not in canonical form")
+	}
+	var info ObjectInfo
+	info.ID, _ = obj["id"].(string)
+	info.ObjectType, _ = obj["object_type"].(string)
+	info.TransactionID, _ = obj["transaction_id"].(string)
+	info.ContentHash, _ = obj["content_hash"].(string)
+	if info.ID == "" || info.ObjectType == "" || info.ContentHash == "" {
+		return ObjectInfo{}, nil, fmt.Errorf("store: object lacks id, object_type or content_hash")
+	}
+	// The index must describe the bytes: a content_hash member that is not
+	// the hash of the object would let a replacement change signed content.
+	if h, err := canonical.ContentHash(obj); err != nil || h != info.ContentHash {
+		return ObjectInfo{}, nil, fmt.Errorf("store: %s carries a content_hash that is not its own", info.ID)
+	}
+	return info, obj, nil
+}
+
+// PutObject stores an envelope object's canonical bytes. Storing the same
+// bytes again is a no-op; storing other bytes under an id already held is
+// ErrConflict (use ReplaceObject to add a signature).
+func (s *Store) PutObject(ctx context.Context, body []byte, origin string) (ObjectInfo, error) {
+	return putObject(ctx, s.db, body, origin)
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func putObject(ctx context.Context, db execer, body []byte, origin string) (ObjectInfo, error) {
+	info, _, err := objectInfo(body)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	info.Origin = origin
+	var txn any
+	if info.TransactionID != "" {
+		txn = info.TransactionID
+	}
+	res, err := db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		info.ID, info.ObjectType, txn, info.ContentHash, body, origin, now())
+	if err != nil {
+		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return info, nil
+	}
+	var held []byte
+	if err := db.QueryRowContext(ctx, `SELECT body FROM objects WHERE id = ? OR content_hash = ?`, info.ID, info.ContentHash).Scan(&held); err != nil {
+		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
+	}
+	if string(held) != string(body) {
+		return ObjectInfo{}, fmt.Errorf("%w: %s is held with other bytes", ErrConflict, info.ID)
+	}
+	return info, nil
+}
+
+// ReplaceObject swaps the stored bytes of object id from old to new, for
+// adding a countersignature. It is a compare-and-swap: if the stored bytes
+// are not old, nothing changes and the error is ErrConflict. The new bytes
+// must carry the same content hash (only signatures may change).
+func (s *Store) ReplaceObject(ctx context.Context, id string, old, new []byte) error {
+	info, _, err := objectInfo(new)
+	if err != nil {
+		return err
+	}
+	if info.ID != id {
+		return fmt.Errorf("store: replacement bytes are object %s, not %s", info.ID, id)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`,
+		new, id, old, info.ContentHash)
+	if err != nil {
+		return fmt.Errorf("store: replace %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%w: %s changed or has another content hash", ErrConflict, id)
+	}
+	return nil
+}
+
+// GetObject returns the stored bytes of object id.
+func (s *Store) GetObject(ctx context.Context, id string) ([]byte, error) {
+	var body []byte
+	err := s.db.QueryRowContext(ctx, `SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
+	}
+	return body, err
+}
+
+// GetObjectByHash returns the stored bytes of the object with the given
+// content hash.
+func (s *Store) GetObjectByHash(ctx context.Context, contentHash string) ([]byte, error) {
+	var body []byte
+	err := s.db.QueryRowContext(ctx, `SELECT body FROM objects WHERE content_hash = ?`, contentHash).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: object with hash %s", ErrNotFound, contentHash)
+	}
+	return body, err
+}
+
+// TransactionObjects returns the bytes of every object of a transaction, in
+// the order they were stored.
+func (s *Store) TransactionObjects(ctx context.Context, transactionID string) ([][]byte, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT body FROM objects WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// ObjectsOfType returns the bytes of every object of one type that has no
+// transaction (key records, for example), in storage order.
+func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT body FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,166 @@
+// Package store is one party instance's durable record, in SQLite.
+//
+// It holds every object the instance emitted or received, as the exact
+// canonical bytes that were signed and verified, with a few indexed columns
+// beside them for lookup. It never holds a private key: those live in the
+// state directory's keys/ folder, files of mode 0600, and nothing in this
+// package reads them.
+//
+// The schema, as of the latest migration:
+//
+//	-- Every envelope object, keyed by id. body is the exact canonical bytes;
+//	-- content_hash is over body minus content_hash, signatures and
+//	-- kernel_annotations, so adding a countersignature changes body and
+//	-- leaves content_hash alone.
+//	CREATE TABLE objects (
+//	  id             TEXT PRIMARY KEY,
+//	  object_type    TEXT NOT NULL,
+//	  transaction_id TEXT,
+//	  content_hash   TEXT NOT NULL UNIQUE,
+//	  body           BLOB NOT NULL,
+//	  origin         TEXT NOT NULL,   -- "local" or the sending organisation
+//	  stored_at      TEXT NOT NULL
+//	);
+//	-- Standalone mandate documents (a202-mandate/0.1), ours and peers'.
+//	CREATE TABLE mandates (
+//	  id               TEXT PRIMARY KEY,
+//	  organization_id  TEXT NOT NULL,  -- represented_organization_id
+//	  subject_agent_id TEXT,
+//	  body             BLOB NOT NULL,
+//	  status           TEXT NOT NULL,  -- active | suspended | revoked (ours only)
+//	  status_changed   TEXT NOT NULL,
+//	  origin           TEXT NOT NULL,
+//	  stored_at        TEXT NOT NULL
+//	);
+//	CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+//
+// Migrations are numbered, applied in order inside one transaction each,
+// and recorded in schema_migrations, so an old database opens under a new
+// binary and a new database never opens under an old one (Open refuses a
+// database whose recorded version is newer than this binary knows).
+//
+// Concurrency: the database runs in WAL mode with a busy timeout, so the
+// serve process and a principal's command-line call (which opens the same
+// database) can both write. Changes that must not race, such as adding a
+// countersignature to a stored object, are compare-and-swap updates: the
+// UPDATE names the bytes it expects to replace, and zero rows affected means
+// another writer got there first (ErrConflict), never a silent overwrite.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+)
+
+// Sentinel errors. Callers match them with errors.Is.
+var (
+	// ErrNotFound means no row has the requested key.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict means a compare-and-swap found other bytes than expected,
+	// or an insert found a different row under the same key.
+	ErrConflict = errors.New("store: conflict")
+	// ErrTooNew means the database was written by a newer party.
+	ErrTooNew = errors.New("store: database schema is newer than this binary")
+)
+
+// Store is an open database. It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+// migrations are applied in order; index i is schema version i+1. Never
+// edit a migration that has shipped: add a new one.
+var migrations = []string{
+	// 1: objects and mandates.
+	`CREATE TABLE objects (
+		id             TEXT PRIMARY KEY,
+		object_type    TEXT NOT NULL,
+		transaction_id TEXT,
+		content_hash   TEXT NOT NULL UNIQUE,
+		body           BLOB NOT NULL,
+		origin         TEXT NOT NULL,
+		stored_at      TEXT NOT NULL
+	);
+	CREATE INDEX objects_by_transaction ON objects(transaction_id, object_type);
+	CREATE TABLE mandates (
+		id               TEXT PRIMARY KEY,
+		organization_id  TEXT NOT NULL,
+		subject_agent_id TEXT,
+		body             BLOB NOT NULL,
+		status           TEXT NOT NULL CHECK (status IN ('active','suspended','revoked')),
+		status_changed   TEXT NOT NULL,
+		origin           TEXT NOT NULL,
+		stored_at        TEXT NOT NULL
+	);
+	CREATE INDEX mandates_by_agent ON mandates(subject_agent_id);`,
+}
+
+// Open opens (creating if needed) the database at path and brings its
+// schema up to date.
+func Open(path string) (*Store, error) {
+	// _txlock=immediate makes every write transaction take the write lock at
+	// BEGIN, so two writers queue on the busy timeout instead of failing
+	// half-way with SQLITE_BUSY on upgrade from a read lock.
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &Store{db: db}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("store: migrations table: %w", err)
+	}
+	var current int
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("store: read schema version: %w", err)
+	}
+	all := allMigrations()
+	if current > len(all) {
+		return fmt.Errorf("%w: database at version %d, binary knows %d", ErrTooNew, current, len(all))
+	}
+	for v := current + 1; v <= len(all); v++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, all[v-1]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("store: migration %d: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// Version returns the schema version recorded in the database.
+func (s *Store) Version() (int, error) {
+	var v int
+	err := s.db.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+func allMigrations() []string { return migrations }
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }

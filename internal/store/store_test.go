@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/spectest"
+)
+
+func open(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func refObjects(t *testing.T) map[string][]byte {
+	dir := spectest.ReferenceVectors(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "objects", "*.json"))
+	out := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := canonical.Canonicalize(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".json")] = canon
+	}
+	return out
+}
+
+func TestObjectsSurviveReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	s := open(t, path)
+	objs := refObjects(t)
+	for _, b := range objs {
+		if _, err := s.PutObject(ctx, b, "local"); err != nil {
+			t.Fatal(err)
+		}
+		// Idempotent for the same bytes.
+		if _, err := s.PutObject(ctx, b, "local"); err != nil {
+			t.Fatalf("second put of identical bytes: %v", err)
+		}
+	}
+	s.Close()
+	s2 := open(t, path)
+	for id, b := range objs {
+		got, err := s2.GetObject(ctx, id)
+		if err != nil || string(got) != string(b) {
+			t.Fatalf("%s after reopen: %v", id, err)
+		}
+	}
+	all, err := s2.TransactionObjects(ctx, "txn_calibration_demo_01")
+	if err != nil || len(all) != len(objs) {
+		t.Fatalf("transaction objects: %d, %v", len(all), err)
+	}
+	if v, _ := s2.Version(); v != len(migrations) {
+		t.Fatalf("schema version %d", v)
+	}
+}
+
+func TestPutRefusesNonCanonicalAndConflicts(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	objs := refObjects(t)
+	off := objs["off_ef88a971e3e0ece2701a1ee1"]
+	if off == nil {
+		t.Fatal("reference offer missing")
+	}
+	pretty := []byte(strings.Replace(string(off), ",", ", ", 1))
+	if _, err := s.PutObject(ctx, pretty, "local"); err == nil {
+		t.Fatal("stored non-canonical bytes")
+	}
+	if _, err := s.PutObject(ctx, []byte(`{"a":1,"a":2}`), "local"); err == nil {
+		t.Fatal("stored a document with duplicate keys")
+	}
+	if _, err := s.PutObject(ctx, off, "local"); err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := canonical.DecodeObject(off)
+	obj["signatures"] = []any{}
+	other, _ := canonical.Marshal(obj)
+	if _, err := s.PutObject(ctx, other, "org_x"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("other bytes under the same id: %v", err)
+	}
+}
+
+func TestReplaceIsCompareAndSwap(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	objs := refObjects(t)
+	evt := objs["evt_73ca039b6e9ebffcd6748873"]
+	obj, _ := canonical.DecodeObject(evt)
+	sigs := obj["signatures"].([]any)
+	obj["signatures"] = sigs[:1]
+	one, _ := canonical.Marshal(obj)
+	if _, err := s.PutObject(ctx, one, "local"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReplaceObject(ctx, "evt_73ca039b6e9ebffcd6748873", one, evt); err != nil {
+		t.Fatal(err)
+	}
+	// A second writer holding the stale bytes loses.
+	if err := s.ReplaceObject(ctx, "evt_73ca039b6e9ebffcd6748873", one, evt); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale compare-and-swap: %v", err)
+	}
+	// Changing signed content under the same id is refused.
+	obj2, _ := canonical.DecodeObject(evt)
+	obj2["payload"].(map[string]any)["to_state"] = "completed"
+	forged, _ := canonical.Marshal(obj2)
+	if err := s.ReplaceObject(ctx, "evt_73ca039b6e9ebffcd6748873", evt, forged); !errors.Is(err, ErrConflict) {
+		t.Fatalf("content change accepted: %v", err)
+	}
+}
+
+func TestMandateStatus(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	m := []byte(`{"id":"mnd_0123456789abcdef01234567","represented_organization_id":"org_a","subject":{"agent_id":"agt_a","key_id":"key_a"}}`)
+	if err := s.PutMandate(ctx, m, "local"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMandateStatus(ctx, "mnd_0123456789abcdef01234567", StatusActive, StatusSuspended); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMandateStatus(ctx, "mnd_0123456789abcdef01234567", StatusActive, StatusRevoked); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale status change: %v", err)
+	}
+	if err := s.SetMandateStatus(ctx, "mnd_0123456789abcdef01234567", StatusSuspended, StatusRevoked); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMandateStatus(ctx, "mnd_0123456789abcdef01234567", StatusRevoked, StatusActive); err == nil {
+		t.Fatal("revocation undone")
+	}
+	rec, err := s.GetMandate(ctx, "mnd_0123456789abcdef01234567")
+	if err != nil || rec.Status != StatusRevoked || rec.SubjectAgentID != "agt_a" {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	if _, err := s.GetMandate(ctx, "mnd_missing"); !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+}
