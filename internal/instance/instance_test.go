@@ -1,0 +1,129 @@
+package instance
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestInitCreatesStateDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "northstar")
+	sum, err := Init(dir, InitOptions{OrganizationID: "org_northstar"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.AgentID != "agt_northstar_agent" || !strings.HasPrefix(sum.AgentKeyID, "key_") || sum.PrincipalKeyID == sum.AgentKeyID {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, f := range []string{PrincipalKeyFile, AgentKeyFile, TLSKeyFile, AgentTokenFile, AdminTokenFile} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, st.Mode().Perm())
+		}
+	}
+	in, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if in.Config.OrganizationID != "org_northstar" {
+		t.Fatal(in.Config)
+	}
+	if _, err := in.TLSCertificate(); err != nil {
+		t.Fatal(err)
+	}
+	agentTok, _ := LoadToken(dir, AgentTokenFile)
+	adminTok, _ := LoadToken(dir, AdminTokenFile)
+	if agentTok == adminTok || len(agentTok) < 40 {
+		t.Fatal("tokens must be distinct and long")
+	}
+	if !TokenEqual(agentTok, agentTok) || TokenEqual(adminTok, agentTok) || TokenEqual("", "") {
+		t.Fatal("TokenEqual")
+	}
+	// The database never holds private key material.
+	db, _ := os.ReadFile(filepath.Join(dir, DatabaseFile))
+	if strings.Contains(string(db), "PRIVATE KEY") {
+		t.Fatal("private key in the database")
+	}
+	// The peer file validates and pins the principal key.
+	data, _ := os.ReadFile(sum.PeerFile)
+	p, err := ParsePeerFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.OrganizationID != "org_northstar" || len(p.PrincipalKeyThumbprints) != 1 {
+		t.Fatalf("%+v", p)
+	}
+	if strings.Contains(string(data), `"d"`) {
+		t.Fatal("peer file carries a private member")
+	}
+}
+
+func TestInitRefusesExistingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "something"), []byte("x"), 0o600)
+	if _, err := Init(dir, InitOptions{OrganizationID: "org_delta"}); !errors.Is(err, ErrExists) {
+		t.Fatalf("init over a non-empty directory: %v", err)
+	}
+	dir2 := filepath.Join(t.TempDir(), "d")
+	if _, err := Init(dir2, InitOptions{OrganizationID: "org_delta"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Init(dir2, InitOptions{OrganizationID: "org_delta"}); !errors.Is(err, ErrExists) {
+		t.Fatalf("second init: %v", err)
+	}
+}
+
+func TestInitRefusesBadInput(t *testing.T) {
+	for _, o := range []InitOptions{
+		{OrganizationID: "northstar"},
+		{OrganizationID: "org_x"},
+		{OrganizationID: "org_ok1", MCPAddr: "0.0.0.0:7401"},
+		{OrganizationID: "org_ok1", PublicURL: "http://example.test:7402"},
+		{OrganizationID: "org_ok1", AgentID: "prn_wrong"},
+	} {
+		if _, err := Init(filepath.Join(t.TempDir(), "s"), o); err == nil {
+			t.Errorf("accepted %+v", o)
+		}
+	}
+}
+
+func TestPeers(t *testing.T) {
+	a := filepath.Join(t.TempDir(), "a")
+	b := filepath.Join(t.TempDir(), "b")
+	if _, err := Init(a, InitOptions{OrganizationID: "org_alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := Init(b, InitOptions{OrganizationID: "org_bravo", MCPAddr: "127.0.0.1:7501", PeerAddr: "127.0.0.1:7502", AdminAddr: "127.0.0.1:7503"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(sb.PeerFile)
+	if _, err := AddPeer(a, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddPeer(a, data); err != nil {
+		t.Fatalf("adding the same peer file twice: %v", err)
+	}
+	own, _ := os.ReadFile(filepath.Join(a, PeerFile))
+	if _, err := AddPeer(a, own); err == nil {
+		t.Fatal("pinned our own organisation as a peer")
+	}
+	changed := strings.Replace(string(data), "7502", "7999", 1)
+	if _, err := AddPeer(a, []byte(changed)); err == nil {
+		t.Fatal("silently re-pinned a peer")
+	}
+	bad := strings.Replace(string(data), "https://", "http://", 1)
+	if _, err := ParsePeerFile([]byte(bad)); err == nil {
+		t.Fatal("accepted a plain-http peer")
+	}
+	ps, err := Peers(a)
+	if err != nil || len(ps) != 1 || ps[0].OrganizationID != "org_bravo" {
+		t.Fatalf("%v %v", ps, err)
+	}
+}

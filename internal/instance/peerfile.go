@@ -1,0 +1,182 @@
+package instance
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/partyd/party/internal/keys"
+)
+
+// PeerFileVersion marks the peer file format.
+const PeerFileVersion = "party-peer/1"
+
+// PeerInfo is a peer file (decisions.md 14): what one organisation hands
+// another out of band, like an SSH host key, before their instances talk.
+// It holds nothing secret.
+type PeerInfo struct {
+	Format         string `json:"format"`
+	OrganizationID string `json:"organization_id"`
+	// AgentCardURL is where the A2A AgentCard is served; the peer's base URL
+	// is its scheme and host.
+	AgentCardURL string `json:"agent_card_url"`
+	// TLSCertificateSHA256 pins the peer's TLS certificate, used both as
+	// its server certificate and as its client certificate when it calls
+	// us: the per-peer credential is the certificate's private key.
+	TLSCertificateSHA256 string `json:"tls_certificate_sha256"`
+	// PrincipalKeyThumbprints are RFC 7638 thumbprints of the principal keys
+	// whose signatures on key records make an agent key trusted.
+	PrincipalKeyThumbprints []string `json:"principal_key_thumbprints"`
+	// PrincipalKeys carries the same keys as public JWKs, keyed by key id,
+	// so that key records can be verified without a further round trip.
+	// A key here counts only if its thumbprint is listed above.
+	PrincipalKeys map[string]map[string]any `json:"principal_keys"`
+}
+
+var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// BaseURL returns the scheme and host of the AgentCard URL.
+func (p PeerInfo) BaseURL() string {
+	u, err := url.Parse(p.AgentCardURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// Validate checks a peer file strictly.
+func (p PeerInfo) Validate() error {
+	if p.Format != PeerFileVersion {
+		return fmt.Errorf("peer file: format %q, want %q", p.Format, PeerFileVersion)
+	}
+	if err := checkID("organization_id", p.OrganizationID, "org_"); err != nil {
+		return fmt.Errorf("peer file: %w", err)
+	}
+	u, err := url.Parse(p.AgentCardURL)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("peer file: agent_card_url %q must be an https URL", p.AgentCardURL)
+	}
+	if !fingerprintPattern.MatchString(p.TLSCertificateSHA256) {
+		return fmt.Errorf("peer file: tls_certificate_sha256 must be 64 lowercase hex characters")
+	}
+	if len(p.PrincipalKeyThumbprints) == 0 {
+		return fmt.Errorf("peer file: no principal key thumbprints")
+	}
+	pinned := map[string]bool{}
+	for _, t := range p.PrincipalKeyThumbprints {
+		pinned[t] = true
+	}
+	for kid, jwk := range p.PrincipalKeys {
+		pub, err := keys.ParseJWK(jwk)
+		if err != nil {
+			return fmt.Errorf("peer file: principal key %s: %w", kid, err)
+		}
+		tp, err := keys.Thumbprint(pub)
+		if err != nil || !pinned[tp] {
+			return fmt.Errorf("peer file: principal key %s is not among the pinned thumbprints", kid)
+		}
+	}
+	return nil
+}
+
+// ParsePeerFile decodes and validates a peer file.
+func ParsePeerFile(data []byte) (PeerInfo, error) {
+	var p PeerInfo
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return PeerInfo{}, fmt.Errorf("peer file: %w", err)
+	}
+	if dec.More() {
+		return PeerInfo{}, fmt.Errorf("peer file: trailing data")
+	}
+	return p, p.Validate()
+}
+
+func writePeerFile(dir string, cfg Config, principal crypto.Signer) error {
+	cert, err := LoadCertificate(dir)
+	if err != nil {
+		return err
+	}
+	jwk, err := keys.PublicJWK(principal.Public())
+	if err != nil {
+		return err
+	}
+	tp, err := keys.Thumbprint(principal.Public())
+	if err != nil {
+		return err
+	}
+	p := PeerInfo{
+		Format:                  PeerFileVersion,
+		OrganizationID:          cfg.OrganizationID,
+		AgentCardURL:            strings.TrimSuffix(cfg.PublicURL, "/") + AgentCardPath,
+		TLSCertificateSHA256:    CertFingerprint(cert.Raw),
+		PrincipalKeyThumbprints: []string{tp},
+		PrincipalKeys:           map[string]map[string]any{cfg.PrincipalKeyID: jwk},
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, PeerFile), append(data, '\n'), 0o644)
+}
+
+// AddPeer validates a counterparty's peer file and stores it under peers/,
+// named by organisation. Adding the same file again is a no-op; a different
+// file for an organisation already added is refused: re-pinning is a
+// deliberate act (remove the old file first), like a changed SSH host key.
+func AddPeer(dir string, data []byte) (PeerInfo, error) {
+	p, err := ParsePeerFile(data)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	if p.OrganizationID == cfg.OrganizationID {
+		return PeerInfo{}, fmt.Errorf("peer file names this instance's own organisation %s", p.OrganizationID)
+	}
+	canon, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	canon = append(canon, '\n')
+	path := filepath.Join(dir, PeersDir, p.OrganizationID+".json")
+	if old, err := os.ReadFile(path); err == nil {
+		if bytes.Equal(old, canon) {
+			return p, nil
+		}
+		return PeerInfo{}, fmt.Errorf("a different peer file for %s is already pinned at %s; remove it first to re-pin", p.OrganizationID, path)
+	}
+	return p, writeFileAtomic(path, canon, 0o644)
+}
+
+// Peers returns the pinned counterparties, sorted by organisation.
+func Peers(dir string) ([]PeerInfo, error) {
+	files, err := filepath.Glob(filepath.Join(dir, PeersDir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []PeerInfo
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		p, err := ParsePeerFile(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

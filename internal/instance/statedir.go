@@ -1,0 +1,223 @@
+// Package instance is one organisation's party instance: its state
+// directory, its configuration, its keys at rest and its record.
+//
+// A state directory holds everything the instance needs and nothing of any
+// other organisation's secrets:
+//
+//	DIR/
+//	  config.json         settings (see Config); written by init, edited by hand
+//	  party.db            the SQLite record (package store); never a private key
+//	  keys/principal.pem  the principal's P-256 key, PKCS#8 PEM, mode 0600
+//	  keys/agent.pem      the agent's P-256 key, PKCS#8 PEM, mode 0600
+//	  tls/cert.pem        the instance's self-signed TLS certificate
+//	  tls/key.pem         its private key, mode 0600
+//	  tokens/agent        the agent's MCP bearer token, mode 0600
+//	  tokens/admin        the principal's admin token, mode 0600
+//	  peer.json           this instance's peer file, to hand to counterparties
+//	  peers/              counterparties' peer files, added by `party peer add`
+//
+// The principal key signs mandates, approvals, revocation records and the
+// key records of both keys; the agent key signs the agent's acts. The agent
+// token opens the MCP surface only, the admin token the principal's surface
+// only: an agent can ask, verify and act under a mandate, never approve or
+// issue one (decisions.md 9).
+package instance
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/partyd/party/internal/keys"
+)
+
+// File names inside a state directory.
+const (
+	ConfigFile       = "config.json"
+	DatabaseFile     = "party.db"
+	PrincipalKeyFile = "keys/principal.pem"
+	AgentKeyFile     = "keys/agent.pem"
+	TLSCertFile      = "tls/cert.pem"
+	TLSKeyFile       = "tls/key.pem"
+	AgentTokenFile   = "tokens/agent"
+	AdminTokenFile   = "tokens/admin"
+	PeerFile         = "peer.json"
+	PeersDir         = "peers"
+)
+
+// ErrExists is returned by Init when the directory already holds a state
+// directory (or anything at all): init never overwrites.
+var ErrExists = errors.New("instance: state directory already exists")
+
+// Config is config.json. Every member has a default set by Init; the file
+// is decoded strictly, so a misspelt member is an error rather than a
+// silently ignored setting.
+type Config struct {
+	// OrganizationID is this organisation's A202 identifier (org_...).
+	OrganizationID string `json:"organization_id"`
+	// PrincipalID is the principal whose key issues mandates and approvals.
+	PrincipalID string `json:"principal_id"`
+	// PrincipalRole is the principal's role, matched against approval rules.
+	PrincipalRole string `json:"principal_role"`
+	// AgentID is the agent that acts through the MCP surface.
+	AgentID string `json:"agent_id"`
+	// PrincipalKeyID and AgentKeyID name the two keys in A202 objects.
+	PrincipalKeyID string `json:"principal_key_id"`
+	AgentKeyID     string `json:"agent_key_id"`
+	// MCPAddr is the loopback address of the agent's MCP Streamable HTTP
+	// endpoint (path /mcp).
+	MCPAddr string `json:"mcp_addr"`
+	// PeerAddr is the address of the HTTPS listener counterparties reach:
+	// the A2A endpoint, the AgentCard, the plain HTTPS binding and the
+	// mandate status endpoints.
+	PeerAddr string `json:"peer_addr"`
+	// PublicURL is PeerAddr as counterparties reach it (https://host:port).
+	PublicURL string `json:"public_url"`
+	// AdminAddr is the loopback address of the principal's approvals page.
+	AdminAddr string `json:"admin_addr"`
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string `json:"log_level"`
+}
+
+// Paths resolves a state directory's files.
+type Paths struct{ Dir string }
+
+// Join returns the path of a file inside the state directory.
+func (p Paths) Join(name string) string { return filepath.Join(p.Dir, filepath.FromSlash(name)) }
+
+// LoadConfig reads and strictly decodes DIR/config.json.
+func LoadConfig(dir string) (Config, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return Config{}, fmt.Errorf("instance: %w (is %s a state directory made by `party init`?)", err, dir)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("instance: %s: %w", ConfigFile, err)
+	}
+	if c.OrganizationID == "" || c.AgentID == "" || c.PrincipalID == "" {
+		return Config{}, fmt.Errorf("instance: %s lacks organization_id, agent_id or principal_id", ConfigFile)
+	}
+	return c, nil
+}
+
+func writeConfig(dir string, c Config) error {
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, ConfigFile), append(data, '\n'), 0o644)
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so a crash
+// leaves either the old file or the new one, never half of one.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// loadSigner reads a private key file, refusing one that others can read.
+func loadSigner(path string) (crypto.Signer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("instance: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("instance: %s is readable by others (mode %v); chmod 600 it", path, st.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("instance: %w", err)
+	}
+	k, err := keys.ParsePrivatePEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("instance: %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// newToken returns 32 random bytes as base64url: a bearer token.
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// LoadToken reads a token file (tokens/agent or tokens/admin).
+func LoadToken(dir, name string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+	if err != nil {
+		return "", fmt.Errorf("instance: %w", err)
+	}
+	t := strings.TrimSpace(string(data))
+	if t == "" {
+		return "", fmt.Errorf("instance: %s is empty", name)
+	}
+	return t, nil
+}
+
+// TokenEqual compares a presented token with the expected one in constant
+// time, so response timing says nothing about how much of a guess matched.
+func TokenEqual(presented, expected string) bool {
+	a := sha256.Sum256([]byte(presented))
+	b := sha256.Sum256([]byte(expected))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && expected != ""
+}
+
+// CertFingerprint returns the SHA-256 of a certificate's DER bytes, as
+// lowercase hex: the value a peer file pins.
+func CertFingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+// LoadCertificate reads tls/cert.pem and returns the parsed certificate.
+func LoadCertificate(dir string) (*x509.Certificate, error) {
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(TLSCertFile)))
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("instance: %s holds no certificate", TLSCertFile)
+	}
+	return x509.ParseCertificate(block.Bytes)
+}
