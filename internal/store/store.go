@@ -98,6 +98,16 @@ var migrations = []string{
 		stored_at        TEXT NOT NULL
 	);
 	CREATE INDEX mandates_by_agent ON mandates(subject_agent_id);`,
+	// 2: idempotent tool calls (see idempotency.go).
+	`CREATE TABLE idempotency (
+		scope      TEXT NOT NULL,
+		request_id TEXT NOT NULL,
+		args_hash  TEXT NOT NULL,
+		state      TEXT NOT NULL CHECK (state IN ('running','done')),
+		result     BLOB,
+		created_at TEXT NOT NULL,
+		PRIMARY KEY (scope, request_id)
+	);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

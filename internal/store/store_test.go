@@ -152,3 +152,34 @@ func TestMandateStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestIdempotency(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	if _, found, err := s.Claim(ctx, "propose_offer", "r1", "h1"); found || err != nil {
+		t.Fatal(found, err)
+	}
+	if _, _, err := s.Claim(ctx, "propose_offer", "r1", "h1"); !errors.Is(err, ErrRequestRunning) {
+		t.Fatalf("claim while running: %v", err)
+	}
+	if err := s.Finish(ctx, "propose_offer", "r1", []byte(`{"ok":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	res, found, err := s.Claim(ctx, "propose_offer", "r1", "h1")
+	if !found || err != nil || string(res) != `{"ok":1}` {
+		t.Fatalf("repeat: %s %v %v", res, found, err)
+	}
+	if _, _, err := s.Claim(ctx, "propose_offer", "r1", "h2"); !errors.Is(err, ErrRequestReused) {
+		t.Fatalf("other arguments: %v", err)
+	}
+	// Another tool may use the same id.
+	if _, found, err := s.Claim(ctx, "accept_offer", "r1", "h9"); found || err != nil {
+		t.Fatal(found, err)
+	}
+	if err := s.Release(ctx, "accept_offer", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := s.Claim(ctx, "accept_offer", "r1", "h9"); found || err != nil {
+		t.Fatal("released claim not reusable", found, err)
+	}
+}
