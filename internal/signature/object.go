@@ -1,0 +1,358 @@
+package signature
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/reason"
+)
+
+// Placeholder is the literal value the published fixtures carry in place
+// of a cryptographic signature. It is reported as not checkable, never as
+// verified or failed: a fixture showing a shape says nothing about keys.
+const Placeholder = "synthetic-placeholder-signature-value"
+
+// ErrNotCheckable is wrapped by errors for signatures that cannot be
+// checked: the Placeholder value, or a key_id the resolver does not know.
+// It is not a *reason.Refusal, so a caller that only asks "did it verify?"
+// (err == nil) treats it as a failure, which is the safe reading.
+var ErrNotCheckable = errors.New("signature: not checkable")
+
+// entryMembers are the members of a signature entry (kernel schema
+// $defs/signature, a closed shape).
+var entryMembers = []string{"key_id", "algorithm", "signature", "signed_at", "purpose"}
+
+// protected returns RFC 8785 of {algorithm, key_id, purpose, signed_at}.
+func protected(algorithm, keyID, purpose, signedAt string) ([]byte, error) {
+	return canonical.Marshal(map[string]any{
+		"algorithm": algorithm,
+		"key_id":    keyID,
+		"purpose":   purpose,
+		"signed_at": signedAt,
+	})
+}
+
+// join returns content ‖ "." ‖ header in one allocation.
+func join(content, header []byte) []byte {
+	out := make([]byte, 0, len(content)+1+len(header))
+	out = append(out, content...)
+	out = append(out, '.')
+	return append(out, header...)
+}
+
+// stringMembers reads the named string members of m, refusing any that is
+// absent or not a string.
+func stringMembers(m map[string]any, what string, names ...string) ([]string, error) {
+	out := make([]string, len(names))
+	for i, n := range names {
+		s, ok := m[n].(string)
+		if !ok {
+			return nil, reason.Refuse(fmt.Sprintf("%s member %q is missing or not a string", what, n), reason.EvidenceSignatureInvalid)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// SigningInput returns the bytes the signature entry covers over obj:
+// canonical.HashInput(obj), one ".", and RFC 8785 of the entry's
+// {algorithm, key_id, purpose, signed_at}. The entry need not be in obj's
+// signatures array, and its signature member is not read.
+func SigningInput(obj map[string]any, entry map[string]any) ([]byte, error) {
+	content, err := canonical.HashInput(obj)
+	if err != nil {
+		return nil, fmt.Errorf("signature: hash input of %v: %w", obj["id"], err)
+	}
+	return entryInput(content, entry)
+}
+
+func entryInput(content []byte, entry map[string]any) ([]byte, error) {
+	v, err := stringMembers(entry, "signature entry", "algorithm", "key_id", "purpose", "signed_at")
+	if err != nil {
+		return nil, err
+	}
+	header, err := protected(v[0], v[1], v[2], v[3])
+	if err != nil {
+		return nil, fmt.Errorf("signature: protected members: %w", err)
+	}
+	return join(content, header), nil
+}
+
+// Sign signs obj with s for purpose at signedAt and appends the entry
+// {key_id, algorithm, signature, signed_at, purpose} to obj["signatures"],
+// creating the array if absent. Earlier entries are untouched and stay
+// valid: the signatures array is outside every signing input.
+//
+// It refuses (with A202-EVIDENCE-SIGNATURE-INVALID, the code a verifier
+// would give the result) a purpose the table does not allow for the
+// object's type, and refuses an object whose content_hash, when present,
+// is not its content's hash: a signature beside a stale hash would be a
+// signed object that fails its own hash check.
+func Sign(obj map[string]any, s Signer, purpose string, signedAt time.Time) error {
+	objectType, _ := obj["object_type"].(string)
+	if !PurposeAllowed(objectType, purpose) {
+		return reason.Refuse(fmt.Sprintf("purpose %q may not sign a %q (allowed: %s)", purpose, objectType, strings.Join(AllowedPurposes(objectType), ", ")), reason.EvidenceSignatureInvalid)
+	}
+	var list []any
+	switch v := obj["signatures"].(type) {
+	case nil:
+	case []any:
+		list = v
+	default:
+		return fmt.Errorf("signature: signatures of %v is a %T, want an array", obj["id"], v)
+	}
+	content, err := canonical.HashInput(obj)
+	if err != nil {
+		return fmt.Errorf("signature: hash input of %v: %w", obj["id"], err)
+	}
+	if h, present := obj["content_hash"]; present && h != canonical.SHA256Hex(content) {
+		return fmt.Errorf("signature: %v has a content_hash that is not its content's hash; seal it before signing", obj["id"])
+	}
+	entry, err := makeEntry(content, s, purpose, Timestamp(signedAt))
+	if err != nil {
+		return err
+	}
+	obj["signatures"] = append(list, entry)
+	return nil
+}
+
+// Timestamp is envelope.Timestamp, the one form signed_at takes.
+func Timestamp(t time.Time) string { return envelope.Timestamp(t) }
+
+// makeEntry signs content ‖ "." ‖ protected members with s.
+func makeEntry(content []byte, s Signer, purpose, signedAt string) (map[string]any, error) {
+	keyID, alg := s.KeyID(), s.Algorithm()
+	if !keys.ValidKeyID(keyID) {
+		return nil, fmt.Errorf("signature: signer key_id %q is not a valid key_id", keyID)
+	}
+	if alg != ES256 && alg != EdDSA {
+		return nil, fmt.Errorf("signature: signer algorithm %q is not ES256 or EdDSA", alg)
+	}
+	header, err := protected(alg, keyID, purpose, signedAt)
+	if err != nil {
+		return nil, fmt.Errorf("signature: protected members: %w", err)
+	}
+	raw, err := s.Sign(join(content, header))
+	if err != nil {
+		return nil, fmt.Errorf("signature: sign with %s: %w", keyID, err)
+	}
+	return map[string]any{
+		"key_id":    keyID,
+		"algorithm": alg,
+		"signature": keys.EncodeBase64URL(raw),
+		"signed_at": signedAt,
+		"purpose":   purpose,
+	}, nil
+}
+
+// Entries returns obj's signature entries. A missing array is empty; an
+// array that is not one, or an entry that is not an object, is refused.
+func Entries(obj map[string]any) ([]map[string]any, error) {
+	var list []any
+	switch v := obj["signatures"].(type) {
+	case nil:
+	case []any:
+		list = v
+	default:
+		return nil, reason.Refuse(fmt.Sprintf("signatures of %v is not an array", obj["id"]), reason.EvidenceSignatureInvalid)
+	}
+	out := make([]map[string]any, len(list))
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, reason.Refuse(fmt.Sprintf("signature %d of %v is not an object", i, obj["id"]), reason.EvidenceSignatureInvalid)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// VerifyEntry verifies signature i of obj under pub. It checks, in order:
+// the entry's shape (exactly the five members, all strings); the purpose
+// against the table for obj's type (types with no table row are not
+// restricted here); the Placeholder (ErrNotCheckable); that the
+// algorithm matches the key (ES256 with a P-256 key, EdDSA with Ed25519);
+// that the value is unpadded base64url of exactly 64 bytes (so a DER
+// ES256 value is refused); and the signature over SigningInput. High-S
+// ES256 values are accepted: JOSE does not forbid them and the reference
+// emits them.
+//
+// A failure is a *reason.Refusal with A202-EVIDENCE-SIGNATURE-INVALID.
+func VerifyEntry(obj map[string]any, i int, pub crypto.PublicKey) error {
+	list, err := Entries(obj)
+	if err != nil {
+		return err
+	}
+	if i < 0 || i >= len(list) {
+		return reason.Refuse(fmt.Sprintf("%v has no signature %d", obj["id"], i), reason.EvidenceSignatureInvalid)
+	}
+	content, err := canonical.HashInput(obj)
+	if err != nil {
+		return reason.Refuse(fmt.Sprintf("hash input of %v: %v", obj["id"], err), reason.EvidenceSignatureInvalid)
+	}
+	objectType, _ := obj["object_type"].(string)
+	return verifyEntry(content, objectType, list[i], pub, fmt.Sprintf("signature %d of %v", i, obj["id"]))
+}
+
+func verifyEntry(content []byte, objectType string, entry map[string]any, pub crypto.PublicKey, what string) error {
+	c, err := checkEntry(content, objectType, entry, what)
+	if err != nil {
+		return err
+	}
+	return verifyRaw(c.input, c.alg, c.value, pub, c.what)
+}
+
+// checked is a signature entry whose shape and purpose passed, with the
+// bytes it claims to sign.
+type checked struct {
+	input      []byte
+	alg, value string
+	what       string
+}
+
+// checkEntry does everything VerifyEntry does before the key is needed:
+// shape, placeholder, purpose, and the signing input.
+func checkEntry(content []byte, objectType string, entry map[string]any, what string) (checked, error) {
+	for k := range entry {
+		known := false
+		for _, m := range entryMembers {
+			known = known || k == m
+		}
+		if !known {
+			return checked{}, reason.Refuse(fmt.Sprintf("%s has member %q outside a signature entry", what, k), reason.EvidenceSignatureInvalid)
+		}
+	}
+	v, err := stringMembers(entry, what, "algorithm", "key_id", "purpose", "signed_at", "signature")
+	if err != nil {
+		return checked{}, err
+	}
+	alg, keyID, purpose, signedAt, value := v[0], v[1], v[2], v[3], v[4]
+	what = fmt.Sprintf("%s (%q, %q)", what, keyID, purpose)
+	// The purpose is checked before the placeholder: a signature issued
+	// for the wrong act is wrong whatever its value (the runner checks
+	// purposes without looking at values).
+	if AllowedPurposes(objectType) != nil && !PurposeAllowed(objectType, purpose) {
+		return checked{}, reason.Refuse(fmt.Sprintf("%s: purpose %q may not sign a %s", what, purpose, objectType), reason.EvidenceSignatureInvalid)
+	}
+	if value == Placeholder {
+		return checked{}, fmt.Errorf("%s: %w: placeholder value", what, ErrNotCheckable)
+	}
+	header, err := protected(alg, keyID, purpose, signedAt)
+	if err != nil {
+		return checked{}, reason.Refuse(fmt.Sprintf("%s: protected members: %v", what, err), reason.EvidenceSignatureInvalid)
+	}
+	return checked{input: join(content, header), alg: alg, value: value, what: what}, nil
+}
+
+// verifyRaw checks an encoded signature value over input.
+func verifyRaw(input []byte, alg, value string, pub crypto.PublicKey, what string) error {
+	keyAlg, err := keys.Algorithm(pub)
+	if err != nil {
+		return reason.Refuse(fmt.Sprintf("%s: %v", what, err), reason.EvidenceSignatureInvalid)
+	}
+	if alg != ES256 && alg != EdDSA {
+		return reason.Refuse(fmt.Sprintf("%s: algorithm %q is not ES256 or EdDSA", what, alg), reason.EvidenceSignatureInvalid)
+	}
+	if alg != keyAlg {
+		return reason.Refuse(fmt.Sprintf("%s: algorithm %s does not match the %s key", what, alg, keyAlg), reason.EvidenceSignatureInvalid)
+	}
+	raw, err := keys.DecodeBase64URL(value)
+	if err != nil {
+		return reason.Refuse(fmt.Sprintf("%s: value: %v", what, err), reason.EvidenceSignatureInvalid)
+	}
+	if len(raw) != 64 {
+		return reason.Refuse(fmt.Sprintf("%s: %s value is %d bytes, want 64 (raw r‖s, not DER)", what, alg, len(raw)), reason.EvidenceSignatureInvalid)
+	}
+	var ok bool
+	switch alg {
+	case ES256:
+		digest := sha256.Sum256(input)
+		r := new(big.Int).SetBytes(raw[:32])
+		s := new(big.Int).SetBytes(raw[32:])
+		ok = ecdsa.Verify(pub.(*ecdsa.PublicKey), digest[:], r, s)
+	case EdDSA:
+		ok = ed25519.Verify(pub.(ed25519.PublicKey), input, raw)
+	}
+	if !ok {
+		return reason.Refuse(fmt.Sprintf("%s: signature does not verify", what), reason.EvidenceSignatureInvalid)
+	}
+	return nil
+}
+
+// KeyResolver finds the public key a key_id names. *keys.KeySet is one.
+type KeyResolver interface {
+	Lookup(keyID string) (crypto.PublicKey, error)
+}
+
+// VerifySignatures verifies every signature of obj against the keys
+// resolve finds, and that obj carries at least MinSignatures of its type.
+// The hash input is computed once for all entries.
+//
+// It returns nil when every signature verifies; a *reason.Refusal with
+// A202-EVIDENCE-SIGNATURE-INVALID naming every failing signature when any
+// fails or too few are present; otherwise, when some could not be checked
+// (placeholder value, key_id resolve does not know), an error wrapping
+// ErrNotCheckable. content_hash and key status are not checked here.
+func VerifySignatures(obj map[string]any, resolve KeyResolver) error {
+	list, err := Entries(obj)
+	if err != nil {
+		return err
+	}
+	objectType, _ := obj["object_type"].(string)
+	var failed, unchecked []string
+	if min := MinSignatures(objectType); len(list) < min {
+		failed = append(failed, fmt.Sprintf("a %s needs %d signature(s), has %d", objectType, min, len(list)))
+	}
+	content, err := canonical.HashInput(obj)
+	if err != nil {
+		return reason.Refuse(fmt.Sprintf("hash input of %v: %v", obj["id"], err), reason.EvidenceSignatureInvalid)
+	}
+	for i, e := range list {
+		what := fmt.Sprintf("signature %d of %v", i, obj["id"])
+		keyID, _ := e["key_id"].(string)
+		c, err := checkEntry(content, objectType, e, what)
+		if err != nil {
+			if errors.Is(err, ErrNotCheckable) {
+				unchecked = append(unchecked, err.Error())
+			} else {
+				failed = append(failed, refusalDetail(err))
+			}
+			continue
+		}
+		pub, err := resolve.Lookup(keyID)
+		if err != nil {
+			unchecked = append(unchecked, fmt.Sprintf("%s: %v", c.what, err))
+			continue
+		}
+		if err := verifyRaw(c.input, c.alg, c.value, pub, c.what); err != nil {
+			failed = append(failed, refusalDetail(err))
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return reason.Refuse(strings.Join(failed, "; "), reason.EvidenceSignatureInvalid)
+	case len(unchecked) > 0:
+		return fmt.Errorf("%w: %s", ErrNotCheckable, strings.Join(unchecked, "; "))
+	}
+	return nil
+}
+
+// refusalDetail is the detail of a refusal, or the error text of anything
+// else, for joining several failures into one refusal.
+func refusalDetail(err error) string {
+	var r *reason.Refusal
+	if errors.As(err, &r) {
+		return r.Detail
+	}
+	return err.Error()
+}
