@@ -1,0 +1,50 @@
+package signature
+
+import (
+	"bytes"
+	"crypto/elliptic"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/keys"
+)
+
+// FuzzVerifyEntry replaces a valid signature's value and signed_at with
+// fuzzed strings. Verification never panics, and the only values that
+// verify are the original with its original signed_at, or the original's
+// high-S twin (r, n-s), which ECDSA accepts by design.
+func FuzzVerifyEntry(f *testing.F) {
+	k, err := keys.Generate()
+	if err != nil {
+		f.Fatal(err)
+	}
+	s, _ := NewES256("key_fuzz_01", k)
+	obj := newObject(f, "offer")
+	if err := Sign(obj, s, "offer_submission", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); err != nil {
+		f.Fatal(err)
+	}
+	e := entry(obj, 0)
+	value, signedAt := e["signature"].(string), e["signed_at"].(string)
+	raw, _ := keys.DecodeBase64URL(value)
+	twin := append([]byte(nil), raw[:32]...)
+	twin = append(twin, new(big.Int).Sub(elliptic.P256().Params().N, new(big.Int).SetBytes(raw[32:])).FillBytes(make([]byte, 32))...)
+	f.Add(value, signedAt)
+	f.Add(value+"==", signedAt)
+	f.Add(value, "2026-01-02T03:04:06Z")
+	f.Add(Placeholder, signedAt)
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, v, at string) {
+		o := clone(t, obj)
+		entry(o, 0)["signature"] = v
+		entry(o, 0)["signed_at"] = at
+		err := VerifyEntry(o, 0, &k.PublicKey)
+		if err != nil {
+			return
+		}
+		got, derr := keys.DecodeBase64URL(v)
+		if derr != nil || at != signedAt || !(bytes.Equal(got, raw) || bytes.Equal(got, twin)) {
+			t.Fatalf("verified value %q at %q", v, at)
+		}
+	})
+}
