@@ -108,6 +108,31 @@ var migrations = []string{
 		created_at TEXT NOT NULL,
 		PRIMARY KEY (scope, request_id)
 	);`,
+	// 3: the delivery outbox and inbox (see outbox.go).
+	`CREATE TABLE outbox (
+		id             INTEGER PRIMARY KEY AUTOINCREMENT,
+		peer           TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		message_key    TEXT NOT NULL,
+		objects        BLOB NOT NULL,
+		status         TEXT NOT NULL CHECK (status IN ('pending','delivered','failed')),
+		attempts       INTEGER NOT NULL DEFAULT 0,
+		next_attempt   INTEGER NOT NULL,
+		lease_until    INTEGER NOT NULL DEFAULT 0,
+		last_error     TEXT NOT NULL DEFAULT '',
+		reply          BLOB,
+		enqueued_at    TEXT NOT NULL,
+		finished_at    TEXT
+	);
+	CREATE INDEX outbox_due ON outbox(status, next_attempt);
+	CREATE TABLE inbox (
+		from_org       TEXT NOT NULL,
+		message_key    TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		reply          BLOB NOT NULL,
+		received_at    TEXT NOT NULL,
+		PRIMARY KEY (from_org, message_key)
+	);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its
