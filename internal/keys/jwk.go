@@ -50,7 +50,8 @@ func DecodeBase64URL(s string) ([]byte, error) {
 // in unpadded base64url) or an Ed25519 key ({"kty":"OKP","crv":"Ed25519",
 // "x"}). The result is a decoded JSON value, ready to sit in a payload.
 func PublicJWK(pub crypto.PublicKey) (map[string]any, error) {
-	if _, err := Algorithm(pub); err != nil {
+	alg, err := Algorithm(pub)
+	if err != nil {
 		return nil, err
 	}
 	switch p := pub.(type) {
@@ -72,7 +73,7 @@ func PublicJWK(pub crypto.PublicKey) (map[string]any, error) {
 			"x":   EncodeBase64URL(p),
 		}, nil
 	}
-	panic("unreachable: Algorithm accepted an unknown key type")
+	return nil, fmt.Errorf("keys: no JWK form for %s key type %T", alg, pub)
 }
 
 // ParseJWK imports a public JWK given as a decoded JSON object. It returns a

@@ -91,7 +91,11 @@ func (d document) sign(doc map[string]any, s Signer, at time.Time) error {
 	if err != nil {
 		return err
 	}
-	e, err := makeEntry(content, s, d.purpose, Timestamp(at))
+	stamp, err := timestamp(at)
+	if err != nil {
+		return err
+	}
+	e, err := makeEntry(content, s, d.purpose, stamp)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,11 @@ func Sign(obj map[string]any, s Signer, purpose string, signedAt time.Time) erro
 	if h, present := obj["content_hash"]; present && h != canonical.SHA256Hex(content) {
 		return fmt.Errorf("signature: %v has a content_hash that is not its content's hash; seal it before signing", obj["id"])
 	}
-	entry, err := makeEntry(content, s, purpose, Timestamp(signedAt))
+	at, err := timestamp(signedAt)
+	if err != nil {
+		return err
+	}
+	entry, err := makeEntry(content, s, purpose, at)
 	if err != nil {
 		return err
 	}
@@ -126,8 +130,14 @@ func Sign(obj map[string]any, s Signer, purpose string, signedAt time.Time) erro
 	return nil
 }
 
-// Timestamp is envelope.Timestamp, the one form signed_at takes.
-func Timestamp(t time.Time) string { return envelope.Timestamp(t) }
+// timestamp writes signed_at in the one form party uses; a zero time is
+// refused rather than written as year 1.
+func timestamp(t time.Time) (string, error) {
+	if t.IsZero() {
+		return "", errors.New("signature: signing time is not set")
+	}
+	return envelope.Timestamp(t), nil
+}
 
 // makeEntry signs content ‖ "." ‖ protected members with s.
 func makeEntry(content []byte, s Signer, purpose, signedAt string) (map[string]any, error) {

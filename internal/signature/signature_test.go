@@ -455,6 +455,9 @@ func TestSignRefusals(t *testing.T) {
 	if err := Sign(notArray, s, "offer_submission", time.Now()); err == nil {
 		t.Error("signed into a signatures member that is not an array")
 	}
+	if err := Sign(clone(t, obj), s, "offer_submission", time.Time{}); err == nil {
+		t.Error("signed with no signing time")
+	}
 	if _, err := NewES256("alpha", k); err == nil {
 		t.Error("signer with a malformed key_id")
 	}
