@@ -104,6 +104,52 @@ func (s *Store) Mandates(ctx context.Context, origin string) ([]MandateRecord, e
 	return out, rows.Err()
 }
 
+// ChangeMandateStatus moves a mandate from one status to another and stores
+// the signed revocation record that announces it, in one transaction, so
+// that the status endpoint never shows a status without its record.
+func (s *Store) ChangeMandateStatus(ctx context.Context, id, from, to string, record []byte) error {
+	if from == StatusRevoked {
+		return fmt.Errorf("store: mandate %s is revoked; revocation is final", id)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	info, err := putObject(ctx, tx, record, "local")
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE mandates SET status = ?, status_changed = ?, revocation_id = ? WHERE id = ? AND status = ?`,
+		to, now(), info.ID, id, from)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		if _, err := s.GetMandate(ctx, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: mandate %s is not %s", ErrConflict, id, from)
+	}
+	return tx.Commit()
+}
+
+// MandateRevocation returns the latest revocation record of a mandate, or
+// ErrNotFound when its status never changed.
+func (s *Store) MandateRevocation(ctx context.Context, id string) ([]byte, error) {
+	var rid sql.NullString
+	if err := s.db.QueryRowContext(ctx, `SELECT revocation_id FROM mandates WHERE id = ?`, id).Scan(&rid); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w: mandate %s", ErrNotFound, id)
+		}
+		return nil, err
+	}
+	if !rid.Valid {
+		return nil, fmt.Errorf("%w: no revocation record for %s", ErrNotFound, id)
+	}
+	return s.GetObject(ctx, rid.String)
+}
+
 // SetMandateStatus moves a mandate from one status to another. Revoked is
 // final (mandate §9): moving out of it is refused. It is a compare-and-swap
 // on the current status, so two principals acting at once cannot both win.

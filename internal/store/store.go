@@ -133,6 +133,22 @@ var migrations = []string{
 		received_at    TEXT NOT NULL,
 		PRIMARY KEY (from_org, message_key)
 	);`,
+	// 4: approval requests and the revocation record behind each status
+	// change (see approvals.go and mandates.go).
+	`ALTER TABLE mandates ADD COLUMN revocation_id TEXT;
+	CREATE TABLE approval_requests (
+		id             TEXT PRIMARY KEY,
+		mandate_id     TEXT NOT NULL,
+		transaction_id TEXT,
+		action_hash    TEXT NOT NULL,
+		act            BLOB NOT NULL,
+		rules          TEXT NOT NULL,
+		status         TEXT NOT NULL CHECK (status IN ('pending','approved','rejected')),
+		approval_id    TEXT,
+		requested_at   TEXT NOT NULL,
+		decided_at     TEXT
+	);
+	CREATE INDEX approval_requests_by_status ON approval_requests(status, requested_at);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

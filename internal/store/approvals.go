@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Approval request statuses. Whether a granted approval has since expired is
+// read from the approval object itself, not stored.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+)
+
+// ApprovalRequest is an agent's request that a principal approve one act.
+type ApprovalRequest struct {
+	ID            string
+	MandateID     string
+	TransactionID string
+	ActionHash    string
+	Act           []byte // canonical bytes of the act document
+	Rules         string // JSON: the approval rules the act matched
+	Status        string
+	ApprovalID    string // the signed approval object, once decided
+	RequestedAt   string
+	DecidedAt     string
+}
+
+// PutApprovalRequest records a new pending request.
+func (s *Store) PutApprovalRequest(ctx context.Context, r ApprovalRequest) error {
+	var txn any
+	if r.TransactionID != "" {
+		txn = r.TransactionID
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, now())
+	if err != nil {
+		return fmt.Errorf("store: approval request: %w", err)
+	}
+	return nil
+}
+
+const approvalColumns = `id, mandate_id, COALESCE(transaction_id, ''), action_hash, act, rules, status, COALESCE(approval_id, ''), requested_at, COALESCE(decided_at, '')`
+
+func scanApproval(row interface{ Scan(...any) error }) (ApprovalRequest, error) {
+	var r ApprovalRequest
+	err := row.Scan(&r.ID, &r.MandateID, &r.TransactionID, &r.ActionHash, &r.Act, &r.Rules, &r.Status, &r.ApprovalID, &r.RequestedAt, &r.DecidedAt)
+	return r, err
+}
+
+// GetApprovalRequest returns one request.
+func (s *Store) GetApprovalRequest(ctx context.Context, id string) (ApprovalRequest, error) {
+	r, err := scanApproval(s.db.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ApprovalRequest{}, fmt.Errorf("%w: approval request %s", ErrNotFound, id)
+	}
+	return r, err
+}
+
+// ApprovalRequests lists requests, newest last; status "" means all.
+func (s *Store) ApprovalRequests(ctx context.Context, status string) ([]ApprovalRequest, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE ? = '' OR status = ? ORDER BY requested_at, rowid`, status, status)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ApprovalRequest
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// DecideApprovalRequest stores the signed approval object and moves the
+// request from pending to approved or rejected, in one transaction. It is a
+// compare-and-swap on pending: a request is decided once.
+func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, approval []byte) error {
+	if status != ApprovalApproved && status != ApprovalRejected {
+		return fmt.Errorf("store: cannot decide a request as %q", status)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	info, err := putObject(ctx, tx, approval, "local")
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE approval_requests SET status = ?, approval_id = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
+		status, info.ID, now(), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		if _, err := s.GetApprovalRequest(ctx, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: approval request %s is already decided", ErrConflict, id)
+	}
+	return tx.Commit()
+}
