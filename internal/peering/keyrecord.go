@@ -1,0 +1,471 @@
+package peering
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/store"
+)
+
+// ErrUntrustedKey is wrapped by every refusal of TrustKeyRecord and
+// TrustedKeys.Add.
+var ErrUntrustedKey = errors.New("peering: key record not trusted")
+
+// KeyRecordsPath is where an instance serves its own organisation's
+// key_record objects to pinned peers.
+const KeyRecordsPath = "/a202/key-records"
+
+// maxKeyRecordsBody bounds a key-records response; a handful of records
+// is a few KiB.
+const maxKeyRecordsBody = 1 << 20
+
+// TrustKeyRecord decides whether keyRecord, the exact bytes of a
+// key_record object received from or for peer, binds a key_id to a public
+// key on peer's authority. It requires, in order: canonical bytes (the
+// bytes that were signed, never a re-serialisation); object_type
+// key_record and the A202 spec_version; a valid key_id as the object id; a
+// content_hash that is the object's own; peer's organisation as both the
+// payload's controller_organization_id and created_by.organization_id; a
+// public_key_jwk that imports and matches the declared algorithm; when the
+// key_id is one of peer's pinned principal keys, exactly that pinned key;
+// and at least one object_issuance signature by a pinned principal key of
+// peer (one whose RFC 7638 thumbprint the peer file lists) that verifies.
+//
+// The key's status and validity interval are not judged here: they are
+// facts of the record that a verifier reads at signed_at and now. Every
+// refusal wraps ErrUntrustedKey.
+func TrustKeyRecord(peer instance.PeerInfo, keyRecord []byte) (keyID string, pub crypto.PublicKey, err error) {
+	fail := func(format string, args ...any) (string, crypto.PublicKey, error) {
+		return "", nil, fmt.Errorf("%w: %s", ErrUntrustedKey, fmt.Sprintf(format, args...))
+	}
+	obj, err := canonical.DecodeObject(keyRecord)
+	if err != nil {
+		return fail("%v", err)
+	}
+	canon, err := canonical.Marshal(obj)
+	if err != nil || !bytes.Equal(canon, keyRecord) {
+		return fail("bytes are not in canonical form")
+	}
+	if t, _ := obj["object_type"].(string); t != "key_record" {
+		return fail("object_type is %q, not key_record", t)
+	}
+	if v, _ := obj["spec_version"].(string); v != envelope.SpecVersion {
+		return fail("spec_version is %q", v)
+	}
+	keyID, _ = obj["id"].(string)
+	if !keys.ValidKeyID(keyID) {
+		return fail("id %q is not a key_id", keyID)
+	}
+	if h, err := canonical.ContentHash(obj); err != nil || h != obj["content_hash"] {
+		return fail("%s: content_hash is not the record's own", keyID)
+	}
+	payload, _ := obj["payload"].(map[string]any)
+	createdBy, _ := obj["created_by"].(map[string]any)
+	if payload == nil || createdBy == nil {
+		return fail("%s: no payload or created_by", keyID)
+	}
+	if c, _ := payload["controller_organization_id"].(string); c != peer.OrganizationID {
+		return fail("%s: controlled by %q, not %s", keyID, c, peer.OrganizationID)
+	}
+	if c, _ := createdBy["organization_id"].(string); c != peer.OrganizationID {
+		return fail("%s: created by %q, not %s", keyID, c, peer.OrganizationID)
+	}
+	pub, err = keys.ParseJWK(payload["public_key_jwk"])
+	if err != nil {
+		return fail("%s: public_key_jwk: %v", keyID, err)
+	}
+	if alg, _ := keys.Algorithm(pub); alg != payload["algorithm"] {
+		return fail("%s: algorithm %v does not match its key", keyID, payload["algorithm"])
+	}
+	principals, err := pinnedPrincipals(peer)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if pinned, ok := principals[keyID]; ok && !samePublic(pinned, pub) {
+		return fail("%s names a pinned principal key but carries another key", keyID)
+	}
+	entries, err := signature.Entries(obj)
+	if err != nil {
+		return fail("%s: %v", keyID, err)
+	}
+	for i, e := range entries {
+		signer, _ := e["key_id"].(string)
+		pk, ok := principals[signer]
+		if !ok || e["purpose"] != "object_issuance" {
+			continue
+		}
+		if err := signature.VerifyEntry(obj, i, pk); err == nil {
+			return keyID, pub, nil
+		}
+	}
+	return fail("%s: no valid object_issuance signature by a pinned principal key of %s", keyID, peer.OrganizationID)
+}
+
+// pinnedPrincipals returns peer's principal keys whose thumbprints the
+// peer file pins, by key_id.
+func pinnedPrincipals(peer instance.PeerInfo) (map[string]crypto.PublicKey, error) {
+	pinned := map[string]bool{}
+	for _, t := range peer.PrincipalKeyThumbprints {
+		pinned[t] = true
+	}
+	out := map[string]crypto.PublicKey{}
+	for kid, jwk := range peer.PrincipalKeys {
+		pub, err := keys.ParseJWK(jwk)
+		if err != nil {
+			return nil, fmt.Errorf("peer file principal key %s: %w", kid, err)
+		}
+		if tp, err := keys.Thumbprint(pub); err == nil && pinned[tp] {
+			out[kid] = pub
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("peer file of %s carries no pinned principal key", peer.OrganizationID)
+	}
+	return out, nil
+}
+
+func samePublic(a, b crypto.PublicKey) bool {
+	switch a := a.(type) {
+	case *ecdsa.PublicKey:
+		return a.Equal(b)
+	case ed25519.PublicKey:
+		return a.Equal(b)
+	}
+	return false
+}
+
+// TrustedKeys is the per-peer store of trusted agent and principal keys.
+// Keys enter only through TrustKeyRecord; the records are kept in the
+// record (store objects with origin = the peer organisation) so a restart
+// reloads them (Load) instead of trusting anything new. It is safe for
+// concurrent use.
+type TrustedKeys struct {
+	store   *store.Store
+	clients *Clients
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	sets    map[string]*keys.KeySet
+	fetchMu sync.Mutex // one exchange at a time
+}
+
+// NewTrustedKeys returns an empty key store. st persists trusted records
+// (nil keeps them in memory only); clients lets EnsureKeys and Exchange
+// fetch records from peers (nil disables fetching).
+func NewTrustedKeys(st *store.Store, clients *Clients, logger *slog.Logger) *TrustedKeys {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &TrustedKeys{store: st, clients: clients, logger: logger, sets: map[string]*keys.KeySet{}}
+}
+
+func (t *TrustedKeys) set(org string) *keys.KeySet {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.sets[org]
+	if !ok {
+		s = keys.NewKeySet()
+		t.sets[org] = s
+	}
+	return s
+}
+
+// Add trusts the key that keyRecord publishes for peer and returns its
+// key_id. It refuses (ErrUntrustedKey) a record TrustKeyRecord refuses,
+// and a record that binds a key_id already trusted for peer to a
+// different key, whoever signed it; both refusals of a key change are
+// logged at warning level, because one is either an attack or a peer that
+// reused a key_id. Adding a record for a key already trusted is a no-op.
+func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord []byte) (string, error) {
+	keyID, pub, err := TrustKeyRecord(peer, keyRecord)
+	if err != nil {
+		if id, claimed, ok := claimedKey(keyRecord); ok {
+			if held, lerr := t.set(peer.OrganizationID).Lookup(id); lerr == nil && !samePublic(held, claimed) {
+				t.logger.Warn("refused a key change that no pinned principal key signed",
+					"organization_id", peer.OrganizationID, "key_id", id, "error", err)
+			}
+		}
+		return "", err
+	}
+	set := t.set(peer.OrganizationID)
+	if held, lerr := set.Lookup(keyID); lerr == nil && !samePublic(held, pub) {
+		t.logger.Warn("refused a key change: a key_id names one key for good, a new key needs a new key_id",
+			"organization_id", peer.OrganizationID, "key_id", keyID)
+		return "", fmt.Errorf("%w: %s is already trusted with a different key", ErrUntrustedKey, keyID)
+	}
+	if err := set.Add(keyID, pub); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUntrustedKey, err)
+	}
+	if t.store != nil {
+		if _, err := t.store.PutObject(ctx, keyRecord, peer.OrganizationID); err != nil && !errors.Is(err, store.ErrConflict) {
+			// ErrConflict means another record (say, the same key signed
+			// again) is held under this id; the key is the same, so the
+			// first record stays.
+			return "", fmt.Errorf("peering: storing key record %s: %w", keyID, err)
+		}
+	}
+	t.logger.Info("trusted a peer key", "organization_id", peer.OrganizationID, "key_id", keyID)
+	return keyID, nil
+}
+
+// claimedKey reads the key_id and key a record claims, without trusting
+// anything, to recognise an attempted key change.
+func claimedKey(record []byte) (string, crypto.PublicKey, bool) {
+	obj, err := canonical.DecodeObject(record)
+	if err != nil {
+		return "", nil, false
+	}
+	id, _ := obj["id"].(string)
+	payload, _ := obj["payload"].(map[string]any)
+	if id == "" || payload == nil {
+		return "", nil, false
+	}
+	pub, err := keys.ParseJWK(payload["public_key_jwk"])
+	if err != nil {
+		return "", nil, false
+	}
+	return id, pub, true
+}
+
+// Lookup returns the key trusted for org under keyID, or an error
+// wrapping keys.ErrUnknownKey.
+func (t *TrustedKeys) Lookup(org, keyID string) (crypto.PublicKey, error) {
+	return t.set(org).Lookup(keyID)
+}
+
+// KeySet returns org's trusted keys as a resolver for package signature.
+// The set only grows; it is shared, not copied.
+func (t *TrustedKeys) KeySet(org string) *keys.KeySet { return t.set(org) }
+
+// Known reports whether any key of org is trusted.
+func (t *TrustedKeys) Known(org string) bool { return t.set(org).Len() > 0 }
+
+// Load re-trusts the peer key records held in the store: for every
+// key_record whose controller is a peer pinned in dir, TrustKeyRecord runs
+// again against the current peer file, so a re-pinned peer's old records
+// are not trusted by inheritance. Records of other organisations (this
+// instance's own) are skipped; records that no longer verify are logged
+// and skipped.
+func (t *TrustedKeys) Load(ctx context.Context, dir *Directory) error {
+	if t.store == nil {
+		return nil
+	}
+	records, err := t.store.ObjectsOfType(ctx, "key_record")
+	if err != nil {
+		return fmt.Errorf("peering: loading key records: %w", err)
+	}
+	for _, rec := range records {
+		obj, err := canonical.DecodeObject(rec)
+		if err != nil {
+			continue
+		}
+		payload, _ := obj["payload"].(map[string]any)
+		org, _ := payload["controller_organization_id"].(string)
+		peer, err := dir.Peer(org)
+		if err != nil {
+			continue
+		}
+		if _, err := t.Add(ctx, peer, rec); err != nil {
+			t.logger.Warn("a stored peer key record is no longer trusted", "organization_id", org, "key_id", obj["id"], "error", err)
+		}
+	}
+	return nil
+}
+
+// EnsureKeys fetches org's key records once, on first contact: it does
+// nothing when a key of org is already trusted.
+func (t *TrustedKeys) EnsureKeys(ctx context.Context, org string) error {
+	if t.Known(org) {
+		return nil
+	}
+	_, err := t.Exchange(ctx, org)
+	return err
+}
+
+// Exchange fetches org's key records from its KeyRecordsPath over the
+// pinned client and trusts each with Add, returning how many are now
+// trusted for org. A record that is refused is logged and does not stop
+// the others; an exchange that yields no trusted key is an error.
+func (t *TrustedKeys) Exchange(ctx context.Context, org string) (int, error) {
+	if t.clients == nil {
+		return 0, errors.New("peering: this key store cannot fetch key records")
+	}
+	t.fetchMu.Lock()
+	defer t.fetchMu.Unlock()
+	hc, peer, err := t.clients.For(org)
+	if err != nil {
+		return 0, err
+	}
+	records, err := FetchKeyRecords(ctx, hc, peer)
+	if err != nil {
+		return 0, err
+	}
+	for _, rec := range records {
+		if _, err := t.Add(ctx, peer, rec); err != nil {
+			t.logger.Warn("refused a key record from a peer", "organization_id", org, "error", err)
+		}
+	}
+	n := t.set(org).Len()
+	if n == 0 {
+		return 0, fmt.Errorf("%w: %s served no key record this instance trusts", ErrUntrustedKey, org)
+	}
+	return n, nil
+}
+
+// KeyRecordsURL returns the URL of peer's key records.
+func KeyRecordsURL(peer instance.PeerInfo) (string, error) {
+	base := peer.BaseURL()
+	if base == "" {
+		return "", fmt.Errorf("peering: peer file of %s has no usable agent_card_url", peer.OrganizationID)
+	}
+	return url.JoinPath(base, KeyRecordsPath)
+}
+
+// FetchKeyRecords GETs peer's key records with a pinned client and returns
+// the exact bytes of each (nothing is trusted yet; see TrustedKeys.Add).
+func FetchKeyRecords(ctx context.Context, hc *http.Client, peer instance.PeerInfo) ([][]byte, error) {
+	u, err := KeyRecordsURL(peer)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("peering: fetching key records of %s: %w", peer.OrganizationID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("peering: key records of %s: HTTP %s", peer.OrganizationID, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxKeyRecordsBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("peering: key records of %s: %w", peer.OrganizationID, err)
+	}
+	if len(body) > maxKeyRecordsBody {
+		return nil, fmt.Errorf("peering: key records of %s exceed %d bytes", peer.OrganizationID, maxKeyRecordsBody)
+	}
+	// Each element of a []json.RawMessage is the element's bytes exactly as
+	// served, which is what TrustKeyRecord must see.
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("peering: key records of %s: %w", peer.OrganizationID, err)
+	}
+	out := make([][]byte, len(raw))
+	for i, r := range raw {
+		out[i] = []byte(r)
+	}
+	return out, nil
+}
+
+// KeyRecordSource returns this instance's own key_record objects, as
+// exact canonical bytes.
+type KeyRecordSource func(ctx context.Context) ([][]byte, error)
+
+// OwnKeyRecords is the KeyRecordSource of an instance whose records are in
+// st: every stored key_record whose controller is ownOrg.
+func OwnKeyRecords(st *store.Store, ownOrg string) KeyRecordSource {
+	return func(ctx context.Context) ([][]byte, error) {
+		all, err := st.ObjectsOfType(ctx, "key_record")
+		if err != nil {
+			return nil, err
+		}
+		var out [][]byte
+		for _, rec := range all {
+			obj, err := canonical.DecodeObject(rec)
+			if err != nil {
+				continue
+			}
+			payload, _ := obj["payload"].(map[string]any)
+			if payload["controller_organization_id"] == ownOrg {
+				out = append(out, rec)
+			}
+		}
+		return out, nil
+	}
+}
+
+// KeyRecordsHandler serves GET KeyRecordsPath: the records src returns, as
+// a JSON array whose elements are the records' exact bytes. Only a pinned
+// peer may read them (403 otherwise); other methods get 405.
+func KeyRecordsHandler(dir *Directory, src KeyRecordSource, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		peer, err := dir.AuthenticateRequest(r)
+		if err != nil {
+			logger.Info("refused a key-records request without a pinned client certificate", "remote_addr", r.RemoteAddr, "error", err)
+			http.Error(w, "a pinned client certificate is required", http.StatusForbidden)
+			return
+		}
+		records, err := src(r.Context())
+		if err != nil {
+			logger.Error("reading own key records failed", "error", err)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		var buf bytes.Buffer
+		buf.WriteByte('[')
+		for i, rec := range records {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(rec)
+		}
+		buf.WriteByte(']')
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			logger.Debug("writing key records failed", "organization_id", peer.OrganizationID, "error", err)
+		}
+	})
+}
+
+// IssueKeyRecord builds, seals and signs the key_record that spec
+// describes, signed (purpose object_issuance) by the organisation's
+// principal key, and returns its canonical bytes: the record a peer's
+// TrustKeyRecord accepts once the principal key is pinned there. Package
+// instance, or whoever provisions an instance's keys, stores the result
+// with store.PutObject so that KeyRecordsHandler serves it.
+func IssueKeyRecord(spec envelope.KeyRecordSpec, principalKeyID string, principal crypto.Signer, signedAt time.Time) ([]byte, error) {
+	obj, err := envelope.NewKeyRecord(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := envelope.Seal(obj); err != nil {
+		return nil, err
+	}
+	s, err := signature.NewSigner(principalKeyID, principal)
+	if err != nil {
+		return nil, err
+	}
+	if err := signature.Sign(obj, s, "object_issuance", signedAt); err != nil {
+		return nil, err
+	}
+	return canonical.Marshal(obj)
+}
