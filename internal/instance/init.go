@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -191,7 +192,11 @@ func Init(dir string, o InitOptions) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	err = bootstrap(context.Background(), st, cfg, principal, agent, o.Now)
 	st.Close()
+	if err != nil {
+		return Summary{}, err
+	}
 	if err := writePeerFile(dir, cfg, principal); err != nil {
 		return Summary{}, err
 	}

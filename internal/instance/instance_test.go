@@ -1,11 +1,15 @@
 package instance
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/signature"
 )
 
 func TestInitCreatesStateDirectory(t *testing.T) {
@@ -125,5 +129,48 @@ func TestPeers(t *testing.T) {
 	ps, err := Peers(a)
 	if err != nil || len(ps) != 1 || ps[0].OrganizationID != "org_bravo" {
 		t.Fatalf("%v %v", ps, err)
+	}
+}
+
+func TestInitIssuesInstanceMandateAndKeyRecords(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "s")
+	sum, err := Init(dir, InitOptions{OrganizationID: "org_delta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	recs, err := in.Store.ObjectsOfType(ctx, "key_record")
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("%d key records, %v", len(recs), err)
+	}
+	ms, _ := in.Store.Mandates(ctx, "local")
+	if len(ms) != 1 {
+		t.Fatalf("%d mandates", len(ms))
+	}
+	m, _ := canonical.DecodeObject(ms[0].Body)
+	if !IsInstanceMandate(m) {
+		t.Fatal("the init mandate is not the instance mandate")
+	}
+	if err := signature.VerifyMandateProof(m, in.PrincipalKey().Public()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, b := range recs {
+		obj, _ := canonical.DecodeObject(b)
+		if err := signature.VerifyEntry(obj, 0, in.PrincipalKey().Public()); err != nil {
+			t.Fatal(err)
+		}
+		if obj["created_by"].(map[string]any)["mandate_id"] != m["id"] {
+			t.Fatal("key record does not name the instance mandate")
+		}
+		seen[obj["id"].(string)] = true
+	}
+	if !seen[sum.AgentKeyID] || !seen[sum.PrincipalKeyID] {
+		t.Fatalf("key records %v", seen)
 	}
 }
