@@ -86,8 +86,10 @@ func decodeObjects(b []byte) ([][]byte, error) {
 
 // EnqueueOutbox stores a message to send, due at once, and returns its id.
 // The row is committed before this returns, so the message survives a
-// crash from here on.
-func (s *Store) EnqueueOutbox(ctx context.Context, peer, transactionID, messageKey string, objects [][]byte) (int64, error) {
+// crash from here on. A non-zero leaseUntil enqueues the message already
+// leased (see LeaseOutbox), for a caller that attempts it at once and must
+// not race a worker for it.
+func (s *Store) EnqueueOutbox(ctx context.Context, peer, transactionID, messageKey string, objects [][]byte, leaseUntil time.Time) (int64, error) {
 	if len(objects) == 0 {
 		return 0, errors.New("store: enqueue: a message carries at least one object")
 	}
@@ -95,8 +97,12 @@ func (s *Store) EnqueueOutbox(ctx context.Context, peer, transactionID, messageK
 	if err != nil {
 		return 0, err
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO outbox(peer, transaction_id, message_key, objects, status, next_attempt, enqueued_at)
-		VALUES (?, ?, ?, ?, 'pending', ?, ?)`, peer, transactionID, messageKey, body, time.Now().UnixNano(), now())
+	var lease int64
+	if !leaseUntil.IsZero() {
+		lease = leaseUntil.UnixNano()
+	}
+	res, err := s.db.ExecContext(ctx, `INSERT INTO outbox(peer, transaction_id, message_key, objects, status, next_attempt, lease_until, enqueued_at)
+		VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)`, peer, transactionID, messageKey, body, time.Now().UnixNano(), lease, now())
 	if err != nil {
 		return 0, fmt.Errorf("store: enqueue: %w", err)
 	}
@@ -157,20 +163,28 @@ func (s *Store) PendingOutbox(ctx context.Context) ([]OutboxMessage, error) {
 	return s.queryOutbox(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE status = 'pending' ORDER BY id`)
 }
 
-// DueOutbox returns up to limit pending messages whose next attempt is due
-// at t and which no attempt holds a lease on, oldest first.
+// headOnly restricts a query on outbox o to the oldest pending message of
+// each (peer, transaction): messages of one transaction are delivered in
+// the order they were enqueued, so a retried event never arrives after
+// its successor, while other transactions are not held up.
+const headOnly = ` AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending'
+	AND p.peer = o.peer AND p.transaction_id = o.transaction_id AND p.id < o.id)`
+
+// DueOutbox returns up to limit pending messages that are due at t, that
+// no attempt holds a lease on, and that are the oldest pending message of
+// their peer and transaction; oldest first.
 func (s *Store) DueOutbox(ctx context.Context, t time.Time, limit int) ([]OutboxMessage, error) {
 	n := t.UnixNano()
-	return s.queryOutbox(ctx, `SELECT `+outboxColumns+` FROM outbox
-		WHERE status = 'pending' AND next_attempt <= ? AND lease_until <= ? ORDER BY id LIMIT ?`, n, n, limit)
+	return s.queryOutbox(ctx, `SELECT `+outboxColumns+` FROM outbox o
+		WHERE status = 'pending' AND next_attempt <= ? AND lease_until <= ?`+headOnly+` ORDER BY id LIMIT ?`, n, n, limit)
 }
 
-// NextOutboxAttempt returns the earliest time a pending message becomes
-// due (its next attempt, or the end of a lease held on it), and false when
-// nothing is pending.
+// NextOutboxAttempt returns the earliest time a message DueOutbox would
+// return becomes due (its next attempt, or the end of a lease held on
+// it), and false when nothing is pending.
 func (s *Store) NextOutboxAttempt(ctx context.Context) (time.Time, bool, error) {
 	var next sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT MIN(MAX(next_attempt, lease_until)) FROM outbox WHERE status = 'pending'`).Scan(&next)
+	err := s.db.QueryRowContext(ctx, `SELECT MIN(MAX(next_attempt, lease_until)) FROM outbox o WHERE status = 'pending'`+headOnly).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("store: outbox: %w", err)
 	}
@@ -178,6 +192,26 @@ func (s *Store) NextOutboxAttempt(ctx context.Context) (time.Time, bool, error) 
 		return time.Time{}, false, nil
 	}
 	return time.Unix(0, next.Int64), true, nil
+}
+
+// OutboxHead reports whether message id is the oldest pending message of
+// its peer and transaction.
+func (s *Store) OutboxHead(ctx context.Context, id int64) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox o WHERE id = ? AND status = 'pending'`+headOnly, id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: outbox: %w", err)
+	}
+	return n == 1, nil
+}
+
+// ReleaseOutbox drops the lease on message id, leaving it due.
+func (s *Store) ReleaseOutbox(ctx context.Context, id int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE outbox SET lease_until = 0 WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("store: release outbox %d: %w", id, err)
+	}
+	return nil
 }
 
 // LeaseOutbox claims a pending, due message for one attempt until the

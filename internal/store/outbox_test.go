@@ -13,11 +13,11 @@ func TestOutboxLifecycle(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "party.db")
 	s := open(t, path)
 	objs := [][]byte{[]byte(`{"a":1}`), {0, 1, 2, 255}}
-	id, err := s.EnqueueOutbox(ctx, "org_delta", "txn_1", "k1", objs)
+	id, err := s.EnqueueOutbox(ctx, "org_delta", "txn_1", "k1", objs, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.EnqueueOutbox(ctx, "org_delta", "txn_1", "k2", nil); err == nil {
+	if _, err := s.EnqueueOutbox(ctx, "org_delta", "txn_1", "k2", nil, time.Time{}); err == nil {
 		t.Fatal("an empty message was enqueued")
 	}
 	now := time.Now()
@@ -94,5 +94,39 @@ func TestInboxKeepsFirstReply(t *testing.T) {
 	got, err = s.PutInbox(ctx, "org_b", "k", "txn_1", nil)
 	if err != nil || got == nil || len(got) != 0 {
 		t.Fatalf("empty reply: %q %v", got, err)
+	}
+}
+
+func TestOutboxDeliversInOrderPerTransaction(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	obj := [][]byte{[]byte("x")}
+	first, _ := s.EnqueueOutbox(ctx, "org_delta", "txn_1", "k1", obj, time.Time{})
+	second, _ := s.EnqueueOutbox(ctx, "org_delta", "txn_1", "k2", obj, time.Time{})
+	other, _ := s.EnqueueOutbox(ctx, "org_delta", "txn_2", "k3", obj, time.Now().Add(time.Hour))
+	now := time.Now()
+	due, err := s.DueOutbox(ctx, now, 10)
+	if err != nil || len(due) != 1 || due[0].ID != first {
+		t.Fatalf("due %+v %v", due, err)
+	}
+	if head, _ := s.OutboxHead(ctx, second); head {
+		t.Fatal("second message of a transaction is a head")
+	}
+	if head, _ := s.OutboxHead(ctx, other); !head {
+		t.Fatal("another transaction is held up")
+	}
+	// A message enqueued leased is not due until released.
+	if ok, _ := s.LeaseOutbox(ctx, other, now, now.Add(time.Minute)); ok {
+		t.Fatal("leased twice")
+	}
+	if err := s.ReleaseOutbox(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkOutboxFailed(ctx, first, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	due, _ = s.DueOutbox(ctx, time.Now(), 10)
+	if len(due) != 2 || due[0].ID != second || due[1].ID != other {
+		t.Fatalf("after the head failed: %+v", due)
 	}
 }
