@@ -38,6 +38,10 @@ type PeerInfo struct {
 	// so that key records can be verified without a further round trip.
 	// A key here counts only if its thumbprint is listed above.
 	PrincipalKeys map[string]map[string]any `json:"principal_keys"`
+	// PrincipalIDs names the principal holding each key in PrincipalKeys,
+	// so that an approval or a mandate proof made with one of them can be
+	// tied to the principal it names.
+	PrincipalIDs map[string]string `json:"principal_ids,omitempty"`
 }
 
 var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -83,6 +87,14 @@ func (p PeerInfo) Validate() error {
 			return fmt.Errorf("peer file: principal key %s is not among the pinned thumbprints", kid)
 		}
 	}
+	for kid, prn := range p.PrincipalIDs {
+		if _, ok := p.PrincipalKeys[kid]; !ok {
+			return fmt.Errorf("peer file: principal_ids names key %s, which principal_keys does not carry", kid)
+		}
+		if err := checkID("principal id", prn, "prn_"); err != nil {
+			return fmt.Errorf("peer file: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -120,6 +132,7 @@ func writePeerFile(dir string, cfg Config, principal crypto.Signer) error {
 		TLSCertificateSHA256:    CertFingerprint(cert.Raw),
 		PrincipalKeyThumbprints: []string{tp},
 		PrincipalKeys:           map[string]map[string]any{cfg.PrincipalKeyID: jwk},
+		PrincipalIDs:            map[string]string{cfg.PrincipalKeyID: cfg.PrincipalID},
 	}
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
