@@ -90,6 +90,11 @@ func NewNode(t testing.TB, org string) *Node {
 
 func issueKeyRecords(t testing.TB, n *Node) [][]byte {
 	t.Helper()
+	// instance.Init issues the instance's key records itself (under its
+	// instance mandate); use those when present.
+	if held, err := n.Instance.Store.ObjectsOfType(t.Context(), "key_record"); err == nil && len(held) > 0 {
+		return held
+	}
 	cfg := n.Instance.Config
 	mandate, err := envelope.NewID("mnd")
 	if err != nil {
