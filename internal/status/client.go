@@ -2,8 +2,10 @@ package status
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +36,12 @@ type ClientConfig struct {
 	Clock func() time.Time
 	// Timeout bounds one fetch, connection included (0 means 5 s).
 	Timeout time.Duration
+	// Pins, when set, returns SHA-256 fingerprints (lowercase hex) of
+	// certificates accepted as they are, in addition to RootCAs: a
+	// counterparty's status endpoint is reached over its pinned
+	// certificate (decisions.md 14), whose bytes a peer file does not
+	// carry. It is called at every handshake, so peers pinned later count.
+	Pins func() []string
 }
 
 // Client resolves status endpoints over HTTPS with a pinned certificate
@@ -78,7 +86,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		// relying party's own, end to end.
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
-		TLSClientConfig:     &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     tlsConfig(cfg),
 		TLSHandshakeTimeout: timeout,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        16,
@@ -96,6 +104,43 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		timeout: timeout,
 		cache:   map[cacheKey]cached{},
 	}, nil
+}
+
+// tlsConfig verifies the chain against RootCAs, or, when Pins is set,
+// accepts a leaf whose fingerprint is pinned and otherwise verifies the
+// chain itself (Go runs custom verification only with the default off).
+func tlsConfig(cfg ClientConfig) *tls.Config {
+	if cfg.Pins == nil {
+		return &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
+	}
+	roots, pins := cfg.RootCAs, cfg.Pins
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by VerifyConnection below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("status: no server certificate")
+			}
+			leaf := cs.PeerCertificates[0]
+			sum := sha256.Sum256(leaf.Raw)
+			fp := hex.EncodeToString(sum[:])
+			for _, p := range pins() {
+				if p == fp {
+					now := time.Now()
+					if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+						return errors.New("status: pinned certificate is outside its validity period")
+					}
+					return nil
+				}
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: cs.ServerName})
+			return err
+		},
+	}
 }
 
 // CheckEndpoint refuses a status endpoint that is not an absolute https://

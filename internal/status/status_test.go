@@ -2,7 +2,9 @@ package status
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -442,5 +444,24 @@ func TestNewRevocationRecord(t *testing.T) {
 		if _, err := NewRevocationRecord(spec, s); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestClientAcceptsPinnedFingerprintOnly(t *testing.T) {
+	clock := &fakeClock{t: t0}
+	srv, _, _ := liveServer(t, clock, MaxAge)
+	sum := sha256.Sum256(srv.Certificate().Raw)
+	pin := hex.EncodeToString(sum[:])
+	pins := []string{}
+	c, err := NewClient(ClientConfig{RootCAs: x509.NewCertPool(), Clock: clock.Now, Pins: func() []string { return pins }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resolve(context.Background(), mandateID, EndpointFor(srv.URL, mandateID)); err == nil {
+		t.Fatal("an unpinned certificate was accepted")
+	}
+	pins = []string{strings.Repeat("0", 64), pin}
+	if _, err := c.Resolve(context.Background(), mandateID, EndpointFor(srv.URL, mandateID)); err != nil {
+		t.Fatalf("pinned certificate refused: %v", err)
 	}
 }
