@@ -171,6 +171,23 @@ func TestBilateralFixtures(t *testing.T) {
 	}
 }
 
+// TestBilateralFixturesWithoutSchemaLayer repeats the run with the schema
+// layer off: every declared code, and every refusal the manifest declares
+// without a code, must come from the gate's own normative checks.
+func TestBilateralFixturesWithoutSchemaLayer(t *testing.T) {
+	rows := loadScope(t, "fixtures-bilateral.txt")
+	gate.WithoutSchemaLayer(t)
+	var bad []string
+	for _, x := range rows {
+		if d := disagreement(x, judgeFixture(t, x.Fixture)); d != "" {
+			bad = append(bad, x.Fixture+": "+d)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("without the schema layer, %d of %d bilateral fixtures disagree with the manifest:\n  %s", len(bad), len(rows), strings.Join(bad, "\n  "))
+	}
+}
+
 // TestOperatedFixtures runs the operated scope's fixtures, which party
 // does not claim, and reports how many agree; it fails only if a file
 // cannot be judged at all.

@@ -176,7 +176,7 @@ func File(data []byte, opt Options) Judgment {
 			return judge(KindDocument, []Problem{{Detail: err.Error()}})
 		}
 		v = lenient
-		decodeProblem = &Problem{Path: "", Detail: err.Error() + " (A202 documents carry no fractional or exponent numbers)"}
+		decodeProblem = &Problem{Detail: err.Error()}
 	}
 	m, ok := v.(map[string]any)
 	if !ok {

@@ -101,7 +101,7 @@ func Grade(doc map[string]any, opt Options) Judgment {
 		s, _ := named[0].(string)
 		checkGradeCoverage(&ps, doc, roleScopes[s], s)
 	}
-	ps = append(ps, schemaProblems(schema.ValidateGrade(doc))...)
+	ps = append(ps, schemaLayer(schema.ValidateGrade, doc)...)
 	return judge(KindGrade, ps)
 }
 

@@ -35,7 +35,7 @@ var (
 // 1–8): the schema layer and the static invariants with their codes.
 func Mandate(doc map[string]any) Judgment {
 	ps := mandateChecks(doc, "")
-	ps = append(ps, schemaProblems(schema.ValidateMandate(doc))...)
+	ps = append(ps, schemaLayer(schema.ValidateMandate, doc)...)
 	return judge(KindMandate, ps)
 }
 
@@ -155,9 +155,9 @@ func checkConstraint(ps *problems, path string, v any) {
 func MandateChain(parent, child map[string]any) Judgment {
 	var ps []Problem
 	ps = append(ps, mandateChecks(parent, "/parent")...)
-	ps = append(ps, prefixed("/parent", schemaProblems(schema.ValidateMandate(parent)))...)
+	ps = append(ps, prefixed("/parent", schemaLayer(schema.ValidateMandate, parent))...)
 	ps = append(ps, mandateChecks(child, "/child")...)
-	ps = append(ps, prefixed("/child", schemaProblems(schema.ValidateMandate(child)))...)
+	ps = append(ps, prefixed("/child", schemaLayer(schema.ValidateMandate, child))...)
 	ps = append(ps, prefixed("/child", Narrowing(parent, child))...)
 	return judge(KindMandateChain, ps)
 }

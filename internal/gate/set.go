@@ -60,7 +60,7 @@ func Set(objects []map[string]any, ctx SetContext) Judgment {
 			p.Object = id
 			ps = append(ps, p)
 		}
-		for _, p := range schemaProblems(schema.ValidateEnvelope(o)) {
+		for _, p := range schemaLayer(schema.ValidateEnvelope, o) {
 			p.Object = id
 			ps = append(ps, p)
 		}
