@@ -1,0 +1,318 @@
+// Package agent is the agent's surface of a party instance: what an
+// organisation's AI agent may do through its own instance. Package
+// bindings/mcp exposes it as MCP tools; nothing here knows about MCP.
+//
+// The surface can ask, verify and act under a mandate the organisation's
+// principal issued to this agent. It can never sign as the principal: it
+// cannot issue or revoke a mandate, and it can ask for an approval but not
+// give one (decisions.md 9).
+//
+// The usual order of calls:
+//
+//  1. Whoami — which organisation, agent and mandates this is.
+//  2. VerifyMandate for the exact act about to be taken. It answers allow,
+//     deny or require_approval, the act's action_hash, and each
+//     constraint's result. The instance resolves the mandate's live status
+//     itself; a caller never supplies it.
+//  3. On require_approval: RequestApproval, then ApprovalStatus until the
+//     principal decides, then VerifyMandate again with the approval_id.
+//  4. The acts themselves (offers, acceptances, obligations), which
+//     re-evaluate the mandate at the moment they record anything.
+//
+// Every refusal is a *reason.Refusal with registered codes, and means
+// nothing was recorded.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/store"
+)
+
+// Surface is the agent's surface over one organisation.
+type Surface struct{ o *org.Org }
+
+// New returns the agent's surface of o.
+func New(o *org.Org) *Surface { return &Surface{o: o} }
+
+// Org returns the organisation runtime behind the surface.
+func (a *Surface) Org() *org.Org { return a.o }
+
+// MandateInfo is a mandate held by this agent.
+type MandateInfo struct {
+	MandateID  string   `json:"mandate_id"`
+	Status     string   `json:"status"`
+	Actions    []string `json:"actions"`
+	Scope      any      `json:"scope"`
+	ValidFrom  string   `json:"valid_from"`
+	ValidUntil string   `json:"valid_until"`
+	ParentID   any      `json:"parent_mandate_id"`
+}
+
+// WhoamiResult says who the agent is and what it holds.
+type WhoamiResult struct {
+	OrganizationID string        `json:"organization_id"`
+	AgentID        string        `json:"agent_id"`
+	AgentKeyID     string        `json:"agent_key_id"`
+	Mandates       []MandateInfo `json:"mandates"`
+	Peers          []string      `json:"counterparties"`
+}
+
+// Whoami lists the organisation, the agent, the trading mandates issued to
+// it with their status as the issuing instance records it (the evaluator
+// still resolves live status at every act), and the pinned counterparties.
+func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
+	cfg := a.o.Config()
+	res := WhoamiResult{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, AgentKeyID: cfg.AgentKeyID, Mandates: []MandateInfo{}, Peers: []string{}}
+	ms, err := a.o.Store.Mandates(ctx, "local")
+	if err != nil {
+		return res, err
+	}
+	now := a.o.Clock()
+	for _, m := range ms {
+		doc, err := canonical.DecodeObject(m.Body)
+		if err != nil {
+			return res, err
+		}
+		if instance.IsInstanceMandate(doc) || m.SubjectAgentID != cfg.AgentID {
+			continue
+		}
+		st := m.Status
+		if until, err := envelope.ParseTimestamp(fmt.Sprint(doc["valid_until"])); err == nil && !now.Before(until) && st == store.StatusActive {
+			st = "expired"
+		}
+		var acts []string
+		for _, x := range doc["actions"].([]any) {
+			acts = append(acts, fmt.Sprint(x))
+		}
+		res.Mandates = append(res.Mandates, MandateInfo{
+			MandateID: m.ID, Status: st, Actions: acts, Scope: doc["scope"],
+			ValidFrom: fmt.Sprint(doc["valid_from"]), ValidUntil: fmt.Sprint(doc["valid_until"]), ParentID: doc["parent_mandate_id"],
+		})
+	}
+	for _, p := range a.o.Peers.Peers() {
+		res.Peers = append(res.Peers, p.OrganizationID)
+	}
+	return res, nil
+}
+
+// VerifyInput names a mandate, the act to evaluate under it, and optionally
+// an approval to present.
+type VerifyInput struct {
+	MandateID      string         `json:"mandate_id"`
+	ProposedAction map[string]any `json:"proposed_action"`
+	ApprovalID     string         `json:"approval_id,omitempty"`
+}
+
+// ConstraintOutcome is one constraint's result as the agent sees it.
+type ConstraintOutcome struct {
+	ID     string      `json:"id"`
+	Result string      `json:"result"`
+	Code   reason.Code `json:"code,omitempty"`
+	Detail string      `json:"detail,omitempty"`
+}
+
+// VerifyResult is the evaluator's answer.
+type VerifyResult struct {
+	Decision             authority.Decision      `json:"decision"`
+	ReasonCodes          []reason.Code           `json:"reason_codes"`
+	Constraints          []ConstraintOutcome     `json:"constraints"`
+	ApprovalRulesMatched []authority.MatchedRule `json:"approval_rules_matched"`
+	ActionHash           string                  `json:"action_hash"`
+	MandateIDs           []string                `json:"mandate_ids"`
+	Approval             string                  `json:"approval"`
+	EvaluatedAt          string                  `json:"evaluated_at"`
+	Findings             []string                `json:"findings"`
+	Next                 string                  `json:"next"`
+}
+
+// ErrNotHeld refuses an act under a mandate this instance did not issue to
+// this agent.
+func errNotHeld(id string) error {
+	return reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to this agent; call whoami for the mandates you hold", id)
+}
+
+// Mandate returns a mandate held by this agent.
+func (a *Surface) Mandate(ctx context.Context, id string) (map[string]any, error) {
+	m, err := a.o.Store.GetMandate(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errNotHeld(id)
+		}
+		return nil, err
+	}
+	if m.Origin != "local" || m.SubjectAgentID != a.o.Config().AgentID {
+		return nil, errNotHeld(id)
+	}
+	return canonical.DecodeObject(m.Body)
+}
+
+// Evaluate runs the evaluator over one act under one of this agent's
+// mandates, presenting the approval approvalID when given. It is the one
+// place the agent's own acts are evaluated.
+func (a *Surface) Evaluate(ctx context.Context, mandateID string, act map[string]any, approvalID string) (authority.Result, error) {
+	m, err := a.Mandate(ctx, mandateID)
+	if err != nil {
+		return authority.Result{}, err
+	}
+	var approval map[string]any
+	if approvalID != "" {
+		b, err := a.o.Store.GetObject(ctx, approvalID)
+		if err != nil {
+			return authority.Result{}, reason.Refusef(reason.ApprovalRequired, "approval %s is not held by this instance", approvalID)
+		}
+		if approval, err = canonical.DecodeObject(b); err != nil {
+			return authority.Result{}, err
+		}
+		if approval["object_type"] != "approval" {
+			return authority.Result{}, reason.Refusef(reason.ApprovalRequired, "%s is not an approval", approvalID)
+		}
+	}
+	cfg := a.o.Config()
+	return a.o.Evaluator().Evaluate(ctx, authority.Request{
+		Mandate:  m,
+		Act:      act,
+		Actor:    authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID},
+		Approval: approval,
+	}), nil
+}
+
+// VerifyMandate evaluates the proposed act and reports the decision. It
+// records nothing.
+func (a *Surface) VerifyMandate(ctx context.Context, in VerifyInput) (VerifyResult, error) {
+	if in.ProposedAction == nil {
+		return VerifyResult{}, reason.Refuse("proposed_action is required: the act document {action_type, transaction_id, counterparty_organization_id, proposed_terms, ...}", reason.PolicyDenied)
+	}
+	r, err := a.Evaluate(ctx, in.MandateID, in.ProposedAction, in.ApprovalID)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	return resultView(r), nil
+}
+
+func resultView(r authority.Result) VerifyResult {
+	v := VerifyResult{
+		Decision: r.Decision, ReasonCodes: r.ReasonCodes, ActionHash: r.ActionHash, MandateIDs: r.MandateIDs,
+		ApprovalRulesMatched: r.ApprovalRulesMatched, Approval: string(r.Approval),
+		EvaluatedAt: envelope.Timestamp(r.EvaluatedAt), Constraints: []ConstraintOutcome{}, Findings: []string{},
+	}
+	if v.ReasonCodes == nil {
+		v.ReasonCodes = []reason.Code{}
+	}
+	if v.ApprovalRulesMatched == nil {
+		v.ApprovalRulesMatched = []authority.MatchedRule{}
+	}
+	if v.MandateIDs == nil {
+		v.MandateIDs = []string{}
+	}
+	for _, c := range r.Constraints {
+		v.Constraints = append(v.Constraints, ConstraintOutcome{ID: c.ID, Result: string(c.Result), Code: c.Code, Detail: c.Detail})
+	}
+	for _, f := range r.Findings {
+		v.Findings = append(v.Findings, f.Detail)
+	}
+	switch r.Decision {
+	case authority.Allow:
+		v.Next = "take the act now; a decision is good for 60 seconds"
+	case authority.RequireApproval:
+		v.Next = "call request_approval with the same mandate_id and proposed_action, poll approval_status, then verify again with the approval_id"
+	default:
+		v.Next = "the act is outside the mandate; change the act (see the failing constraints) or ask your principal for a different mandate"
+	}
+	return v
+}
+
+// ApprovalRequestResult is what RequestApproval returns.
+type ApprovalRequestResult struct {
+	ApprovalRequestID string `json:"approval_request_id"`
+	ActionHash        string `json:"action_hash"`
+	Status            string `json:"status"`
+}
+
+// RequestApproval asks the principal to approve one exact act that the
+// evaluator holds for approval. An act that is allowed needs no approval
+// and one that is denied cannot be approved: both are refused.
+func (a *Surface) RequestApproval(ctx context.Context, in VerifyInput) (ApprovalRequestResult, error) {
+	if in.ProposedAction == nil {
+		return ApprovalRequestResult{}, reason.Refuse("proposed_action is required", reason.PolicyDenied)
+	}
+	r, err := a.Evaluate(ctx, in.MandateID, in.ProposedAction, "")
+	if err != nil {
+		return ApprovalRequestResult{}, err
+	}
+	switch r.Decision {
+	case authority.Allow:
+		return ApprovalRequestResult{}, reason.Refuse("the act is allowed without approval; take it directly")
+	case authority.Deny:
+		// An approval never releases a deny (mandate §8).
+		return ApprovalRequestResult{}, r.Err()
+	}
+	act, err := canonical.Marshal(in.ProposedAction)
+	if err != nil {
+		return ApprovalRequestResult{}, err
+	}
+	rules, err := json.Marshal(r.ApprovalRulesMatched)
+	if err != nil {
+		return ApprovalRequestResult{}, err
+	}
+	id, err := envelope.NewID("req")
+	if err != nil {
+		return ApprovalRequestResult{}, err
+	}
+	txn, _ := in.ProposedAction["transaction_id"].(string)
+	if err := a.o.Store.PutApprovalRequest(ctx, store.ApprovalRequest{
+		ID: id, MandateID: in.MandateID, TransactionID: txn, ActionHash: r.ActionHash, Act: act, Rules: string(rules),
+	}); err != nil {
+		return ApprovalRequestResult{}, err
+	}
+	a.o.Log.Info("approval requested", "approval_request_id", id, "mandate_id", in.MandateID, "action_hash", r.ActionHash)
+	return ApprovalRequestResult{ApprovalRequestID: id, ActionHash: r.ActionHash, Status: store.ApprovalPending}, nil
+}
+
+// ApprovalStatusResult is what ApprovalStatus returns.
+type ApprovalStatusResult struct {
+	ApprovalRequestID string `json:"approval_request_id"`
+	Status            string `json:"status"`
+	ApprovalID        string `json:"approval_id,omitempty"`
+	ExpiresAt         string `json:"expires_at,omitempty"`
+	ActionHash        string `json:"action_hash"`
+}
+
+// ApprovalStatus reports a request: pending, approved, rejected, or expired
+// (approved, but the approval's life has run out).
+func (a *Surface) ApprovalStatus(ctx context.Context, requestID string) (ApprovalStatusResult, error) {
+	r, err := a.o.Store.GetApprovalRequest(ctx, requestID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return ApprovalStatusResult{}, reason.Refuse(fmt.Sprintf("no approval request %s; call request_approval first", requestID))
+		}
+		return ApprovalStatusResult{}, err
+	}
+	res := ApprovalStatusResult{ApprovalRequestID: r.ID, Status: r.Status, ApprovalID: r.ApprovalID, ActionHash: r.ActionHash}
+	if r.ApprovalID != "" {
+		b, err := a.o.Store.GetObject(ctx, r.ApprovalID)
+		if err != nil {
+			return res, err
+		}
+		obj, err := canonical.DecodeObject(b)
+		if err != nil {
+			return res, err
+		}
+		p, _ := obj["payload"].(map[string]any)
+		exp, _ := p["expires_at"].(string)
+		res.ExpiresAt = exp
+		if t, err := envelope.ParseTimestamp(exp); err == nil && !a.o.Clock().Before(t) && r.Status == store.ApprovalApproved {
+			res.Status = "expired"
+		}
+	}
+	return res, nil
+}
