@@ -1,0 +1,73 @@
+package mcp
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/partyd/party/internal/instance"
+)
+
+// ProtectedResourcePath is where the RFC 9728 protected-resource metadata
+// of the MCP endpoint is served.
+const ProtectedResourcePath = "/.well-known/oauth-protected-resource"
+
+// RequireToken admits requests that carry "Authorization: Bearer <want>".
+// A request with no token or an unknown one gets 401 with a
+// WWW-Authenticate challenge naming the protected-resource metadata; a
+// request carrying the token of another surface (forbidden) gets 403, so a
+// principal who pastes the admin token into an agent client is told why it
+// does not work rather than being asked to authenticate again. Tokens are
+// compared in constant time and never logged.
+func RequireToken(want, forbidden, metadataURL string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r)
+		switch {
+		case ok && instance.TokenEqual(tok, want):
+			next.ServeHTTP(w, r)
+		case ok && forbidden != "" && instance.TokenEqual(tok, forbidden):
+			http.Error(w, "this token is not valid on this surface", http.StatusForbidden)
+		default:
+			challenge := `Bearer realm="party"`
+			if metadataURL != "" {
+				challenge += `, resource_metadata="` + metadataURL + `"`
+			}
+			if ok {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+		}
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// ProtectedResourceMetadata serves the RFC 9728 document for the MCP
+// endpoint at resource. party's tokens are issued by `party init`, not by
+// an authorization server, so none is listed; the document tells a client
+// that a bearer token in the Authorization header is what it needs.
+func ProtectedResourceMetadata(resource string) http.Handler {
+	doc, _ := json.Marshal(map[string]any{
+		"resource":                 resource,
+		"bearer_methods_supported": []string{"header"},
+		"resource_name":            "party agent tools (A202)",
+		"resource_documentation":   "https://github.com/partyd/party#connecting-an-agent",
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(doc)
+	})
+}
