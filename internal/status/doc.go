@@ -35,7 +35,8 @@
 // HTTPS only (an http:// or otherwise non-https URL is refused before any
 // connection), trusts only the certificate pool it is given (tls.Config
 // RootCAs, so the issuer's certificate is pinned rather than found in the
-// system store), follows no redirects, and reads at most MaxDocumentSize
+// system store) and the certificate fingerprints ClientConfig.Pins names,
+// follows no redirects, and reads at most MaxDocumentSize
 // bytes. A result is usable at instant now only when
 //
 //	as_of − MaxSkew ≤ now < expires_at,  expires_at − as_of ≤ MaxAge,
