@@ -46,6 +46,8 @@ type Problem struct {
 	Detail string
 }
 
+// String renders the problem on one line: the code (or "(no code)"),
+// where it is, and the detail.
 func (p Problem) String() string {
 	var b strings.Builder
 	if p.Code != "" {
