@@ -10,11 +10,15 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/spectest"
 	"github.com/partyd/party/internal/status"
 )
 
@@ -449,4 +453,61 @@ func runConstraintsOnly(t *testing.T, c map[string]any, act map[string]any) Resu
 	}
 	res.ReasonCodes = reason.Normalize(codes)
 	return *res
+}
+
+// TestPublishedMandateFixtures runs the static counterparts of tests 1–8
+// and 20–22 (the published mandate and mandate_chain fixtures) through the
+// evaluator's own static checks: each negative is refused with the code the
+// manifest names, and the two positives pass.
+func TestPublishedMandateFixtures(t *testing.T) {
+	dir := spectest.FixturesDir(t)
+	raw, err := os.ReadFile(filepath.Join(dir, "..", "..", "manifest-v0.1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := canonical.DecodeObject(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(name string) map[string]any {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := canonical.DecodeObject(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	seen := 0
+	for _, group := range []string{"positive", "negative"} {
+		for _, e := range manifest[group].([]any) {
+			c := e.(map[string]any)
+			kind, name := c["kind"], c["fixture"].(string)
+			code, _ := c["reason_code"].(string)
+			switch kind {
+			case "mandate":
+				_, err := readMandate(load(name))
+				if code == "" && err != nil {
+					t.Errorf("%s: refused: %v", name, err)
+				}
+				if code != "" {
+					wantRefusal(t, err, reason.Code(code))
+				}
+			case "mandate_chain":
+				doc := load(name)
+				problems := chainProblems(doc["parent"].(map[string]any), doc["child"].(map[string]any))
+				if (len(problems) == 0) != (code == "") {
+					t.Errorf("%s: problems %v, manifest code %q", name, problems, code)
+				}
+			default:
+				continue
+			}
+			seen++
+		}
+	}
+	if seen != 14 {
+		t.Fatalf("%d mandate fixtures in the manifest, want 14", seen)
+	}
 }
