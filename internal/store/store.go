@@ -149,6 +149,43 @@ var migrations = []string{
 		decided_at     TEXT
 	);
 	CREATE INDEX approval_requests_by_status ON approval_requests(status, requested_at);`,
+	// 5: the dual-held transaction record (see record.go).
+	`CREATE TABLE transactions (
+		id            TEXT PRIMARY KEY,
+		counterparty  TEXT NOT NULL,
+		role          TEXT NOT NULL CHECK (role IN ('buyer','supplier')),
+		session_id    TEXT,
+		state         TEXT NOT NULL,
+		head_sequence INTEGER NOT NULL DEFAULT 0,
+		head_hash     TEXT,
+		created_at    TEXT NOT NULL,
+		updated_at    TEXT NOT NULL
+	);
+	CREATE TABLE events (
+		transaction_id      TEXT NOT NULL REFERENCES transactions(id),
+		sequence            INTEGER NOT NULL,
+		event_id            TEXT NOT NULL UNIQUE REFERENCES objects(id),
+		content_hash        TEXT NOT NULL UNIQUE,
+		previous_event_hash TEXT,
+		event_type          TEXT NOT NULL,
+		from_state          TEXT,
+		to_state            TEXT NOT NULL,
+		appended_by         TEXT NOT NULL,
+		status              TEXT NOT NULL CHECK (status IN ('pending','recorded')),
+		PRIMARY KEY (transaction_id, sequence)
+	);
+	CREATE TABLE forks (
+		id             INTEGER PRIMARY KEY AUTOINCREMENT,
+		transaction_id TEXT NOT NULL,
+		sequence       INTEGER NOT NULL,
+		event_id       TEXT NOT NULL,
+		content_hash   TEXT NOT NULL,
+		body           BLOB NOT NULL,
+		from_org       TEXT NOT NULL,
+		detail         TEXT NOT NULL,
+		detected_at    TEXT NOT NULL,
+		UNIQUE (content_hash)
+	);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

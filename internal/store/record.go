@@ -1,0 +1,306 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Transaction is a transaction as this instance holds it. State is the
+// state its recorded events reached (a derived view, never an input: the
+// events are the record).
+type Transaction struct {
+	ID           string
+	Counterparty string
+	Role         string // "buyer" or "supplier"
+	SessionID    string
+	State        string
+	HeadSequence int
+	HeadHash     string // content hash of the last recorded event
+	CreatedAt    string
+	UpdatedAt    string
+}
+
+// Event is one transaction event's index row.
+type Event struct {
+	TransactionID     string
+	Sequence          int
+	EventID           string
+	ContentHash       string
+	PreviousEventHash string
+	EventType         string
+	FromState         string
+	ToState           string
+	AppendedBy        string
+	Status            string // "pending" (awaiting the countersignature) or "recorded"
+}
+
+// Event statuses.
+const (
+	EventPending  = "pending"
+	EventRecorded = "recorded"
+)
+
+// Txn is a database transaction over the record: every act is written in
+// one, so a crash leaves the act wholly recorded or not at all.
+type Txn struct {
+	tx  *sql.Tx
+	ctx context.Context
+}
+
+// Update runs fn in one database transaction, committing if fn returns nil.
+func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(&Txn{tx: tx, ctx: ctx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// PutObject is Store.PutObject inside the transaction.
+func (t *Txn) PutObject(body []byte, origin string) (ObjectInfo, error) {
+	return putObject(t.ctx, t.tx, body, origin)
+}
+
+// ReplaceObject is Store.ReplaceObject inside the transaction.
+func (t *Txn) ReplaceObject(id string, old, new []byte) error {
+	info, _, err := objectInfo(new)
+	if err != nil {
+		return err
+	}
+	if info.ID != id {
+		return fmt.Errorf("store: replacement bytes are object %s, not %s", info.ID, id)
+	}
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`, new, id, old, info.ContentHash)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%w: %s changed or has another content hash", ErrConflict, id)
+	}
+	return nil
+}
+
+// GetObject is Store.GetObject inside the transaction.
+func (t *Txn) GetObject(id string) ([]byte, error) {
+	var body []byte
+	err := t.tx.QueryRowContext(t.ctx, `SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
+	}
+	return body, err
+}
+
+// CreateTransaction records a new transaction in state draft. Creating one
+// that exists with the same counterparty and role is a no-op.
+func (t *Txn) CreateTransaction(id, counterparty, role, sessionID, state string) error {
+	var sess any
+	if sessionID != "" {
+		sess = sessionID
+	}
+	ts := now()
+	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO transactions(id, counterparty, role, session_id, state, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, id, counterparty, role, sess, state, ts, ts)
+	if err != nil {
+		return err
+	}
+	got, err := t.Transaction(id)
+	if err != nil {
+		return err
+	}
+	if got.Counterparty != counterparty || got.Role != role {
+		return fmt.Errorf("%w: transaction %s is held with counterparty %s as %s", ErrConflict, id, got.Counterparty, got.Role)
+	}
+	return nil
+}
+
+const txnColumns = `id, counterparty, role, COALESCE(session_id,''), state, head_sequence, COALESCE(head_hash,''), created_at, updated_at`
+
+func scanTxn(row interface{ Scan(...any) error }) (Transaction, error) {
+	var x Transaction
+	err := row.Scan(&x.ID, &x.Counterparty, &x.Role, &x.SessionID, &x.State, &x.HeadSequence, &x.HeadHash, &x.CreatedAt, &x.UpdatedAt)
+	return x, err
+}
+
+// Transaction reads a transaction inside the database transaction.
+func (t *Txn) Transaction(id string) (Transaction, error) {
+	x, err := scanTxn(t.tx.QueryRowContext(t.ctx, `SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
+	}
+	return x, err
+}
+
+// SetSession records the session a transaction's offers belong to, once.
+func (t *Txn) SetSession(id, sessionID string) error {
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE transactions SET session_id = ? WHERE id = ? AND session_id IS NULL`, sessionID, id)
+	return err
+}
+
+// InsertEvent records an event's index row. The primary key (transaction,
+// sequence) makes a second event at one position impossible; the caller
+// detects forks before inserting.
+func (t *Txn) InsertEvent(e Event) error {
+	var prev any
+	if e.PreviousEventHash != "" {
+		prev = e.PreviousEventHash
+	}
+	var from any
+	if e.FromState != "" {
+		from = e.FromState
+	}
+	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.TransactionID, e.Sequence, e.EventID, e.ContentHash, prev, e.EventType, from, e.ToState, e.AppendedBy, e.Status)
+	if err != nil {
+		return fmt.Errorf("%w: event %d of %s: %v", ErrConflict, e.Sequence, e.TransactionID, err)
+	}
+	return nil
+}
+
+// MarkRecorded moves an event from pending to recorded and advances the
+// transaction's head and state to it, as a compare-and-swap on the head:
+// the event must extend the head the transaction has now.
+func (t *Txn) MarkRecorded(e Event) error {
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'recorded' WHERE transaction_id = ? AND sequence = ? AND content_hash = ?`,
+		e.TransactionID, e.Sequence, e.ContentHash)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%w: event %d of %s is not the one held", ErrConflict, e.Sequence, e.TransactionID)
+	}
+	res, err = t.tx.ExecContext(t.ctx, `UPDATE transactions SET head_sequence = ?, head_hash = ?, state = ?, updated_at = ?
+		WHERE id = ? AND head_sequence = ?`, e.Sequence, e.ContentHash, e.ToState, now(), e.TransactionID, e.Sequence-1)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%w: transaction %s head moved", ErrConflict, e.TransactionID)
+	}
+	return nil
+}
+
+// DeletePendingEvent removes an own event that the counterparty refused,
+// with its object: a refused act leaves no trace in the record.
+func (t *Txn) DeletePendingEvent(transactionID string, sequence int, eventID string) error {
+	res, err := t.tx.ExecContext(t.ctx, `DELETE FROM events WHERE transaction_id = ? AND sequence = ? AND event_id = ? AND status = 'pending'`, transactionID, sequence, eventID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%w: no pending event %s", ErrNotFound, eventID)
+	}
+	_, err = t.tx.ExecContext(t.ctx, `DELETE FROM objects WHERE id = ?`, eventID)
+	return err
+}
+
+// DeleteObject removes an object that belongs to an act the counterparty
+// refused. It is used only for objects no recorded event references.
+func (t *Txn) DeleteObject(id string) error {
+	_, err := t.tx.ExecContext(t.ctx, `DELETE FROM objects WHERE id = ? AND id NOT IN (SELECT event_id FROM events WHERE status = 'recorded')`, id)
+	return err
+}
+
+// EventAt returns the event at a sequence, or ErrNotFound.
+func (t *Txn) EventAt(transactionID string, sequence int) (Event, error) {
+	return scanEvent(t.tx.QueryRowContext(t.ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
+}
+
+// RecordFork keeps a second successor of an event, refused from the
+// record but never discarded (state machine §8.1).
+func (t *Txn) RecordFork(transactionID string, sequence int, eventID, contentHash string, body []byte, from, detail string) error {
+	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO forks(transaction_id, sequence, event_id, content_hash, body, from_org, detail, detected_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, transactionID, sequence, eventID, contentHash, body, from, detail, now())
+	return err
+}
+
+const eventColumns = `transaction_id, sequence, event_id, content_hash, COALESCE(previous_event_hash,''), event_type, COALESCE(from_state,''), to_state, appended_by, status`
+
+func scanEvent(row interface{ Scan(...any) error }) (Event, error) {
+	var e Event
+	err := row.Scan(&e.TransactionID, &e.Sequence, &e.EventID, &e.ContentHash, &e.PreviousEventHash, &e.EventType, &e.FromState, &e.ToState, &e.AppendedBy, &e.Status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Event{}, fmt.Errorf("%w: event", ErrNotFound)
+	}
+	return e, err
+}
+
+// GetTransaction returns a transaction.
+func (s *Store) GetTransaction(ctx context.Context, id string) (Transaction, error) {
+	x, err := scanTxn(s.db.QueryRowContext(ctx, `SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
+	}
+	return x, err
+}
+
+// Transactions lists every transaction, oldest first.
+func (s *Store) Transactions(ctx context.Context) ([]Transaction, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+txnColumns+` FROM transactions ORDER BY created_at, rowid`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Transaction
+	for rows.Next() {
+		x, err := scanTxn(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// Events returns a transaction's events in sequence order, pending ones
+// included (their Status says so).
+func (s *Store) Events(ctx context.Context, transactionID string) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? ORDER BY sequence`, transactionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Fork is a refused second successor kept for the record.
+type Fork struct {
+	TransactionID string
+	Sequence      int
+	EventID       string
+	ContentHash   string
+	From          string
+	Detail        string
+	DetectedAt    string
+}
+
+// Forks lists the forks detected on a transaction.
+func (s *Store) Forks(ctx context.Context, transactionID string) ([]Fork, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT transaction_id, sequence, event_id, content_hash, from_org, detail, detected_at FROM forks WHERE transaction_id = ? ORDER BY id`, transactionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Fork
+	for rows.Next() {
+		var f Fork
+		if err := rows.Scan(&f.TransactionID, &f.Sequence, &f.EventID, &f.ContentHash, &f.From, &f.Detail, &f.DetectedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
