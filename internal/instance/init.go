@@ -33,7 +33,11 @@ type InitOptions struct {
 	AdminAddr      string // default 127.0.0.1:7403
 	PublicURL      string // default https://<PeerAddr>
 	Hosts          []string
-	Now            time.Time // default time.Now()
+	// Container allows the MCP and admin addresses to be non-loopback
+	// (0.0.0.0:port inside a container whose ports the host publishes on
+	// 127.0.0.1 only). The tokens still guard both surfaces.
+	Container bool
+	Now       time.Time // default time.Now()
 }
 
 // idPattern is the kernel's identifier grammar (canonical model §3).
@@ -80,7 +84,7 @@ func (o *InitOptions) defaults() error {
 		if err != nil {
 			return fmt.Errorf("instance: address %q: %w", a, err)
 		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		if ip := net.ParseIP(host); !o.Container && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			// The agent's and the principal's surfaces are for this
 			// machine only; exposing them is a deployment choice made by
 			// a proxy in front, not by a default here.

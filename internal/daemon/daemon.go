@@ -1,0 +1,170 @@
+// Package daemon runs a party instance: it opens the organisation's
+// runtime and serves its three listeners until its context ends.
+//
+//   - The MCP listener (config mcp_addr, loopback, plain HTTP): the agent's
+//     tools at /mcp behind the agent token, and the RFC 9728 metadata.
+//   - The peer listener (config peer_addr, HTTPS with the instance's
+//     certificate, client certificates requested and pinned per peer): the
+//     mandate status endpoints /v1/mandates/{id}/status (public), the key
+//     records and the carriers counterparties use.
+//   - The admin listener (config admin_addr, loopback, plain HTTP): the
+//     principal's approvals page behind the admin token.
+//
+// Shutdown is graceful: when the context ends, listeners stop accepting,
+// requests in flight finish (for at most ShutdownGrace), and the record is
+// closed. Nothing is lost by a hard stop either: every act is written in
+// one database transaction, and deliveries wait in the outbox.
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/partyd/party/bindings/mcp"
+	"github.com/partyd/party/internal/admin"
+	"github.com/partyd/party/internal/agent"
+	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/peering"
+	"github.com/partyd/party/internal/status"
+)
+
+// ShutdownGrace bounds how long requests in flight may run after a stop.
+const ShutdownGrace = 10 * time.Second
+
+// Options adjust Run.
+type Options struct {
+	Logger *slog.Logger
+	// Ready, if set, is called once every listener is bound.
+	Ready func(Addrs)
+	// Mount adds the record engine, the carriers and their tools.
+	Mount []Mounter
+}
+
+// Addrs are the bound listener addresses.
+type Addrs struct{ MCP, Peer, Admin string }
+
+// Daemon is a running instance's parts, for the peer-facing handlers that
+// other packages mount (see Mount).
+type Daemon struct {
+	Org   *org.Org
+	Agent *agent.Surface
+	Log   *slog.Logger
+
+	peerMux  *http.ServeMux
+	mcpTools []mcp.Tool
+}
+
+// Mounter adds handlers and tools to a daemon before it serves, and may
+// start background work bound to the daemon's context (Daemon.Go).
+type Mounter func(ctx context.Context, d *Daemon) error
+
+// HandlePeer mounts h on the peer listener at pattern.
+func (d *Daemon) HandlePeer(pattern string, h http.Handler) { d.peerMux.Handle(pattern, h) }
+
+// AddTools adds agent tools to the MCP server.
+func (d *Daemon) AddTools(t ...mcp.Tool) { d.mcpTools = append(d.mcpTools, t...) }
+
+// Run serves the instance in dir until ctx ends.
+func Run(ctx context.Context, dir string, opt Options) error {
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	o, err := org.Open(dir, org.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	cfg := o.Config()
+	agentTok, err := instance.LoadToken(dir, instance.AgentTokenFile)
+	if err != nil {
+		return err
+	}
+	adminTok, err := instance.LoadToken(dir, instance.AdminTokenFile)
+	if err != nil {
+		return err
+	}
+	cert, err := o.TLSCertificate()
+	if err != nil {
+		return err
+	}
+	d := &Daemon{Org: o, Agent: agent.New(o), Log: log, peerMux: http.NewServeMux()}
+	d.mcpTools = mcp.AgentTools(d.Agent)
+
+	sh, err := status.NewHandler(o.StatusStore(), o.Clock, 0)
+	if err != nil {
+		return err
+	}
+	d.HandlePeer("/v1/mandates/", sh)
+	d.HandlePeer(peering.KeyRecordsPath, peering.KeyRecordsHandler(o.Peers, peering.OwnKeyRecords(o.Store, cfg.OrganizationID), log))
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	for _, m := range opt.Mount {
+		if err := m(bg, d); err != nil {
+			return err
+		}
+	}
+
+	mcpLn, err := net.Listen("tcp", cfg.MCPAddr)
+	if err != nil {
+		return fmt.Errorf("daemon: MCP listener: %w", err)
+	}
+	peerLn, err := tls.Listen("tcp", cfg.PeerAddr, peering.ServerTLSConfig(cert))
+	if err != nil {
+		mcpLn.Close()
+		return fmt.Errorf("daemon: peer listener: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		mcpLn.Close()
+		peerLn.Close()
+		return fmt.Errorf("daemon: admin listener: %w", err)
+	}
+	mcpBase := "http://" + mcpLn.Addr().String()
+	server := mcp.NewServer(d.mcpTools, o.Store, log)
+	servers := []*http.Server{
+		{Handler: mcp.Handler(server, agentTok, adminTok, mcpBase), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: d.peerMux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
+		{Handler: admin.Handler(o, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
+	}
+	lns := []net.Listener{mcpLn, peerLn, adminLn}
+	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}
+	log.Info("party serving", "organization_id", cfg.OrganizationID, "mcp", mcpBase+"/mcp",
+		"peer", "https://"+addrs.Peer, "admin", "http://"+addrs.Admin+"/")
+
+	errc := make(chan error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	if opt.Ready != nil {
+		opt.Ready(addrs)
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	log.Info("party stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	for _, s := range servers {
+		s.Shutdown(sctx)
+	}
+	wg.Wait()
+	return runErr
+}
