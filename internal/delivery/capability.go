@@ -1,9 +1,12 @@
 package delivery
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/partyd/party/internal/reason"
 )
@@ -164,4 +167,61 @@ func JudgePreflight(local Versions, doc any) error {
 		return Unsupported("condition 3: no compatible version: " + err.Error())
 	}
 	return nil
+}
+
+// CapabilityCache remembers passed capability checks per counterparty for
+// a while, so a busy exchange does not fetch the counterparty's card
+// before every message. Only a pass is remembered: a failure is checked
+// afresh next time, and a pass expires after the TTL, so a counterparty
+// that stops declaring support is refused again within one TTL. It is
+// safe for concurrent use.
+type CapabilityCache struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu     sync.Mutex
+	passed map[string]passedCheck
+}
+
+type passedCheck struct {
+	until time.Time
+	value string
+}
+
+// NewCapabilityCache returns a cache keeping passes for ttl (0 keeps
+// none: every call checks).
+func NewCapabilityCache(ttl time.Duration) *CapabilityCache {
+	return &CapabilityCache{ttl: ttl, now: time.Now, passed: map[string]passedCheck{}}
+}
+
+// Check returns the value a passed check for key produced within the TTL,
+// or runs check and remembers its value if it passes.
+func (c *CapabilityCache) Check(ctx context.Context, key string, check func(context.Context) (string, error)) (string, error) {
+	c.mu.Lock()
+	p, ok := c.passed[key]
+	c.mu.Unlock()
+	if ok && c.now().Before(p.until) {
+		return p.value, nil
+	}
+	v, err := check(ctx)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.passed, key)
+		c.mu.Unlock()
+		return "", err
+	}
+	if c.ttl > 0 {
+		c.mu.Lock()
+		c.passed[key] = passedCheck{until: c.now().Add(c.ttl), value: v}
+		c.mu.Unlock()
+	}
+	return v, nil
+}
+
+// Forget drops a remembered pass, for a caller that learned the
+// counterparty no longer supports the extension (an absent echo, say).
+func (c *CapabilityCache) Forget(key string) {
+	c.mu.Lock()
+	delete(c.passed, key)
+	c.mu.Unlock()
 }

@@ -1,0 +1,88 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/instance"
+)
+
+// maxCardBytes bounds a fetched AgentCard.
+const maxCardBytes = 1 << 20
+
+// checkCard fetches peer's AgentCard with the pinned client hc and runs
+// the capability check of binding §3.2 on it. It returns the JSON-RPC
+// endpoint the card names. Every failure is A202-EXTENSION-UNSUPPORTED;
+// an unretrievable card (condition 4) also wraps delivery.ErrUnavailable.
+func checkCard(ctx context.Context, hc *http.Client, peer instance.PeerInfo, local delivery.Versions) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer.AgentCardURL, nil)
+	if err != nil {
+		return "", delivery.Unsupported("condition 4: agent_card_url " + peer.AgentCardURL + ": " + err.Error())
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", delivery.Unreachable("condition 4: the AgentCard of "+peer.OrganizationID+" cannot be retrieved", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", delivery.Unreachable("condition 4: the AgentCard of "+peer.OrganizationID+" cannot be retrieved", fmt.Errorf("HTTP %s", resp.Status))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCardBytes+1))
+	if err != nil {
+		return "", delivery.Unreachable("condition 4: the AgentCard of "+peer.OrganizationID+" cannot be retrieved", err)
+	}
+	if len(body) > maxCardBytes {
+		return "", delivery.Unsupported(fmt.Sprintf("condition 4: the AgentCard of %s is over %d bytes", peer.OrganizationID, maxCardBytes))
+	}
+	// Strict decoding first (a duplicated member would let two readers see
+	// two declarations), then the SDK's own type, so a card this check
+	// passes is one any a2a-go client reads too.
+	raw, err := canonical.DecodeWith(body, canonical.Options{AllowFloats: true})
+	if err != nil {
+		return "", delivery.Unsupported("condition 4: the AgentCard of " + peer.OrganizationID + " does not parse: " + err.Error())
+	}
+	var card a2a.AgentCard
+	if err := json.Unmarshal(body, &card); err != nil {
+		return "", delivery.Unsupported("condition 4: the AgentCard of " + peer.OrganizationID + " is not an A2A AgentCard: " + err.Error())
+	}
+	top, _ := raw.(map[string]any)
+	caps, _ := top["capabilities"].(map[string]any)
+	if err := delivery.JudgeDeclaration(local, caps["extensions"]); err != nil {
+		return "", err
+	}
+	endpoint, err := jsonrpcEndpoint(&card)
+	if err != nil {
+		return "", delivery.Unsupported("the AgentCard of " + peer.OrganizationID + ": " + err.Error())
+	}
+	return endpoint, nil
+}
+
+// jsonrpcEndpoint returns the https JSON-RPC interface a card names.
+func jsonrpcEndpoint(card *a2a.AgentCard) (string, error) {
+	candidates := []a2a.AgentInterface{{Transport: card.PreferredTransport, URL: card.URL}}
+	if card.PreferredTransport == "" {
+		// A2A's default preferred transport is JSON-RPC.
+		candidates[0].Transport = a2a.TransportProtocolJSONRPC
+	}
+	candidates = append(candidates, card.AdditionalInterfaces...)
+	for _, c := range candidates {
+		if c.Transport != a2a.TransportProtocolJSONRPC {
+			continue
+		}
+		u, err := url.Parse(c.URL)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return "", fmt.Errorf("JSON-RPC interface %q is not an https URL", c.URL)
+		}
+		return c.URL, nil
+	}
+	return "", fmt.Errorf("no JSON-RPC interface")
+}
