@@ -1,0 +1,236 @@
+// Package bundle reads and writes the bundle directory: the form in which a
+// transaction record leaves an instance to be verified by anyone
+// (decisions.md item 15).
+//
+// # Layout
+//
+//	bundle.json      {"rules_version": "1.3", "transaction_id": "txn_…"}
+//	objects/*.json   one envelope object per file (key_records may sit here)
+//	key_records/*.json  optional: key_record objects kept apart, as the
+//	                 published reference's record keeps them
+//	mandates/*.json  one standalone a202-mandate/0.1 document per file
+//	keys.json        {key_id: public JWK}
+//
+// Only objects/ is required. Without bundle.json no rules version is
+// stated (a verifier then cannot judge transitions); without keys.json no
+// key is declared (no signature can be checked); without mandates/ no
+// actor's authority can be. Other files and directories are ignored, so a
+// bundle can travel with notes beside it.
+//
+// # Reading
+//
+// Read and ReadFS decode every file strictly (package canonical: no
+// duplicate members, no invalid UTF-8, no floats, no trailing data) and
+// refuse the bundle if any file is malformed: a partly read bundle would
+// make some checks look unverifiable when in fact the bundle is broken.
+// Each document keeps the exact bytes it was read from; the decoded value
+// is what a verifier hashes and verifies, so nothing is re-serialised from
+// a typed copy that could drop or reorder a member.
+//
+// # Writing
+//
+// Write lays a bundle out: each object as its RFC 8785 canonical bytes in
+// objects/<id>.json, each mandate in mandates/<id>.json, keys.json and
+// bundle.json. WriteOptions leaves chosen streams or objects out, for
+// selective disclosure (evidence verification §6): what is left out is
+// simply absent, and a verifier states it as a boundary or a gap.
+package bundle
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/keys"
+)
+
+// File names of the layout.
+const (
+	ManifestFile  = "bundle.json"
+	KeysFile      = "keys.json"
+	ObjectsDir    = "objects"
+	KeyRecordsDir = "key_records"
+	MandatesDir   = "mandates"
+)
+
+// Manifest is bundle.json: what the bundle states about itself outside its
+// objects. The rules version in force is stated here rather than in the
+// record (decisions.md item 11).
+type Manifest struct {
+	// RulesVersion is the rules version in force when the record's events
+	// appended; "" when the bundle does not state one.
+	RulesVersion string
+	// TransactionID is the transaction the record is about; "" when the
+	// bundle does not state one.
+	TransactionID string
+}
+
+// Document is one file of a bundle.
+type Document struct {
+	// Path is the file's path inside the bundle, e.g. "objects/off_….json".
+	Path string
+	// Bytes are the file's bytes exactly as read.
+	Bytes []byte
+	// Value is Bytes decoded strictly: the object a verifier works on.
+	Value map[string]any
+}
+
+// Bundle is a bundle as read.
+type Bundle struct {
+	// Manifest is bundle.json; HasManifest says whether the file exists.
+	Manifest    Manifest
+	HasManifest bool
+	// Objects are the envelope objects of objects/ and key_records/, in
+	// that order, each directory's files in name order.
+	Objects []Document
+	// Mandates are the documents of mandates/, in name order.
+	Mandates []Document
+	// Keys are the keys of keys.json, or nil when the bundle has none.
+	Keys *keys.KeySet
+}
+
+// ObjectValues returns the decoded objects, in bundle order.
+func (b *Bundle) ObjectValues() []map[string]any { return values(b.Objects) }
+
+// MandateValues returns the decoded mandates, in bundle order.
+func (b *Bundle) MandateValues() []map[string]any { return values(b.Mandates) }
+
+func values(docs []Document) []map[string]any {
+	out := make([]map[string]any, len(docs))
+	for i, d := range docs {
+		out[i] = d.Value
+	}
+	return out
+}
+
+// ErrNotBundle is wrapped by the error for a directory that is not a
+// bundle at all (no objects/ directory).
+var ErrNotBundle = errors.New("bundle: not a bundle directory")
+
+// Read reads the bundle in directory dir.
+func Read(dir string) (*Bundle, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory", ErrNotBundle, dir)
+	}
+	b, err := ReadFS(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return b, nil
+}
+
+// ReadFS reads a bundle laid out at the root of fsys.
+func ReadFS(fsys fs.FS) (*Bundle, error) {
+	b := &Bundle{}
+	if st, err := fs.Stat(fsys, ObjectsDir); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%w: no %s/ directory", ErrNotBundle, ObjectsDir)
+	}
+	data, err := fs.ReadFile(fsys, ManifestFile)
+	switch {
+	case err == nil:
+		if b.Manifest, err = ParseManifest(data); err != nil {
+			return nil, err
+		}
+		b.HasManifest = true
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("bundle: %s: %w", ManifestFile, err)
+	}
+	for _, dir := range []string{ObjectsDir, KeyRecordsDir} {
+		docs, err := readDir(fsys, dir)
+		if err != nil {
+			return nil, err
+		}
+		b.Objects = append(b.Objects, docs...)
+	}
+	if b.Mandates, err = readDir(fsys, MandatesDir); err != nil {
+		return nil, err
+	}
+	data, err = fs.ReadFile(fsys, KeysFile)
+	switch {
+	case err == nil:
+		if b.Keys, err = keys.ParseKeySet(data); err != nil {
+			return nil, fmt.Errorf("bundle: %w", err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("bundle: %s: %w", KeysFile, err)
+	}
+	return b, nil
+}
+
+// readDir reads every *.json file of dir, in name order; a missing
+// directory holds nothing.
+func readDir(fsys fs.FS, dir string) ([]Document, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %s: %w", dir, err)
+	}
+	var docs []Document
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		p := path.Join(dir, e.Name())
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return nil, fmt.Errorf("bundle: %s: %w", p, err)
+		}
+		v, err := canonical.DecodeObject(data)
+		if err != nil {
+			return nil, fmt.Errorf("bundle: %s: %w", p, err)
+		}
+		docs = append(docs, Document{Path: p, Bytes: data, Value: v})
+	}
+	return docs, nil
+}
+
+// ParseManifest reads bundle.json: an object with an optional
+// rules_version string and an optional transaction_id string or null, and
+// nothing else. An unknown member is refused rather than ignored: a
+// statement about the record that the verifier would silently drop is a
+// statement nobody checked.
+func ParseManifest(data []byte) (Manifest, error) {
+	var m Manifest
+	v, err := canonical.DecodeObject(data)
+	if err != nil {
+		return m, fmt.Errorf("bundle: %s: %w", ManifestFile, err)
+	}
+	names := make([]string, 0, len(v))
+	for k := range v {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		switch x := v[k]; k {
+		case "rules_version":
+			s, ok := x.(string)
+			if !ok || s == "" {
+				return m, fmt.Errorf("bundle: %s: rules_version is not a non-empty string", ManifestFile)
+			}
+			m.RulesVersion = s
+		case "transaction_id":
+			if x == nil {
+				continue
+			}
+			s, ok := x.(string)
+			if !ok || !strings.HasPrefix(s, "txn_") {
+				return m, fmt.Errorf("bundle: %s: transaction_id is neither null nor a txn_ identifier", ManifestFile)
+			}
+			m.TransactionID = s
+		default:
+			return m, fmt.Errorf("bundle: %s: unknown member %q", ManifestFile, k)
+		}
+	}
+	return m, nil
+}

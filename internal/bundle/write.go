@@ -1,0 +1,186 @@
+package bundle
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/keys"
+)
+
+// Contents is what Write lays out.
+type Contents struct {
+	Manifest Manifest
+	// Objects are envelope objects, key_records included; each is written
+	// to objects/<id>.json.
+	Objects []map[string]any
+	// Mandates are standalone mandates, each written to mandates/<id>.json.
+	Mandates []map[string]any
+	// Keys, when not nil, are written to keys.json.
+	Keys *keys.KeySet
+}
+
+// WriteOptions choose what to leave out of a bundle (selective disclosure,
+// evidence verification §6).
+type WriteOptions struct {
+	// OmitStreams are streams, as "kind:id" (for example
+	// "transaction:txn_…"), whose transaction events are left out.
+	OmitStreams []string
+	// OmitObjects are ids of objects or mandates left out.
+	OmitObjects []string
+}
+
+// fileID is what an id must look like to name a file: the kernel's
+// identifier pattern, which admits no path separator and no dot.
+var fileID = regexp.MustCompile(`^[a-z]{3}_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+
+// Write lays c out as a bundle in dir, which must not exist or be empty.
+// Every file holds RFC 8785 canonical bytes, so two exports of one record
+// are byte-identical. The bundle is assembled in a temporary directory
+// beside dir and renamed into place, so a failed write leaves no partial
+// bundle behind.
+func Write(dir string, c Contents, opt WriteOptions) error {
+	files, err := layout(c, opt)
+	if err != nil {
+		return err
+	}
+	if err := ensureAbsentOrEmpty(dir); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), ".bundle-*")
+	if err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	for _, d := range []string{ObjectsDir, MandatesDir} {
+		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(tmp, filepath.FromSlash(f.Path)), f.Bytes, 0o644); err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	return nil
+}
+
+func ensureAbsentOrEmpty(dir string) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Readdirnames(1); err != io.EOF {
+		if err == nil {
+			return fmt.Errorf("bundle: %s is not empty", dir)
+		}
+		return fmt.Errorf("bundle: %w", err)
+	}
+	return nil
+}
+
+// layout computes the files of a bundle, without touching the disk.
+func layout(c Contents, opt WriteOptions) ([]Document, error) {
+	omitObj := map[string]bool{}
+	for _, id := range opt.OmitObjects {
+		omitObj[id] = true
+	}
+	omitStream := map[string]bool{}
+	for _, s := range opt.OmitStreams {
+		omitStream[s] = true
+	}
+	var files []Document
+	written := map[string][]byte{}
+	put := func(dir string, v map[string]any) error {
+		id, _ := v["id"].(string)
+		if !fileID.MatchString(id) {
+			return fmt.Errorf("bundle: an object's id %q cannot name a file", id)
+		}
+		if omitObj[id] {
+			return nil
+		}
+		data, err := canonical.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("bundle: %s: %w", id, err)
+		}
+		p := dir + "/" + id + ".json"
+		if prev, dup := written[p]; dup {
+			if bytes.Equal(prev, data) {
+				return nil
+			}
+			return fmt.Errorf("bundle: two different objects have id %s", id)
+		}
+		written[p] = data
+		files = append(files, Document{Path: p, Bytes: data, Value: v})
+		return nil
+	}
+	for _, o := range c.Objects {
+		if o == nil {
+			continue
+		}
+		if o["object_type"] == "transaction_event" && omitStream[streamKey(o)] {
+			continue
+		}
+		if err := put(ObjectsDir, o); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range c.Mandates {
+		if m == nil {
+			continue
+		}
+		if err := put(MandatesDir, m); err != nil {
+			return nil, err
+		}
+	}
+	manifest := map[string]any{"transaction_id": nil}
+	if c.Manifest.TransactionID != "" {
+		manifest["transaction_id"] = c.Manifest.TransactionID
+	}
+	if c.Manifest.RulesVersion != "" {
+		manifest["rules_version"] = c.Manifest.RulesVersion
+	}
+	data, err := canonical.Marshal(manifest)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %s: %w", ManifestFile, err)
+	}
+	if _, err := ParseManifest(data); err != nil {
+		return nil, err // refuse to write what Read would refuse
+	}
+	files = append(files, Document{Path: ManifestFile, Bytes: data})
+	if c.Keys != nil {
+		data, err := c.Keys.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("bundle: %s: %w", KeysFile, err)
+		}
+		files = append(files, Document{Path: KeysFile, Bytes: data})
+	}
+	return files, nil
+}
+
+// streamKey is an event's stream as "kind:id".
+func streamKey(o map[string]any) string {
+	p, _ := o["payload"].(map[string]any)
+	s, _ := p["stream"].(map[string]any)
+	kind, _ := s["kind"].(string)
+	id, _ := s["id"].(string)
+	return kind + ":" + id
+}

@@ -1,0 +1,109 @@
+// Package verify is the third-party verifier of A202 records: the seven
+// steps of evidence verification §4, run over what a bundle holds and
+// nothing else. It needs no daemon, no database and no network, so anyone
+// holding a bundle can import it and check a record without asking either
+// party.
+//
+// # Use
+//
+//	b, err := bundle.Read(dir)
+//	...
+//	rep := verify.Verify(verify.Input{
+//		Objects:  b.ObjectValues(),
+//		Mandates: b.MandateValues(),
+//		Keys:     b.Keys,
+//	}, verify.Options{RulesVersion: b.Manifest.RulesVersion})
+//
+// Verify always returns a report. Each check in it is verified, failed or
+// not_checkable, and a failed check carries the registered code of the
+// rule it broke. There is no overall verdict: a relying party reads the
+// failures and the gaps and decides. `party verify` exits non-zero when
+// any check failed and treats not_checkable as what it is, a gap.
+//
+// # The steps
+//
+//  1. Content hashes: every object's content_hash over its canonical bytes
+//     (content_hash, signatures and kernel_annotations left out), and every
+//     hash one object carries about another: offer_hash, terms_hash,
+//     accepted_offer_hash, subject terms_hash, assertion_hash, a
+//     superseded determination's hash, a dispute's subject_hash, and the
+//     content_hash of every full-form evidence reference. A carried hash
+//     is compared with the hash of the target's bytes as held.
+//  2. Signatures: each value over the signing input under the declared
+//     key; the purpose against the object's type; the key's status at
+//     signed_at and now, from the key's key_record chain; the minimum
+//     count (counted only over signatures that verified, by distinct keys);
+//     the party entitled to sign each act; the countersignature of every
+//     event in the bilateral record; each mandate's proof.
+//  3. Version chains and determination supersession: start at 1, rise by
+//     one, no forks, no two objects under one id.
+//  4. Per-stream continuity: sequence +1 and previous_event_hash equal to
+//     the preceding event's hash, within each stream only; a first event
+//     naming a predecessor the bundle lacks is a boundary, not a gap.
+//  5. Replay: each event's transition is legal under the rules version in
+//     force when it appended (the bundle states it; a caller may override
+//     it, per event too), from the state the replay reached; its guard
+//     held as far as the bundle's objects show; its actor's mandate
+//     covered it; its policy decision is an allow over its action hash.
+//  6. Determinations are stated as not_checkable: judging them is later
+//     work.
+//  7. Gaps: undisclosed streams, unresolved references, unreferenced
+//     evidence and unregistered types, each a not_checkable check and a
+//     list in the report.
+//
+// # Choices the specification leaves open
+//
+// Codes. Every failure carries a registered code. Where the document that
+// defines a rule names its own code for it, that code is used, as the
+// published reference does for agreements: A202-AGREEMENT-HASH-MISMATCH
+// for offer_hash, terms_hash and accepted_offer_hash;
+// A202-OBLIGATION-RESPONSE-HASH-MISMATCH for assertion_hash;
+// A202-OBLIGATION-SUBJECT-UNREFERENCED for an obligation's subject terms
+// hash; A202-OBLIGATION-RESPONSE-UNAUTHORIZED for a response by anyone but
+// the obligee; A202-DETERMINATION-SUPERSESSION-FORKED for a supersession
+// fork. Everything else uses the codes of evidence verification §8.
+//
+// Gaps are never passes. A signature the verifier cannot check (no
+// keys.json, an undeclared key, the published fixtures' placeholder value)
+// is not_checkable, and every check that leans on it (counts, party
+// attribution, guards, authority, decisions) is not_checkable too rather
+// than verified. A key_record is relied on for a key's status only when
+// its own hash and a signature of it verify.
+//
+// Key status "now" is resolved and reported (check key_status_now). A key
+// revoked or expired since signing is stated in that check's detail and
+// does not fail the signatures it made while active (canonical model §4
+// rule 7); a signature made outside the key's active validity fails.
+//
+// Mandate status at append time is a live fact of the issuer's status
+// endpoint, which an offline verifier never consults. mandate_authority
+// checks what a bundle can show (proof, subject, organisation, interval,
+// action, scope, delegation narrowing, revocation_records in the bundle)
+// and says in its detail that the live status was not consulted.
+//
+// Countersignatures. The bilateral record needs each event signed by the
+// appending party and countersigned by the other (pilot state machine
+// §8.1; decisions.md item 10). The published fixtures' events carry one
+// signature (spec-map §14 C5); Options.SingleSignedEvents reads a record
+// under the kernel's own minimum of one.
+//
+// Session identifiers. An offer's session_id names no stream on the
+// bilateral path (canonical model §9.2), so it is not reported as an
+// undisclosed stream. A policy decision naming a stream the bundle does
+// not disclose is.
+//
+// Act names. mandate_authority maps events to the act the appending party
+// performed, in the vocabulary of decisions.md item 6: agreement.direct is
+// the offeree's offer.accept (or the offeror's offer.submit),
+// agreement.committed is agreement.sign, settlement.instructed is
+// settlement.instruct, termination.agreed termination.agree,
+// agreement.amended agreement.amend; the obligation events are their own
+// names.
+//
+// # Performance
+//
+// Hashing and signature verification, which dominate, run across
+// Options.Workers goroutines (GOMAXPROCS by default); everything after
+// reads their results in input order, so the report is the same however
+// the work was scheduled.
+package verify

@@ -1,0 +1,705 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/rules"
+)
+
+// Step 5: replay every disclosed event (§4 step 5; pilot state machine §9).
+// Each event gets four checks, all A202-EVIDENCE-TRANSITION-ILLEGAL when
+// they fail:
+//
+//   - transition_legality: (from_state, event_type, to_state) is a row of
+//     the machine under the rules version in force when the event appended
+//     (never the newest), and from_state is the state the replay reached.
+//   - transition_guard: the parts of the transition's guard that the
+//     bundle's objects can show held.
+//   - mandate_authority: the mandate the event was appended under resolves,
+//     its proof verifies, and it covered the act at occurred_at: subject,
+//     organisation, interval, action, scope, delegation chain, and no
+//     revocation_record in the bundle effective before the append. A
+//     mandate's live status at append time is a fact of its status
+//     endpoint, which an offline verifier does not consult; the detail says
+//     so.
+//   - policy_decision: the decision the event names resolves, is an allow
+//     by the acting party over the event's action_hash, and is signed. A
+//     decision not disclosed is not_checkable, never verified (canonical
+//     model §9.1 rule 4).
+//
+// Obligation objects move by new versions; consecutive versions whose
+// state differs are replayed against the obligation table (obligation
+// §6.1) as obligation_state.
+func (r *run) step5() {
+	session := false
+	for _, s := range r.streams {
+		session = session || s.kind == "session"
+	}
+	for _, s := range r.streams {
+		state := map[string]string{}
+		for i, e := range s.events {
+			r.legality(s, i, e, state)
+			r.guard(s, i, e, session)
+			r.authority(e)
+			r.decision(e)
+		}
+	}
+	r.obligationVersions()
+}
+
+// machineFor picks the machine an event replays against, and the key its
+// state is tracked under: a session stream's events move the session; a
+// transaction stream's move the aggregate, except an event whose data
+// names an obligation and whose states are obligation states.
+func machineFor(s *stream, p map[string]any, version, from, event, to string) (rules.Machine, string, bool) {
+	switch s.kind {
+	case "session":
+		return rules.Session, "session", true
+	case "transaction":
+		data, _ := objAt(p, "data")
+		if obl, ok := strAt(data, "obligation_id"); ok && !rules.Legal(version, rules.Aggregate, from, event, to) &&
+			(from == "" || rules.IsState(rules.Obligation, from)) && rules.IsState(rules.Obligation, to) {
+			return rules.Obligation, "obligation/" + obl, true
+		}
+		return rules.Aggregate, "aggregate", true
+	}
+	return "", "", false
+}
+
+func (r *run) legality(s *stream, i int, e *object, state map[string]string) {
+	p := e.payload
+	version := r.rulesFor(e.id)
+	event := str(p, "event_type")
+	from, fromOK := strAt(p, "from_state")
+	to, toOK := strAt(p, "to_state")
+	switch {
+	case version == "":
+		r.add(5, "transition_legality", e.subject, NotCheckable, "", "no rules version is stated for the record, so no transition table applies")
+		r.missing(rules.PilotID + "@(unstated)")
+		return
+	case !knownRules(version):
+		r.add(5, "transition_legality", e.subject, NotCheckable, "", fmt.Sprintf("rules version %q does not resolve", version))
+		r.missing(rules.PilotID + "@" + version)
+		return
+	case event == "" || !toOK || (!fromOK && !isNull(p, "from_state")):
+		r.add(5, "transition_legality", e.subject, Failed, reason.EvidenceTransitionIllegal, "the event does not state event_type, from_state and to_state")
+		return
+	}
+	machine, key, ok := machineFor(s, p, version, from, event, to)
+	if !ok {
+		r.add(5, "transition_legality", e.subject, NotCheckable, "", fmt.Sprintf("stream kind %q has no state machine", s.kind))
+		return
+	}
+	expected := ""
+	switch {
+	case i == 0 && s.fromStart && machine == rules.Aggregate:
+		expected = "draft"
+	case i == 0 && s.fromStart && machine == rules.Session:
+		expected = "opened"
+	case i > 0 && s.linked[i]:
+		expected = state[key]
+	}
+	state[key] = to
+	if !rules.Legal(version, machine, from, event, to) {
+		detail := fmt.Sprintf("%s --%s--> %s is not a %s transition under rules %s", orNone(from), event, to, machine, version)
+		if since := rules.Since(machine, from, event); since != "" {
+			detail += " (it is registered from " + since + ")"
+		}
+		r.add(5, "transition_legality", e.subject, Failed, reason.EvidenceTransitionIllegal, detail)
+		return
+	}
+	if expected != "" && from != expected {
+		r.add(5, "transition_legality", e.subject, Failed, reason.EvidenceTransitionIllegal,
+			fmt.Sprintf("from_state is %s, but the replay had reached %s", orNone(from), expected))
+		return
+	}
+	r.add(5, "transition_legality", e.subject, Verified, "", fmt.Sprintf("%s --%s--> %s under rules %s", orNone(from), event, to, version))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// guards states, for the transitions whose guards concern objects no
+// bundle carries, what the guard is, so that a not_checkable says what was
+// not established (pilot state machine §5).
+var guards = map[string]string{
+	"approval.requested":     "an approval rule matched",
+	"approval.rejected":      "the approval binds the selected offer hash",
+	"acceptance.withdrawn":   "the withdrawal is authorised and before commitment",
+	"settlement.instructed":  "the payment mandate and its conditions are valid",
+	"transaction.completed":  "every required obligation is accepted and the required receipts are present",
+	"transaction.cancelled":  "the canceller has authority and nothing is committed",
+	"deadline.elapsed":       "the authoritative clock is past the deadline",
+	"exception.opened":       "the exception's type, scope and evidence are supplied",
+	"remediation.accepted":   "the parties accept the remediation hash",
+	"exception.resolved":     "the resolution conditions are met",
+	"transaction.terminated": "termination authority and evidence are valid",
+	"termination.agreed":     "both parties signed one termination record naming every open obligation's disposition (the record has no object type, spec-map C16)",
+	"agreement.amended":      "a superseding agreement version formed on a fresh offer and acceptance, signed by both",
+}
+
+// guard checks what the bundle can show of the event's guard.
+func (r *run) guard(s *stream, i int, e *object, session bool) {
+	p := e.payload
+	event := str(p, "event_type")
+	data, _ := objAt(p, "data")
+	var v verdict
+	switch event {
+	case "agreement.direct":
+		r.directGuard(&v, e, data, session)
+	case "agreement.committed":
+		r.commitGuard(&v, s, i, e, data)
+	case "obligation.activated":
+		r.activationGuard(&v, e, data)
+	case "performance.declared":
+		r.declarationGuard(&v, data)
+	case "acceptance.granted", "acceptance.rejected":
+		r.responseGuard(&v, event, data)
+	default:
+		if g, ok := guards[event]; ok {
+			v.unsure("the guard of %s (%s) is not established from the objects of a bundle", event, g)
+		} else if operated(event) {
+			v.unsure("%s is an operated-only transition: its guard concerns a venue, and the bilateral scope has no objects for it", event)
+		} else {
+			v.unsure("no guard is known for %q", event)
+		}
+	}
+	res, detail := v.result()
+	r.add(5, "transition_guard", e.subject, res, reason.EvidenceTransitionIllegal, detail)
+}
+
+func operated(event string) bool {
+	for _, m := range []rules.Machine{rules.Aggregate, rules.Session} {
+		for _, t := range rules.Table(rules.Latest(), m) {
+			if t.Event == event && t.Operated {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// held returns the object data[member] names, if the bundle holds one of
+// type typ; otherwise it records why in v and returns nil.
+func (r *run) held(v *verdict, data map[string]any, member, typ string) *object {
+	id, ok := strAt(data, member)
+	if !ok {
+		v.unsure("the event's data names no %s", member)
+		return nil
+	}
+	o, held := r.byID[id]
+	switch {
+	case !held:
+		v.unsure("%s is not in the bundle", id)
+		r.missing(id)
+		return nil
+	case o.typ != typ:
+		v.fail("%s is a %s, not a %s", id, o.typ, typ)
+		return nil
+	}
+	return o
+}
+
+func partyOrg(m map[string]any, member string) string {
+	pm, _ := objAt(m, member)
+	return str(pm, "organization_id")
+}
+
+// signedBy settles whether o carries a valid signature by org's key.
+func (r *run) signedBy(o *object, org string) (Result, string) {
+	if org == "" {
+		return Failed, fmt.Sprintf("%s names no party to have signed it", o.subject)
+	}
+	var unknown []string
+	for i, sc := range o.sigs {
+		switch sc.result {
+		case Verified:
+			c := r.controllerOf(sc.keyID)
+			if c == org {
+				return Verified, fmt.Sprintf("%s is signed by %s", o.subject, org)
+			}
+			if c == "" {
+				unknown = append(unknown, fmt.Sprintf("signature[%d] of %s verifies, but whose key %s is is not established", i, o.subject, sc.keyID))
+			}
+		case NotCheckable:
+			unknown = append(unknown, fmt.Sprintf("signature[%d] of %s could not be checked", i, o.subject))
+		}
+	}
+	if len(unknown) > 0 {
+		return NotCheckable, strings.Join(unknown, "; ")
+	}
+	return Failed, fmt.Sprintf("no valid signature of %s is by %s", o.subject, org)
+}
+
+// directGuard: pilot state machine §5.3, the four guards of agreement.direct.
+func (r *run) directGuard(v *verdict, e *object, data map[string]any, session bool) {
+	if session {
+		v.fail("the bundle discloses a session stream: the direct path is not a way around an open negotiation")
+	} else {
+		v.pass("no session stream")
+	}
+	offer := r.held(v, data, "offer_id", "offer")
+	acc := r.held(v, data, "acceptance_id", "acceptance")
+	occurred, okT := timeAt(e.payload, "occurred_at")
+	if offer != nil {
+		until, okU := timeAt(offer.payload, "valid_until")
+		created, okC := timeAt(offer.val, "created_at")
+		switch {
+		case !okT || !okU || !okC:
+			v.fail("the times that make %s current are not readable", offer.subject)
+		case !until.After(created):
+			v.fail("%s expires at or before its creation", offer.subject)
+		case !occurred.Before(until):
+			v.fail("%s had expired (valid_until %s) when the event occurred", offer.subject, str(offer.payload, "valid_until"))
+		default:
+			v.pass("%s was current", offer.subject)
+		}
+		for _, o := range r.objs {
+			if o.typ == "offer" && str(o.payload, "supersedes_offer_id") == offer.id {
+				v.fail("%s is superseded by %s", offer.subject, o.subject)
+			}
+		}
+		v.take(r.signedBy(offer, partyOrg(offer.payload, "offeror")))
+	}
+	if acc != nil {
+		if offer != nil {
+			if str(acc.payload, "offer_id") != offer.id {
+				v.fail("%s accepts %s, not %s", acc.subject, str(acc.payload, "offer_id"), offer.id)
+			} else if str(acc.payload, "offer_hash") != offer.recomputed || offer.hashErr != nil {
+				v.fail("%s does not sign the exact bytes of %s", acc.subject, offer.subject)
+			} else {
+				v.pass("%s signs the exact offer hash", acc.subject)
+			}
+			if partyOrg(acc.payload, "accepting_party") != partyOrg(offer.payload, "offeree") {
+				v.fail("%s is by %s, not the offeree %s", acc.subject, partyOrg(acc.payload, "accepting_party"), partyOrg(offer.payload, "offeree"))
+			}
+		}
+		v.take(r.signedBy(acc, partyOrg(acc.payload, "accepting_party")))
+	}
+}
+
+// commitGuard: approvals complete; the agreement names the acceptance;
+// both parties sign the same hash.
+func (r *run) commitGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
+	agr := r.held(v, data, "agreement_id", "agreement")
+	if agr == nil {
+		return
+	}
+	accID := str(agr.payload, "acceptance_id")
+	for j := i - 1; j >= 0; j-- {
+		ep := s.events[j].payload
+		if str(ep, "event_type") == "agreement.direct" {
+			d, _ := objAt(ep, "data")
+			if named := str(d, "acceptance_id"); named != accID {
+				v.fail("%s names acceptance %s, but the record formed on %s", agr.subject, accID, named)
+			}
+			break
+		}
+	}
+	if acc, held := r.byID[accID]; held && acc.typ == "acceptance" {
+		if str(acc.payload, "offer_id") != str(agr.payload, "accepted_offer_id") {
+			v.fail("%s accepts %s, not the agreement's offer %s", accID, str(acc.payload, "offer_id"), str(agr.payload, "accepted_offer_id"))
+		} else {
+			v.pass("%s names the acceptance %s of its offer", agr.subject, accID)
+		}
+	} else {
+		v.unsure("the acceptance %s is not in the bundle", accID)
+		r.missing(accID)
+	}
+	buyer, supplier := partyOrg(agr.payload, "buyer"), partyOrg(agr.payload, "supplier")
+	if buyer == supplier {
+		v.fail("%s names one organisation as buyer and supplier", agr.subject)
+	}
+	v.take(r.signedBy(agr, buyer))
+	v.take(r.signedBy(agr, supplier))
+	r.approvals(v, e)
+}
+
+// approvals: whether approvals were due is a question of the mandates'
+// approval rules; an offline verifier holding mandates with none can say
+// none were due, and otherwise cannot say they were all given.
+func (r *run) approvals(v *verdict, e *object) {
+	txn := str(e.val, "transaction_id")
+	for _, m := range r.mandates {
+		scope, _ := objAt(m.val, "scope")
+		ids, _ := stringsOf(scope["transaction_ids"])
+		if !contains(ids, txn) {
+			continue
+		}
+		if rs, _ := m.val["approval_rules"].([]any); len(rs) > 0 {
+			v.unsure("mandate %s states approval rules; whether every approval they call for was given is not established here", m.id)
+			return
+		}
+	}
+	v.pass("no mandate held for %s states approval rules", txn)
+}
+
+// activationGuard: the obligation derives from the agreement.
+func (r *run) activationGuard(v *verdict, e *object, data map[string]any) {
+	obl := r.held(v, data, "obligation_id", "obligation")
+	if obl == nil {
+		return
+	}
+	agrID := str(obl.payload, "agreement_id")
+	h, agr, ok := r.agreementTermsHash(agrID)
+	if agr == nil {
+		v.unsure("the agreement %s is not in the bundle", agrID)
+		r.missing(agrID)
+		return
+	}
+	if !ok {
+		v.fail("%s is not an agreement with terms", agrID)
+		return
+	}
+	subj, _ := objAt(obl.payload, "subject")
+	if str(subj, "agreement_id") != agrID || str(subj, "terms_hash") != h {
+		v.fail("the subject of %s is not the terms of %s", obl.subject, agrID)
+	} else {
+		v.pass("%s derives from the terms of %s", obl.subject, agrID)
+	}
+	if str(agr.val, "transaction_id") != str(e.val, "transaction_id") {
+		v.fail("%s belongs to another transaction", agrID)
+	}
+	parties := []string{partyOrg(agr.payload, "buyer"), partyOrg(agr.payload, "supplier")}
+	obligor, obligee := partyOrg(obl.payload, "obligor"), partyOrg(obl.payload, "obligee")
+	if !contains(parties, obligor) || !contains(parties, obligee) || obligor == obligee {
+		v.fail("the obligor %s and obligee %s of %s are not the two parties of %s", obligor, obligee, obl.subject, agrID)
+	}
+}
+
+// declarationGuard: the obligor's signed assertion, with evidence, names
+// the obligation. The specification's "evidence manifest" is a
+// control-plane object (spec-map C15); the bilateral reading is the
+// assertion's own evidence references.
+func (r *run) declarationGuard(v *verdict, data map[string]any) {
+	prf := r.held(v, data, "performance_event_id", "performance_event")
+	if prf == nil {
+		return
+	}
+	oblID := str(prf.payload, "obligation_id")
+	if named, ok := strAt(data, "obligation_id"); ok && named != oblID {
+		v.fail("%s asserts performance of %s, not %s", prf.subject, oblID, named)
+	}
+	if refs, _ := prf.payload["evidence_refs"].([]any); len(refs) == 0 {
+		v.fail("%s carries no evidence", prf.subject)
+	} else {
+		v.pass("%s carries %d evidence reference(s)", prf.subject, len(refs))
+	}
+	if obl, held := r.byID[oblID]; held && obl.typ == "obligation" {
+		v.take(r.signedBy(prf, partyOrg(obl.payload, "obligor")))
+	} else {
+		v.unsure("the obligation %s is not in the bundle, so its obligor is unknown", oblID)
+		r.missing(oblID)
+	}
+}
+
+// responseGuard: the obligee's response of the right type, over the exact
+// assertion.
+func (r *run) responseGuard(v *verdict, event string, data map[string]any) {
+	obr := r.held(v, data, "obligation_response_id", "obligation_response")
+	if obr == nil {
+		return
+	}
+	want := "accept"
+	if event == "acceptance.rejected" {
+		want = "reject"
+	}
+	if got := str(obr.payload, "response_type"); got != want {
+		v.fail("%s is a %q response, not %q", obr.subject, got, want)
+	}
+	oblID := str(obr.payload, "obligation_id")
+	if named, ok := strAt(data, "obligation_id"); ok && named != oblID {
+		v.fail("%s responds on %s, not %s", obr.subject, oblID, named)
+	}
+	prfID := str(obr.payload, "assertion_id")
+	if prf, held := r.byID[prfID]; held && prf.typ == "performance_event" {
+		if str(obr.payload, "assertion_hash") != prf.recomputed || prf.hashErr != nil {
+			v.fail("%s is not over the exact bytes of %s", obr.subject, prfID)
+		} else {
+			v.pass("%s binds the exact assertion %s", obr.subject, prfID)
+		}
+	} else {
+		v.unsure("the assertion %s is not in the bundle", prfID)
+		r.missing(prfID)
+	}
+	if obl, held := r.byID[oblID]; held && obl.typ == "obligation" {
+		v.take(r.signedBy(obr, partyOrg(obl.payload, "obligee")))
+	} else {
+		v.unsure("the obligation %s is not in the bundle, so its obligee is unknown", oblID)
+		r.missing(oblID)
+	}
+}
+
+// eventActs names the act a party performs by appending each event, in the
+// action vocabulary of decisions.md item 6 (package authority's names).
+var eventActs = map[string]string{
+	"agreement.committed":   "agreement.sign",
+	"obligation.activated":  "obligation.activated",
+	"performance.declared":  "performance.declared",
+	"acceptance.granted":    "acceptance.granted",
+	"acceptance.rejected":   "acceptance.rejected",
+	"settlement.instructed": "settlement.instruct",
+	"termination.agreed":    "termination.agree",
+	"agreement.amended":     "agreement.amend",
+}
+
+// actFor returns the act behind an event by actor org: for agreement.direct
+// the offeree's acceptance or the offeror's submission, by which party
+// appended it.
+func (r *run) actFor(e *object, org string) (string, bool) {
+	event := str(e.payload, "event_type")
+	if event != "agreement.direct" {
+		a, ok := eventActs[event]
+		return a, ok
+	}
+	data, _ := objAt(e.payload, "data")
+	if offer, held := r.byID[str(data, "offer_id")]; held && offer.typ == "offer" {
+		switch org {
+		case partyOrg(offer.payload, "offeree"):
+			return "offer.accept", true
+		case partyOrg(offer.payload, "offeror"):
+			return "offer.submit", true
+		}
+	}
+	return "", false
+}
+
+// maxDelegation bounds how far up a delegation chain authority is followed.
+const maxDelegation = 16
+
+// authority checks the actor's mandate at the event's append time.
+func (r *run) authority(e *object) {
+	var v verdict
+	by, _ := objAt(e.val, "created_by")
+	org, agent, mid := str(by, "organization_id"), str(by, "agent_id"), str(by, "mandate_id")
+	m, held := r.mandateBy[mid]
+	if !held {
+		r.add(5, "mandate_authority", e.subject, NotCheckable, "", fmt.Sprintf("the mandate %s the event was appended under is not in the bundle", orNone(mid)))
+		r.missing(mid)
+		return
+	}
+	occurred, okT := timeAt(e.payload, "occurred_at")
+	if !okT {
+		v.fail("occurred_at is not a timestamp")
+	}
+	subj, _ := objAt(m.val, "subject")
+	if str(subj, "agent_id") != agent {
+		v.fail("%s is issued to %s, not to the appending agent %s", mid, str(subj, "agent_id"), agent)
+	}
+	if len(e.sigs) > 0 && str(subj, "key_id") != e.sigs[0].keyID {
+		v.fail("%s names key %s, but the appender signed with %s", mid, str(subj, "key_id"), e.sigs[0].keyID)
+	}
+	if str(m.val, "represented_organization_id") != org {
+		v.fail("%s represents %s, not %s", mid, str(m.val, "represented_organization_id"), org)
+	}
+	if act, ok := r.actFor(e, org); !ok {
+		v.unsure("no act name is registered for %s by %s (decisions.md item 6)", str(e.payload, "event_type"), org)
+	} else if actions, _ := stringsOf(m.val["actions"]); !contains(actions, act) {
+		v.fail("%s does not list %s", mid, act)
+	} else {
+		v.pass("%s lists %s", mid, act)
+	}
+	r.scope(&v, m, e, org)
+	// Authority flows down the delegation chain: every mandate on it must
+	// have a verified proof, cover the append time and, for a child, be no
+	// wider than its parent.
+	seen := map[string]bool{}
+	for cur, depth := m, 0; cur != nil; depth++ {
+		if seen[cur.id] || depth > maxDelegation {
+			v.fail("the delegation chain of %s loops or is deeper than %d", mid, maxDelegation)
+			break
+		}
+		seen[cur.id] = true
+		switch cur.proof.result {
+		case Verified:
+		case Failed:
+			v.fail("the proof of %s does not verify", cur.id)
+		default:
+			v.unsure("the proof of %s could not be checked", cur.id)
+		}
+		if okT {
+			from, ok1 := timeAt(cur.val, "valid_from")
+			until, ok2 := timeAt(cur.val, "valid_until")
+			if !ok1 || !ok2 || occurred.Before(from) || !occurred.Before(until) {
+				v.fail("%s did not cover %s (valid %s to %s)", cur.id, str(e.payload, "occurred_at"), str(cur.val, "valid_from"), str(cur.val, "valid_until"))
+			}
+			r.revoked(&v, "mandate", cur.id, occurred)
+		}
+		pid, delegated := strAt(cur.val, "parent_mandate_id")
+		if !delegated {
+			break
+		}
+		parent, held := r.mandateBy[pid]
+		if !held {
+			v.unsure("the parent mandate %s is not in the bundle", pid)
+			r.missing(pid)
+			break
+		}
+		for _, p := range gate.Narrowing(parent.val, cur.val) {
+			v.fail("%s widens its parent %s: %s", cur.id, pid, p.Detail)
+		}
+		cur = parent
+	}
+	if len(v.failed) == 0 && len(v.unknown) == 0 {
+		v.pass("its live status at append time is a fact of its status endpoint, which an offline verifier does not consult; no revocation_record in the bundle affects it")
+	}
+	res, detail := v.result()
+	r.add(5, "mandate_authority", e.subject, res, reason.EvidenceTransitionIllegal, detail)
+}
+
+// scope checks the mandate's scope axes the bundle can evaluate: the
+// transaction and, where the bundle names the other party, the
+// counterparty.
+func (r *run) scope(v *verdict, m *mandate, e *object, org string) {
+	scope, _ := objAt(m.val, "scope")
+	txn := str(e.val, "transaction_id")
+	if ids, ok := stringsOf(scope["transaction_ids"]); ok {
+		if !contains(ids, txn) {
+			v.fail("%s is not scoped to %s", m.id, txn)
+		} else {
+			v.pass("%s is scoped to %s", m.id, txn)
+		}
+	} else if _, ok := scope["categories"]; ok {
+		v.unsure("%s is scoped by category, and a transaction's category is not stated in the record", m.id)
+	}
+	if cps, ok := stringsOf(scope["counterparty_organization_ids"]); ok {
+		if other := r.counterparty(txn, org); other == "" {
+			v.unsure("the counterparty of %s on %s is not established from the bundle", org, txn)
+		} else if !contains(cps, other) {
+			v.fail("%s does not allow dealing with %s", m.id, other)
+		}
+	}
+}
+
+// counterparty is the other party of txn, as an agreement or offer in the
+// bundle names the two.
+func (r *run) counterparty(txn, org string) string {
+	for _, typ := range []string{"agreement", "offer"} {
+		for _, o := range r.objs {
+			if o.typ != typ || str(o.val, "transaction_id") != txn {
+				continue
+			}
+			a, b := partyOrg(o.payload, "buyer"), partyOrg(o.payload, "supplier")
+			if typ == "offer" {
+				a, b = partyOrg(o.payload, "offeror"), partyOrg(o.payload, "offeree")
+			}
+			switch org {
+			case a:
+				return b
+			case b:
+				return a
+			}
+		}
+	}
+	return ""
+}
+
+// revoked fails v when a revocation_record in the bundle, whose own bytes
+// verify, took subjectID out of service at or before t.
+func (r *run) revoked(v *verdict, subjectType, subjectID string, t time.Time) {
+	for _, o := range r.objs {
+		if o.typ != "revocation_record" || str(o.payload, "subject_type") != subjectType || str(o.payload, "subject_id") != subjectID {
+			continue
+		}
+		status := str(o.payload, "status")
+		at, ok := timeAt(o.payload, "effective_at")
+		if !ok || status == "active" || t.Before(at) {
+			continue
+		}
+		if !o.hashOK() {
+			v.unsure("%s would revoke %s but does not hash to its content_hash", o.subject, subjectID)
+			continue
+		}
+		v.fail("%s records %s as %s from %s", o.subject, subjectID, status, str(o.payload, "effective_at"))
+	}
+}
+
+// decision checks the policy decision the event names.
+func (r *run) decision(e *object) {
+	var v verdict
+	pid, ok := strAt(e.payload, "policy_decision_id")
+	if !ok {
+		r.add(5, "policy_decision", e.subject, Failed, reason.EvidenceTransitionIllegal, "the event names no policy decision")
+		return
+	}
+	d, held := r.byID[pid]
+	if !held {
+		r.add(5, "policy_decision", e.subject, NotCheckable, "", fmt.Sprintf("%s is not in the bundle: a decision the deciding party did not disclose is not checkable, never verified", pid))
+		r.missing(pid)
+		return
+	}
+	if d.typ != "policy_decision" {
+		r.add(5, "policy_decision", e.subject, Failed, reason.EvidenceTransitionIllegal, fmt.Sprintf("%s is a %s, not a policy decision", pid, d.typ))
+		return
+	}
+	if !d.hashOK() {
+		v.fail("%s does not hash to its content_hash", pid)
+	}
+	if dec := str(d.payload, "decision"); dec != "allow" {
+		v.fail("%s decided %q, and only an allow enters the record", pid, dec)
+	}
+	if str(d.payload, "action_hash") != str(e.payload, "action_hash") {
+		v.fail("%s is bound to action %s, the event to %s", pid, short(str(d.payload, "action_hash")), short(str(e.payload, "action_hash")))
+	} else {
+		v.pass("%s allows the event's action %s", pid, short(str(e.payload, "action_hash")))
+	}
+	by, _ := objAt(e.val, "created_by")
+	dby, _ := objAt(d.val, "created_by")
+	org := str(by, "organization_id")
+	if str(dby, "organization_id") != org {
+		v.fail("%s was made by %s, not by the acting party %s: a party decides only its own acts", pid, str(dby, "organization_id"), org)
+	}
+	if mids, _ := stringsOf(d.payload["mandate_ids"]); !contains(mids, str(by, "mandate_id")) {
+		v.fail("%s does not name the mandate %s the event was appended under", pid, str(by, "mandate_id"))
+	}
+	v.take(r.signedBy(d, org))
+	res, detail := v.result()
+	r.add(5, "policy_decision", e.subject, res, reason.EvidenceTransitionIllegal, detail)
+}
+
+// obligationVersions replays the state an obligation's consecutive
+// versions record against the obligation table.
+func (r *run) obligationVersions() {
+	for _, o := range r.objs {
+		if o.typ != "obligation" {
+			continue
+		}
+		prevID, ok := strAt(o.val, "previous_version_id")
+		if !ok {
+			continue
+		}
+		p, held := r.byID[prevID]
+		if !held || p.typ != "obligation" {
+			continue // the version chain check says why
+		}
+		from, to := str(p.payload, "state"), str(o.payload, "state")
+		if from == to {
+			continue
+		}
+		version := r.opt.RulesVersion
+		if !knownRules(version) {
+			r.add(5, "obligation_state", o.subject, NotCheckable, "", fmt.Sprintf("rules version %q does not resolve", version))
+			continue
+		}
+		var via []string
+		for _, t := range rules.Table(version, rules.Obligation) {
+			if t.From == from && (t.To == to || (t.To == rules.Determined && rules.IsState(rules.Obligation, to))) {
+				via = append(via, t.Event)
+			}
+		}
+		if len(via) == 0 {
+			r.add(5, "obligation_state", o.subject, Failed, reason.EvidenceTransitionIllegal,
+				fmt.Sprintf("no obligation transition leads from %s to %s under rules %s", from, to, version))
+		} else {
+			r.add(5, "obligation_state", o.subject, Verified, "", fmt.Sprintf("%s to %s by %s under rules %s", from, to, strings.Join(via, " or "), version))
+		}
+	}
+}

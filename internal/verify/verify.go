@@ -1,0 +1,493 @@
+package verify
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/rules"
+	"github.com/partyd/party/internal/signature"
+)
+
+// Input is what a verifier holds: the objects, the mandates and the keys a
+// bundle declares. Nothing else is consulted: no network, no database, no
+// status endpoint.
+type Input struct {
+	// Objects are the envelope objects, key_records included, each decoded
+	// strictly from the bytes as held (canonical.Decode). They are read,
+	// never modified.
+	Objects []map[string]any
+	// Mandates are the standalone a202-mandate/0.1 documents.
+	Mandates []map[string]any
+	// Keys are the declared public keys (keys.json). Nil means the bundle
+	// declares none: every signature is then not_checkable, never verified.
+	Keys *keys.KeySet
+	// TransactionID is the transaction the bundle says it is about, if it
+	// says; it is reported in the scope.
+	TransactionID string
+}
+
+// Options adjust a verification run.
+type Options struct {
+	// RulesVersion is the rules version in force when the record's events
+	// appended (bundle.json, or a caller's override). Empty means nobody
+	// stated one: every transition is then not_checkable.
+	RulesVersion string
+	// EventRules states the rules version in force for particular events,
+	// by event id, where it differs from RulesVersion.
+	EventRules map[string]string
+	// Now is the verification time, against which current key status is
+	// read. The zero value means time.Now().
+	Now time.Time
+	// SingleSignedEvents accepts transaction events that carry only the
+	// appender's signature, as every published fixture does (spec-map §14
+	// C5). Without it an event needs the peer's countersignature as well
+	// (pilot state machine §8.1; decisions.md item 10).
+	SingleSignedEvents bool
+	// Workers bounds the goroutines that hash objects and verify
+	// signatures; 0 means GOMAXPROCS.
+	Workers int
+}
+
+// Verify runs the seven steps of evidence verification §4 over in and
+// returns the report. It never fails as a function: whatever the input, it
+// returns a report, and everything it could not do is a not_checkable
+// check in it. It is safe to call concurrently.
+func Verify(in Input, opt Options) *Report {
+	r := newRun(in, opt)
+	r.prepare()
+	r.step1()
+	r.step2()
+	r.step3()
+	r.step4()
+	r.step5()
+	r.step6()
+	r.step7()
+	return r.report()
+}
+
+// object is one envelope object and what the parallel phase learnt of it.
+type object struct {
+	pos     int
+	val     map[string]any
+	id      string
+	typ     string
+	subject string
+	payload map[string]any
+
+	declared    string // declared content_hash ("" if absent or not a string)
+	recomputed  string // SHA-256 of the hash input ("" if it has none)
+	hashErr     error
+	sigs        []sigCheck
+	sigsInvalid string // why the signatures member is unusable, if it is
+}
+
+// hashOK reports whether the object's bytes hash to its declared hash.
+func (o *object) hashOK() bool {
+	return o.hashErr == nil && o.declared != "" && o.declared == o.recomputed
+}
+
+// sigCheck is the outcome of verifying one signature entry.
+type sigCheck struct {
+	keyID, purpose, signedAt string
+	result                   Result
+	detail                   string
+	keyMissing               bool // the key_id is not declared in keys.json
+}
+
+// mandate is one standalone mandate and its proof's outcome.
+type mandate struct {
+	pos   int
+	val   map[string]any
+	id    string
+	proof sigCheck
+}
+
+type run struct {
+	in  Input
+	opt Options
+	now time.Time
+
+	objs       []*object
+	byID       map[string]*object
+	byHash     map[string]*object // by recomputed content hash
+	byDeclared map[string]*object // by declared content hash
+	clashes    []*object          // objects whose id an earlier, different object took
+	mandates   []*mandate
+	mandateBy  map[string]*mandate
+	keyChains  map[string]*keyChain
+	streams    []*stream
+	streamBy   map[string]*stream
+
+	checks       []Check
+	unresolved   map[string]bool
+	undisclosed  map[string]bool
+	unregistered map[string]bool
+	referenced   map[string]bool // evidence ids some object references
+}
+
+func newRun(in Input, opt Options) *run {
+	now := opt.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return &run{
+		in: in, opt: opt, now: now.UTC(),
+		byID: map[string]*object{}, byHash: map[string]*object{}, byDeclared: map[string]*object{},
+		mandateBy: map[string]*mandate{}, keyChains: map[string]*keyChain{}, streamBy: map[string]*stream{},
+		unresolved: map[string]bool{}, undisclosed: map[string]bool{}, unregistered: map[string]bool{},
+		referenced: map[string]bool{},
+	}
+}
+
+func (r *run) add(step int, name, subject string, res Result, code reason.Code, detail string) {
+	if res != Failed {
+		code = ""
+	} else if code == "" {
+		// A failure always names what failed; a check without a code of its
+		// own is never allowed to fail silently.
+		panic(fmt.Sprintf("verify: failed check %s on %s without a code", name, subject))
+	}
+	r.checks = append(r.checks, Check{Step: step, Name: name, Subject: subject, Result: res, Code: code, Detail: detail})
+}
+
+func (r *run) missing(id string) {
+	if id != "" {
+		r.unresolved[id] = true
+	}
+}
+
+// prepare indexes the input and runs the parallel phase: every object's
+// content hash and every signature, and every mandate proof. These are the
+// expensive parts, independent of one another; everything after them reads
+// their results in a fixed order, so the report does not depend on how the
+// work was scheduled.
+func (r *run) prepare() {
+	seen := map[string][]byte{}
+	for i, v := range r.in.Objects {
+		if v == nil {
+			continue
+		}
+		o := &object{pos: i, val: v}
+		o.id, _ = strAt(v, "id")
+		o.typ, _ = strAt(v, "object_type")
+		o.payload, _ = objAt(v, "payload")
+		o.subject = o.id
+		if o.subject == "" {
+			o.subject = fmt.Sprintf("objects[%d]", i)
+		}
+		if o.id != "" {
+			full, err := canonical.Marshal(v)
+			if prev, dup := seen[o.id]; dup {
+				if err == nil && bytes.Equal(prev, full) {
+					continue // the same object held twice is one object
+				}
+				r.clashes = append(r.clashes, o)
+			} else if err == nil {
+				seen[o.id] = full
+			} else {
+				seen[o.id] = nil
+			}
+		}
+		r.objs = append(r.objs, o)
+	}
+	for i, v := range r.in.Mandates {
+		if v == nil {
+			continue
+		}
+		m := &mandate{pos: i, val: v}
+		m.id, _ = strAt(v, "id")
+		if m.id == "" {
+			m.id = fmt.Sprintf("mandates[%d]", i)
+		}
+		if _, dup := r.mandateBy[m.id]; dup {
+			continue
+		}
+		r.mandateBy[m.id] = m
+		r.mandates = append(r.mandates, m)
+	}
+
+	r.parallel(len(r.objs)+len(r.mandates), func(i int) {
+		if i < len(r.objs) {
+			r.examine(r.objs[i])
+		} else {
+			r.examineMandate(r.mandates[i-len(r.objs)])
+		}
+	})
+
+	for _, o := range r.objs {
+		if o.id != "" {
+			if _, taken := r.byID[o.id]; !taken {
+				r.byID[o.id] = o
+			}
+		}
+		if o.recomputed != "" {
+			if _, taken := r.byHash[o.recomputed]; !taken {
+				r.byHash[o.recomputed] = o
+			}
+		}
+		if o.declared != "" {
+			if _, taken := r.byDeclared[o.declared]; !taken {
+				r.byDeclared[o.declared] = o
+			}
+		}
+	}
+}
+
+// parallel calls f(0..n-1) across the configured number of workers.
+func (r *run) parallel(n int, f func(int)) {
+	workers := r.opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if workers > n {
+		workers = n
+	}
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// examine computes o's content hash and verifies each of its signatures.
+// It writes only to o.
+func (r *run) examine(o *object) {
+	o.declared, _ = strAt(o.val, "content_hash")
+	in, err := canonical.HashInput(o.val)
+	if err != nil {
+		o.hashErr = err
+	} else {
+		o.recomputed = canonical.SHA256Hex(in)
+	}
+	var list []any
+	switch v := o.val["signatures"].(type) {
+	case nil:
+		if _, present := o.val["signatures"]; present {
+			o.sigsInvalid = "signatures is null, not an array"
+		}
+	case []any:
+		list = v
+	default:
+		o.sigsInvalid = "signatures is not an array"
+	}
+	o.sigs = make([]sigCheck, len(list))
+	for i, e := range list {
+		o.sigs[i] = r.verifyEntry(o, i, e)
+	}
+}
+
+// entryMembers are the five members of a signature entry (kernel schema
+// $defs/signature, a closed shape).
+var entryMembers = []string{"key_id", "algorithm", "signature", "signed_at", "purpose"}
+
+// verifyEntry checks signature i of o: its shape and purpose first, which
+// need no key, then its value under the declared key.
+func (r *run) verifyEntry(o *object, i int, e any) sigCheck {
+	m, ok := e.(map[string]any)
+	if !ok {
+		return sigCheck{result: Failed, detail: "the signature entry is not an object"}
+	}
+	sc := sigCheck{keyID: str(m, "key_id"), purpose: str(m, "purpose"), signedAt: str(m, "signed_at")}
+	for k := range m {
+		if !contains(entryMembers, k) {
+			sc.result, sc.detail = Failed, fmt.Sprintf("the entry has member %q, outside a signature entry", k)
+			return sc
+		}
+	}
+	for _, k := range entryMembers {
+		if _, ok := m[k].(string); !ok {
+			sc.result, sc.detail = Failed, fmt.Sprintf("the entry's %s is missing or not a string", k)
+			return sc
+		}
+	}
+	if allowed := signature.AllowedPurposes(o.typ); allowed != nil && !contains(allowed, sc.purpose) {
+		// A signature valid over the bytes but issued for another act does
+		// not count for this one (§4 step 2 item 2), whatever its value.
+		sc.result, sc.detail = Failed, fmt.Sprintf("purpose %q may not sign a %s (allowed: %v)", sc.purpose, o.typ, allowed)
+		return sc
+	}
+	if m["signature"] == signature.Placeholder {
+		sc.result, sc.detail = NotCheckable, "the value is the published fixtures' placeholder, not a signature"
+		return sc
+	}
+	if r.in.Keys == nil {
+		sc.result, sc.detail = NotCheckable, "the bundle declares no keys, so the value cannot be checked"
+		return sc
+	}
+	pub, err := r.in.Keys.Lookup(sc.keyID)
+	if err != nil {
+		sc.result, sc.detail, sc.keyMissing = NotCheckable, fmt.Sprintf("key %s is not among the declared keys", sc.keyID), true
+		return sc
+	}
+	return settle(sc, signature.VerifyEntry(o.val, i, pub), fmt.Sprintf("valid over the canonical bytes under %s for %s", sc.keyID, sc.purpose))
+}
+
+// settle turns a verification error into an outcome: a refusal is a
+// failure, ErrNotCheckable a gap, nil a pass.
+func settle(sc sigCheck, err error, ok string) sigCheck {
+	var refusal *reason.Refusal
+	switch {
+	case err == nil:
+		sc.result, sc.detail = Verified, ok
+	case errors.Is(err, signature.ErrNotCheckable):
+		sc.result, sc.detail = NotCheckable, err.Error()
+	case errors.As(err, &refusal):
+		sc.result, sc.detail = Failed, refusal.Detail
+	default:
+		sc.result, sc.detail = Failed, err.Error()
+	}
+	return sc
+}
+
+// examineMandate verifies the mandate's proof under the issuer key it names.
+func (r *run) examineMandate(m *mandate) {
+	proof, ok := objAt(m.val, "proof")
+	if !ok {
+		m.proof = sigCheck{result: Failed, detail: "the mandate carries no proof object"}
+		return
+	}
+	m.proof = sigCheck{keyID: str(proof, "key_id"), purpose: str(proof, "purpose"), signedAt: str(proof, "created_at")}
+	if proof["signature"] == signature.Placeholder {
+		m.proof.result, m.proof.detail = NotCheckable, "the proof value is the published fixtures' placeholder, not a signature"
+		return
+	}
+	if r.in.Keys == nil {
+		m.proof.result, m.proof.detail = NotCheckable, "the bundle declares no keys, so the proof cannot be checked"
+		return
+	}
+	pub, err := r.in.Keys.Lookup(m.proof.keyID)
+	if err != nil {
+		m.proof.result, m.proof.detail, m.proof.keyMissing = NotCheckable, fmt.Sprintf("issuer key %s is not among the declared keys", m.proof.keyID), true
+		return
+	}
+	m.proof = settle(m.proof, signature.VerifyMandateProof(m.val, pub), fmt.Sprintf("valid under issuer key %s", m.proof.keyID))
+}
+
+// rulesFor returns the rules version in force for an event.
+func (r *run) rulesFor(eventID string) string {
+	if v, ok := r.opt.EventRules[eventID]; ok {
+		return v
+	}
+	return r.opt.RulesVersion
+}
+
+// report assembles the final report.
+func (r *run) report() *Report {
+	rep := &Report{
+		RoleScope:    RoleScope,
+		RulesVersion: r.opt.RulesVersion,
+		VerifiedAt:   envelope.Timestamp(r.now),
+		Checks:       r.checks,
+	}
+	if rep.Checks == nil {
+		rep.Checks = []Check{}
+	}
+	rep.Scope.TransactionID = r.in.TransactionID
+	rep.Scope.Objects = []string{}
+	seen := map[string]bool{}
+	var first, last time.Time
+	note := func(t time.Time, ok bool) {
+		if !ok {
+			return
+		}
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if last.IsZero() || t.After(last) {
+			last = t
+		}
+	}
+	for _, o := range r.objs {
+		if !seen[o.subject] {
+			seen[o.subject] = true
+			rep.Scope.Objects = append(rep.Scope.Objects, o.subject)
+		}
+		note(timeAt(o.val, "created_at"))
+		if o.typ == "transaction_event" {
+			note(timeAt(o.payload, "occurred_at"))
+		}
+	}
+	sort.Strings(rep.Scope.Objects)
+	rep.Scope.Mandates = []string{}
+	for _, m := range r.mandates {
+		rep.Scope.Mandates = append(rep.Scope.Mandates, m.id)
+		note(timeAt(m.val, "valid_from"))
+	}
+	sort.Strings(rep.Scope.Mandates)
+	if !first.IsZero() {
+		rep.Scope.TimeRange = &TimeRange{From: envelope.Timestamp(first), To: envelope.Timestamp(last)}
+	}
+	rep.Scope.StreamsDisclosed = []string{}
+	for _, s := range r.streams {
+		rep.Scope.StreamsDisclosed = append(rep.Scope.StreamsDisclosed, s.key)
+	}
+	sort.Strings(rep.Scope.StreamsDisclosed)
+
+	rep.Raised = []Raised{}
+	raised := map[Raised]bool{}
+	for _, c := range rep.Checks {
+		switch c.Result {
+		case Verified:
+			rep.Results.Verified++
+		case Failed:
+			rep.Results.Failed++
+			k := Raised{Code: c.Code, Subject: c.Subject}
+			if !raised[k] {
+				raised[k] = true
+				rep.Raised = append(rep.Raised, k)
+			}
+		case NotCheckable:
+			rep.Results.NotCheckable++
+		}
+	}
+	rep.UndisclosedStreams = sortedSet(r.undisclosed)
+	rep.UnresolvedReferences = sortedSet(r.unresolved)
+	rep.UnregisteredTypes = sortedSet(r.unregistered)
+	rep.UnreferencedEvidence = []string{}
+	for _, o := range r.objs {
+		if o.typ == "evidence" && o.id != "" && !r.referenced[o.id] && !contains(rep.UnreferencedEvidence, o.id) {
+			rep.UnreferencedEvidence = append(rep.UnreferencedEvidence, o.id)
+		}
+	}
+	sort.Strings(rep.UnreferencedEvidence)
+	return rep
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// knownRules reports whether version names a registered rules version.
+func knownRules(version string) bool { return rules.Known(version) }
