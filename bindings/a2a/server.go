@@ -474,3 +474,9 @@ func (h *requestHandler) OnDeleteTaskPushConfig(ctx context.Context, _ *a2a.Dele
 func (h *requestHandler) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard, error) {
 	return nil, fail(ctx, a2a.ErrAuthenticatedExtendedCardNotConfigured)
 }
+
+// Mount registers the binding's routes on mux: CardPath and EndpointPath.
+func (s *Server) Mount(mux *http.ServeMux) {
+	mux.Handle(CardPath, s.CardHandler())
+	mux.Handle(EndpointPath, s.EndpointHandler())
+}

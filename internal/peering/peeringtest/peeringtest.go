@@ -172,7 +172,9 @@ func (n *Node) Serve(t testing.TB, h http.Handler) {
 	ln := tls.NewListener(n.ln, srv.TLSConfig)
 	n.srv = srv
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Serve ends with ErrServerClosed, or with net.ErrClosed when Stop
+		// closed the listener before Serve began; both are a Stop.
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			t.Errorf("peeringtest: serve: %v", err)
 		}
 	}()
@@ -186,9 +188,10 @@ func (n *Node) Stop() {
 	if n.srv != nil {
 		n.srv.Close()
 		n.srv = nil
-		n.ln = nil // closed by srv.Close
-		return
 	}
+	// Closed here as well as by srv.Close: the serving goroutine may not
+	// have registered the listener yet, and the port must be free when
+	// Stop returns.
 	if n.ln != nil {
 		n.ln.Close()
 		n.ln = nil
