@@ -244,7 +244,9 @@ func TestStatuses(t *testing.T) {
 		t.Fatalf("not activated: %d %v %v", resp.StatusCode, codes, resp.Header)
 	}
 	// 409 when the application reports a chain conflict.
-	b.app.reply = func([][]byte) ([][]byte, error) { return nil, fmt.Errorf("event 2 has a successor: %w", delivery.ErrConflict) }
+	b.app.reply = func([][]byte) ([][]byte, error) {
+		return nil, fmt.Errorf("event 2 has a successor: %w", delivery.ErrConflict)
+	}
 	resp, _ = post(t, hc, url, delivery.MediaType, other, activate)
 	if resp.StatusCode != http.StatusConflict {
 		t.Fatalf("conflict: %d", resp.StatusCode)
