@@ -7,12 +7,14 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/status"
 )
 
@@ -33,6 +35,9 @@ type Node struct {
 	Dir string
 	Org *org.Org
 	Sum instance.Summary
+	// Mux is the peer listener's handler (when serving); tests mount
+	// more on it.
+	Mux *http.ServeMux
 }
 
 // New initialises an instance for orgID under t.TempDir and opens it. When
@@ -69,11 +74,31 @@ func (n *Node) serveStatus(t testing.TB) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/mandates/", h)
-	l, err := tls.Listen("tcp", n.Org.Config().PeerAddr, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	mux.Handle(peering.KeyRecordsPath, peering.KeyRecordsHandler(n.Org.Peers, peering.OwnKeyRecords(n.Org.Store, n.Org.Config().OrganizationID), nil))
+	n.Mux = mux
+	l, err := tls.Listen("tcp", n.Org.Config().PeerAddr, peering.ServerTLSConfig(cert))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// Peer pins each node's peer file in the other and reloads both
+// directories, as `party peer add` on both sides would.
+func Peer(t testing.TB, a, b *Node) {
+	t.Helper()
+	for _, pair := range [][2]*Node{{a, b}, {b, a}} {
+		data, err := os.ReadFile(filepath.Join(pair[1].Dir, instance.PeerFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := instance.AddPeer(pair[0].Dir, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := pair[0].Org.Peers.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -304,3 +304,10 @@ func (s *Store) Forks(ctx context.Context, transactionID string) ([]Fork, error)
 	}
 	return out, rows.Err()
 }
+
+// DeleteTransaction removes a transaction that holds no event, for an
+// opening offer the counterparty refused.
+func (t *Txn) DeleteTransaction(id string) error {
+	_, err := t.tx.ExecContext(t.ctx, `DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ?)`, id, id)
+	return err
+}
