@@ -184,4 +184,3 @@ func (h HTTPMandates) FetchMandate(ctx context.Context, org, id string) ([]byte,
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 }
-
