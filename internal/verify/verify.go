@@ -101,7 +101,7 @@ type sigCheck struct {
 	keyID, purpose, signedAt string
 	result                   Result
 	detail                   string
-	keyMissing               bool // the key_id is not declared in keys.json
+	keyMissing               bool // the key_id is not among the declared keys (or none are)
 }
 
 // mandate is one standalone mandate and its proof's outcome.
@@ -338,7 +338,7 @@ func (r *run) verifyEntry(o *object, i int, e any) sigCheck {
 		return sc
 	}
 	if r.in.Keys == nil {
-		sc.result, sc.detail = NotCheckable, "the bundle declares no keys, so the value cannot be checked"
+		sc.result, sc.detail, sc.keyMissing = NotCheckable, "the bundle declares no keys, so the value cannot be checked", true
 		return sc
 	}
 	pub, err := r.in.Keys.Lookup(sc.keyID)
@@ -379,7 +379,7 @@ func (r *run) examineMandate(m *mandate) {
 		return
 	}
 	if r.in.Keys == nil {
-		m.proof.result, m.proof.detail = NotCheckable, "the bundle declares no keys, so the proof cannot be checked"
+		m.proof.result, m.proof.detail, m.proof.keyMissing = NotCheckable, "the bundle declares no keys, so the proof cannot be checked", true
 		return
 	}
 	pub, err := r.in.Keys.Lookup(m.proof.keyID)
