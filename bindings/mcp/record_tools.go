@@ -1,0 +1,182 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/partyd/party/internal/record"
+)
+
+// InboxResult wraps list_inbox's offers (structured content is an object).
+type InboxResult struct {
+	Offers []record.InboxItem `json:"offers"`
+}
+
+// TransactionsResult wraps list_transactions.
+type TransactionsResult struct {
+	Transactions []record.TransactionSummary `json:"transactions"`
+}
+
+var termsSchema = map[string]any{
+	"type": "object",
+	"description": "The complete terms {profile, core, profile_terms}. profile is a registered transaction profile such as a202-profile/calibration-service/0.1; " +
+		"core is {description, quantity, unit_code, unit_name?, total: {currency, amount}}; amounts and quantities are base-10 strings, never numbers.",
+	"required": []string{"profile", "core", "profile_terms"},
+}
+
+func runWith[T any](raw json.RawMessage, f func(T) (any, error)) (any, error) {
+	var in T
+	if err := decode(raw, &in); err != nil {
+		return nil, err
+	}
+	return f(in)
+}
+
+// RecordTools returns the tools that act on and read the transaction
+// record through the engine e.
+func RecordTools(e *record.Engine) []Tool {
+	return []Tool{
+		{
+			Name:  "propose_offer",
+			Title: "Propose an offer to a counterparty",
+			Description: "Supplier side, first act of a transaction. Signs an offer with the complete terms and delivers it to the counterparty's instance; " +
+				"opens a new transaction unless transaction_id continues one with a counter-offer (then supersedes_offer_id must name the session's latest offer, " +
+				"else A202-OFFER-STALE). The instance evaluates the act document {action_type: offer.submit, transaction_id, counterparty_organization_id, " +
+				"proposed_terms: <terms>, category?} under your mandate before signing; a deny records nothing. Returns the transaction id, the offer id and " +
+				"status delivered or pending.",
+			Input: obj([]string{"mandate_id", "counterparty_organization_id", "terms", "valid_until"}, map[string]any{
+				"mandate_id":                   str("Your mandate (mnd_...) that lists offer.submit."),
+				"counterparty_organization_id": str("The offeree organisation (org_...), a peered counterparty."),
+				"terms":                        termsSchema,
+				"valid_until":                  str("When the offer lapses, YYYY-MM-DDTHH:MM:SSZ, in the future."),
+				"transaction_id":               str("For a counter-offer: the transaction it continues."),
+				"supersedes_offer_id":          str("For a counter-offer: the session's latest offer."),
+				"evidence_refs":                map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Short-form evidence references (evd_...)."},
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in record.OfferInput) (any, error) { return e.ProposeOffer(ctx, in) })
+			},
+		},
+		{
+			Name:  "list_inbox",
+			Title: "Offers waiting for you",
+			Description: "Buyer side. Lists the counterparties' offers you can still accept (latest of each draft transaction, not lapsed). With mandate_id, " +
+				"each offer carries acceptance_act: the exact act document accept_offer will be evaluated as. Pass it to verify_mandate, and to request_approval " +
+				"if held, before calling accept_offer.",
+			Input:      obj(nil, map[string]any{"mandate_id": str("Your mandate (mnd_...) that lists offer.accept, to compute acceptance_act.")}),
+			OutputType: typeOf[InboxResult](), ReadOnly: true, Idempotent: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in struct {
+					MandateID string `json:"mandate_id"`
+				}) (any, error) {
+					items, err := e.Inbox(ctx, in.MandateID)
+					return InboxResult{Offers: items}, err
+				})
+			},
+		},
+		{
+			Name:  "accept_offer",
+			Title: "Accept an offer and form the agreement",
+			Description: "Buyer side. Accepts the offer over its exact hash and forms the agreement with the counterparty's instance: acceptance and " +
+				"agreement.direct (draft → agreement_pending), then the agreement signed by both and agreement.committed (→ committed), each countersigned. " +
+				"The decision must cover the act document acceptance_act from list_inbox (offer.accept); if verify_mandate answered require_approval, pass the " +
+				"approval_id your principal gave. Returns the state reached, or pending with what it waits for.",
+			Input: obj([]string{"mandate_id", "offer_id"}, map[string]any{
+				"mandate_id":  str("Your mandate (mnd_...) that lists offer.accept and agreement.sign."),
+				"offer_id":    str("The offer (off_...) from list_inbox."),
+				"approval_id": str("The approval (apr_...) for exactly this acceptance, when the mandate holds acceptances for approval."),
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in record.AcceptInput) (any, error) { return e.AcceptOffer(ctx, in) })
+			},
+		},
+		{
+			Name:  "issue_obligation",
+			Title: "Issue the counterparty's obligation",
+			Description: "Obligee side, after committed. Issues the counterparty's duty under the committed agreement (subject bound to its terms_hash, " +
+				"profile and a term path; quantity, unit and consideration from the terms) and records obligation.activated (committed → in_performance). " +
+				"The decision covers {action_type: obligation.activated, proposed_terms: {core: {quantity, unit_code, total}}, agreement_id}.",
+			Input: obj([]string{"mandate_id", "transaction_id"}, map[string]any{
+				"mandate_id":     str("Your mandate (mnd_...) that lists obligation.activated."),
+				"transaction_id": str("The committed transaction (txn_...)."),
+				"term_path":      str("The term discharged, e.g. $.terms.core.quantity (default)."),
+				"due_condition":  map[string]any{"type": "object", "description": "A registered due condition, e.g. {type: due_at_time, at: ...} (default 21 days)."},
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in record.ObligationInput) (any, error) { return e.IssueObligation(ctx, in) })
+			},
+		},
+		{
+			Name:  "assert_performance",
+			Title: "Assert performance with evidence",
+			Description: "Obligor side. Presents evidence objects and a performance assertion for the obligation and records performance.declared " +
+				"(in_performance → acceptance_pending). At least one evidence item is required (else A202-OBLIGATION-ASSERTION-UNEVIDENCED). The decision " +
+				"covers {action_type: performance.declared, proposed_terms: {core: {quantity: asserted, unit_code, total}}, obligation_id}.",
+			Input: obj([]string{"mandate_id", "obligation_id", "evidence"}, map[string]any{
+				"mandate_id":        str("Your mandate (mnd_...) that lists performance.declared."),
+				"obligation_id":     str("The obligation (obl_...)."),
+				"asserted_quantity": str("Quantity performed, a base-10 string (default: the obligation's)."),
+				"evidence": map[string]any{"type": "array", "minItems": 1, "items": obj([]string{"evidence_type", "claim", "artifact_hash"}, map[string]any{
+					"evidence_type": str("A registered evidence type, e.g. third_party_certificate, delivery_confirmation, inspection_result."),
+					"claim":         str("What the evidence shows, as inert text."),
+					"artifact_hash": str("SHA-256 (64 lowercase hex) of the artifact."),
+					"locator_hint":  str("Where the artifact can be fetched; never a secret."),
+				})},
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in record.AssertInput) (any, error) { return e.AssertPerformance(ctx, in) })
+			},
+		},
+		{
+			Name:  "respond_to_assertion",
+			Title: "Accept or reject an assertion",
+			Description: "Obligee side. Answers the latest assertion, bound to its exact hash: accept (acceptance.granted → settlement_pending; accepting " +
+				"less than owed issues a remainder obligation) or reject with a registered reason_code (acceptance.rejected → in_performance; the obligor " +
+				"may assert again). The decision covers {action_type: acceptance.granted|acceptance.rejected, proposed_terms: {core: {quantity, unit_code, total}}, assertion_id}.",
+			Input: obj([]string{"mandate_id", "obligation_id", "response_type"}, map[string]any{
+				"mandate_id":              str("Your mandate (mnd_...) that lists acceptance.granted / acceptance.rejected."),
+				"obligation_id":           str("The obligation (obl_...)."),
+				"response_type":           map[string]any{"enum": []string{"accept", "reject"}},
+				"assertion_id":            str("The assertion answered (prf_...); default the latest."),
+				"assertion_hash":          str("Its content hash; when given it must match."),
+				"accepted_quantity":       str("For accept: quantity accepted (default: asserted)."),
+				"remainder_due_condition": map[string]any{"type": "object", "description": "For a partial accept: the remainder's due condition."},
+				"reason_code":             map[string]any{"enum": []string{"evidence_insufficient", "evidence_unverified", "quantity_short", "subject_not_as_agreed", "due_condition_not_met", "assertion_unauthorized"}},
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in record.RespondInput) (any, error) { return e.Respond(ctx, in) })
+			},
+		},
+		{
+			Name:  "get_transaction_record",
+			Title: "A transaction's record",
+			Description: "Shows a transaction as this instance holds it: every event with from → to states, who signed it and whether it is recorded or " +
+				"pending, the chain status (intact, forked or broken), forks kept, the objects, and the current state. An unknown transaction is refused.",
+			Input:      obj([]string{"transaction_id"}, map[string]any{"transaction_id": str("The transaction (txn_...).")}),
+			OutputType: typeOf[record.TransactionView](), ReadOnly: true, Idempotent: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in struct {
+					ID string `json:"transaction_id"`
+				}) (any, error) {
+					return e.Transaction(ctx, in.ID)
+				})
+			},
+		},
+		{
+			Name:        "list_transactions",
+			Title:       "Your transactions",
+			Description: "Lists every transaction this instance holds with its counterparty, your role, its state and its number of recorded events.",
+			Input:       obj(nil, map[string]any{}),
+			OutputType:  typeOf[TransactionsResult](), ReadOnly: true, Idempotent: true,
+			Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
+				ts, err := e.Transactions(ctx)
+				return TransactionsResult{Transactions: ts}, err
+			},
+		},
+	}
+}

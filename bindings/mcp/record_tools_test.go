@@ -1,0 +1,49 @@
+package mcp_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/partyd/party/bindings/mcp"
+	"github.com/partyd/party/internal/agent"
+	"github.com/partyd/party/internal/orgtest"
+	"github.com/partyd/party/internal/record"
+)
+
+func TestRecordToolsListed(t *testing.T) {
+	n := orgtest.New(t, "org_delta", nil, false)
+	e := record.New(n.Org, record.Options{})
+	tools := append(mcp.AgentTools(agent.New(n.Org)), mcp.RecordTools(e)...)
+	srv := mcp.NewServer(tools, n.Org.Store, nil)
+	cs := connect(t, srv)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+		if tl.Annotations.OpenWorldHint == nil {
+			t.Errorf("%s has no openWorldHint", tl.Name)
+		}
+		if slices.Contains([]string{"propose_offer", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion"}, tl.Name) &&
+			(!*tl.Annotations.OpenWorldHint || tl.Annotations.ReadOnlyHint) {
+			t.Errorf("%s reaches the counterparty and records: annotations %+v", tl.Name, tl.Annotations)
+		}
+	}
+	for _, want := range []string{"propose_offer", "list_inbox", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion", "get_transaction_record", "list_transactions"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("missing tool %s", want)
+		}
+	}
+	// An unknown transaction is refused, not shown as an empty draft.
+	out, isErr := callJSON(t, cs, "get_transaction_record", map[string]any{"transaction_id": "txn_0123456789abcdef01234567"})
+	if !isErr || out["outcome"] != "refused" {
+		t.Fatalf("unknown transaction: %v", out)
+	}
+	out, isErr = callJSON(t, cs, "list_transactions", map[string]any{})
+	if isErr || len(out["transactions"].([]any)) != 0 {
+		t.Fatalf("list: %v", out)
+	}
+}
