@@ -56,7 +56,12 @@ func checkCard(ctx context.Context, hc *http.Client, peer instance.PeerInfo, loc
 	}
 	top, _ := raw.(map[string]any)
 	caps, _ := top["capabilities"].(map[string]any)
-	if err := delivery.JudgeDeclaration(local, caps["extensions"]); err != nil {
+	if caps == nil {
+		// A card without capabilities declares no extension (condition
+		// 1); nil would read to the gate as an unretrievable card.
+		caps = map[string]any{}
+	}
+	if err := delivery.JudgeDeclaration(local, caps); err != nil {
 		return "", err
 	}
 	endpoint, err := jsonrpcEndpoint(&card)

@@ -3,10 +3,10 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/partyd/party/internal/gate"
 
 	"github.com/partyd/party/internal/reason"
 )
@@ -40,58 +40,6 @@ func (v Versions) Params() map[string]any {
 	return map[string]any{"read_versions": read, "write_version": v.Write}
 }
 
-var versionPattern = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
-
-// ParseVersions reads a params object under binding §4.1: exactly the two
-// members read_versions (a non-empty array of strings) and write_version
-// (a string), every value of the form MAJOR.MINOR. params is a decoded
-// JSON value. Anything else does not parse.
-func ParseVersions(params any) (Versions, error) {
-	m, ok := params.(map[string]any)
-	if !ok {
-		return Versions{}, fmt.Errorf("params is not an object")
-	}
-	for k := range m {
-		if k != "read_versions" && k != "write_version" {
-			return Versions{}, fmt.Errorf("params carries %q besides read_versions and write_version", k)
-		}
-	}
-	rawRead, ok := m["read_versions"].([]any)
-	if !ok || len(rawRead) == 0 {
-		return Versions{}, fmt.Errorf("read_versions is missing, not an array, or empty")
-	}
-	var v Versions
-	for _, r := range rawRead {
-		s, ok := r.(string)
-		if !ok || !versionPattern.MatchString(s) {
-			return Versions{}, fmt.Errorf("read_versions holds %v, not a MAJOR.MINOR string", r)
-		}
-		v.Read = append(v.Read, s)
-	}
-	w, ok := m["write_version"].(string)
-	if !ok || !versionPattern.MatchString(w) {
-		return Versions{}, fmt.Errorf("write_version is %v, not a MAJOR.MINOR string", m["write_version"])
-	}
-	v.Write = w
-	return v, nil
-}
-
-// Compatible runs binding §4.2 both ways: remote's write version must be
-// one local reads, and local's write version one remote reads. There is
-// no nearest match and no downgrade. A declaration that writes a version
-// it does not itself read (RELEASES.md §4) is not compatible with anyone.
-func Compatible(local, remote Versions) error {
-	switch {
-	case !slices.Contains(remote.Read, remote.Write):
-		return fmt.Errorf("counterparty writes %s but does not read it", remote.Write)
-	case !slices.Contains(local.Read, remote.Write):
-		return fmt.Errorf("counterparty writes %s, this party reads %v", remote.Write, local.Read)
-	case !slices.Contains(remote.Read, local.Write):
-		return fmt.Errorf("this party writes %s, counterparty reads %v", local.Write, remote.Read)
-	}
-	return nil
-}
-
 // Unsupported returns the one refusal of binding §3.2 and §4.3. detail is
 // for local logs; the wire carries only the code.
 func Unsupported(detail string) *reason.Refusal {
@@ -106,67 +54,49 @@ func Unreachable(detail string, cause error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, Unsupported(fmt.Sprintf("%s: %v", detail, cause)))
 }
 
-// JudgeDeclaration is the fail-closed capability check of binding §3.2 on
-// a counterparty's AgentCard capabilities.extensions value (decoded JSON):
-// nil when exactly one entry carries ExtensionURI, its params parse and
-// the versions are compatible with local; otherwise an A202-EXTENSION-
-// UNSUPPORTED refusal whose detail says which condition failed. Two
-// entries with the URI are an unparseable declaration: which one counts
-// would be a guess.
-func JudgeDeclaration(local Versions, extensions any) error {
-	list, ok := extensions.([]any)
-	if extensions != nil && !ok {
-		return Unsupported("condition 2: capabilities.extensions is not an array")
+// JudgeDeclaration is the fail-closed capability check of binding §3.2
+// and §4.2 on a counterparty's AgentCard capabilities object (decoded
+// JSON, the object holding extensions[]): nil when gate.Declaration
+// accepts it against local, otherwise an A202-EXTENSION-UNSUPPORTED
+// refusal whose detail says which condition failed. The judgment is the
+// gate's, so the runtime and `party gate` refuse the same declarations.
+func JudgeDeclaration(local Versions, capabilities any) error {
+	j := gate.Declaration(local.Params(), capabilities)
+	if j.Accepted() {
+		return nil
 	}
-	var entry map[string]any
-	for _, e := range list {
-		m, ok := e.(map[string]any)
-		if !ok || m["uri"] != ExtensionURI {
-			continue
-		}
-		if entry != nil {
-			return Unsupported("condition 2: the card declares " + ExtensionURI + " more than once")
-		}
-		entry = m
+	detail := "the declaration is refused"
+	if len(j.Problems) > 0 {
+		detail = j.Problems[0].String()
 	}
-	if entry == nil {
-		return Unsupported("condition 1: the card carries no entry for " + ExtensionURI)
-	}
-	remote, err := ParseVersions(entry["params"])
-	if err != nil {
-		return Unsupported("condition 2: the version declaration does not parse: " + err.Error())
-	}
-	if err := Compatible(local, remote); err != nil {
-		return Unsupported("condition 3: no compatible version: " + err.Error())
-	}
-	return nil
+	// The gate names one code for every failure; say so on the wire
+	// whatever it found (binding §4.3).
+	return Unsupported(detail)
 }
 
 // JudgePreflight is the same check on a plain-HTTPS capability preflight
-// document (decoded JSON): exactly uri, read_versions and write_version,
-// uri equal to ExtensionURI, versions parsing and compatible.
+// document (decoded JSON) {uri, read_versions, write_version}: it is
+// judged as the one extension entry it declares, with the versions as its
+// params and required true (the preflight exists only for a party that
+// requires the extension). A member besides those three does not parse.
 func JudgePreflight(local Versions, doc any) error {
 	m, ok := doc.(map[string]any)
 	if !ok {
 		return Unsupported("condition 2: the preflight document is not an object")
 	}
-	if m["uri"] != ExtensionURI {
-		return Unsupported(fmt.Sprintf("condition 1: the preflight declares %v, not %s", m["uri"], ExtensionURI))
-	}
-	params := make(map[string]any, len(m))
+	params := map[string]any{}
 	for k, v := range m {
-		if k != "uri" {
+		switch k {
+		case "uri":
+		case "read_versions", "write_version":
 			params[k] = v
+		default:
+			return Unsupported(fmt.Sprintf("condition 2: the preflight carries %q besides uri, read_versions and write_version", k))
 		}
 	}
-	remote, err := ParseVersions(params)
-	if err != nil {
-		return Unsupported("condition 2: the version declaration does not parse: " + err.Error())
-	}
-	if err := Compatible(local, remote); err != nil {
-		return Unsupported("condition 3: no compatible version: " + err.Error())
-	}
-	return nil
+	return JudgeDeclaration(local, map[string]any{"extensions": []any{
+		map[string]any{"uri": m["uri"], "required": true, "params": params},
+	}})
 }
 
 // CapabilityCache remembers passed capability checks per counterparty for

@@ -109,36 +109,30 @@ func TestMessageKeyCoversWholeBytes(t *testing.T) {
 }
 
 // declarationFixture reads a published declaration fixture.
-func declarationFixture(t *testing.T, name string) (local delivery.Versions, extensions any) {
+func declarationFixture(t *testing.T, name string) (local delivery.Versions, capabilities any) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(spectest.FixturesDir(t), name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var f struct {
-		LocalParty              map[string]any `json:"local_party"`
-		CounterpartyDeclaration struct {
-			Extensions any `json:"extensions"`
-		} `json:"counterparty_declaration"`
+		LocalParty              delivery.Versions `json:"local_party"`
+		CounterpartyDeclaration any               `json:"counterparty_declaration"`
 	}
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatal(err)
 	}
-	local, err = delivery.ParseVersions(f.LocalParty)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return local, f.CounterpartyDeclaration.Extensions
+	return f.LocalParty, f.CounterpartyDeclaration
 }
 
 func TestJudgeDeclarationFixtures(t *testing.T) {
-	local, ext := declarationFixture(t, "valid-extension-declaration.json")
-	if err := delivery.JudgeDeclaration(local, ext); err != nil {
+	local, decl := declarationFixture(t, "valid-extension-declaration.json")
+	if err := delivery.JudgeDeclaration(local, decl); err != nil {
 		t.Fatalf("valid declaration refused: %v", err)
 	}
 	for _, name := range []string{"negative/declaration-missing.json", "negative/declaration-version-mismatch.json"} {
-		local, ext := declarationFixture(t, name)
-		err := delivery.JudgeDeclaration(local, ext)
+		local, decl := declarationFixture(t, name)
+		err := delivery.JudgeDeclaration(local, decl)
 		if c := codes(err); len(c) != 1 || c[0] != reason.ExtensionUnsupported {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -146,8 +140,8 @@ func TestJudgeDeclarationFixtures(t *testing.T) {
 }
 
 func TestJudgeDeclaration(t *testing.T) {
-	entry := func(params any) []any {
-		return []any{map[string]any{"uri": delivery.ExtensionURI, "required": true, "params": params}}
+	caps := func(params any) map[string]any {
+		return map[string]any{"extensions": []any{map[string]any{"uri": delivery.ExtensionURI, "required": true, "params": params}}}
 	}
 	read := func(v ...string) []any {
 		out := []any{}
@@ -156,40 +150,39 @@ func TestJudgeDeclaration(t *testing.T) {
 		}
 		return out
 	}
-	if err := delivery.JudgeDeclaration(delivery.LocalVersions, entry(delivery.LocalVersions.Params())); err != nil {
+	if err := delivery.JudgeDeclaration(delivery.LocalVersions, caps(delivery.LocalVersions.Params())); err != nil {
 		t.Fatalf("own declaration refused: %v", err)
 	}
 	// Reading more than it writes is fine.
-	if err := delivery.JudgeDeclaration(delivery.LocalVersions, entry(map[string]any{"read_versions": read("0.1", "0.2"), "write_version": "0.1"})); err != nil {
+	if err := delivery.JudgeDeclaration(delivery.LocalVersions, caps(map[string]any{"read_versions": read("0.1", "0.2"), "write_version": "0.1"})); err != nil {
 		t.Fatalf("wider reader refused: %v", err)
 	}
+	twice := caps(delivery.LocalVersions.Params())
+	twice["extensions"] = append(twice["extensions"].([]any), twice["extensions"].([]any)[0])
 	bad := map[string]any{
-		"no extensions":                nil,
-		"extensions not list":          map[string]any{},
-		"other uri only":               []any{map[string]any{"uri": "https://schemas.a202.org/a2a-ext/commercial/0.2", "params": delivery.LocalVersions.Params()}},
-		"declared twice":               append(entry(delivery.LocalVersions.Params()), entry(delivery.LocalVersions.Params())...),
-		"no params":                    entry(nil),
-		"params not object":            entry("0.1"),
-		"missing write":                entry(map[string]any{"read_versions": read("0.1")}),
-		"missing read":                 entry(map[string]any{"write_version": "0.1"}),
-		"empty read":                   entry(map[string]any{"read_versions": read(), "write_version": "0.1"}),
-		"three-part version":           entry(map[string]any{"read_versions": read("0.1.0"), "write_version": "0.1.0"}),
-		"numeric version":              entry(map[string]any{"read_versions": []any{json.Number("1")}, "write_version": "0.1"}),
-		"leading zero":                 entry(map[string]any{"read_versions": read("00.1"), "write_version": "0.1"}),
-		"extra member":                 entry(map[string]any{"read_versions": read("0.1"), "write_version": "0.1", "preferred": "0.1"}),
-		"they write 0.2":               entry(map[string]any{"read_versions": read("0.1", "0.2"), "write_version": "0.2"}),
-		"they do not read 0.1":         entry(map[string]any{"read_versions": read("0.2"), "write_version": "0.2"}),
-		"writes what it does not read": entry(map[string]any{"read_versions": read("0.2"), "write_version": "0.1"}),
+		"card unretrievable":   nil,
+		"no extensions":        map[string]any{},
+		"other uri only":       map[string]any{"extensions": []any{map[string]any{"uri": "https://schemas.a202.org/a2a-ext/commercial/0.2", "required": true, "params": delivery.LocalVersions.Params()}}},
+		"declared twice":       twice,
+		"no params":            caps(nil),
+		"params not object":    caps("0.1"),
+		"missing write":        caps(map[string]any{"read_versions": read("0.1")}),
+		"missing read":         caps(map[string]any{"write_version": "0.1"}),
+		"empty read":           caps(map[string]any{"read_versions": read(), "write_version": "0.1"}),
+		"three-part version":   caps(map[string]any{"read_versions": read("0.1.0"), "write_version": "0.1.0"}),
+		"numeric version":      caps(map[string]any{"read_versions": []any{json.Number("1")}, "write_version": "0.1"}),
+		"they write 0.2":       caps(map[string]any{"read_versions": read("0.1", "0.2"), "write_version": "0.2"}),
+		"they do not read 0.1": caps(map[string]any{"read_versions": read("0.2"), "write_version": "0.2"}),
 	}
-	for name, ext := range bad {
-		err := delivery.JudgeDeclaration(delivery.LocalVersions, ext)
+	for name, c := range bad {
+		err := delivery.JudgeDeclaration(delivery.LocalVersions, c)
 		if c := codes(err); len(c) != 1 || c[0] != reason.ExtensionUnsupported {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// Both directions of incompatibility, with this party the odd one out.
 	newer := delivery.Versions{Read: []string{"0.2"}, Write: "0.2"}
-	if err := delivery.JudgeDeclaration(newer, entry(delivery.LocalVersions.Params())); !errors.Is(err, reason.ErrRefused) {
+	if err := delivery.JudgeDeclaration(newer, caps(delivery.LocalVersions.Params())); !errors.Is(err, reason.ErrRefused) {
 		t.Fatalf("local newer than remote: %v", err)
 	}
 }
