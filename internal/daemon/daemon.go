@@ -33,6 +33,7 @@ import (
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
+	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/status"
 )
 
@@ -57,6 +58,8 @@ type Daemon struct {
 	Org   *org.Org
 	Agent *agent.Surface
 	Log   *slog.Logger
+	// Engine is the record engine, once the Record mounter ran.
+	Engine *record.Engine
 
 	peerMux  *http.ServeMux
 	mcpTools []mcp.Tool

@@ -197,6 +197,15 @@ func (e *Engine) Resume(ctx context.Context) {
 		return
 	}
 	for _, t := range ts {
+		// A reply that arrived but was not processed (the process stopped in
+		// between) is in the outbox: process it now.
+		if evs, err := e.o.Store.Events(ctx, t.ID); err == nil && len(evs) > 0 && evs[len(evs)-1].Status == store.EventPending {
+			if msgs, err := e.o.Store.DeliveredOutbox(ctx, t.ID); err == nil {
+				for _, m := range msgs {
+					e.HandleReply(ctx, m.Peer, m.TransactionID, m.Objects, m.Reply)
+				}
+			}
+		}
 		if t.State != "agreement_pending" {
 			continue
 		}

@@ -311,3 +311,10 @@ func (t *Txn) DeleteTransaction(id string) error {
 	_, err := t.tx.ExecContext(t.ctx, `DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ?)`, id, id)
 	return err
 }
+
+// DeliveredOutbox returns the delivered messages of a transaction, oldest
+// first, with their replies: after a crash between a delivery and the
+// processing of its reply, the reply is still here to process.
+func (s *Store) DeliveredOutbox(ctx context.Context, transactionID string) ([]OutboxMessage, error) {
+	return s.queryOutbox(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE status = 'delivered' AND transaction_id = ? ORDER BY id`, transactionID)
+}
