@@ -480,3 +480,9 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle(CardPath, s.CardHandler())
 	mux.Handle(EndpointPath, s.EndpointHandler())
 }
+
+// Routes returns the binding's patterns and handlers, for a daemon that
+// mounts handlers one pattern at a time.
+func (s *Server) Routes() map[string]http.Handler {
+	return map[string]http.Handler{CardPath: s.CardHandler(), EndpointPath: s.EndpointHandler()}
+}

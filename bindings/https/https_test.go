@@ -83,13 +83,15 @@ func newSide(t *testing.T, n *peeringtest.Node, maxBody int64) *side {
 
 func (s *side) serve(t *testing.T) {
 	mux := http.NewServeMux()
-	s.server.Mount(mux)
-	if s.preflight != nil {
-		mux = http.NewServeMux()
-		h := s.server.Handler()
-		mux.Handle(https.CapabilitiesPath, s.preflight)
-		mux.Handle(https.ObjectsPath, h)
-		mux.Handle(https.RepliesPath, h)
+	if s.preflight == nil {
+		s.server.Mount(mux)
+	} else {
+		for p, h := range s.server.Routes() {
+			if p == https.CapabilitiesPath {
+				h = s.preflight
+			}
+			mux.Handle(p, h)
+		}
 	}
 	mux.Handle(peering.KeyRecordsPath, peering.KeyRecordsHandler(s.node.Directory, peering.OwnKeyRecords(s.node.Instance.Store, s.node.Org), nil))
 	s.node.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -304,3 +304,10 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle(ObjectsPath, h)
 	mux.Handle(RepliesPath, h)
 }
+
+// Routes returns the binding's patterns and handlers, for a daemon that
+// mounts handlers one pattern at a time.
+func (s *Server) Routes() map[string]http.Handler {
+	h := s.Handler()
+	return map[string]http.Handler{CapabilitiesPath: h, ObjectsPath: h, RepliesPath: h}
+}
