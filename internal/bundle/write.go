@@ -121,6 +121,11 @@ func layout(c Contents, opt WriteOptions) ([]Document, error) {
 		if err != nil {
 			return fmt.Errorf("bundle: %s: %w", id, err)
 		}
+		// What Read would refuse (a fraction, an integer beyond I-JSON) is
+		// not written: the bundle would be unreadable by its own reader.
+		if _, err := canonical.DecodeObject(data); err != nil {
+			return fmt.Errorf("bundle: %s: %w", id, err)
+		}
 		p := dir + "/" + id + ".json"
 		if prev, dup := written[p]; dup {
 			if bytes.Equal(prev, data) {
