@@ -3,7 +3,6 @@ package a2a
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -272,6 +271,3 @@ func (a activation) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
-
-// encodeObject is the base64 a FileBytes part carries.
-func encodeObject(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
