@@ -1,0 +1,161 @@
+// Package export writes one transaction of an instance's record as a
+// bundle directory (decisions.md 15) that anyone can verify with `party
+// verify`: the transaction's recorded objects as the exact bytes held, the
+// key records of both organisations, the mandates the objects were made
+// under (with their parents), keys.json derived from the key records, and
+// bundle.json stating the rules version outside the record.
+//
+// It reads the database only, so it works whether or not `party serve` is
+// running (SQLite in WAL mode lets a reader in beside the writer). Events
+// still waiting for the counterparty's countersignature are not part of
+// the record and are left out, as are objects a caller chooses to withhold
+// (selective disclosure, evidence verification §6).
+package export
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/partyd/party/internal/bundle"
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/store"
+)
+
+// Options choose what to leave out.
+type Options struct {
+	// OmitStreams are streams ("kind:id") whose events are withheld.
+	OmitStreams []string
+	// OmitObjects are object or mandate ids withheld.
+	OmitObjects []string
+}
+
+// Summary says what was written.
+type Summary struct {
+	Dir           string `json:"dir"`
+	TransactionID string `json:"transaction_id"`
+	Objects       int    `json:"objects"`
+	Events        int    `json:"events"`
+	Mandates      int    `json:"mandates"`
+	Keys          int    `json:"keys"`
+}
+
+// Write exports transaction txn from st into dir, which must not exist or
+// be empty.
+func Write(ctx context.Context, st *store.Store, txn, dir string, opt Options) (Summary, error) {
+	t, err := st.GetTransaction(ctx, txn)
+	if err != nil {
+		return Summary{}, err
+	}
+	evs, err := st.Events(ctx, txn)
+	if err != nil {
+		return Summary{}, err
+	}
+	pending := map[string]bool{}
+	events := 0
+	for _, e := range evs {
+		if e.Status != store.EventRecorded {
+			pending[e.EventID] = true
+		} else {
+			events++
+		}
+	}
+	raws, err := st.TransactionObjects(ctx, txn)
+	if err != nil {
+		return Summary{}, err
+	}
+	var objects []map[string]any
+	mandateIDs := map[string]bool{}
+	for _, b := range raws {
+		o, err := canonical.DecodeObject(b)
+		if err != nil {
+			return Summary{}, err
+		}
+		if pending[fmt.Sprint(o["id"])] {
+			continue
+		}
+		objects = append(objects, o)
+		if by, ok := o["created_by"].(map[string]any); ok {
+			mandateIDs[fmt.Sprint(by["mandate_id"])] = true
+		}
+		if p, ok := o["payload"].(map[string]any); ok && o["object_type"] == "policy_decision" {
+			if ids, ok := p["mandate_ids"].([]any); ok {
+				for _, id := range ids {
+					mandateIDs[fmt.Sprint(id)] = true
+				}
+			}
+		}
+	}
+	krs, err := st.ObjectsOfType(ctx, "key_record")
+	if err != nil {
+		return Summary{}, err
+	}
+	ks := keys.NewKeySet()
+	for _, b := range krs {
+		o, err := canonical.DecodeObject(b)
+		if err != nil {
+			return Summary{}, err
+		}
+		p, _ := o["payload"].(map[string]any)
+		org := fmt.Sprint(p["controller_organization_id"])
+		if org != t.Counterparty && !isLocal(ctx, st, o) {
+			continue
+		}
+		pub, err := keys.ParseJWK(p["public_key_jwk"])
+		if err != nil {
+			return Summary{}, fmt.Errorf("export: key record %v: %w", o["id"], err)
+		}
+		if err := ks.Add(fmt.Sprint(o["id"]), pub); err != nil {
+			return Summary{}, err
+		}
+		objects = append(objects, o)
+		if by, ok := o["created_by"].(map[string]any); ok {
+			mandateIDs[fmt.Sprint(by["mandate_id"])] = true
+		}
+	}
+	var mandates []map[string]any
+	seen := map[string]bool{}
+	ids := make([]string, 0, len(mandateIDs))
+	for id := range mandateIDs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for len(ids) > 0 {
+		id := ids[0]
+		ids = ids[1:]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		rec, err := st.GetMandate(ctx, id)
+		if err != nil {
+			continue // not held: the verifier reports it unresolved
+		}
+		m, err := canonical.DecodeObject(rec.Body)
+		if err != nil {
+			return Summary{}, err
+		}
+		mandates = append(mandates, m)
+		if p, ok := m["parent_mandate_id"].(string); ok && p != "" {
+			ids = append(ids, p)
+		}
+	}
+	err = bundle.Write(dir, bundle.Contents{
+		Manifest: bundle.Manifest{RulesVersion: record.RulesVersion, TransactionID: txn},
+		Objects:  objects, Mandates: mandates, Keys: ks,
+	}, bundle.WriteOptions{OmitStreams: opt.OmitStreams, OmitObjects: opt.OmitObjects})
+	if err != nil {
+		return Summary{}, err
+	}
+	return Summary{Dir: dir, TransactionID: txn, Objects: len(objects), Events: events, Mandates: len(mandates), Keys: ks.Len()}, nil
+}
+
+// isLocal reports whether a key record is this instance's own (stored with
+// origin local).
+func isLocal(ctx context.Context, st *store.Store, o map[string]any) bool {
+	by, _ := o["created_by"].(map[string]any)
+	m, err := st.GetMandate(ctx, fmt.Sprint(by["mandate_id"]))
+	return err == nil && m.Origin == "local"
+}

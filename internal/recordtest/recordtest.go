@@ -1,0 +1,244 @@
+// Package recordtest sets up two peered party instances for tests: the
+// published walkthrough's buyer (northstar) and supplier (delta), each with
+// its principal's trading mandate, their record engines linked in process
+// by a carrier that applies the same byte-level checks as the real ones.
+package recordtest
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/agent"
+	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/orgtest"
+	"github.com/partyd/party/internal/principal"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/store"
+)
+
+// link is an in-process carrier between two engines: what delivery does
+// on the wire (the carrier checks on the exact bytes, then the receiver),
+// without TLS. down simulates an unreachable peer: messages queue.
+type Link struct {
+	mu     sync.Mutex
+	from   string
+	to     *record.Engine
+	Down   bool
+	Queue  []Queued
+	tamper func([][]byte) [][]byte
+}
+
+// Queued is a message held while the link is down.
+type Queued struct {
+	Txn  string
+	Objs [][]byte
+}
+
+func (l *Link) Send(ctx context.Context, peer, txn string, objs [][]byte) ([][]byte, error) {
+	l.mu.Lock()
+	if l.Down {
+		l.Queue = append(l.Queue, Queued{txn, objs})
+		l.mu.Unlock()
+		return nil, record.ErrQueued
+	}
+	tamper := l.tamper
+	l.mu.Unlock()
+	if tamper != nil {
+		objs = tamper(objs)
+	}
+	if err := delivery.CheckMessage(txn, objs); err != nil {
+		return nil, err
+	}
+	return l.to.Receive(ctx, l.from, txn, objs)
+}
+
+type Side struct {
+	Node    *orgtest.Node
+	Engine  *record.Engine
+	Agent   *agent.Surface
+	Princ   *principal.Surface
+	Mandate string
+	Out     *Link
+}
+
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// Now is the clock both instances read.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// Add moves the clock.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func Terms(amount string) map[string]any {
+	return map[string]any{
+		"profile": "a202-profile/calibration-service/0.1",
+		"core": map[string]any{
+			"description": "Calibration and digital certificates for 20 pressure transmitters",
+			"quantity":    "20", "unit_code": "H87", "unit_name": "piece",
+			"total": map[string]any{"currency": "EUR", "amount": amount},
+		},
+		"profile_terms": map[string]any{
+			"completion": map[string]any{"business_days_after_collection": 8, "business_calendar": "DE"},
+			"payment":    map[string]any{"prepayment_percent": "25", "balance_trigger": "buyer_acceptance"},
+			"acceptance": map[string]any{"certificate_required": true, "machine_readable_result_required": true, "qualification_standard": "ISO/IEC 17025:2017"},
+			"rework":     map[string]any{"included_attempts": 1},
+		},
+	}
+}
+
+// pair sets up the walkthrough: delta (supplier) and northstar (buyer),
+// peered, each with its principal's trading mandate (4000.00 EUR), the
+// buyer's acceptances held for its procurement lead.
+func Pair(t *testing.T) (buyer, supplier *Side, c *Clock) {
+	t.Helper()
+	ctx := context.Background()
+	c = &Clock{t: time.Now().UTC().Truncate(time.Second)}
+	bn := orgtest.New(t, "org_northstar", c.Now, true)
+	sn := orgtest.New(t, "org_delta", c.Now, true)
+	orgtest.Peer(t, bn, sn)
+	mk := func(n *orgtest.Node, actions []string, counterparty string, rules []map[string]any) *Side {
+		m, err := principal.New(n.Org).IssueMandate(ctx, authority.IssueRequest{
+			ValidFrom: envelope.Timestamp(c.t.Add(-time.Minute)), ValidUntil: envelope.Timestamp(c.t.Add(30 * 24 * time.Hour)),
+			Actions:       actions,
+			Scope:         map[string]any{"categories": []any{"services.calibration"}, "counterparty_organization_ids": []any{counterparty}},
+			SpendingLimit: &authority.SpendingLimit{Currency: "EUR", Amount: "4000.00"},
+			ApprovalRules: rules,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Side{Node: n, Agent: agent.New(n.Org), Princ: principal.New(n.Org), Mandate: m["id"].(string)}
+	}
+	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected"}, "org_delta",
+		[]map[string]any{{
+			"id":                    "r_acceptance",
+			"when":                  map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
+			"approver":              map[string]any{"organization_id": "org_northstar", "role": "procurement_lead"},
+			"expires_after_seconds": 3600,
+		}})
+	supplier = mk(sn, []string{"offer.submit", "agreement.sign", "performance.declared"}, "org_northstar", nil)
+	for _, s := range []*Side{buyer, supplier} {
+		s.Engine = record.New(s.Node.Org, record.Options{Mandates: record.HTTPMandates{Clients: s.Node.Org.Clients}})
+		s.Node.Mux.Handle(record.MandatesPath, record.MandatesHandler(s.Node.Org.Store, s.Node.Org.Peers, nil))
+	}
+	buyer.Out = &Link{from: "org_northstar", to: supplier.Engine}
+	supplier.Out = &Link{from: "org_delta", to: buyer.Engine}
+	buyer.Engine.SetSender(buyer.Out)
+	supplier.Engine.SetSender(supplier.Out)
+	return buyer, supplier, c
+}
+
+func Offer(t *testing.T, s *Side, amount string) record.Outcome {
+	t.Helper()
+	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{
+		MandateID: s.Mandate, Counterparty: "org_northstar", Terms: Terms(amount),
+		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(24 * time.Hour)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// approve walks the buyer's approval: the exact act, held, requested,
+// approved by the principal.
+func Approve(t *testing.T, b *Side, offerID string) string {
+	t.Helper()
+	ctx := context.Background()
+	act, err := b.Engine.AcceptanceAct(ctx, b.Mandate, offerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.Agent.VerifyMandate(ctx, agent.VerifyInput{MandateID: b.Mandate, ProposedAction: act})
+	if err != nil || v.Decision != authority.RequireApproval {
+		t.Fatalf("verify offer.accept: %+v %v", v, err)
+	}
+	req, err := b.Agent.RequestApproval(ctx, agent.VerifyInput{MandateID: b.Mandate, ProposedAction: act})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := b.Princ.Decide(ctx, req.ApprovalRequestID, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ap["id"].(string)
+}
+
+func Form(t *testing.T, b, s *Side, amount string) string {
+	t.Helper()
+	ctx := context.Background()
+	o := Offer(t, s, amount)
+	if o.Status != "delivered" {
+		t.Fatalf("offer: %+v", o)
+	}
+	apr := Approve(t, b, o.Objects["offer"])
+	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.State != "committed" || out.Status != "recorded" {
+		t.Fatalf("accept: %+v", out)
+	}
+	return o.TransactionID
+}
+
+// sameRecord asserts both instances hold byte-identical events, each with
+// the two parties' signatures, verifying under the two agent keys.
+func SameRecord(t *testing.T, b, s *Side, txn string, want int) []string {
+	t.Helper()
+	ctx := context.Background()
+	be, _ := b.Node.Org.Store.Events(ctx, txn)
+	se, _ := s.Node.Org.Store.Events(ctx, txn)
+	if len(be) != want || len(se) != want {
+		t.Fatalf("buyer holds %d events, supplier %d, want %d", len(be), len(se), want)
+	}
+	var types []string
+	for i := range be {
+		bb, _ := b.Node.Org.Store.GetObject(ctx, be[i].EventID)
+		sb, _ := s.Node.Org.Store.GetObject(ctx, se[i].EventID)
+		if !bytes.Equal(bb, sb) || be[i].Status != store.EventRecorded || se[i].Status != store.EventRecorded {
+			t.Fatalf("event %d differs between the records or is not recorded", i+1)
+		}
+		obj, _ := canonical.DecodeObject(bb)
+		entries, _ := signature.Entries(obj)
+		if len(entries) != 2 {
+			t.Fatalf("event %d carries %d signatures", i+1, len(entries))
+		}
+		keys := map[string]bool{}
+		for j, en := range entries {
+			kid := en["key_id"].(string)
+			var pub any
+			switch kid {
+			case b.Node.Org.Config().AgentKeyID:
+				pub = b.Node.Org.In.AgentKey().Public()
+			case s.Node.Org.Config().AgentKeyID:
+				pub = s.Node.Org.In.AgentKey().Public()
+			default:
+				t.Fatalf("event %d signed by %s, not an agent key of the two parties", i+1, kid)
+			}
+			keys[kid] = true
+			if err := signature.VerifyEntry(obj, j, pub); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(keys) != 2 {
+			t.Fatalf("event %d is not signed by both parties", i+1)
+		}
+		types = append(types, be[i].EventType)
+	}
+	return types
+}
