@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/partyd/party/internal/bundle"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/rules"
+	"github.com/partyd/party/internal/verify"
+)
+
+func init() {
+	register("verify", "verify a bundle directory: the seven-step report, exit 0 iff no check failed", runVerify)
+}
+
+const verifyUsage = `Usage: party verify [--json] [--rules-version V] [flags] DIR
+
+Runs the seven steps of A202 evidence verification over the bundle in DIR
+(objects/, mandates/, keys.json, bundle.json; key_records/ too when
+present) and reports every check as verified, failed or not checkable.
+Nothing is contacted: no daemon, database or network. Any
+implementation's bundle can be verified.
+
+The default output is a summary: the counts per outcome, every failed
+check with its reason code and subject, every check that could not be
+run, and the gaps (undisclosed streams, unresolved references,
+unreferenced evidence, unregistered types). --json prints the whole
+report.
+
+Exit status: 0 if no check failed (checks that could not be run are gaps,
+not failures, and are listed), 1 if any check failed, 2 on a usage error
+or a bundle that cannot be read.
+
+Flags:
+`
+
+func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("party verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the whole report as JSON")
+	version := fs.String("rules-version", "",
+		"replay every event under this rules version ("+strings.Join(rules.Versions(), ", ")+") instead of the one bundle.json states")
+	single := fs.Bool("single-signed-events", false,
+		"accept events carrying only the appender's signature, as the published fixtures' events do; by default an event needs the other party's countersignature")
+	atFlag := fs.String("at", "", "verification time, YYYY-MM-DDTHH:MM:SSZ, that current key status is read at (default: now)")
+	usage := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprint(w, verifyUsage)
+		fs.PrintDefaults()
+	}
+	fs.Usage = func() {}
+	// Flags may come before or after DIR.
+	var dirs []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				usage(stdout)
+				return 0
+			}
+			usage(stderr)
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		dirs = append(dirs, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(dirs) != 1 {
+		fmt.Fprintf(stderr, "party verify: want exactly one bundle directory, got %d\n\n", len(dirs))
+		usage(stderr)
+		return 2
+	}
+	if *version != "" && !rules.Known(*version) {
+		fmt.Fprintf(stderr, "party verify: rules version %q is not registered (%s)\n", *version, strings.Join(rules.Versions(), ", "))
+		return 2
+	}
+	opt := verify.Options{RulesVersion: *version, SingleSignedEvents: *single}
+	if *atFlag != "" {
+		t, err := envelope.ParseTimestamp(*atFlag)
+		if err != nil {
+			fmt.Fprintf(stderr, "party verify: --at: %v\n", err)
+			return 2
+		}
+		opt.Now = t
+	} else {
+		opt.Now = time.Now()
+	}
+
+	b, err := bundle.Read(dirs[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "party verify: %v\n", err)
+		return 2
+	}
+	source := "--rules-version"
+	if opt.RulesVersion == "" {
+		opt.RulesVersion = b.Manifest.RulesVersion
+		source = "bundle.json"
+	}
+	rep := verify.Verify(verify.Input{
+		Objects:       b.ObjectValues(),
+		Mandates:      b.MandateValues(),
+		Keys:          b.Keys,
+		TransactionID: b.Manifest.TransactionID,
+	}, opt)
+
+	if *asJSON {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "party verify: %v\n", err)
+			return 2
+		}
+		stdout.Write(append(data, '\n'))
+	} else {
+		summary(stdout, dirs[0], source, b.Keys != nil, rep)
+	}
+	if rep.Results.Failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// summary writes the readable report. Failures and the checks that could
+// not be run are listed alike, one per line, so that a gap is never
+// quieter than a failure (evidence verification §5 rule 4).
+func summary(w io.Writer, dir, source string, haveKeys bool, rep *verify.Report) {
+	fmt.Fprintf(w, "Bundle %s\n", dir)
+	txn := rep.Scope.TransactionID
+	if txn == "" {
+		txn = "(not stated)"
+	}
+	rv := rep.RulesVersion
+	if rv == "" {
+		rv, source = "(not stated)", "bundle.json"
+	}
+	fmt.Fprintf(w, "  transaction %s, rules version %s (%s), role scope %s\n", txn, rv, source, rep.RoleScope)
+	if !haveKeys {
+		fmt.Fprintln(w, "  no keys.json: no signature can be checked")
+	}
+	tr := "no readable times"
+	if rep.Scope.TimeRange != nil {
+		tr = rep.Scope.TimeRange.From + " to " + rep.Scope.TimeRange.To
+	}
+	fmt.Fprintf(w, "  scope: %d objects, %d mandates, streams %s, %s\n",
+		len(rep.Scope.Objects), len(rep.Scope.Mandates), list(rep.Scope.StreamsDisclosed), tr)
+	fmt.Fprintf(w, "  verified at %s\n\n", rep.VerifiedAt)
+	fmt.Fprintf(w, "Checks: %d verified, %d failed, %d not checkable\n",
+		rep.Results.Verified, rep.Results.Failed, rep.Results.NotCheckable)
+
+	if f := rep.Failures(); len(f) > 0 {
+		fmt.Fprintf(w, "\nFailed (%d):\n", len(f))
+		for _, c := range f {
+			fmt.Fprintf(w, "  %s  step %d %s  %s\n      %s\n", c.Code, c.Step, c.Name, c.Subject, c.Detail)
+		}
+	}
+	if g := rep.Gaps(); len(g) > 0 {
+		fmt.Fprintf(w, "\nNot checkable (%d):\n", len(g))
+		for _, c := range g {
+			fmt.Fprintf(w, "  step %d %s  %s\n      %s\n", c.Step, c.Name, c.Subject, c.Detail)
+		}
+	}
+	fmt.Fprintln(w, "\nGaps:")
+	fmt.Fprintf(w, "  undisclosed streams: %s\n", list(rep.UndisclosedStreams))
+	fmt.Fprintf(w, "  unresolved references: %s\n", list(rep.UnresolvedReferences))
+	fmt.Fprintf(w, "  unreferenced evidence: %s\n", list(rep.UnreferencedEvidence))
+	fmt.Fprintf(w, "  unregistered types: %s\n", list(rep.UnregisteredTypes))
+
+	fmt.Fprintln(w)
+	switch {
+	case rep.Results.Failed > 0:
+		fmt.Fprintf(w, "%d check(s) failed.\n", rep.Results.Failed)
+	case rep.Results.NotCheckable > 0:
+		fmt.Fprintf(w, "No check failed; %d could not be run and are listed above: they are gaps, not passes.\n", rep.Results.NotCheckable)
+	default:
+		fmt.Fprintln(w, "No check failed, and every check could be run.")
+	}
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
