@@ -139,8 +139,8 @@ func withRequestID(in map[string]any) map[string]any {
 // call decodes arguments strictly and runs the tool, through the
 // idempotency record when the tool writes and a request_id is given.
 func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (any, error) {
-	if len(raw) == 0 {
-		raw = json.RawMessage(`{}`)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage(`{}`) // a call without arguments
 	}
 	args, err := canonical.DecodeObject(raw)
 	if err != nil {

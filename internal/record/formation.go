@@ -24,8 +24,9 @@ type OfferInput struct {
 	Terms map[string]any `json:"terms"`
 	// ValidUntil is when the offer lapses (YYYY-MM-DDTHH:MM:SSZ).
 	ValidUntil string `json:"valid_until"`
-	// TransactionID continues a transaction (for a counter-offer); empty
-	// opens a new one.
+	// TransactionID continues a transaction (a counter-offer), or opens a
+	// new one under an identifier agreed beforehand (a mandate scoped to
+	// it); empty opens a new one under a fresh identifier.
 	TransactionID string `json:"transaction_id,omitempty"`
 	// SupersedesOfferID names the offer this counter-offer answers: it must
 	// be the immediately preceding offer of the session.
@@ -140,7 +141,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return Outcome{}, err
-	} else if in.SupersedesOfferID != "" || in.TransactionID != "" {
+	} else if in.SupersedesOfferID != "" {
 		return Outcome{}, refusef(reason.OfferStale, "transaction %s holds no offer to supersede", txn)
 	}
 	if session == "" {

@@ -1,0 +1,188 @@
+// Command two-party runs the whole A202 walkthrough between two party
+// instances on this machine: northstar (the buyer) and delta (the
+// supplier), each with its own state directory, keys, record and
+// listeners, talking over HTTPS on loopback, their agents driven over MCP
+// Streamable HTTP by a scripted client and their principals acting through
+// their own surfaces. It then exports each side's record, verifies both,
+// and prints a timeline. It exits 0 only if everything held.
+//
+//	go run ./examples/two-party [--out DIR] [--keep-running]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/partyd/party/internal/daemon"
+	"github.com/partyd/party/internal/demo"
+	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/store"
+)
+
+func main() {
+	out := flag.String("out", "", "directory for both state directories and bundles (default: a fresh temporary directory)")
+	keep := flag.Bool("keep-running", false, "keep both instances running after the walkthrough, until interrupted")
+	amount := flag.String("amount", "3200.00", "the offer's total in EUR")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: two-party [--out DIR] [--keep-running] [--amount A]\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if err := run(*out, *keep, *amount, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "two-party:", err)
+		os.Exit(1)
+	}
+}
+
+func freePorts(n int) ([]string, error) {
+	var ls []net.Listener
+	var addrs []string
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return addrs, nil
+}
+
+func run(out string, keep bool, amount string, w io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if out == "" {
+		d, err := os.MkdirTemp("", "party-two-party-")
+		if err != nil {
+			return err
+		}
+		out = d
+	}
+	fmt.Fprintf(w, "Output directory: %s\n\n", out)
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return err
+	}
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	buyer, supplier, err := demo.Setup(ctx, out, demo.Ports{MCP: ports[0], Peer: ports[1], Admin: ports[2]}, demo.Ports{MCP: ports[3], Peer: ports[4], Admin: ports[5]})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "northstar (buyer)    %s  mandate %s\n", buyer.Dir, buyer.MandateID)
+	fmt.Fprintf(w, "delta (supplier)     %s  mandate %s\n\n", supplier.Dir, supplier.MandateID)
+
+	// Start both instances; each logs to its own file in its state directory.
+	runCtx, stopInstances := context.WithCancel(ctx)
+	defer stopInstances()
+	done := make(chan error, 2)
+	for _, p := range []*demo.Party{buyer, supplier} {
+		logf, err := os.OpenFile(filepath.Join(p.Dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		defer logf.Close()
+		ready := make(chan struct{})
+		go func() {
+			done <- daemon.Run(runCtx, p.Dir, daemon.Options{
+				Logger: slog.New(slog.NewJSONHandler(logf, nil)),
+				Ready:  func(daemon.Addrs) { close(ready) },
+				Mount:  []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+			})
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			return fmt.Errorf("%s did not start: %w", p.Name, err)
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("%s did not start within 30s", p.Name)
+		}
+	}
+	ba, err := demo.Connect(ctx, buyer, w)
+	if err != nil {
+		return err
+	}
+	defer ba.Close()
+	sa, err := demo.Connect(ctx, supplier, w)
+	if err != nil {
+		return err
+	}
+	defer sa.Close()
+
+	txn, steps, werr := demo.Walkthrough(ctx, ba, sa, amount)
+	var events []map[string]any
+	if txn != "" {
+		if rec, err := ba.Call(ctx, "get_transaction_record", map[string]any{"transaction_id": txn}); err == nil {
+			for _, e := range rec["events"].([]any) {
+				events = append(events, e.(map[string]any))
+			}
+		}
+	}
+	demo.Timeline(w, steps, events)
+	if werr != nil {
+		return werr
+	}
+
+	fmt.Fprintln(w, "\nVerification (each side exports its own record and verifies it)")
+	var hashes [][]string
+	failed := false
+	for _, p := range []*demo.Party{buyer, supplier} {
+		dir := filepath.Join(out, p.Name+"-bundle")
+		st, err := store.Open(filepath.Join(p.Dir, instance.DatabaseFile))
+		if err != nil {
+			return err
+		}
+		sum, err := export.Write(ctx, st, txn, dir, export.Options{})
+		st.Close()
+		if err != nil {
+			return fmt.Errorf("export %s: %w", p.Name, err)
+		}
+		rep, hs, err := demo.Check(dir)
+		if err != nil {
+			return err
+		}
+		hashes = append(hashes, hs)
+		fmt.Fprintf(w, "  %-10s %s: %d events; %d verified, %d failed, %d not checkable\n",
+			p.Name, dir, sum.Events, rep.Results.Verified, rep.Results.Failed, rep.Results.NotCheckable)
+		for _, c := range rep.Failures() {
+			fmt.Fprintf(w, "      failed: step %d %s %s %s %s\n", c.Step, c.Name, c.Subject, c.Code, c.Detail)
+		}
+		if rep.Results.Failed > 0 {
+			failed = true
+		}
+	}
+	same := slices.Equal(hashes[0], hashes[1]) && len(hashes[0]) == 5
+	fmt.Fprintf(w, "  both records hold the same %d events: %v\n", len(hashes[0]), same)
+	if failed || !same {
+		return errors.New("verification did not hold")
+	}
+	fmt.Fprintf(w, "\nDone: %s reached settlement_pending; both bundles verify.\n", txn)
+	if keep {
+		fmt.Fprintf(w, "\nInstances keep running (Ctrl-C to stop):\n  northstar MCP %s (token in %s)\n  delta     MCP %s (token in %s)\n",
+			buyer.MCPURL, filepath.Join(buyer.Dir, instance.AgentTokenFile), supplier.MCPURL, filepath.Join(supplier.Dir, instance.AgentTokenFile))
+		<-ctx.Done()
+	}
+	stopInstances()
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return nil
+}
