@@ -1,17 +1,50 @@
 // Package admin is the principal's surface over HTTP, on the admin
-// listener: a small approvals page for a person, and the same decisions as
-// JSON for scripts. Every request needs the admin token, as
-// "Authorization: Bearer <token>" or, for the page, the cookie the sign-in
-// form sets; the agent's token is refused with 403.
+// listener: a small approvals page for a person, and the same decisions
+// (plus the mandate acts) as JSON for scripts.
+//
+// Every request but the sign-in form needs the admin token, presented as
+// "Authorization: Bearer <token>" (scripts) or as the HttpOnly,
+// SameSite=Strict cookie the sign-in form at /login sets (a browser). The
+// agent's token is refused with 403 everywhere, however it is presented:
+// an agent may ask for an approval, never give one (decisions.md 9).
+//
+// A browser's state-changing requests are guarded twice against
+// cross-site request forgery: each must carry the form token (a value
+// derived from the admin token, which a page on another site cannot know)
+// and pass net/http's cross-origin check on the Sec-Fetch-Site and Origin
+// headers. A Bearer request carries its credential in a header no other
+// site can make a browser send, so it needs neither.
+//
+// Routes:
+//
+//	GET  /login                                 sign-in form
+//	POST /login                                 sign in (form field "token")
+//	POST /logout                                sign out
+//	GET  /                                      the approvals page
+//	POST /approvals/{id}/approve|reject         the page's buttons
+//	GET  /api/approvals[?all=1]                 approval requests as JSON
+//	POST /api/approvals/{id}/approve|reject     decide; body {"conditions": [...]} optional
+//	GET  /api/mandates                          mandates this instance issued
+//	POST /api/mandates                          issue; body is an issue request
+//	POST /api/mandates/{id}/suspend|reinstate|revoke  body {"reason": ...} optional
 package admin
 
 import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 
+	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/principal"
@@ -19,68 +52,330 @@ import (
 	"github.com/partyd/party/internal/store"
 )
 
-// Handler returns the admin surface of o.
-func Handler(o *org.Org, adminToken, agentToken string, log *slog.Logger) http.Handler {
-	p := principal.New(o)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/approvals", func(w http.ResponseWriter, r *http.Request) {
-		list, err := p.Approvals(r.Context(), r.URL.Query().Get("all") == "")
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, list)
-	})
-	mux.HandleFunc("POST /api/approvals/{id}/{decision}", func(w http.ResponseWriter, r *http.Request) {
-		d := r.PathValue("decision")
-		if d != "approve" && d != "reject" {
-			http.NotFound(w, r)
-			return
-		}
-		obj, err := p.Decide(r.Context(), r.PathValue("id"), d == "approve", nil)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"approval_id": obj["id"], "decision": d})
-	})
-	return requireAdmin(adminToken, agentToken, mux)
+// CookieName is the session cookie the sign-in form sets. It holds the
+// admin token itself: the admin listener is on loopback and the token is
+// what a session would otherwise have to be checked against anyway.
+const CookieName = "party_admin"
+
+// CSRFField is the form field (and CSRFHeader the header, for a script
+// that signs in with the cookie) carrying the form token.
+const (
+	CSRFField  = "csrf"
+	CSRFHeader = "X-CSRF-Token"
+)
+
+// maxBody bounds request bodies: an issue request is at most one A202
+// document.
+const maxBody = canonical.MaxDocumentSize
+
+// csrfLabel is the fixed message the form token is an HMAC of. Versioned
+// so that a change of scheme invalidates old forms rather than reusing
+// them.
+const csrfLabel = "party admin form token v1"
+
+// FormToken returns the form token for adminToken: HMAC-SHA256 of a fixed
+// label keyed with the admin token. It is stable for the token's life, so
+// a page open in two tabs works, and learning it does not reveal the
+// token.
+func FormToken(adminToken string) string {
+	m := hmac.New(sha256.New, []byte(adminToken))
+	m.Write([]byte(csrfLabel))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func requireAdmin(want, agent string, next http.Handler) http.Handler {
+type handler struct {
+	p     *principal.Surface
+	org   string
+	admin string
+	agent string
+	csrf  string
+	log   *slog.Logger
+}
+
+// Handler returns the admin surface of o. adminToken opens it; agentToken
+// is recognised only to be refused with 403.
+func Handler(o *org.Org, adminToken, agentToken string, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{p: principal.New(o), org: o.Config().OrganizationID, admin: adminToken, agent: agentToken, csrf: FormToken(adminToken), log: log}
+
+	private := http.NewServeMux()
+	private.HandleFunc("GET /{$}", h.page)
+	private.HandleFunc("POST /approvals/{id}/{decision}", h.decideForm)
+	private.HandleFunc("POST /logout", h.logout)
+	private.HandleFunc("GET /api/approvals", h.apiApprovals)
+	private.HandleFunc("POST /api/approvals/{id}/{decision}", h.apiDecide)
+	private.HandleFunc("GET /api/mandates", h.apiMandates)
+	private.HandleFunc("POST /api/mandates", h.apiIssue)
+	private.HandleFunc("POST /api/mandates/{id}/{change}", h.apiChange)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", h.loginForm)
+	mux.HandleFunc("POST /login", h.login)
+	mux.Handle("/", h.requireAdmin(private))
+	return http.NewCrossOriginProtection().Handler(mux)
+}
+
+// credential says what a request presented.
+type credential int
+
+const (
+	credNone    credential = iota // nothing, or a token that opens nothing
+	credAdmin                     // the admin token
+	credAgent                     // the agent token: refused
+	credInvalid                   // a Bearer token that is neither
+)
+
+// who reads the request's credential and whether it came as a cookie. A
+// Bearer header wins over a cookie, so a script's explicit token is what
+// counts.
+func (h *handler) who(r *http.Request) (credential, bool) {
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, tok, _ := strings.Cut(a, " ")
+		tok = strings.TrimSpace(tok)
+		if !strings.EqualFold(scheme, "Bearer") || tok == "" {
+			return credInvalid, false
+		}
+		return h.classify(tok, credInvalid), false
+	}
+	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
+		return h.classify(c.Value, credNone), true
+	}
+	return credNone, false
+}
+
+func (h *handler) classify(tok string, otherwise credential) credential {
+	switch {
+	case instance.TokenEqual(tok, h.admin):
+		return credAdmin
+	case h.agent != "" && instance.TokenEqual(tok, h.agent):
+		return credAgent
+	}
+	return otherwise
+}
+
+func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }
+
+func (h *handler) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := ""
-		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-			tok = strings.TrimSpace(strings.TrimPrefix(h, "Bearer "))
-		}
-		switch {
-		case tok != "" && instance.TokenEqual(tok, want):
-			next.ServeHTTP(w, r)
-		case tok != "" && instance.TokenEqual(tok, agent):
-			http.Error(w, "the agent token is not valid on the principal's surface", http.StatusForbidden)
+		cred, viaCookie := h.who(r)
+		switch cred {
+		case credAdmin:
+		case credAgent:
+			h.log.Warn("admin: agent token refused", "method", r.Method, "path", r.URL.Path)
+			h.fail(w, r, http.StatusForbidden, "the agent token is not valid on the principal's surface")
+			return
 		default:
+			if !isAPI(r) && r.Method == http.MethodGet && cred == credNone {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="party-admin"`)
-			http.Error(w, "the admin token is required", http.StatusUnauthorized)
+			h.fail(w, r, http.StatusUnauthorized, "the admin token is required")
+			return
 		}
+		if viaCookie && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			tok := r.Header.Get(CSRFHeader)
+			if tok == "" {
+				r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+				tok = r.PostFormValue(CSRFField)
+			}
+			if !hmac.Equal([]byte(tok), []byte(h.csrf)) {
+				h.log.Warn("admin: form without a valid form token refused", "method", r.Method, "path", r.URL.Path)
+				h.fail(w, r, http.StatusForbidden, "this form is missing its form token; reload the page and try again")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// fail answers an error as JSON on the API and as a short page elsewhere.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, code int, detail string) {
+	if isAPI(r) {
+		writeJSON(w, code, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": detail})
+		return
+	}
+	h.render(w, code, pageData{Title: http.StatusText(code), Error: detail, SignedIn: false})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
 
-func writeErr(w http.ResponseWriter, err error) {
+// errorStatus maps an error from the principal's surface to an HTTP status
+// and the body every surface uses for it.
+func errorStatus(err error) (int, map[string]any) {
 	var r *reason.Refusal
 	switch {
 	case errors.As(err, &r):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"outcome": "refused", "reason_codes": r.Codes, "detail": r.Detail})
+		codes := r.Codes
+		if codes == nil {
+			codes = []reason.Code{}
+		}
+		return http.StatusUnprocessableEntity, map[string]any{"outcome": "refused", "reason_codes": codes, "detail": r.Detail}
 	case errors.Is(err, store.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, map[string]any{"outcome": "error", "detail": err.Error()})
-	case errors.Is(err, principal.ErrDecided):
-		writeJSON(w, http.StatusConflict, map[string]any{"outcome": "error", "detail": err.Error()})
-	default:
-		writeJSON(w, http.StatusInternalServerError, map[string]any{"outcome": "error", "detail": err.Error()})
+		return http.StatusNotFound, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": err.Error()}
+	case errors.Is(err, principal.ErrDecided), errors.Is(err, store.ErrConflict):
+		return http.StatusConflict, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": err.Error()}
 	}
+	return http.StatusInternalServerError, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": err.Error()}
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	code, body := errorStatus(err)
+	writeJSON(w, code, body)
+}
+
+// readJSONBody decodes an optional JSON body strictly into v; an empty
+// body leaves v as it is.
+func readJSONBody(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return reason.Refuse("body: " + err.Error())
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if _, err := canonical.Decode(data); err != nil {
+		return reason.Refuse("body: " + err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return reason.Refuse("body: " + err.Error())
+	}
+	return nil
+}
+
+func (h *handler) apiApprovals(w http.ResponseWriter, r *http.Request) {
+	list, err := h.p.Approvals(r.Context(), r.URL.Query().Get("all") == "")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (h *handler) apiDecide(w http.ResponseWriter, r *http.Request) {
+	d := r.PathValue("decision")
+	if d != "approve" && d != "reject" {
+		http.NotFound(w, r)
+		return
+	}
+	var body struct {
+		Conditions []string `json:"conditions"`
+	}
+	if err := readJSONBody(w, r, &body); err != nil {
+		writeErr(w, err)
+		return
+	}
+	obj, err := h.p.Decide(r.Context(), r.PathValue("id"), d == "approve", body.Conditions)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approval_id": obj["id"], "decision": d, "approval": obj})
+}
+
+func (h *handler) apiMandates(w http.ResponseWriter, r *http.Request) {
+	list, err := h.p.Mandates(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (h *handler) apiIssue(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeErr(w, reason.Refuse("body: "+err.Error()))
+		return
+	}
+	req, err := authority.ParseIssueRequest(data)
+	if err != nil {
+		writeErr(w, reason.Refuse(err.Error()))
+		return
+	}
+	m, err := h.p.IssueMandate(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, m)
+}
+
+func (h *handler) apiChange(w http.ResponseWriter, r *http.Request) {
+	var change func(ctx context.Context, id, why string) error
+	switch r.PathValue("change") {
+	case "suspend":
+		change = h.p.Suspend
+	case "reinstate":
+		change = h.p.Reinstate
+	case "revoke":
+		change = h.p.Revoke
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if err := readJSONBody(w, r, &body); err != nil {
+		writeErr(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	if err := change(r.Context(), id, body.Reason); err != nil {
+		code, out := errorStatus(err)
+		if code == http.StatusInternalServerError {
+			// The principal's surface says why a change does not apply
+			// (revocation is final, the mandate is not suspended, it was
+			// issued elsewhere) as a plain error: a conflict with the
+			// mandate's state, not a fault of the server.
+			code = http.StatusConflict
+		}
+		writeJSON(w, code, out)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"mandate_id": id, "change": r.PathValue("change")})
+}
+
+// ActText returns an approval request's act document as a person should
+// read it: its canonical (RFC 8785) bytes, whose SHA-256 is the action
+// hash, indented. Indenting adds only whitespace between tokens, so every
+// member, string and number is exactly what the hash covers, in that
+// order. ok reports whether those bytes do hash to the request's action
+// hash; an act that does not must not be approved.
+func ActText(a principal.Approval) (text string, ok bool, err error) {
+	b, err := canonical.Marshal(a.Act)
+	if err != nil {
+		return "", false, err
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return "", false, err
+	}
+	return buf.String(), canonical.SHA256Hex(b) == a.ActionHash, nil
+}
+
+// describeErr is the one-line reason a page shows for a failed decision.
+func describeErr(err error) (int, string) {
+	code, body := errorStatus(err)
+	detail := fmt.Sprint(body["detail"])
+	if codes, _ := body["reason_codes"].([]reason.Code); len(codes) > 0 {
+		s := make([]string, len(codes))
+		for i, c := range codes {
+			s[i] = string(c)
+		}
+		detail = strings.Join(s, " ") + ": " + detail
+	}
+	return code, detail
 }
