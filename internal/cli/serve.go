@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/partyd/party/internal/daemon"
+	"github.com/partyd/party/internal/instance"
+)
+
+func init() {
+	register("serve", "run the instance: MCP, peer and admin listeners, until interrupted", runServe)
+}
+
+// serveMounts are the parts `party serve` and `party mcp` add to the
+// daemon beyond the agent's surface and the status endpoints: the record
+// engine, the carriers and their tools. Other files of this package
+// register theirs from an init function with addServeMount, so that a new
+// carrier needs no edit here.
+var serveMounts []daemon.Mounter
+
+// addServeMount registers m for every serve and mcp process. Call it from
+// an init function only: the list is read without a lock.
+func addServeMount(m daemon.Mounter) { serveMounts = append(serveMounts, m) }
+
+const serveUsage = `Usage: party serve --dir DIR [--log-level LEVEL]
+
+Runs the instance in DIR until SIGINT or SIGTERM:
+
+  - the MCP listener (config mcp_addr): the agent's tools at /mcp, Streamable
+    HTTP, behind the agent token (tokens/agent);
+  - the peer listener (config peer_addr, HTTPS): what counterparties reach,
+    including the mandate status endpoints;
+  - the admin listener (config admin_addr): the approvals page and the
+    principal's JSON API, behind the admin token (tokens/admin).
+
+Logs are JSON lines on standard error; tokens and keys are never logged.
+On a signal the listeners stop accepting, requests in flight finish, and
+the record is closed. The principal's commands ('party mandate',
+'party approvals', 'party approve') work while it runs.
+
+Exit status: 0 after a clean stop, 1 when the instance cannot start or
+fails, 2 on a usage error.
+`
+
+// parseLevel reads a log level name.
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
+		return 0, fmt.Errorf("log level %q is not one of debug, info, warn, error", s)
+	}
+	return l, nil
+}
+
+// jsonLogger is the logger of the long-running commands: JSON lines on w.
+// The level is --log-level when given, else config.json's log_level.
+func jsonLogger(w io.Writer, dir, flagLevel string) (*slog.Logger, error) {
+	name := flagLevel
+	if name == "" {
+		if cfg, err := instance.LoadConfig(dir); err == nil && cfg.LogLevel != "" {
+			name = cfg.LogLevel
+		} else {
+			name = "info"
+		}
+	}
+	level, err := parseLevel(name)
+	if err != nil {
+		return nil, err
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+}
+
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	c := newFlags("party serve", serveUsage)
+	dir := c.dirFlag()
+	level := c.String("log-level", "", "debug, info, warn or error (default config.json's log_level)")
+	pos, code, done := c.parse(args, stdout, stderr)
+	if done {
+		return code
+	}
+	switch {
+	case len(pos) > 0:
+		return c.usageError(stderr, "unexpected argument %q", pos[0])
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required")
+	}
+	if *level != "" {
+		if _, err := parseLevel(*level); err != nil {
+			return c.usageError(stderr, "%v", err)
+		}
+	}
+	log, err := jsonLogger(stderr, *dir, *level)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.Name(), err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, *dir, daemon.Options{Logger: log, Mount: serveMounts}); err != nil {
+		log.Error("party serve failed", "error", err)
+		return 1
+	}
+	log.Info("party stopped")
+	return 0
+}
