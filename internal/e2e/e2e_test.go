@@ -1,0 +1,326 @@
+// Package e2e runs two real `party serve` processes, each with its own
+// state directory and keys, peered over HTTPS on loopback, and drives both
+// agents over MCP Streamable HTTP through the published walkthrough.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/demo"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/store"
+)
+
+var partyBin string
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "party-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	partyBin = filepath.Join(tmp, "party")
+	out, err := exec.Command("go", "build", "-o", partyBin, "github.com/partyd/party/cmd/party").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building party: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func party(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(partyBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("party %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type proc struct {
+	cmd *exec.Cmd
+	log *os.File
+}
+
+func serve(t *testing.T, dir string) *proc {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(partyBin, "serve", "--dir", dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, log: logf}
+	t.Cleanup(func() { p.stop(syscall.SIGKILL) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if exec.Command(partyBin, "health", "--dir", dir).Run() == nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(logf.Name())
+			t.Fatalf("%s did not become healthy:\n%s", dir, data)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *proc) stop(sig syscall.Signal) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(sig)
+	p.cmd.Wait()
+	p.log.Close()
+}
+
+// setup inits both organisations with the CLI, pins each other's peer
+// file, and issues both mandates through the principals' CLI, scoped to a
+// transaction id agreed beforehand.
+func setup(t *testing.T) (buyer, supplier *demo.Party) {
+	t.Helper()
+	root := t.TempDir()
+	txn, _ := envelope.NewID("txn")
+	now := time.Now().UTC()
+	mk := func(name, orgID, role string) *demo.Party {
+		dir := filepath.Join(root, name)
+		mcp, peer, admin := freeAddr(t), freeAddr(t), freeAddr(t)
+		party(t, "init", "--dir", dir, "--org", orgID, "--role", role, "--mcp-addr", mcp, "--peer-addr", peer, "--admin-addr", admin)
+		cfg, err := instance.LoadConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, _ := instance.LoadToken(dir, instance.AgentTokenFile)
+		ad, _ := instance.LoadToken(dir, instance.AdminTokenFile)
+		return &demo.Party{Name: name, Org: orgID, Dir: dir, Config: cfg, TransactionID: txn,
+			MCPURL: "http://" + mcp + "/mcp", AdminURL: "http://" + admin, AgentToken: at, AdminToken: ad}
+	}
+	buyer = mk("northstar", "org_northstar", "procurement_lead")
+	supplier = mk("delta", "org_delta", "managing_director")
+	party(t, "peer", "add", "--dir", buyer.Dir, filepath.Join(supplier.Dir, instance.PeerFile))
+	party(t, "peer", "add", "--dir", supplier.Dir, filepath.Join(buyer.Dir, instance.PeerFile))
+	issue := func(p *demo.Party, actions []string, other string, rules []any) {
+		req := map[string]any{
+			"valid_from": envelope.Timestamp(now.Add(-time.Minute)), "valid_until": envelope.Timestamp(now.Add(24 * time.Hour)),
+			"actions":        actions,
+			"scope":          map[string]any{"transaction_ids": []any{txn}, "counterparty_organization_ids": []any{other}},
+			"spending_limit": map[string]any{"currency": "EUR", "amount": "4000.00"},
+		}
+		if rules != nil {
+			req["approval_rules"] = rules
+		}
+		b, _ := json.Marshal(req)
+		f := filepath.Join(t.TempDir(), "request.json")
+		os.WriteFile(f, b, 0o600)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(party(t, "mandate", "issue", "--dir", p.Dir, "--file", f, "--json")), &m); err != nil {
+			t.Fatal(err)
+		}
+		p.MandateID = m["id"].(string)
+	}
+	issue(buyer, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected"}, supplier.Org,
+		[]any{map[string]any{"id": "r_acceptance", "when": map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
+			"approver": map[string]any{"organization_id": buyer.Org, "role": "procurement_lead"}, "expires_after_seconds": 3600}})
+	issue(supplier, []string{"offer.submit", "agreement.sign", "performance.declared"}, buyer.Org, nil)
+	return buyer, supplier
+}
+
+// records compares both databases' events: byte-identical, recorded, each
+// signed by the two organisations' agent keys.
+func records(t *testing.T, buyer, supplier *demo.Party, txn string, want int) {
+	t.Helper()
+	ctx := context.Background()
+	var held [2][][]byte
+	pubs := map[string]any{}
+	for i, p := range []*demo.Party{buyer, supplier} {
+		st, err := store.Open(filepath.Join(p.Dir, instance.DatabaseFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := st.Events(ctx, txn)
+		if err != nil || len(evs) != want {
+			st.Close()
+			t.Fatalf("%s holds %d events (%v), want %d", p.Name, len(evs), err, want)
+		}
+		for _, e := range evs {
+			if e.Status != store.EventRecorded {
+				t.Fatalf("%s: event %d is %s", p.Name, e.Sequence, e.Status)
+			}
+			b, _ := st.GetObject(ctx, e.EventID)
+			held[i] = append(held[i], b)
+		}
+		rec, _ := st.GetObject(ctx, p.Config.AgentKeyID)
+		obj, _ := canonical.DecodeObject(rec)
+		pub, _ := keys.ParseJWK(obj["payload"].(map[string]any)["public_key_jwk"])
+		pubs[p.Config.AgentKeyID] = pub
+		st.Close()
+	}
+	for i := range held[0] {
+		if !bytes.Equal(held[0][i], held[1][i]) {
+			t.Fatalf("event %d differs between the two databases", i+1)
+		}
+		obj, _ := canonical.DecodeObject(held[0][i])
+		entries, _ := signature.Entries(obj)
+		if len(entries) != 2 {
+			t.Fatalf("event %d has %d signatures", i+1, len(entries))
+		}
+		for j, en := range entries {
+			pub, ok := pubs[en["key_id"].(string)]
+			if !ok {
+				t.Fatalf("event %d is signed by %v, not an agent of the two organisations", i+1, en["key_id"])
+			}
+			if err := signature.VerifyEntry(obj, j, pub); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if entries[0]["key_id"] == entries[1]["key_id"] {
+			t.Fatalf("event %d is signed twice by one party", i+1)
+		}
+	}
+}
+
+func TestTwoServeProcessesWalkthrough(t *testing.T) {
+	ctx := context.Background()
+	buyer, supplier := setup(t)
+	serve(t, buyer.Dir)
+	serve(t, supplier.Dir)
+	ba, err := demo.Connect(ctx, buyer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ba.Close()
+	sa, err := demo.Connect(ctx, supplier, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	txn, _, err := demo.Walkthrough(ctx, ba, sa, "3200.00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	records(t, buyer, supplier, txn, 5)
+
+	// Each side's private keys exist only in its own state directory.
+	for _, pr := range [][2]*demo.Party{{buyer, supplier}, {supplier, buyer}} {
+		for _, f := range []string{instance.PrincipalKeyFile, instance.AgentKeyFile, instance.TLSKeyFile} {
+			secret, err := os.ReadFile(filepath.Join(pr[0].Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			filepath.Walk(pr[1].Dir, func(p string, info os.FileInfo, err error) error {
+				if err == nil && !info.IsDir() {
+					if data, _ := os.ReadFile(p); bytes.Contains(data, secret) {
+						t.Errorf("%s's %s found in %s", pr[0].Name, f, p)
+					}
+				}
+				return nil
+			})
+		}
+		db, _ := os.ReadFile(filepath.Join(pr[0].Dir, instance.DatabaseFile))
+		if bytes.Contains(db, []byte("PRIVATE KEY")) {
+			t.Errorf("%s's database holds private key material", pr[0].Name)
+		}
+	}
+
+	// Both sides export and verify with the command line.
+	for _, p := range []*demo.Party{buyer, supplier} {
+		out := filepath.Join(t.TempDir(), p.Name+"-bundle")
+		party(t, "export", "--dir", p.Dir, "--transaction", txn, out)
+		party(t, "verify", out)
+	}
+}
+
+func TestKilledBuyerConvergesAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	buyer, supplier := setup(t)
+	bp := serve(t, buyer.Dir)
+	sp := serve(t, supplier.Dir)
+	ba, err := demo.Connect(ctx, buyer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := demo.Connect(ctx, supplier, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	off, err := sa.Call(ctx, "propose_offer", map[string]any{"mandate_id": supplier.MandateID, "transaction_id": supplier.TransactionID,
+		"counterparty_organization_id": buyer.Org, "terms": demo.Terms("3200.00"), "valid_until": envelope.Timestamp(time.Now().UTC().Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offerID := off["objects"].(map[string]any)["offer"]
+	inbox, err := ba.Call(ctx, "list_inbox", map[string]any{"mandate_id": buyer.MandateID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := inbox["offers"].([]any)[0].(map[string]any)["acceptance_act"]
+	req, err := ba.Call(ctx, "request_approval", map[string]any{"mandate_id": buyer.MandateID, "proposed_action": act})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Approve(ctx, buyer, req["approval_request_id"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := ba.Call(ctx, "approval_status", map[string]any{"approval_request_id": req["approval_request_id"]})
+
+	// The supplier is down: the buyer signs and its act waits.
+	sp.stop(syscall.SIGTERM)
+	acc, err := ba.Call(ctx, "accept_offer", map[string]any{"mandate_id": buyer.MandateID, "offer_id": offerID, "approval_id": st["approval_id"]})
+	if err != nil || acc["status"] != "pending" {
+		t.Fatalf("accept while the supplier is down: %v %v", acc, err)
+	}
+	// Kill the buyer before the countersignature can arrive, then bring
+	// both back.
+	ba.Close()
+	bp.stop(syscall.SIGKILL)
+	serve(t, supplier.Dir)
+	serve(t, buyer.Dir)
+	ba, err = demo.Connect(ctx, buyer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ba.Close()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		rec, err := ba.Call(ctx, "get_transaction_record", map[string]any{"transaction_id": supplier.TransactionID})
+		if err == nil && rec["state"] == "committed" && rec["pending"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the buyer did not converge: %v %v", rec, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	records(t, buyer, supplier, supplier.TransactionID, 2)
+}
