@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/partyd/party/internal/spectest"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -23,18 +25,10 @@ import (
 // skipped the comparison would prove nothing.
 func specDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("A202_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "a202-v0.1")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "conformance", "manifest-v0.1.json")); err != nil {
-		msg := fmt.Sprintf("published A202 v0.1 spec data not found in %s (set A202_SPEC_DIR to a checkout holding schemas/v0.1 and conformance/): %v", dir, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
+	// spectest resolves A202_SPEC_DIR from the repository root (as .ci/run
+	// and the README write it), skips when the data is absent, and fails
+	// under CI=true.
+	return spectest.SpecDir(t)
 }
 
 // fixtureListDir returns where fixtures-bilateral.txt and
