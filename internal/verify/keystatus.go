@@ -49,7 +49,9 @@ func (r *run) chain(keyID string) *keyChain {
 		return c
 	}
 	c := &keyChain{keyID: keyID}
-	r.keyChains[keyID] = c
+	if !r.forked {
+		r.keyChains[keyID] = c
+	}
 	root, held := r.byID[keyID]
 	if !held || root.typ != "key_record" {
 		return c

@@ -39,14 +39,41 @@ func (r *run) step5() {
 	for _, s := range r.streams {
 		session = session || s.kind == "session"
 	}
+	// Legality replays each stream in order, one state after another; the
+	// other three checks of an event stand alone and run concurrently.
+	// The report lists an event's four checks together, in stream order.
+	type slot struct {
+		s *stream
+		i int
+	}
+	var slots []slot
+	for _, s := range r.streams {
+		for i := range s.events {
+			slots = append(slots, slot{s, i})
+		}
+	}
+	legal := make([]*run, len(slots))
+	n := 0
 	for _, s := range r.streams {
 		state := map[string]string{}
 		for i, e := range s.events {
-			r.legality(s, i, e, state)
-			r.guard(s, i, e, session)
-			r.authority(e)
-			r.decision(e)
+			legal[n] = r.fork()
+			legal[n].legality(s, i, e, state)
+			n++
 		}
+	}
+	rest := make([]*run, len(slots))
+	r.parallel(len(slots), func(k int) {
+		c := r.fork()
+		s, i := slots[k].s, slots[k].i
+		c.guard(s, i, s.events[i], session)
+		c.authority(s.events[i])
+		c.decision(s.events[i])
+		rest[k] = c
+	})
+	for k := range slots {
+		r.join(legal[k])
+		r.join(rest[k])
 	}
 	r.obligationVersions()
 }
@@ -580,24 +607,16 @@ func (r *run) scope(v *verdict, m *mandate, e *object, org string) {
 }
 
 // counterparty is the other party of txn, as an agreement or offer in the
-// bundle names the two.
+// bundle names the two, or "" if the bundle does not say.
 func (r *run) counterparty(txn, org string) string {
-	for _, typ := range []string{"agreement", "offer"} {
-		for _, o := range r.objs {
-			if o.typ != typ || str(o.val, "transaction_id") != txn {
-				continue
-			}
-			a, b := partyOrg(o.payload, "buyer"), partyOrg(o.payload, "supplier")
-			if typ == "offer" {
-				a, b = partyOrg(o.payload, "offeror"), partyOrg(o.payload, "offeree")
-			}
-			switch org {
-			case a:
-				return b
-			case b:
-				return a
-			}
-		}
+	p, ok := r.parties[txn]
+	switch {
+	case !ok:
+		return ""
+	case org == p[0]:
+		return p[1]
+	case org == p[1]:
+		return p[0]
 	}
 	return ""
 }
@@ -605,8 +624,8 @@ func (r *run) counterparty(txn, org string) string {
 // revoked fails v when a revocation_record in the bundle, whose own bytes
 // verify, took subjectID out of service at or before t.
 func (r *run) revoked(v *verdict, subjectType, subjectID string, t time.Time) {
-	for _, o := range r.objs {
-		if o.typ != "revocation_record" || str(o.payload, "subject_type") != subjectType || str(o.payload, "subject_id") != subjectID {
+	for _, o := range r.revocations {
+		if str(o.payload, "subject_type") != subjectType || str(o.payload, "subject_id") != subjectID {
 			continue
 		}
 		status := str(o.payload, "status")

@@ -21,36 +21,35 @@ import (
 // is verified on its account: a count of signatures is verified only by
 // signatures that verified.
 func (r *run) step2() {
+	// Every key's chain is built before the objects are examined
+	// concurrently, so that the examining forks only read them.
 	used := map[string]bool{}
 	for _, o := range r.objs {
-		if o.sigsInvalid != "" {
-			r.add(2, "signatures", o.subject, Failed, reason.EvidenceSignatureInvalid, o.sigsInvalid)
-		}
-		for i, sc := range o.sigs {
-			r.add(2, fmt.Sprintf("signature[%d]", i), o.subject, sc.result, reason.EvidenceSignatureInvalid, sc.detail)
-			if sc.keyMissing {
-				r.missing(sc.keyID)
-			}
+		for _, sc := range o.sigs {
 			if sc.keyID != "" && sc.signedAt != "" {
 				used[sc.keyID] = true
-				res, detail := r.atSigning(sc.keyID, sc.signedAt)
-				r.add(2, fmt.Sprintf("key_status_at_signing[%d]", i), o.subject, res, reason.EvidenceSignatureInvalid, detail)
 			}
 		}
-		r.signatureCount(o)
-		r.signerParty(o)
-		if o.typ == "transaction_event" && !r.opt.SingleSignedEvents {
-			res, detail := r.countersignature(o)
-			r.add(2, "countersignature", o.subject, res, reason.EvidenceSignatureInvalid, detail)
+	}
+	for _, m := range r.mandates {
+		if m.proof.keyID != "" && m.proof.signedAt != "" {
+			used[m.proof.keyID] = true
+		}
+		subj, _ := objAt(m.val, "subject")
+		if k := str(subj, "key_id"); k != "" {
+			r.chain(k)
 		}
 	}
+	for k := range used {
+		r.chain(k)
+	}
+	r.forEach(len(r.objs), func(c *run, i int) { c.objectSignatures(r.objs[i]) })
 	for _, m := range r.mandates {
 		r.add(2, "mandate_proof", m.id, m.proof.result, reason.EvidenceSignatureInvalid, m.proof.detail)
 		if m.proof.keyMissing {
 			r.missing(m.proof.keyID)
 		}
 		if m.proof.keyID != "" && m.proof.signedAt != "" {
-			used[m.proof.keyID] = true
 			res, detail := r.atSigning(m.proof.keyID, m.proof.signedAt)
 			r.add(2, "key_status_at_signing[proof]", m.id, res, reason.EvidenceSignatureInvalid, detail)
 		}
@@ -67,6 +66,29 @@ func (r *run) step2() {
 			res, detail := r.recordMatches(k)
 			r.add(2, "key_record_matches", k, res, reason.EvidenceSignatureInvalid, detail)
 		}
+	}
+}
+
+// objectSignatures adds the step 2 checks of one object.
+func (r *run) objectSignatures(o *object) {
+	if o.sigsInvalid != "" {
+		r.add(2, "signatures", o.subject, Failed, reason.EvidenceSignatureInvalid, o.sigsInvalid)
+	}
+	for i, sc := range o.sigs {
+		r.add(2, fmt.Sprintf("signature[%d]", i), o.subject, sc.result, reason.EvidenceSignatureInvalid, sc.detail)
+		if sc.keyMissing {
+			r.missing(sc.keyID)
+		}
+		if sc.keyID != "" && sc.signedAt != "" {
+			res, detail := r.atSigning(sc.keyID, sc.signedAt)
+			r.add(2, fmt.Sprintf("key_status_at_signing[%d]", i), o.subject, res, reason.EvidenceSignatureInvalid, detail)
+		}
+	}
+	r.signatureCount(o)
+	r.signerParty(o)
+	if o.typ == "transaction_event" && !r.opt.SingleSignedEvents {
+		res, detail := r.countersignature(o)
+		r.add(2, "countersignature", o.subject, res, reason.EvidenceSignatureInvalid, detail)
 	}
 }
 

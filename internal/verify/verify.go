@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"crypto"
 	"errors"
 	"fmt"
 	"runtime"
@@ -128,6 +129,11 @@ type run struct {
 	streams    []*stream
 	streamBy   map[string]*stream
 
+	revocations []*object            // the revocation_records, looked at for every event
+	parties     map[string][2]string // transaction → its two parties, as the bundle names them
+
+	forked bool // a fork reads the shared caches and never writes them
+
 	checks       []Check
 	unresolved   map[string]bool
 	undisclosed  map[string]bool
@@ -144,6 +150,7 @@ func newRun(in Input, opt Options) *run {
 		in: in, opt: opt, now: now.UTC(),
 		byID: map[string]*object{}, byHash: map[string]*object{}, byDeclared: map[string]*object{},
 		mandateBy: map[string]*mandate{}, keyChains: map[string]*keyChain{}, streamBy: map[string]*stream{},
+		parties:    map[string][2]string{},
 		unresolved: map[string]bool{}, undisclosed: map[string]bool{}, unregistered: map[string]bool{},
 		referenced: map[string]bool{},
 	}
@@ -161,9 +168,13 @@ func (r *run) add(step int, name, subject string, res Result, code reason.Code, 
 }
 
 func (r *run) missing(id string) {
-	if id != "" {
-		r.unresolved[id] = true
+	if id == "" {
+		return
 	}
+	if r.unresolved == nil {
+		r.unresolved = map[string]bool{}
+	}
+	r.unresolved[id] = true
 }
 
 // prepare indexes the input and runs the parallel phase: every object's
@@ -172,7 +183,7 @@ func (r *run) missing(id string) {
 // their results in a fixed order, so the report does not depend on how the
 // work was scheduled.
 func (r *run) prepare() {
-	seen := map[string][]byte{}
+	first := map[string]map[string]any{}
 	for i, v := range r.in.Objects {
 		if v == nil {
 			continue
@@ -186,16 +197,13 @@ func (r *run) prepare() {
 			o.subject = fmt.Sprintf("objects[%d]", i)
 		}
 		if o.id != "" {
-			full, err := canonical.Marshal(v)
-			if prev, dup := seen[o.id]; dup {
-				if err == nil && bytes.Equal(prev, full) {
+			if prev, dup := first[o.id]; dup {
+				if sameDocument(prev, v) {
 					continue // the same object held twice is one object
 				}
 				r.clashes = append(r.clashes, o)
-			} else if err == nil {
-				seen[o.id] = full
 			} else {
-				seen[o.id] = nil
+				first[o.id] = v
 			}
 		}
 		r.objs = append(r.objs, o)
@@ -240,7 +248,65 @@ func (r *run) prepare() {
 				r.byDeclared[o.declared] = o
 			}
 		}
+		if o.typ == "revocation_record" {
+			r.revocations = append(r.revocations, o)
+		}
 	}
+	// The two parties of each transaction, from its first agreement, else
+	// its first offer: what a mandate's counterparty scope is read against.
+	for _, typ := range []string{"agreement", "offer"} {
+		a, b := "buyer", "supplier"
+		if typ == "offer" {
+			a, b = "offeror", "offeree"
+		}
+		for _, o := range r.objs {
+			txn := str(o.val, "transaction_id")
+			if _, known := r.parties[txn]; o.typ == typ && !known && txn != "" {
+				r.parties[txn] = [2]string{partyOrg(o.payload, a), partyOrg(o.payload, b)}
+			}
+		}
+	}
+}
+
+// fork returns a copy of r for checks run concurrently with others: it
+// shares everything read-only and has its own checks, unresolved set and
+// key chain cache. join appends what a fork found, so a caller that joins
+// forks in a fixed order gets a report independent of scheduling.
+func (r *run) fork() *run {
+	c := *r
+	c.checks = nil
+	c.unresolved = nil // made on first use: most forks find nothing missing
+	c.forked = true
+	return &c
+}
+
+func (r *run) join(c *run) {
+	r.checks = append(r.checks, c.checks...)
+	for k := range c.unresolved {
+		r.unresolved[k] = true
+	}
+}
+
+// forEach runs f over n items on forks of r, in parallel, and joins the
+// forks in item order.
+func (r *run) forEach(n int, f func(c *run, i int)) {
+	forks := make([]*run, n)
+	r.parallel(n, func(i int) {
+		c := r.fork()
+		f(c, i)
+		forks[i] = c
+	})
+	for _, c := range forks {
+		r.join(c)
+	}
+}
+
+// sameDocument reports whether a and b have the same canonical form. It is
+// asked only when an id repeats, which a sound bundle never does.
+func sameDocument(a, b map[string]any) bool {
+	x, err1 := canonical.Marshal(a)
+	y, err2 := canonical.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // parallel calls f(0..n-1) across the configured number of workers.
@@ -298,55 +364,82 @@ func (r *run) examine(o *object) {
 		o.sigsInvalid = "signatures is not an array"
 	}
 	o.sigs = make([]sigCheck, len(list))
+	pubs := make([]crypto.PublicKey, len(list))
+	pending := 0
 	for i, e := range list {
-		o.sigs[i] = r.verifyEntry(o, i, e)
+		o.sigs[i], pubs[i] = r.precheck(o, e)
+		if o.sigs[i].result == "" {
+			pending++
+		}
 	}
+	if pending == 0 {
+		return
+	}
+	// The common case, every entry checkable and valid, costs one hash
+	// input for all of them; anything else is attributed entry by entry.
+	if pending == len(list) && signature.VerifySignatures(o.val, r.in.Keys) == nil {
+		for i := range o.sigs {
+			o.sigs[i].result, o.sigs[i].detail = Verified, validDetail(o.sigs[i])
+		}
+		return
+	}
+	for i := range o.sigs {
+		if o.sigs[i].result == "" {
+			o.sigs[i] = settle(o.sigs[i], signature.VerifyEntry(o.val, i, pubs[i]), validDetail(o.sigs[i]))
+		}
+	}
+}
+
+func validDetail(sc sigCheck) string {
+	return fmt.Sprintf("valid over the canonical bytes under %s for %s", sc.keyID, sc.purpose)
 }
 
 // entryMembers are the five members of a signature entry (kernel schema
 // $defs/signature, a closed shape).
 var entryMembers = []string{"key_id", "algorithm", "signature", "signed_at", "purpose"}
 
-// verifyEntry checks signature i of o: its shape and purpose first, which
-// need no key, then its value under the declared key.
-func (r *run) verifyEntry(o *object, i int, e any) sigCheck {
+// precheck does what can be decided about a signature entry before its
+// value is verified: its shape, its purpose (which needs no key), the
+// fixtures' placeholder, and the key it names. An entry left with no
+// result is ready to verify under the returned key.
+func (r *run) precheck(o *object, e any) (sigCheck, crypto.PublicKey) {
 	m, ok := e.(map[string]any)
 	if !ok {
-		return sigCheck{result: Failed, detail: "the signature entry is not an object"}
+		return sigCheck{result: Failed, detail: "the signature entry is not an object"}, nil
 	}
 	sc := sigCheck{keyID: str(m, "key_id"), purpose: str(m, "purpose"), signedAt: str(m, "signed_at")}
 	for k := range m {
 		if !contains(entryMembers, k) {
 			sc.result, sc.detail = Failed, fmt.Sprintf("the entry has member %q, outside a signature entry", k)
-			return sc
+			return sc, nil
 		}
 	}
 	for _, k := range entryMembers {
 		if _, ok := m[k].(string); !ok {
 			sc.result, sc.detail = Failed, fmt.Sprintf("the entry's %s is missing or not a string", k)
-			return sc
+			return sc, nil
 		}
 	}
 	if allowed := signature.AllowedPurposes(o.typ); allowed != nil && !contains(allowed, sc.purpose) {
 		// A signature valid over the bytes but issued for another act does
 		// not count for this one (§4 step 2 item 2), whatever its value.
 		sc.result, sc.detail = Failed, fmt.Sprintf("purpose %q may not sign a %s (allowed: %v)", sc.purpose, o.typ, allowed)
-		return sc
+		return sc, nil
 	}
 	if m["signature"] == signature.Placeholder {
 		sc.result, sc.detail = NotCheckable, "the value is the published fixtures' placeholder, not a signature"
-		return sc
+		return sc, nil
 	}
 	if r.in.Keys == nil {
 		sc.result, sc.detail, sc.keyMissing = NotCheckable, "the bundle declares no keys, so the value cannot be checked", true
-		return sc
+		return sc, nil
 	}
 	pub, err := r.in.Keys.Lookup(sc.keyID)
 	if err != nil {
 		sc.result, sc.detail, sc.keyMissing = NotCheckable, fmt.Sprintf("key %s is not among the declared keys", sc.keyID), true
-		return sc
+		return sc, nil
 	}
-	return settle(sc, signature.VerifyEntry(o.val, i, pub), fmt.Sprintf("valid over the canonical bytes under %s for %s", sc.keyID, sc.purpose))
+	return sc, pub
 }
 
 // settle turns a verification error into an outcome: a refusal is a

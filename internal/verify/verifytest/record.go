@@ -74,8 +74,9 @@ type Record struct {
 	// EventIDs are the ids of the events, in sequence order.
 	EventIDs []string
 
-	clock   int
-	session string
+	clock     int
+	session   string
+	lastEvent map[string]any
 }
 
 // Contents returns the record as bundle contents, stating RulesVersion.
@@ -294,8 +295,8 @@ func (r *Record) event(seq int, appender *Party, eventType, from, to string, dat
 		other = r.Buyer
 	}
 	var prev any
-	if len(r.EventIDs) > 0 {
-		prev = r.Object(r.EventIDs[len(r.EventIDs)-1])["content_hash"]
+	if r.lastEvent != nil {
+		prev = r.lastEvent["content_hash"]
 	}
 	id := fmt.Sprintf("evt_synthetic_%06d", seq)
 	at := r.Now()
@@ -316,6 +317,7 @@ func (r *Record) event(seq int, appender *Party, eventType, from, to string, dat
 		return err
 	}
 	r.EventIDs = append(r.EventIDs, id)
+	r.lastEvent = obj
 	return nil
 }
 
