@@ -110,6 +110,11 @@ func Pair(t *testing.T) (buyer, supplier *Side, c *Clock) {
 	bn := orgtest.New(t, "org_northstar", c.Now, true)
 	sn := orgtest.New(t, "org_delta", c.Now, true)
 	orgtest.Peer(t, bn, sn)
+	// The instances' key records are valid from when init ran; the shared
+	// clock starts no earlier, as a real clock would.
+	c.mu.Lock()
+	c.t = time.Now().UTC().Truncate(time.Second)
+	c.mu.Unlock()
 	mk := func(n *orgtest.Node, actions []string, counterparty string, rules []map[string]any) *Side {
 		m, err := principal.New(n.Org).IssueMandate(ctx, authority.IssueRequest{
 			ValidFrom: envelope.Timestamp(c.t.Add(-time.Minute)), ValidUntil: envelope.Timestamp(c.t.Add(30 * 24 * time.Hour)),
