@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,12 +35,21 @@ import (
 func main() {
 	out := flag.String("out", "", "directory for both state directories and bundles (default: a fresh temporary directory)")
 	keep := flag.Bool("keep-running", false, "keep both instances running after the walkthrough, until interrupted")
+	connect := flag.String("connect", "", "scripted-agent mode: drive instances already running, as northstar=URL,delta=URL (MCP base URLs)")
+	tokens := flag.String("tokens-dir", "", "with --connect: directory holding NAME/agent token files")
 	amount := flag.String("amount", "3200.00", "the offer's total in EUR")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: two-party [--out DIR] [--keep-running] [--amount A]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *connect != "" {
+		if err := connectMode(*connect, *tokens, *amount, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "two-party:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*out, *keep, *amount, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "two-party:", err)
 		os.Exit(1)
@@ -125,7 +135,9 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 	}
 	defer sa.Close()
 
-	txn, steps, werr := demo.Walkthrough(ctx, ba, sa, amount)
+	txn, steps, werr := demo.Walkthrough(ctx, ba, sa, amount, func(ctx context.Context, rid string) error {
+		return demo.Approve(ctx, buyer, rid) // the buyer's principal, through its admin surface
+	})
 	var events []map[string]any
 	if txn != "" {
 		if rec, err := ba.Call(ctx, "get_transaction_record", map[string]any{"transaction_id": txn}); err == nil {
@@ -184,5 +196,60 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// connectMode drives two instances that already run elsewhere (the compose
+// deployment): only their agents' MCP endpoints and agent tokens are
+// needed. Mandates come from whoami; a held acceptance waits for a person
+// to approve it on the buyer's approvals page.
+func connectMode(spec, tokensDir, amount string, w io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	urls := map[string]string{}
+	for _, kv := range strings.Split(spec, ",") {
+		name, url, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--connect %q: want name=URL pairs", spec)
+		}
+		urls[name] = strings.TrimRight(url, "/")
+	}
+	var agents []*demo.Agent
+	for _, name := range []string{"northstar", "delta"} {
+		if urls[name] == "" {
+			return fmt.Errorf("--connect names no %s", name)
+		}
+		tok, err := os.ReadFile(filepath.Join(tokensDir, name, "agent"))
+		if err != nil {
+			return err
+		}
+		p := &demo.Party{Name: name, MCPURL: urls[name] + "/mcp", AgentToken: strings.TrimSpace(string(tok))}
+		var a *demo.Agent
+		for i := 0; ; i++ {
+			if a, err = demo.Connect(ctx, p, w); err == nil || i == 30 {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		agents = append(agents, a)
+	}
+	txn, steps, err := demo.Walkthrough(ctx, agents[0], agents[1], amount, nil)
+	var events []map[string]any
+	if txn != "" {
+		if rec, err := agents[0].Call(ctx, "get_transaction_record", map[string]any{"transaction_id": txn}); err == nil {
+			for _, e := range rec["events"].([]any) {
+				events = append(events, e.(map[string]any))
+			}
+		}
+	}
+	demo.Timeline(w, steps, events)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nDone: %s reached settlement_pending.\n", txn)
 	return nil
 }

@@ -19,6 +19,9 @@ func TestWalkthrough(t *testing.T) {
 	if err := run(out, false, "3200.00", &buf); err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}
+	if !strings.Contains(buf.String(), "approve (admin surface)") {
+		t.Fatalf("the buyer's acceptance was not approved by its principal:\n%s", buf.String())
+	}
 	if !strings.Contains(buf.String(), "settlement_pending") {
 		t.Fatalf("no settlement_pending in the output:\n%s", buf.String())
 	}

@@ -223,74 +223,132 @@ type Step struct {
 	Actor, Act, State, Detail string
 }
 
+// Approver decides an approval request on the buyer principal's behalf.
+type Approver func(ctx context.Context, requestID string) error
+
 // Walkthrough drives both agents through the published walkthrough and
-// returns the transaction id and the timeline.
-func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string) (string, []Step, error) {
+// returns the transaction id and the timeline. Mandates not set on the
+// parties are taken from whoami. When the parties agreed a transaction id
+// (their mandates are scoped to it), the supplier verifies its offer first
+// and opens the transaction under it. When the buyer's acceptance is held
+// for approval, approve decides it; with approve nil, the walkthrough waits
+// (up to ten minutes) for a person to decide on the approvals page.
+func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, approve Approver) (string, []Step, error) {
 	var steps []Step
 	add := func(actor *Agent, act, state, detail string) {
 		steps = append(steps, Step{actor.Party.Name, act, state, detail})
 	}
-	if _, err := supplier.Call(ctx, "whoami", nil); err != nil {
-		return "", steps, err
+	for _, a := range []*Agent{supplier, buyer} {
+		who, err := a.Call(ctx, "whoami", nil)
+		if err != nil {
+			return "", steps, err
+		}
+		if a.Party.MandateID == "" {
+			ms, _ := who["mandates"].([]any)
+			if len(ms) == 0 {
+				return "", steps, fmt.Errorf("%s holds no trading mandate", a.Party.Name)
+			}
+			a.Party.MandateID = fmt.Sprint(ms[0].(map[string]any)["mandate_id"])
+		}
+		if a.Party.Org == "" {
+			a.Party.Org = fmt.Sprint(who["organization_id"])
+		}
 	}
 	sm := supplier.Party.MandateID
 	bm := buyer.Party.MandateID
-	// The supplier checks its own act, then offers.
 	txn := supplier.Party.TransactionID
-	act := map[string]any{"action_type": "offer.submit", "transaction_id": txn, "counterparty_organization_id": buyer.Party.Org,
-		"proposed_terms": Terms(amount)}
-	v, err := supplier.Call(ctx, "verify_mandate", map[string]any{"mandate_id": sm, "proposed_action": act})
+	args := map[string]any{"mandate_id": sm, "counterparty_organization_id": buyer.Party.Org,
+		"terms": Terms(amount), "valid_until": envelope.Timestamp(time.Now().UTC().Add(24 * time.Hour)), "request_id": "offer-1"}
+	if txn != "" {
+		// The supplier checks its own act, then offers.
+		act := map[string]any{"action_type": "offer.submit", "transaction_id": txn, "counterparty_organization_id": buyer.Party.Org,
+			"proposed_terms": Terms(amount)}
+		v, err := supplier.Call(ctx, "verify_mandate", map[string]any{"mandate_id": sm, "proposed_action": act})
+		if err != nil {
+			return "", steps, err
+		}
+		add(supplier, "verify_mandate offer.submit", "", fmt.Sprint(v["decision"]))
+		if v["decision"] != "allow" {
+			return "", steps, fmt.Errorf("the supplier's offer was %v: %v", v["decision"], v["findings"])
+		}
+		args["transaction_id"] = txn
+	}
+	off, err := supplier.Call(ctx, "propose_offer", args)
 	if err != nil {
 		return "", steps, err
 	}
-	add(supplier, "verify_mandate offer.submit", "", fmt.Sprint(v["decision"]))
-	if v["decision"] != "allow" {
-		return "", steps, fmt.Errorf("the supplier's offer was %v: %v", v["decision"], v["findings"])
-	}
-	off, err := supplier.Call(ctx, "propose_offer", map[string]any{"mandate_id": sm, "transaction_id": txn, "counterparty_organization_id": buyer.Party.Org,
-		"terms": Terms(amount), "valid_until": envelope.Timestamp(time.Now().UTC().Add(24 * time.Hour)), "request_id": "offer-1"})
-	if err != nil {
-		return "", steps, err
-	}
+	txn = fmt.Sprint(off["transaction_id"])
 	add(supplier, "propose_offer", fmt.Sprint(off["state"]), fmt.Sprintf("offer %v %v", off["objects"].(map[string]any)["offer"], off["status"]))
 	// The buyer sees it and checks the exact acceptance act.
-	inbox, err := buyer.Call(ctx, "list_inbox", map[string]any{"mandate_id": bm})
-	if err != nil {
-		return txn, steps, err
+	var item map[string]any
+	deadline := time.Now().Add(30 * time.Second)
+	for item == nil {
+		inbox, err := buyer.Call(ctx, "list_inbox", map[string]any{"mandate_id": bm})
+		if err != nil {
+			return txn, steps, err
+		}
+		offers, _ := inbox["offers"].([]any)
+		for _, o := range offers {
+			if o.(map[string]any)["transaction_id"] == txn {
+				item = o.(map[string]any)
+			}
+		}
+		if item == nil {
+			if time.Now().After(deadline) {
+				return txn, steps, fmt.Errorf("the offer did not reach the buyer's inbox")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
-	offers, _ := inbox["offers"].([]any)
-	if len(offers) != 1 {
-		return txn, steps, fmt.Errorf("buyer inbox holds %d offers, want 1", len(offers))
-	}
-	item := offers[0].(map[string]any)
 	accAct := item["acceptance_act"].(map[string]any)
-	v, err = buyer.Call(ctx, "verify_mandate", map[string]any{"mandate_id": bm, "proposed_action": accAct})
+	v, err := buyer.Call(ctx, "verify_mandate", map[string]any{"mandate_id": bm, "proposed_action": accAct})
 	if err != nil {
 		return txn, steps, err
 	}
 	add(buyer, "verify_mandate offer.accept", "", fmt.Sprint(v["decision"]))
-	if v["decision"] != "require_approval" {
-		return txn, steps, fmt.Errorf("buyer acceptance was %v, expected require_approval", v["decision"])
+	accArgs := map[string]any{"mandate_id": bm, "offer_id": item["offer_id"], "request_id": "accept-1"}
+	switch v["decision"] {
+	case "allow":
+	case "require_approval":
+		req, err := buyer.Call(ctx, "request_approval", map[string]any{"mandate_id": bm, "proposed_action": accAct, "request_id": "approval-1"})
+		if err != nil {
+			return txn, steps, err
+		}
+		rid := fmt.Sprint(req["approval_request_id"])
+		add(buyer, "request_approval", "", rid)
+		if approve != nil {
+			if err := approve(ctx, rid); err != nil {
+				return txn, steps, err
+			}
+			steps = append(steps, Step{buyer.Party.Name + " principal", "approve (admin surface)", "", rid})
+		} else {
+			fmt.Fprintf(os.Stderr, "waiting for %s's principal to decide approval request %s on the approvals page\n", buyer.Party.Name, rid)
+		}
+		var st map[string]any
+		until := time.Now().Add(10 * time.Minute)
+		for {
+			st, err = buyer.Call(ctx, "approval_status", map[string]any{"approval_request_id": rid})
+			if err != nil {
+				return txn, steps, err
+			}
+			if st["status"] != "pending" || time.Now().After(until) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if st["status"] != "approved" {
+			return txn, steps, fmt.Errorf("approval request %s is %v", rid, st["status"])
+		}
+		v, err = buyer.Call(ctx, "verify_mandate", map[string]any{"mandate_id": bm, "proposed_action": accAct, "approval_id": st["approval_id"]})
+		if err != nil || v["decision"] != "allow" {
+			return txn, steps, fmt.Errorf("verify with approval: %v %v", v["decision"], err)
+		}
+		add(buyer, "verify_mandate with approval", "", "allow")
+		accArgs["approval_id"] = st["approval_id"]
+	default:
+		return txn, steps, fmt.Errorf("the buyer's acceptance is denied: %v", v["findings"])
 	}
-	req, err := buyer.Call(ctx, "request_approval", map[string]any{"mandate_id": bm, "proposed_action": accAct, "request_id": "approval-1"})
-	if err != nil {
-		return txn, steps, err
-	}
-	add(buyer, "request_approval", "", fmt.Sprint(req["approval_request_id"]))
-	if err := Approve(ctx, buyer.Party, fmt.Sprint(req["approval_request_id"])); err != nil {
-		return txn, steps, err
-	}
-	steps = append(steps, Step{"northstar principal", "approve (admin surface)", "", fmt.Sprint(req["approval_request_id"])})
-	st, err := buyer.Call(ctx, "approval_status", map[string]any{"approval_request_id": req["approval_request_id"]})
-	if err != nil || st["status"] != "approved" {
-		return txn, steps, fmt.Errorf("approval status %v: %v", st["status"], err)
-	}
-	v, err = buyer.Call(ctx, "verify_mandate", map[string]any{"mandate_id": bm, "proposed_action": accAct, "approval_id": st["approval_id"]})
-	if err != nil || v["decision"] != "allow" {
-		return txn, steps, fmt.Errorf("verify with approval: %v %v", v["decision"], err)
-	}
-	add(buyer, "verify_mandate with approval", "", "allow")
-	acc, err := buyer.Call(ctx, "accept_offer", map[string]any{"mandate_id": bm, "offer_id": item["offer_id"], "approval_id": st["approval_id"], "request_id": "accept-1"})
+	acc, err := buyer.Call(ctx, "accept_offer", accArgs)
 	if err != nil {
 		return txn, steps, err
 	}

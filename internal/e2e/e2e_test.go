@@ -224,9 +224,16 @@ func TestTwoServeProcessesWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sa.Close()
-	txn, _, err := demo.Walkthrough(ctx, ba, sa, "3200.00")
+	approved := false
+	txn, steps, err := demo.Walkthrough(ctx, ba, sa, "3200.00", func(ctx context.Context, rid string) error {
+		approved = true
+		return demo.Approve(ctx, buyer, rid)
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !approved || len(steps) == 0 {
+		t.Fatal("the buyer's acceptance was not held for its principal's approval")
 	}
 	records(t, buyer, supplier, txn, 5)
 
