@@ -12,6 +12,12 @@ import (
 // of the MCP endpoint is served.
 const ProtectedResourcePath = "/.well-known/oauth-protected-resource"
 
+// requestBase is the base URL a client used to reach this listener: the
+// bound address says nothing useful behind a port mapping or inside a
+// container, the Host header does. Only loopback HTTP is served here, so the
+// scheme is http.
+func requestBase(r *http.Request) string { return "http://" + r.Host }
+
 // RequireToken admits requests that carry "Authorization: Bearer <want>".
 // A request with no token or an unknown one gets 401 with a
 // WWW-Authenticate challenge naming the protected-resource metadata; a
@@ -19,8 +25,13 @@ const ProtectedResourcePath = "/.well-known/oauth-protected-resource"
 // principal who pastes the admin token into an agent client is told why it
 // does not work rather than being asked to authenticate again. Tokens are
 // compared in constant time and never logged.
+// An empty metadataURL is derived from the request's Host.
 func RequireToken(want, forbidden, metadataURL string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metadataURL := metadataURL
+		if metadataURL == "" {
+			metadataURL = requestBase(r) + ProtectedResourcePath
+		}
 		tok, ok := bearer(r)
 		switch {
 		case ok && instance.TokenEqual(tok, want):
@@ -52,17 +63,21 @@ func bearer(r *http.Request) (string, bool) {
 }
 
 // ProtectedResourceMetadata serves the RFC 9728 document for the MCP
-// endpoint at resource. party's tokens are issued by `party init`, not by
-// an authorization server, so none is listed; the document tells a client
-// that a bearer token in the Authorization header is what it needs.
+// endpoint at resource (empty: /mcp on the Host the request named). party's
+// tokens are issued by `party init`, not by an authorization server, so
+// none is listed; the document tells a client that a bearer token in the
+// Authorization header is what it needs.
 func ProtectedResourceMetadata(resource string) http.Handler {
-	doc, _ := json.Marshal(map[string]any{
-		"resource":                 resource,
-		"bearer_methods_supported": []string{"header"},
-		"resource_name":            "party agent tools (A202)",
-		"resource_documentation":   "https://github.com/partyd/party#connecting-an-agent",
-	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res := resource
+		if res == "" {
+			res = requestBase(r) + "/mcp"
+		}
+		doc, _ := json.Marshal(map[string]any{
+			"resource":                 res,
+			"bearer_methods_supported": []string{"header"},
+			"resource_name":            "party agent tools (A202)",
+		})
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return

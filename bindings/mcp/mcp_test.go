@@ -188,7 +188,7 @@ func TestStreamableHTTPWithBearerToken(t *testing.T) {
 	hs := httptest.NewUnstartedServer(nil)
 	hs.Start()
 	base = hs.URL
-	hs.Config.Handler = mcp.Handler(srv, agentTok, adminTok, base)
+	hs.Config.Handler = mcp.Handler(srv, agentTok, adminTok)
 	defer hs.Close()
 
 	// No token: 401 with a challenge naming the metadata.
@@ -197,7 +197,7 @@ func TestStreamableHTTPWithBearerToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+	if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="`+base+mcp.ProtectedResourcePath+`"`) {
 		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 	meta, err := http.Get(base + mcp.ProtectedResourcePath)

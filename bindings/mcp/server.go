@@ -230,14 +230,14 @@ func decode(raw json.RawMessage, v any) error {
 }
 
 // Handler serves the MCP Streamable HTTP endpoint at /mcp behind the agent
-// token, and the protected-resource metadata beside it. adminToken is
-// recognised only to answer 403: the principal's token opens nothing here.
-func Handler(server *sdk.Server, agentToken, adminToken, baseURL string) http.Handler {
+// token, and the protected-resource metadata beside it, both naming the
+// URL the client used. adminToken is recognised only to answer 403: the
+// principal's token opens nothing here.
+func Handler(server *sdk.Server, agentToken, adminToken string) http.Handler {
 	mux := http.NewServeMux()
-	metadataURL := baseURL + ProtectedResourcePath
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{})
-	mux.Handle("/mcp", RequireToken(agentToken, adminToken, metadataURL, h))
-	mux.Handle(ProtectedResourcePath, ProtectedResourceMetadata(baseURL+"/mcp"))
+	mux.Handle("/mcp", RequireToken(agentToken, adminToken, "", h))
+	mux.Handle(ProtectedResourcePath, ProtectedResourceMetadata(""))
 	return mux
 }
 

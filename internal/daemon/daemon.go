@@ -134,7 +134,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	mcpBase := "http://" + mcpLn.Addr().String()
 	server := mcp.NewServer(d.mcpTools, o.Store, log)
 	servers := []*http.Server{
-		{Handler: mcp.Handler(server, agentTok, adminTok, mcpBase), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: d.peerMux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
 		{Handler: admin.Handler(o, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
 	}
