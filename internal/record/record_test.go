@@ -224,3 +224,64 @@ func signatureKey(t *testing.T) (signature.Signer, error) {
 func hasCode(err error, c reason.Code) bool {
 	return slices.Contains(reason.CodesOf(err), c)
 }
+
+func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	first := recordtest.Offer(t, s, "3500.00")
+	txn := first.TransactionID
+	// A revision that names anything but the session's latest offer is stale.
+	if _, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: "off_000000000000000000000000"}); !hasCode(err, reason.OfferStale) {
+		t.Fatalf("revision naming another offer: %v", err)
+	}
+	second, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: first.Objects["offer"]})
+	if err != nil || second.Status != "delivered" {
+		t.Fatalf("revision: %+v %v", second, err)
+	}
+	// The buyer's inbox shows only the latest offer.
+	inbox, err := b.Engine.Inbox(ctx, b.Mandate)
+	if err != nil || len(inbox) != 1 || inbox[0].OfferID != second.Objects["offer"] {
+		t.Fatalf("inbox %+v %v", inbox, err)
+	}
+	// Accepting the superseded offer is stale; the latest forms.
+	apr := recordtest.Approve(t, b, first.Objects["offer"])
+	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: first.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
+		t.Fatalf("accepting a superseded offer: %v", err)
+	}
+	apr = recordtest.Approve(t, b, second.Objects["offer"])
+	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: second.Objects["offer"], ApprovalID: apr})
+	if err != nil || out.State != "committed" {
+		t.Fatalf("accepting the latest offer: %+v %v", out, err)
+	}
+	recordtest.SameRecord(t, b, s, txn, 2)
+	// A stale acceptance forged at the receiver is refused too: an
+	// acceptance of the first offer, correctly signed, delivered as event 3.
+	if _, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3000.00"),
+		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: second.Objects["offer"]}); !hasCode(err, reason.StateTransitionDenied) {
+		t.Fatalf("an offer after commitment: %v", err)
+	}
+}
+
+func TestApprovalForAnotherActKeepsTheHold(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	one := recordtest.Offer(t, s, "3200.00")
+	two := recordtest.Offer(t, s, "3100.00")
+	// An approval given for the acceptance of one offer releases nothing
+	// for another: the hold stays and nothing is recorded.
+	apr := recordtest.Approve(t, b, one.Objects["offer"])
+	_, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: two.Objects["offer"], ApprovalID: apr})
+	if err == nil || hasCode(err, reason.PolicyDenied) {
+		t.Fatalf("accepting with another act's approval: %v", err)
+	}
+	if !hasCode(err, reason.ApprovalHashMismatch) && !hasCode(err, reason.StreamMismatch) {
+		t.Fatalf("want the approval refused for its hash or transaction: %v", err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if evs, _ := sd.Node.Org.Store.Events(ctx, two.TransactionID); len(evs) != 0 {
+			t.Fatal("an unapproved acceptance left an event")
+		}
+	}
+}
