@@ -14,6 +14,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -162,7 +163,13 @@ type Agent struct {
 	Party   *Party
 	session *sdk.ClientSession
 	log     io.Writer
+	// transcript keeps every tool result as received, so tests can scan
+	// what an agent was ever shown.
+	transcript bytes.Buffer
 }
+
+// Transcript returns every tool result this agent received, as JSON text.
+func (a *Agent) Transcript() []byte { return a.transcript.Bytes() }
 
 // Connect opens an MCP session to p's instance with its agent token.
 func Connect(ctx context.Context, p *Party, log io.Writer) (*Agent, error) {
@@ -188,6 +195,12 @@ func (a *Agent) Call(ctx context.Context, tool string, args map[string]any) (map
 	}
 	var out map[string]any
 	b, _ := json.Marshal(res.StructuredContent)
+	a.transcript.Write(b)
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			a.transcript.WriteString(tc.Text)
+		}
+	}
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, fmt.Errorf("%s %s: %s", a.Party.Name, tool, b)
 	}

@@ -6,6 +6,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -237,6 +240,28 @@ func TestTwoServeProcessesWalkthrough(t *testing.T) {
 	}
 	records(t, buyer, supplier, txn, 5)
 
+	// No private key material in any tool result, log or database.
+	for _, p := range []*demo.Party{buyer, supplier} {
+		var haystacks [][]byte
+		haystacks = append(haystacks, ba.Transcript(), sa.Transcript())
+		for _, f := range []string{instance.DatabaseFile, "serve.log"} {
+			data, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			haystacks = append(haystacks, data)
+		}
+		for _, f := range []string{instance.PrincipalKeyFile, instance.AgentKeyFile, instance.TLSKeyFile} {
+			for _, needle := range secrets(t, filepath.Join(p.Dir, f)) {
+				for i, h := range haystacks {
+					if bytes.Contains(h, needle) {
+						t.Errorf("%s's %s appears in haystack %d", p.Name, f, i)
+					}
+				}
+			}
+		}
+	}
+
 	// Each side's private keys exist only in its own state directory.
 	for _, pr := range [][2]*demo.Party{{buyer, supplier}, {supplier, buyer}} {
 		for _, f := range []string{instance.PrincipalKeyFile, instance.AgentKeyFile, instance.TLSKeyFile} {
@@ -330,4 +355,27 @@ func TestKilledBuyerConvergesAfterRestart(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	records(t, buyer, supplier, supplier.TransactionID, 2)
+}
+
+// secrets returns byte strings that would betray a private key file if
+// found elsewhere: the PEM body, and the private scalar as base64url, std
+// base64 and hex.
+func secrets(t *testing.T, path string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.ParsePrivatePEM(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		t.Fatalf("%s is not a P-256 key", path)
+	}
+	d := ek.D.FillBytes(make([]byte, 32))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	body := strings.Join(lines[1:len(lines)-1], "")
+	return [][]byte{[]byte(body[:48]), []byte(base64.RawURLEncoding.EncodeToString(d)), []byte(base64.StdEncoding.EncodeToString(d)[:40]), []byte(hex.EncodeToString(d))}
 }
