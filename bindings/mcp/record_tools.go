@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // InboxResult wraps list_inbox's offers (structured content is an object).
@@ -179,4 +183,42 @@ func RecordTools(e *record.Engine) []Tool {
 			},
 		},
 	}
+}
+
+// VerifyTools returns verify_evidence over the instance's own record, or a
+// bundle directory on this machine (a counterparty's export, say).
+func VerifyTools(st *store.Store) []Tool {
+	return []Tool{{
+		Name:  "verify_evidence",
+		Title: "Verify a record",
+		Description: "Runs the published seven-step verification (evidence verification §4) over this instance's own record of a transaction " +
+			"(transaction_id), exactly as a third party would verify its export, or over a bundle directory on this machine, such as one the " +
+			"counterparty exported (bundle_dir). Every check is reported as verified, failed (with its registered code) or not_checkable, with " +
+			"counts, scope and gaps; there is no single pass/fail. Give exactly one of transaction_id or bundle_dir.",
+		Input: obj(nil, map[string]any{
+			"transaction_id": str("Verify this instance's record of the transaction (txn_...)."),
+			"bundle_dir":     str("Verify the bundle directory at this path on the instance's machine."),
+			"rules_version":  str("With bundle_dir: the rules version to replay under, instead of bundle.json's."),
+		}),
+		OutputType: typeOf[verify.Report](), ReadOnly: true, Idempotent: true,
+		Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return runWith(raw, func(in struct {
+				TransactionID string `json:"transaction_id"`
+				BundleDir     string `json:"bundle_dir"`
+				RulesVersion  string `json:"rules_version"`
+			}) (any, error) {
+				switch {
+				case (in.TransactionID == "") == (in.BundleDir == ""):
+					return nil, reason.Refuse("give exactly one of transaction_id or bundle_dir")
+				case in.TransactionID != "":
+					if _, err := st.GetTransaction(ctx, in.TransactionID); err != nil {
+						return nil, reason.Refuse("transaction " + in.TransactionID + " is unknown to this instance; call list_transactions")
+					}
+					return export.VerifyTransaction(ctx, st, in.TransactionID)
+				default:
+					return export.VerifyBundle(in.BundleDir, in.RulesVersion)
+				}
+			})
+		},
+	}}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/orgtest"
 	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/spectest"
 )
 
 func TestRecordToolsListed(t *testing.T) {
@@ -45,5 +46,28 @@ func TestRecordToolsListed(t *testing.T) {
 	out, isErr = callJSON(t, cs, "list_transactions", map[string]any{})
 	if isErr || len(out["transactions"].([]any)) != 0 {
 		t.Fatalf("list: %v", out)
+	}
+}
+
+func TestVerifyEvidence(t *testing.T) {
+	n := orgtest.New(t, "org_delta", nil, false)
+	srv := mcp.NewServer(mcp.VerifyTools(n.Org.Store), n.Org.Store, nil)
+	cs := connect(t, srv)
+	out, isErr := callJSON(t, cs, "verify_evidence", map[string]any{"bundle_dir": spectest.ReferenceVectors(t)})
+	if isErr {
+		t.Fatalf("verify the reference record: %v", out)
+	}
+	res := out["results"].(map[string]any)
+	if res["failed"].(float64) != 0 || res["verified"].(float64) < 55 {
+		t.Fatalf("reference record: %v", res)
+	}
+	out, _ = callJSON(t, cs, "verify_evidence", map[string]any{"bundle_dir": spectest.ReferenceVectors(t), "rules_version": "1.2"})
+	if out["results"].(map[string]any)["failed"].(float64) != 1 {
+		t.Fatalf("under rules 1.2: %v", out["results"])
+	}
+	for _, args := range []map[string]any{{}, {"transaction_id": "txn_0123456789abcdef01234567"}, {"transaction_id": "txn_0123456789abcdef01234567", "bundle_dir": "/tmp"}} {
+		if out, isErr := callJSON(t, cs, "verify_evidence", args); !isErr || out["outcome"] != "refused" {
+			t.Fatalf("%v: %v", args, out)
+		}
 	}
 }

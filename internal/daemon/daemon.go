@@ -100,7 +100,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return err
 	}
 	d := &Daemon{Org: o, Agent: agent.New(o), Log: log, peerMux: http.NewServeMux()}
-	d.mcpTools = mcp.AgentTools(d.Agent)
+	d.mcpTools = append(mcp.AgentTools(d.Agent), mcp.VerifyTools(o.Store)...)
 
 	sh, err := status.NewHandler(o.StatusStore(), o.Clock, 0)
 	if err != nil {

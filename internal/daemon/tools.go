@@ -22,7 +22,7 @@ func Tools(ctx context.Context, o *org.Org, log *slog.Logger, mounts []Mounter) 
 		log = slog.Default()
 	}
 	d := &Daemon{Org: o, Agent: agent.New(o), Log: log, peerMux: http.NewServeMux()}
-	d.mcpTools = mcp.AgentTools(d.Agent)
+	d.mcpTools = append(mcp.AgentTools(d.Agent), mcp.VerifyTools(o.Store)...)
 	for _, m := range mounts {
 		if err := m(ctx, d); err != nil {
 			return nil, err

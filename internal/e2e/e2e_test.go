@@ -284,11 +284,32 @@ func TestTwoServeProcessesWalkthrough(t *testing.T) {
 		}
 	}
 
-	// Both sides export and verify with the command line.
+	// Both sides export and verify with the command line; each agent
+	// verifies its own record, and the other side's export, over MCP.
+	bundles := map[string]string{}
 	for _, p := range []*demo.Party{buyer, supplier} {
 		out := filepath.Join(t.TempDir(), p.Name+"-bundle")
 		party(t, "export", "--dir", p.Dir, "--transaction", txn, out)
 		party(t, "verify", out)
+		bundles[p.Name] = out
+	}
+	for _, c := range []struct {
+		a    *demo.Agent
+		args map[string]any
+	}{
+		{ba, map[string]any{"transaction_id": txn}},
+		{ba, map[string]any{"bundle_dir": bundles["delta"]}},
+		{sa, map[string]any{"transaction_id": txn}},
+		{sa, map[string]any{"bundle_dir": bundles["northstar"]}},
+	} {
+		rep, err := c.a.Call(ctx, "verify_evidence", c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := rep["results"].(map[string]any)
+		if res["failed"].(float64) != 0 || res["verified"].(float64) < 100 {
+			t.Fatalf("%s verify_evidence %v: %v", c.a.Party.Name, c.args, res)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // Options choose what to leave out.
@@ -45,13 +46,32 @@ type Summary struct {
 // Write exports transaction txn from st into dir, which must not exist or
 // be empty.
 func Write(ctx context.Context, st *store.Store, txn, dir string, opt Options) (Summary, error) {
-	t, err := st.GetTransaction(ctx, txn)
+	c, sum, err := Collect(ctx, st, txn)
 	if err != nil {
 		return Summary{}, err
 	}
+	if err := bundle.Write(dir, c, bundle.WriteOptions{OmitStreams: opt.OmitStreams, OmitObjects: opt.OmitObjects}); err != nil {
+		return Summary{}, err
+	}
+	sum.Dir = dir
+	return sum, nil
+}
+
+// Collect gathers what Write lays out, without writing it: the contents a
+// verifier reads.
+func Collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents, Summary, error) {
+	c, sum, err := collect(ctx, st, txn)
+	return c, sum, err
+}
+
+func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents, Summary, error) {
+	t, err := st.GetTransaction(ctx, txn)
+	if err != nil {
+		return bundle.Contents{}, Summary{}, err
+	}
 	evs, err := st.Events(ctx, txn)
 	if err != nil {
-		return Summary{}, err
+		return bundle.Contents{}, Summary{}, err
 	}
 	pending := map[string]bool{}
 	events := 0
@@ -64,14 +84,14 @@ func Write(ctx context.Context, st *store.Store, txn, dir string, opt Options) (
 	}
 	raws, err := st.TransactionObjects(ctx, txn)
 	if err != nil {
-		return Summary{}, err
+		return bundle.Contents{}, Summary{}, err
 	}
 	var objects []map[string]any
 	mandateIDs := map[string]bool{}
 	for _, b := range raws {
 		o, err := canonical.DecodeObject(b)
 		if err != nil {
-			return Summary{}, err
+			return bundle.Contents{}, Summary{}, err
 		}
 		if pending[fmt.Sprint(o["id"])] {
 			continue
@@ -90,13 +110,13 @@ func Write(ctx context.Context, st *store.Store, txn, dir string, opt Options) (
 	}
 	krs, err := st.ObjectsOfType(ctx, "key_record")
 	if err != nil {
-		return Summary{}, err
+		return bundle.Contents{}, Summary{}, err
 	}
 	ks := keys.NewKeySet()
 	for _, b := range krs {
 		o, err := canonical.DecodeObject(b)
 		if err != nil {
-			return Summary{}, err
+			return bundle.Contents{}, Summary{}, err
 		}
 		p, _ := o["payload"].(map[string]any)
 		org := fmt.Sprint(p["controller_organization_id"])
@@ -105,10 +125,10 @@ func Write(ctx context.Context, st *store.Store, txn, dir string, opt Options) (
 		}
 		pub, err := keys.ParseJWK(p["public_key_jwk"])
 		if err != nil {
-			return Summary{}, fmt.Errorf("export: key record %v: %w", o["id"], err)
+			return bundle.Contents{}, Summary{}, fmt.Errorf("export: key record %v: %w", o["id"], err)
 		}
 		if err := ks.Add(fmt.Sprint(o["id"]), pub); err != nil {
-			return Summary{}, err
+			return bundle.Contents{}, Summary{}, err
 		}
 		objects = append(objects, o)
 		if by, ok := o["created_by"].(map[string]any); ok {
@@ -135,21 +155,18 @@ func Write(ctx context.Context, st *store.Store, txn, dir string, opt Options) (
 		}
 		m, err := canonical.DecodeObject(rec.Body)
 		if err != nil {
-			return Summary{}, err
+			return bundle.Contents{}, Summary{}, err
 		}
 		mandates = append(mandates, m)
 		if p, ok := m["parent_mandate_id"].(string); ok && p != "" {
 			ids = append(ids, p)
 		}
 	}
-	err = bundle.Write(dir, bundle.Contents{
+	c := bundle.Contents{
 		Manifest: bundle.Manifest{RulesVersion: record.RulesVersion, TransactionID: txn},
 		Objects:  objects, Mandates: mandates, Keys: ks,
-	}, bundle.WriteOptions{OmitStreams: opt.OmitStreams, OmitObjects: opt.OmitObjects})
-	if err != nil {
-		return Summary{}, err
 	}
-	return Summary{Dir: dir, TransactionID: txn, Objects: len(objects), Events: events, Mandates: len(mandates), Keys: ks.Len()}, nil
+	return c, Summary{TransactionID: txn, Objects: len(objects), Events: events, Mandates: len(mandates), Keys: ks.Len()}, nil
 }
 
 // isLocal reports whether a key record is this instance's own (stored with
@@ -158,4 +175,32 @@ func isLocal(ctx context.Context, st *store.Store, o map[string]any) bool {
 	by, _ := o["created_by"].(map[string]any)
 	m, err := st.GetMandate(ctx, fmt.Sprint(by["mandate_id"]))
 	return err == nil && m.Origin == "local"
+}
+
+// VerifyTransaction verifies this instance's own record of txn exactly as a
+// third party would verify its export: the same contents, the seven steps,
+// nothing consulted beyond them.
+func VerifyTransaction(ctx context.Context, st *store.Store, txn string) (*verify.Report, error) {
+	c, _, err := Collect(ctx, st, txn)
+	if err != nil {
+		return nil, err
+	}
+	return verify.Verify(verify.Input{Objects: c.Objects, Mandates: c.Mandates, Keys: c.Keys, TransactionID: txn},
+		verify.Options{RulesVersion: c.Manifest.RulesVersion}), nil
+}
+
+// VerifyBundle reads a bundle directory (this instance's export or a
+// counterparty's) and verifies it. rulesVersion overrides bundle.json's
+// when not empty.
+func VerifyBundle(dir, rulesVersion string) (*verify.Report, error) {
+	b, err := bundle.Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	rv := b.Manifest.RulesVersion
+	if rulesVersion != "" {
+		rv = rulesVersion
+	}
+	return verify.Verify(verify.Input{Objects: b.ObjectValues(), Mandates: b.MandateValues(), Keys: b.Keys, TransactionID: b.Manifest.TransactionID},
+		verify.Options{RulesVersion: rv}), nil
 }
