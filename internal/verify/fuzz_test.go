@@ -232,10 +232,19 @@ func checkReport(t *testing.T, rep *verify.Report, b *bundle.Bundle, signed map[
 	}
 }
 
-// someObject reports whether any document with id satisfies ok.
-func someObject(docs []map[string]any, id string, ok func(map[string]any) bool) bool {
+// someObject reports whether any document the subject names satisfies
+// ok: those with that id, or for a document without one ("objects[3]",
+// "mandates[0]") the one at that position.
+func someObject(docs []map[string]any, subject string, ok func(map[string]any) bool) bool {
+	var i int
+	if _, err := fmt.Sscanf(subject, "objects[%d]", &i); err == nil && i >= 0 && i < len(docs) {
+		return ok(docs[i])
+	}
+	if _, err := fmt.Sscanf(subject, "mandates[%d]", &i); err == nil && i >= 0 && i < len(docs) {
+		return ok(docs[i])
+	}
 	for _, d := range docs {
-		if d["id"] == id && ok(d) {
+		if d["id"] == subject && ok(d) {
 			return true
 		}
 	}
