@@ -531,7 +531,8 @@ func (r *run) report() *Report {
 	rep.Scope.Mandates = []string{}
 	for _, m := range r.mandates {
 		rep.Scope.Mandates = append(rep.Scope.Mandates, m.id)
-		note(timeAt(m.val, "valid_from"))
+		proof, _ := objAt(m.val, "proof")
+		note(timeAt(proof, "created_at")) // when it was issued, not the span it grants
 	}
 	sort.Strings(rep.Scope.Mandates)
 	if !first.IsZero() {
