@@ -54,11 +54,11 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		case "agreement.committed":
 			check = e.checkAgreementCommitted(ctx, from, txn, ev, pol)
 		case "obligation.activated":
-			check = e.checkObligationActivated(ctx, from, txn, ev, one("obligation"), pol)
+			check = e.checkObligationActivated(ctx, from, txn, ev, support, pol)
 		case "performance.declared":
-			check = e.checkPerformanceDeclared(ctx, from, txn, ev, one("performance_event"), objsOf(objs, "evidence"), pol)
+			check = e.checkPerformanceDeclared(ctx, from, txn, ev, support, pol)
 		case "acceptance.granted", "acceptance.rejected":
-			check = e.checkResponse(ctx, from, txn, ev, one("obligation_response"), one("obligation"), pol)
+			check = e.checkResponse(ctx, from, txn, ev, support, pol)
 		default:
 			return nil, refusef(reason.StateTransitionDenied, "event type %v is not one this instance countersigns", pl(ev)["event_type"])
 		}

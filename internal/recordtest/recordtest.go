@@ -59,6 +59,15 @@ func (l *Link) Send(ctx context.Context, peer, txn string, objs [][]byte) ([][]b
 	return l.to.Receive(ctx, l.from, txn, objs)
 }
 
+// Tamper sets a hook that rewrites every message the link carries before
+// the carrier's checks and the receiver see it (nil removes the hook): a
+// message altered in flight, or forged by a sender holding its own key.
+func (l *Link) Tamper(f func([][]byte) [][]byte) {
+	l.mu.Lock()
+	l.tamper = f
+	l.mu.Unlock()
+}
+
 type Side struct {
 	Node    *orgtest.Node
 	Engine  *record.Engine
