@@ -117,13 +117,15 @@ func TestDeclarationBothDirections(t *testing.T) {
 	local := map[string]any{"read_versions": []any{"0.1", "0.2"}, "write_version": "0.1"}
 	expectCodes(t, "compatible", gate.Declaration(local, card([]any{"0.1"}, "0.1")))
 	expectCodes(t, "peer does not read what we write", gate.Declaration(local, card([]any{"0.2"}, "0.2")), reason.ExtensionUnsupported)
-	expectCodes(t, "we write 0.2, peer reads 0.1", gate.Declaration(map[string]any{"read_versions": []any{"0.1"}, "write_version": "0.2"}, card([]any{"0.1"}, "0.1")), reason.ExtensionUnsupported)
+	expectCodes(t, "we write 0.2, peer reads 0.1", gate.Declaration(map[string]any{"read_versions": []any{"0.1", "0.2"}, "write_version": "0.2"}, card([]any{"0.1"}, "0.1")), reason.ExtensionUnsupported)
 	expectCodes(t, "three-part version", gate.Declaration(local, card([]any{"0.1.0"}, "0.1")), reason.ExtensionUnsupported)
 	expectCodes(t, "unretrievable card", gate.Declaration(local, nil), reason.ExtensionUnsupported)
 	expectCodes(t, "two entries", gate.Declaration(local, card([]any{"0.1"}, "0.1", card([]any{"0.1"}, "0.1")["extensions"].([]any)[0])), reason.ExtensionUnsupported)
+	// a2a-go omits required when false: an absent flag is an optional
+	// declaration, not a malformed one (declaration_test.go has the rest).
 	noFlag := card([]any{"0.1"}, "0.1")
 	delete(m(noFlag["extensions"].([]any)[0]), "required")
-	expectCodes(t, "no required flag", gate.Declaration(local, noFlag), reason.ExtensionUnsupported)
+	expectCodes(t, "no required flag", gate.Declaration(local, noFlag))
 }
 
 func TestGradeExpiry(t *testing.T) {

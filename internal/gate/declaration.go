@@ -1,7 +1,10 @@
 package gate
 
 import (
+	"encoding/json"
+	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/partyd/party/internal/reason"
 )
@@ -10,9 +13,10 @@ import (
 // (binding §2.1).
 const ExtensionURI = "https://schemas.a202.org/a2a-ext/commercial/0.1"
 
-// versionPattern is the MAJOR.MINOR form of binding §4.1; "0.1.0" does not
-// parse (spec-map §14 C11).
-var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+// versionPattern is the MAJOR.MINOR form of binding §4.1 and RELEASES.md
+// §4: two decimal numbers without leading zeros, so "0.1.0" (spec-map §14
+// C11), "00.1" and "0.01" do not parse.
+var versionPattern = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
 
 // VersionDeclaration is a parsed {read_versions, write_version} pair.
 type VersionDeclaration struct {
@@ -20,30 +24,72 @@ type VersionDeclaration struct {
 	Write string
 }
 
-// ParseVersions reads a {read_versions, write_version} object, and false
-// if it is absent or malformed.
+// ParseVersions reads a version declaration, the params object of binding
+// §4.1, and false if it does not parse: it must carry exactly
+// read_versions (a non-empty array of distinct MAJOR.MINOR strings) and
+// write_version (a MAJOR.MINOR string), and the write version must be one
+// of the read versions, since a party never writes a version it cannot
+// read (RELEASES.md §4).
 func ParseVersions(v any) (VersionDeclaration, bool) {
+	d, why := parseVersions(v)
+	return d, why == ""
+}
+
+// parseVersions is ParseVersions, saying why a declaration does not
+// parse ("" when it does), for the local log.
+func parseVersions(v any) (VersionDeclaration, string) {
 	m, ok := obj(v)
 	if !ok {
-		return VersionDeclaration{}, false
+		return VersionDeclaration{}, "the version declaration is not an object"
+	}
+	var extra []string
+	for k := range m {
+		if k != "read_versions" && k != "write_version" {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		return VersionDeclaration{}, fmt.Sprintf("the version declaration carries %q besides read_versions and write_version", extra)
 	}
 	read, ok := arrAt(m, "read_versions")
 	if !ok || len(read) == 0 {
-		return VersionDeclaration{}, false
+		return VersionDeclaration{}, "read_versions is not a non-empty array"
 	}
 	var d VersionDeclaration
 	for _, r := range read {
 		s, ok := r.(string)
 		if !ok || !versionPattern.MatchString(s) {
-			return VersionDeclaration{}, false
+			return VersionDeclaration{}, fmt.Sprintf("read_versions holds %s, not a MAJOR.MINOR string", showDeclared(r))
+		}
+		if contains(d.Read, s) {
+			return VersionDeclaration{}, "read_versions names " + s + " twice"
 		}
 		d.Read = append(d.Read, s)
 	}
-	d.Write, ok = strAt(m, "write_version")
-	if !ok || !versionPattern.MatchString(d.Write) {
-		return VersionDeclaration{}, false
+	w, present := m["write_version"]
+	d.Write, ok = w.(string)
+	switch {
+	case !present:
+		return VersionDeclaration{}, "write_version is absent"
+	case !ok || !versionPattern.MatchString(d.Write):
+		return VersionDeclaration{}, fmt.Sprintf("write_version is %s, not a MAJOR.MINOR string", showDeclared(w))
+	case !contains(d.Read, d.Write):
+		return VersionDeclaration{}, "write_version " + d.Write + " is not among read_versions: a party never writes a version it cannot read"
 	}
-	return d, true
+	return d, ""
+}
+
+// showDeclared renders a declared value for a detail, briefly.
+func showDeclared(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%T", v)
+	}
+	if r := []rune(string(b)); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return string(b)
 }
 
 // Declaration judges the counterparty's declared carrier capabilities
@@ -78,16 +124,21 @@ func Declaration(local, counterparty any) Judgment {
 	case count > 1:
 		return fail("/counterparty_declaration/extensions", "more than one entry declares "+ExtensionURI)
 	}
-	if _, ok := entry["required"].(bool); !ok {
-		return fail("/counterparty_declaration/extensions", "the entry carries no boolean required flag")
+	// An absent required flag is false: a2a-go v0.3.3 writes the field
+	// with omitempty, so a card declaring the extension as optional
+	// carries no flag at all. A flag that is present must be a boolean.
+	if r, present := entry["required"]; present {
+		if _, ok := r.(bool); !ok {
+			return fail("/counterparty_declaration/extensions", "the entry's required flag is "+showDeclared(r)+", not a boolean")
+		}
 	}
-	remote, ok := ParseVersions(entry["params"])
-	if !ok {
-		return fail("/counterparty_declaration/extensions", "the entry's params do not parse as {read_versions, write_version} in MAJOR.MINOR form")
+	remote, why := parseVersions(entry["params"])
+	if why != "" {
+		return fail("/counterparty_declaration/extensions", "the entry's params do not parse: "+why)
 	}
-	mine, ok := ParseVersions(local)
-	if !ok {
-		return fail("/local_party", "the local version declaration does not parse")
+	mine, why := parseVersions(local)
+	if why != "" {
+		return fail("/local_party", "the local version declaration does not parse: "+why)
 	}
 	// Both directions, no nearest match, no downgrade (binding §4.2).
 	if !contains(mine.Read, remote.Write) {
