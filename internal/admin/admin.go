@@ -222,7 +222,12 @@ func errorStatus(err error) (int, map[string]any) {
 		return http.StatusUnprocessableEntity, map[string]any{"outcome": "refused", "reason_codes": codes, "detail": r.Detail}
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": err.Error()}
-	case errors.Is(err, principal.ErrDecided), errors.Is(err, store.ErrConflict):
+	case errors.Is(err, principal.ErrNotLocal):
+		// The mandate exists but another organisation issued it: this
+		// principal has no standing to change it.
+		return http.StatusForbidden, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": err.Error()}
+	case errors.Is(err, principal.ErrDecided), errors.Is(err, principal.ErrWrongStatus), errors.Is(err, principal.ErrFinal), errors.Is(err, store.ErrConflict):
+		// The act conflicts with the state it would change.
 		return http.StatusConflict, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": err.Error()}
 	}
 	return http.StatusInternalServerError, map[string]any{"outcome": "error", "reason_codes": []reason.Code{}, "detail": err.Error()}
@@ -334,15 +339,7 @@ func (h *handler) apiChange(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	if err := change(r.Context(), id, body.Reason); err != nil {
-		code, out := errorStatus(err)
-		if code == http.StatusInternalServerError {
-			// The principal's surface says why a change does not apply
-			// (revocation is final, the mandate is not suspended, it was
-			// issued elsewhere) as a plain error: a conflict with the
-			// mandate's state, not a fault of the server.
-			code = http.StatusConflict
-		}
-		writeJSON(w, code, out)
+		writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"mandate_id": id, "change": r.PathValue("change")})

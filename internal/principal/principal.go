@@ -122,19 +122,39 @@ func (s *Surface) Revoke(ctx context.Context, mandateID, why string) error {
 	return s.change(ctx, mandateID, rec.Status, store.StatusRevoked, why)
 }
 
+// Why a status change does not apply. Each is wrapped with the mandate's
+// id; test with errors.Is.
+var (
+	// ErrNotLocal: the mandate was issued by another organisation, so
+	// this principal cannot change its status.
+	ErrNotLocal = errors.New("principal: the mandate was issued by another organisation")
+	// ErrWrongStatus: the mandate is not in the status the change
+	// applies to (suspending a suspended mandate, reinstating an active
+	// one).
+	ErrWrongStatus = errors.New("principal: the mandate is not in the status the change applies to")
+	// ErrFinal: the mandate is revoked, and revocation is final.
+	ErrFinal = errors.New("principal: the mandate is revoked; revocation is final")
+)
+
 func (s *Surface) change(ctx context.Context, mandateID, from, to, why string) error {
 	rec, err := s.o.Store.GetMandate(ctx, mandateID)
 	if err != nil {
 		return err
 	}
 	if rec.Origin != "local" {
-		return fmt.Errorf("principal: mandate %s was issued by another organisation", mandateID)
+		return fmt.Errorf("%w: %s", ErrNotLocal, mandateID)
+	}
+	// Revoked is checked before the expected status, so any change to a
+	// revoked mandate says revocation is final, not merely that the
+	// mandate is not active or suspended.
+	if from == store.StatusRevoked {
+		return fmt.Errorf("%w: %s", ErrFinal, mandateID)
+	}
+	if rec.Status == store.StatusRevoked {
+		return fmt.Errorf("%w: %s is revoked, not %s", ErrFinal, mandateID, from)
 	}
 	if rec.Status != from {
-		return fmt.Errorf("principal: mandate %s is %s, not %s", mandateID, rec.Status, from)
-	}
-	if from == store.StatusRevoked {
-		return fmt.Errorf("principal: mandate %s is revoked; revocation is final", mandateID)
+		return fmt.Errorf("%w: %s is %s, not %s", ErrWrongStatus, mandateID, rec.Status, from)
 	}
 	doc, err := canonical.DecodeObject(rec.Body)
 	if err != nil {
