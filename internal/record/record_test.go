@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/agent"
+	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
@@ -116,6 +118,15 @@ func TestSupplierRevocationRefusesNextAct(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Add(61 * time.Second)
+	// The supplier's own evaluator still reads the cached active status.
+	v, err := s.Agent.VerifyMandate(ctx, agent.VerifyInput{MandateID: s.Mandate, ProposedAction: map[string]any{
+		"action_type": "performance.declared", "transaction_id": txn, "counterparty_organization_id": "org_northstar",
+		"category": "services.calibration", "obligation_id": out.Objects["obligation"],
+		"proposed_terms": map[string]any{"core": map[string]any{"quantity": "20", "unit_code": "H87", "total": map[string]any{"currency": "EUR", "amount": "3200.00"}}},
+	}})
+	if err != nil || v.Decision != authority.Allow {
+		t.Fatalf("the supplier's cached status should still allow its act: %+v %v", v, err)
+	}
 	_, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"], Evidence: []record.EvidenceInput{{
 		EvidenceType: "third_party_certificate", Claim: "certs", ArtifactHash: canonical.SHA256Hex([]byte("x")),
 	}}})
@@ -282,6 +293,50 @@ func TestApprovalForAnotherActKeepsTheHold(t *testing.T) {
 	for _, sd := range []*recordtest.Side{b, s} {
 		if evs, _ := sd.Node.Org.Store.Events(ctx, two.TransactionID); len(evs) != 0 {
 			t.Fatal("an unapproved acceptance left an event")
+		}
+	}
+}
+
+// TestCounterpartyRefusesActUnderRevokedMandate shows the buyer's instance
+// refusing, by its own status check, an act the supplier's instance still
+// let through on a cached status: the supplier's clock stands still (its
+// status cache is fresh), the buyer's has moved past the 60-second bound.
+func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	txn := recordtest.Form(t, b, s, "3200.00")
+	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := c.Now()
+	s.Node.Org.Clock = func() time.Time { return frozen }
+	if err := s.Princ.Revoke(ctx, s.Mandate, "the supplier's director withdrew the agent's authority"); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(61 * time.Second)
+	// The supplier's own evaluator still reads the cached active status.
+	v, err := s.Agent.VerifyMandate(ctx, agent.VerifyInput{MandateID: s.Mandate, ProposedAction: map[string]any{
+		"action_type": "performance.declared", "transaction_id": txn, "counterparty_organization_id": "org_northstar",
+		"category": "services.calibration", "obligation_id": out.Objects["obligation"],
+		"proposed_terms": map[string]any{"core": map[string]any{"quantity": "20", "unit_code": "H87", "total": map[string]any{"currency": "EUR", "amount": "3200.00"}}},
+	}})
+	if err != nil || v.Decision != authority.Allow {
+		t.Fatalf("the supplier's cached status should still allow its act: %+v %v", v, err)
+	}
+	_, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
+		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certs", ArtifactHash: canonical.SHA256Hex([]byte("x"))}}})
+	if !hasCode(err, reason.MandateInactive) {
+		t.Fatalf("the buyer's instance did not refuse the act: %v", err)
+	}
+	recordtest.SameRecord(t, b, s, txn, 3)
+	for _, sd := range []*recordtest.Side{b, s} {
+		objs, _ := sd.Node.Org.Store.TransactionObjects(ctx, txn)
+		for _, raw := range objs {
+			o, _ := canonical.DecodeObject(raw)
+			if o["object_type"] == "performance_event" || o["object_type"] == "evidence" {
+				t.Fatalf("%s kept the refused act's %v", sd.Node.Org.Config().OrganizationID, o["object_type"])
+			}
 		}
 	}
 }
