@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/demo"
+
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
@@ -92,22 +94,7 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func Terms(amount string) map[string]any {
-	return map[string]any{
-		"profile": "a202-profile/calibration-service/0.1",
-		"core": map[string]any{
-			"description": "Calibration and digital certificates for 20 pressure transmitters",
-			"quantity":    "20", "unit_code": "H87", "unit_name": "piece",
-			"total": map[string]any{"currency": "EUR", "amount": amount},
-		},
-		"profile_terms": map[string]any{
-			"completion": map[string]any{"business_days_after_collection": 8, "business_calendar": "DE"},
-			"payment":    map[string]any{"prepayment_percent": "25", "balance_trigger": "buyer_acceptance"},
-			"acceptance": map[string]any{"certificate_required": true, "machine_readable_result_required": true, "qualification_standard": "ISO/IEC 17025:2017"},
-			"rework":     map[string]any{"included_attempts": 1},
-		},
-	}
-}
+func Terms(amount string) map[string]any { return demo.Terms(amount) }
 
 // pair sets up the walkthrough: delta (supplier) and northstar (buyer),
 // peered, each with its principal's trading mandate (4000.00 EUR), the

@@ -136,26 +136,17 @@ func (s *Store) GetObjectByHash(ctx context.Context, contentHash string) ([]byte
 // TransactionObjects returns the bytes of every object of a transaction, in
 // the order they were stored.
 func (s *Store) TransactionObjects(ctx context.Context, transactionID string) ([][]byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT body FROM objects WHERE transaction_id = ? ORDER BY rowid`, transactionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? ORDER BY rowid`, transactionID)
 }
 
 // ObjectsOfType returns the bytes of every object of one type that has no
 // transaction (key records, for example), in storage order.
 func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT body FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
+	return s.bodies(ctx, `SELECT body FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
+}
+
+func (s *Store) bodies(ctx context.Context, query string, args ...any) ([][]byte, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
