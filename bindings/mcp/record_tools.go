@@ -63,6 +63,22 @@ func RecordTools(e *record.Engine) []Tool {
 			},
 		},
 		{
+			Name:  "withdraw_offer",
+			Title: "Withdraw your offer",
+			Description: "Offeror side, before acceptance. Withdraws your latest offer of a session: from then on your instance countersigns no " +
+				"acceptance of it, and the counterparty's instance, once it receives your signed decision, refuses one too. The decision covers " +
+				"{action_type: offer.withdraw, transaction_id, counterparty_organization_id, proposed_terms: <the offer's terms>, offer_id}; your " +
+				"mandate must list offer.withdraw.",
+			Input: obj([]string{"mandate_id", "offer_id"}, map[string]any{
+				"mandate_id": str("Your mandate (mnd_...) that lists offer.withdraw."),
+				"offer_id":   str("Your offer (off_...)."),
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in record.WithdrawInput) (any, error) { return e.WithdrawOffer(ctx, in) })
+			},
+		},
+		{
 			Name:  "list_inbox",
 			Title: "Offers waiting for you",
 			Description: "Buyer side. Lists the counterparties' offers you can still accept (latest of each draft transaction, not lapsed). With mandate_id, " +

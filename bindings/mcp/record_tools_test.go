@@ -33,7 +33,7 @@ func TestRecordToolsListed(t *testing.T) {
 			t.Errorf("%s reaches the counterparty and records: annotations %+v", tl.Name, tl.Annotations)
 		}
 	}
-	for _, want := range []string{"propose_offer", "list_inbox", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion", "get_transaction_record", "list_transactions"} {
+	for _, want := range []string{"propose_offer", "withdraw_offer", "list_inbox", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion", "get_transaction_record", "list_transactions"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("missing tool %s", want)
 		}

@@ -306,6 +306,9 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 	if expired(offer, now) {
 		return Outcome{}, refusef(reason.OfferExpired, "offer %s lapsed at %v", in.OfferID, p["valid_until"])
 	}
+	if err := e.withdrawn(ctx, offer); err != nil {
+		return Outcome{}, err
+	}
 	m, err := e.ownMandate(ctx, in.MandateID)
 	if err != nil {
 		return Outcome{}, err
@@ -759,6 +762,9 @@ func (e *Engine) checkAgreementDirect(ctx context.Context, from, txn string, ev,
 			return refusef(reason.StreamMismatch, "%s cannot accept its own offer", from)
 		case expired(last, e.o.Clock()):
 			return refusef(reason.OfferExpired, "offer %s lapsed at %v", idOf(last), pl(last)["valid_until"])
+		}
+		if err := e.withdrawn(ctx, last); err != nil {
+			return err
 		}
 		terms, _ := pl(last)["terms"].(map[string]any)
 		return e.checkDecision(ctx, from, ev, pol, authority.ActOfferAccept, txn, terms, nil, approval)

@@ -67,6 +67,9 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	if off := one("offer"); off != nil && len(objs) == 2 {
 		return e.receiveOffer(ctx, from, txn, off, one("policy_decision"), raw)
 	}
+	if pol := one("policy_decision"); pol != nil && len(objs) == 1 {
+		return e.receiveWithdrawal(ctx, from, txn, pol, raw[0])
+	}
 	if agr := one("agreement"); agr != nil && len(objs) == 1 {
 		return e.receiveAgreement(ctx, from, txn, agr, raw[0])
 	}

@@ -331,3 +331,72 @@ func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
 		}
 	}
 }
+
+func TestWithdrawalBeforeAcceptance(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	o := recordtest.Offer(t, s, "3200.00")
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	// The buyer only reads the offer from its inbox while it stands.
+	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate); len(inbox) != 1 {
+		t.Fatalf("inbox before withdrawal: %d", len(inbox))
+	}
+	w, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
+	if err != nil || w.Status != "delivered" {
+		t.Fatalf("withdraw: %+v %v", w, err)
+	}
+	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate); len(inbox) != 0 {
+		t.Fatal("a withdrawn offer is still in the buyer's inbox")
+	}
+	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
+		t.Fatalf("accepting a withdrawn offer: %v", err)
+	}
+	if _, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]}); !hasCode(err, reason.OfferStale) {
+		t.Fatalf("withdrawing twice: %v", err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if evs, _ := sd.Node.Org.Store.Events(ctx, o.TransactionID); len(evs) != 0 {
+			t.Fatal("a withdrawn offer's acceptance left an event")
+		}
+	}
+}
+
+func TestWithdrawalNoticeLostStillRefusesAcceptance(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	o := recordtest.Offer(t, s, "3200.00")
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	s.Out.Down = true // the notice does not reach the buyer
+	w, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
+	if err != nil || w.Status != "pending" {
+		t.Fatalf("withdraw while the buyer is unreachable: %+v %v", w, err)
+	}
+	// The buyer still believes the offer stands and accepts; the supplier's
+	// instance refuses to countersign, and neither record changes.
+	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
+		t.Fatalf("acceptance of an offer withdrawn at its offeror: %v", err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if evs, _ := sd.Node.Org.Store.Events(ctx, o.TransactionID); len(evs) != 0 {
+			t.Fatal("an event was recorded")
+		}
+	}
+}
+
+func TestWithdrawalAfterAcceptanceRefused(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	txn := recordtest.Form(t, b, s, "3200.00")
+	objs, _ := s.Node.Org.Store.TransactionObjects(ctx, txn)
+	var offerID string
+	for _, raw := range objs {
+		o, _ := canonical.DecodeObject(raw)
+		if o["object_type"] == "offer" {
+			offerID = o["id"].(string)
+		}
+	}
+	if _, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: offerID}); !hasCode(err, reason.StateTransitionDenied) {
+		t.Fatalf("withdrawing an accepted offer: %v", err)
+	}
+	recordtest.SameRecord(t, b, s, txn, 2)
+}

@@ -175,6 +175,9 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string) ([]InboxItem, erro
 		if str(sub(last, "created_by")["organization_id"]) != t.Counterparty || expired(last, now) {
 			continue
 		}
+		if w, _ := e.o.Store.Withdrawn(ctx, idOf(last)); w {
+			continue
+		}
 		p := pl(last)
 		terms, _ := p["terms"].(map[string]any)
 		it := InboxItem{OfferID: idOf(last), TransactionID: t.ID, From: t.Counterparty, SessionID: str(p["session_id"]), ValidUntil: str(p["valid_until"]), Terms: terms}

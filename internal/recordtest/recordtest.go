@@ -131,7 +131,7 @@ func Pair(t *testing.T) (buyer, supplier *Side, c *Clock) {
 			"approver":              map[string]any{"organization_id": "org_northstar", "role": "procurement_lead"},
 			"expires_after_seconds": 3600,
 		}})
-	supplier = mk(sn, []string{"offer.submit", "agreement.sign", "performance.declared"}, "org_northstar", nil)
+	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared"}, "org_northstar", nil)
 	for _, s := range []*Side{buyer, supplier} {
 		s.Engine = record.New(s.Node.Org, record.Options{Mandates: record.HTTPMandates{Clients: s.Node.Org.Clients}})
 		s.Node.Mux.Handle(record.MandatesPath, record.MandatesHandler(s.Node.Org.Store, s.Node.Org.Peers, nil))

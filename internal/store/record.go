@@ -318,3 +318,19 @@ func (t *Txn) DeleteTransaction(id string) error {
 func (s *Store) DeliveredOutbox(ctx context.Context, transactionID string) ([]OutboxMessage, error) {
 	return s.queryOutbox(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE status = 'delivered' AND transaction_id = ? ORDER BY id`, transactionID)
 }
+
+// Withdraw records that an offer was withdrawn, with the signed decision
+// that withdrew it, in one database transaction with storing that
+// decision.
+func (t *Txn) Withdraw(offerID, transactionID, decisionID string) error {
+	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO withdrawals(offer_id, transaction_id, decision_id, withdrawn_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`, offerID, transactionID, decisionID, now())
+	return err
+}
+
+// Withdrawn reports whether an offer was withdrawn.
+func (s *Store) Withdrawn(ctx context.Context, offerID string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM withdrawals WHERE offer_id = ?`, offerID).Scan(&n)
+	return n > 0, err
+}

@@ -186,6 +186,13 @@ var migrations = []string{
 		detected_at    TEXT NOT NULL,
 		UNIQUE (content_hash)
 	);`,
+	// 6: offers withdrawn before acceptance (see record.go).
+	`CREATE TABLE withdrawals (
+		offer_id       TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		decision_id    TEXT NOT NULL,
+		withdrawn_at   TEXT NOT NULL
+	);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its
