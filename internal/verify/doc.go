@@ -45,11 +45,27 @@
 //     it, per event too), from the state the replay reached; its guard
 //     held as far as the bundle's objects show; its actor's mandate
 //     covered it; its policy decision is an allow over its action hash.
-//  6. Determinations are stated as not_checkable: judging them is later
-//     work.
-//  7. Gaps: undisclosed streams, unresolved references, unreferenced
-//     evidence and unregistered types, each a not_checkable check and a
-//     list in the report.
+//     The guards the objects carry themselves are judged on the objects,
+//     with or without the event: an amendment's fresh offer and
+//     acceptance (agreement_amendment), an obligation's parties and
+//     subject term (obligation_parties, obligation_subject_term), due
+//     conditions free of discharge cycles (due_condition_acyclic), and a
+//     short acceptance's remainder (acceptance_remainder).
+//  6. Disputes and determinations, as far as the bundle decides them: a
+//     dispute's subject and window (dispute_subject, dispute_window); a
+//     determination's question, the rules version it cites, the rules it
+//     applies, its effect and its supersession (determination_question,
+//     determination_rules_in_force, determination_rules_applied,
+//     determination_effect, determination_supersession). Whether its
+//     finding follows from the rules over its inputs needs the rules'
+//     content and the inputs: determination_finding is not_checkable.
+//  7. What the discloser stated, then the gaps. A response or
+//     determination whose assertion or dispute is withheld without being
+//     stated as withheld is an incomplete disclosure
+//     (disclosure_complete); a verification report the record carries is
+//     judged as a report (stated_report). Then undisclosed streams,
+//     unresolved references, unreferenced evidence and unregistered
+//     types, each a not_checkable check and a list in the report.
 //
 // # Choices the specification leaves open
 //
@@ -61,7 +77,27 @@
 // A202-OBLIGATION-SUBJECT-UNREFERENCED for an obligation's subject terms
 // hash; A202-OBLIGATION-RESPONSE-UNAUTHORIZED for a response by anyone but
 // the obligee; A202-DETERMINATION-SUPERSESSION-FORKED for a supersession
-// fork. Everything else uses the codes of evidence verification §8.
+// fork. The rules reported from the gate carry the gate's codes, which
+// are those of the documents defining them, such as
+// A202-DISPUTE-OUT-OF-WINDOW. Everything else uses the codes of evidence
+// verification §8.
+//
+// The gate's rules. The cross-object rules the gate computes over a set
+// (package gate: CheckBindings, CheckConditionCycles, CheckReport, and
+// the static parts of a dispute or determination in gate.Envelope) are
+// not restated here: each is asked of the gate over exactly the objects
+// it relates, and reported as a check with its own name, step and
+// subject: verified when the gate found nothing and every object the rule
+// needs is held, not_checkable when one is not, failed with the gate's
+// code otherwise.
+//
+// Stated disclosure. A bundle directory does not say what it withheld,
+// so an absent object is a gap there, never a failure. A caller that
+// holds the discloser's statement (a bundle fixture's context, say)
+// passes it as Input.Disclosure: then the disclosed subset must verify
+// without anything withheld beyond the stated gaps (evidence verification
+// §6 rule 1), and an absence that was not stated fails. A verification
+// report carried with the record is passed as Input.StatedReport.
 //
 // Gaps are never passes. A signature the verifier cannot check (no
 // keys.json, an undeclared key, the published fixtures' placeholder value)

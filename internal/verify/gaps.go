@@ -7,20 +7,6 @@ import (
 	"github.com/partyd/party/internal/schema"
 )
 
-// Step 6: determinations (§4 step 6). Whether a determination's outcome
-// follows from its rules and inputs, and whether its effect stays within
-// its grant, is not judged by this verifier yet: disputes and
-// determinations are a later piece of work. Each determination is stated
-// as not_checkable, so that its presence can never read as a pass.
-func (r *run) step6() {
-	for _, o := range r.objs {
-		if o.typ == "determination" {
-			r.add(6, "determination", o.subject, NotCheckable, "",
-				"this verifier does not yet judge determinations (rules_ref in force, rules_applied, inputs_hash, finding, effect within grant); the determination is neither verified nor failed")
-		}
-	}
-}
-
 // The closed registries a bundle's types resolve in. Evidence types:
 // evidence verification §3.1. Due condition types: obligation §4.
 // Constraint types and operators: commercial mandate §4.
@@ -55,6 +41,7 @@ func (r *run) evidenceType(typ string) {
 // not_checkable check, never failed and never verified, and each is also
 // listed in the report's own member.
 func (r *run) step7() {
+	r.statements()
 	for _, o := range r.objs {
 		switch o.typ {
 		case "policy_decision":

@@ -181,8 +181,8 @@ func (r *run) subjectTerms(o *object, code reason.Code) {
 }
 
 // subjectHash checks that a dispute's subject_hash is the hash of an
-// object the bundle holds. The dispute rules proper (window, grounds,
-// subject reference) are the determination checks of a later step.
+// object the bundle holds. The dispute rules proper (subject reference,
+// window) are step 6's.
 func (r *run) subjectHash(o *object) {
 	h, ok := strAt(o.payload, "subject_hash")
 	if !ok {

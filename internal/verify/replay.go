@@ -33,7 +33,8 @@ import (
 //
 // Obligation objects move by new versions; consecutive versions whose
 // state differs are replayed against the obligation table (obligation
-// §6.1) as obligation_state.
+// §6.1) as obligation_state. The guards the objects carry themselves are
+// judged last, on the objects (objectGuards).
 func (r *run) step5() {
 	session := false
 	for _, s := range r.streams {
@@ -76,6 +77,7 @@ func (r *run) step5() {
 		r.join(rest[k])
 	}
 	r.obligationVersions()
+	r.objectGuards()
 }
 
 // machineFor picks the machine an event replays against, and the key its

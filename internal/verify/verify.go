@@ -35,6 +35,35 @@ type Input struct {
 	// TransactionID is the transaction the bundle says it is about, if it
 	// says; it is reported in the scope.
 	TransactionID string
+	// Disclosure is what the discloser states about what it left out
+	// (evidence verification §6), or nil when it states nothing, as a
+	// bundle directory does not. When stated, the disclosed subset must
+	// verify without anything withheld beyond the stated gaps: a response
+	// whose assertion, or a determination whose dispute, is neither held
+	// nor a stated gap fails A202-EVIDENCE-DISCLOSURE-INCOMPLETE, and a
+	// dispute whose subject hash resolves to nothing held, withheld or
+	// stated resolvable fails A202-DISPUTE-SUBJECT-UNREFERENCED. When nil,
+	// such an absence is not_checkable: nobody said whether it was
+	// withheld. A stated disclosure with no gaps says nothing was.
+	Disclosure *Disclosure
+	// StatedReport, when not nil, is a verification report the record
+	// carries (as a bundle fixture's context does): it is judged as a
+	// report (evidence verification §5, §6 rule 2; gate.CheckReport), and
+	// each fault is A202-EVIDENCE-REPORT-INVALID. It is never taken as
+	// evidence that anything in the bundle verified.
+	StatedReport any
+}
+
+// Disclosure is a discloser's statement about a selective disclosure
+// (evidence verification §6), as a bundle fixture's context states it.
+type Disclosure struct {
+	// StatedGaps are the ids of objects the discloser knowingly withheld:
+	// a reference to one is a stated boundary, not_checkable, never a
+	// failure.
+	StatedGaps []string
+	// ResolvableHashes are content hashes the discloser states resolve
+	// outside the bundle.
+	ResolvableHashes []string
 }
 
 // Options adjust a verification run.
