@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -116,15 +117,19 @@ func (d *Directory) lookupOrg(org string) (instance.PeerInfo, bool) {
 	return p, ok
 }
 
-// Peers returns the pinned peers, sorted by organisation.
+// Peers returns the pinned peers, sorted by organisation: the set read
+// last, after re-reading the folder if it changed since (a stat, not a
+// parse, on the common path: key resolution calls this on every signature).
 func (d *Directory) Peers() []instance.PeerInfo {
 	d.reloadIfChanged()
-	peers, err := instance.Peers(d.stateDir)
-	if err != nil {
-		d.logger.Error("reading peer files failed", "error", err)
-		return nil
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]instance.PeerInfo, 0, len(d.byOrg))
+	for _, p := range d.byOrg {
+		out = append(out, p)
 	}
-	return peers
+	sort.Slice(out, func(i, j int) bool { return out[i].OrganizationID < out[j].OrganizationID })
+	return out
 }
 
 // Authenticate maps the client certificate of a TLS connection to the

@@ -85,10 +85,11 @@ func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, ap
 	if status != ApprovalApproved && status != ApprovalRejected {
 		return fmt.Errorf("store: cannot decide a request as %q", status)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, done, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
+	defer done()
 	defer tx.Rollback()
 	info, err := putObject(ctx, tx, approval, "local")
 	if err != nil {

@@ -111,10 +111,11 @@ func (s *Store) ChangeMandateStatus(ctx context.Context, id, from, to string, re
 	if from == StatusRevoked {
 		return fmt.Errorf("store: mandate %s is revoked; revocation is final", id)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, done, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
+	defer done()
 	defer tx.Rollback()
 	info, err := putObject(ctx, tx, record, "local")
 	if err != nil {

@@ -51,10 +51,11 @@ type Txn struct {
 
 // Update runs fn in one database transaction, committing if fn returns nil.
 func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, done, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
+	defer done()
 	defer tx.Rollback()
 	if err := fn(&Txn{tx: tx, ctx: ctx}); err != nil {
 		return err

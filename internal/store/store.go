@@ -52,6 +52,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
@@ -71,6 +72,24 @@ var (
 // Store is an open database. It is safe for concurrent use.
 type Store struct {
 	db *sql.DB
+	// wmu serialises this process's write transactions. SQLite admits one
+	// writer at a time; without it, writers in one process queue on the
+	// busy handler's fixed sleeps instead of on each other, which under
+	// concurrent acts cost more time sleeping than writing. Other processes
+	// (a principal's CLI beside serve) still queue on the busy timeout.
+	wmu sync.Mutex
+}
+
+// begin starts a write transaction; the returned function ends it (after
+// Commit or Rollback) and lets the next writer in.
+func (s *Store) begin(ctx context.Context) (*sql.Tx, func(), error) {
+	s.wmu.Lock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		s.wmu.Unlock()
+		return nil, nil, err
+	}
+	return tx, s.wmu.Unlock, nil
 }
 
 // migrations are applied in order; index i is schema version i+1. Never
