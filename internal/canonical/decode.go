@@ -63,6 +63,7 @@ type DecodeError struct {
 	Reason string // what is wrong, in words
 }
 
+// Error says where and why.
 func (e *DecodeError) Error() string {
 	return fmt.Sprintf("malformed JSON at byte %d: %s", e.Offset, e.Reason)
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/partyd/party/internal/daemon"
 	"github.com/partyd/party/internal/export"
@@ -36,11 +35,6 @@ so it works whether or not 'party serve' is running.
 Exit status: 0 when the bundle is written, 1 on failure, 2 on a usage error.
 `
 
-type multi []string
-
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
-
 func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -48,7 +42,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "state directory")
 	txn := fs.String("transaction", "", "transaction id (txn_...)")
 	asJSON := fs.Bool("json", false, "print a JSON summary")
-	var streams, objects multi
+	var streams, objects stringList
 	fs.Var(&streams, "omit-stream", "withhold a stream (kind:id); repeatable")
 	fs.Var(&objects, "omit-object", "withhold an object or mandate by id; repeatable")
 	if err := fs.Parse(args); err != nil {
@@ -71,7 +65,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.Close()
-	sum, err := export.Write(context.Background(), st, *txn, fs.Arg(0), export.Options{OmitStreams: streams, OmitObjects: objects})
+	sum, err := export.Write(context.Background(), st, *txn, fs.Arg(0), export.Options{OmitStreams: []string(streams), OmitObjects: []string(objects)})
 	if err != nil {
 		fmt.Fprintf(stderr, "party export: %v\n", err)
 		return 1

@@ -148,6 +148,7 @@ func Refusef(code Code, format string, args ...any) *Refusal {
 	return &Refusal{Codes: []Code{code}, Detail: fmt.Sprintf(format, args...)}
 }
 
+// Error renders the codes and the detail.
 func (r *Refusal) Error() string {
 	if len(r.Codes) == 0 {
 		return "refused: " + r.Detail

@@ -43,6 +43,8 @@ type Queued struct {
 	Objs [][]byte
 }
 
+// Send delivers a message as the carrier would: queued while the link is
+// down, else checked byte for byte and handed to the receiving engine.
 func (l *Link) Send(ctx context.Context, peer, txn string, objs [][]byte) ([][]byte, error) {
 	l.mu.Lock()
 	if l.Down {
@@ -70,6 +72,8 @@ func (l *Link) Tamper(f func([][]byte) [][]byte) {
 	l.mu.Unlock()
 }
 
+// Side is one organisation of the pair: its instance, record engine,
+// surfaces, trading mandate and outgoing link.
 type Side struct {
 	Node    *orgtest.Node
 	Engine  *record.Engine
@@ -79,6 +83,7 @@ type Side struct {
 	Out     *Link
 }
 
+// Clock is the clock both instances read; tests move it.
 type Clock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -94,9 +99,10 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// Terms are the walkthrough's calibration terms at amount EUR.
 func Terms(amount string) map[string]any { return demo.Terms(amount) }
 
-// pair sets up the walkthrough: delta (supplier) and northstar (buyer),
+// Pair sets up the walkthrough: delta (supplier) and northstar (buyer),
 // peered, each with its principal's trading mandate (4000.00 EUR), the
 // buyer's acceptances held for its procurement lead.
 func Pair(t *testing.T) (buyer, supplier *Side, c *Clock) {
@@ -143,6 +149,7 @@ func Pair(t *testing.T) (buyer, supplier *Side, c *Clock) {
 	return buyer, supplier, c
 }
 
+// Offer has the supplier offer the walkthrough terms at amount.
 func Offer(t *testing.T, s *Side, amount string) record.Outcome {
 	t.Helper()
 	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{
@@ -179,6 +186,7 @@ func Approve(t *testing.T, b *Side, offerID string) string {
 	return ap["id"].(string)
 }
 
+// Form runs formation through committed and returns the transaction id.
 func Form(t *testing.T, b, s *Side, amount string) string {
 	t.Helper()
 	ctx := context.Background()
