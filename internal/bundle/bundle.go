@@ -4,12 +4,20 @@
 //
 // # Layout
 //
-//	bundle.json      {"rules_version": "1.3", "transaction_id": "txn_…"}
+//	bundle.json      {"rules_version": "1.3", "transaction_id": "txn_…"},
+//	                 and optionally "stated_gaps" and "resolvable_hashes"
 //	objects/*.json   one envelope object per file (key_records may sit here)
 //	key_records/*.json  optional: key_record objects kept apart, as the
 //	                 published reference's record keeps them
 //	mandates/*.json  one standalone a202-mandate/0.1 document per file
 //	keys.json        {key_id: public JWK}
+//
+// bundle.json may also state what the exporter left out (evidence
+// verification §6): stated_gaps, the ids (or content hashes) of what it
+// knowingly withheld, and resolvable_hashes, content hashes it states
+// resolve outside the bundle. A bundle.json with neither states nothing
+// about its disclosure, as every bundle.json before these members did; one
+// with either states it, and "stated_gaps": [] says nothing was withheld.
 //
 // Only objects/ is required. Without bundle.json no rules version is
 // stated (a verifier then cannot judge transitions); without keys.json no
@@ -33,7 +41,10 @@
 // objects/<id>.json, each mandate in mandates/<id>.json, keys.json and
 // bundle.json. WriteOptions leaves chosen streams or objects out, for
 // selective disclosure (evidence verification §6): what is left out is
-// simply absent, and a verifier states it as a boundary or a gap.
+// simply absent, and a verifier states it as a boundary or a gap. The
+// exporter says what it withheld by setting Manifest.StatedGaps (and
+// ResolvableHashes), which Write puts in bundle.json; then an absence it
+// did not state is an incomplete disclosure rather than a gap.
 package bundle
 
 import (
@@ -42,6 +53,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -68,6 +80,22 @@ type Manifest struct {
 	// TransactionID is the transaction the record is about; "" when the
 	// bundle does not state one.
 	TransactionID string
+	// StatedGaps are the ids, or content hashes, of what the exporter
+	// knowingly withheld (bundle.json stated_gaps). Nil when bundle.json
+	// does not state them; an empty, non-nil slice states that nothing was
+	// withheld.
+	StatedGaps []string
+	// ResolvableHashes are content hashes the exporter states resolve
+	// outside the bundle (bundle.json resolvable_hashes). Nil when not
+	// stated.
+	ResolvableHashes []string
+}
+
+// StatesDisclosure reports whether the manifest says anything about what
+// the bundle left out: stated_gaps or resolvable_hashes is present. A
+// bundle that says nothing leaves every absence a gap nobody explained.
+func (m Manifest) StatesDisclosure() bool {
+	return m.StatedGaps != nil || m.ResolvableHashes != nil
 }
 
 // Document is one file of a bundle.
@@ -196,7 +224,9 @@ func readDir(fsys fs.FS, dir string) ([]Document, error) {
 }
 
 // ParseManifest reads bundle.json: an object with an optional
-// rules_version string and an optional transaction_id string or null, and
+// rules_version string, an optional transaction_id string or null, an
+// optional stated_gaps array of distinct identifiers or content hashes,
+// an optional resolvable_hashes array of distinct content hashes, and
 // nothing else. An unknown member is refused rather than ignored: a
 // statement about the record that the verifier would silently drop is a
 // statement nobody checked.
@@ -228,9 +258,54 @@ func ParseManifest(data []byte) (Manifest, error) {
 				return m, fmt.Errorf("bundle: %s: transaction_id is neither null nor a txn_ identifier", ManifestFile)
 			}
 			m.TransactionID = s
+		case "stated_gaps":
+			list, err := statedList(k, x, func(s string) bool { return gapID.MatchString(s) || contentHash.MatchString(s) },
+				"an identifier or a content hash")
+			if err != nil {
+				return m, err
+			}
+			m.StatedGaps = list
+		case "resolvable_hashes":
+			list, err := statedList(k, x, contentHash.MatchString, "a content hash (64 lowercase hexadecimal characters)")
+			if err != nil {
+				return m, err
+			}
+			m.ResolvableHashes = list
 		default:
 			return m, fmt.Errorf("bundle: %s: unknown member %q", ManifestFile, k)
 		}
 	}
 	return m, nil
+}
+
+var (
+	// gapID is an A202 identifier: a lowercase prefix, an underscore, and
+	// the kernel's identifier tail.
+	gapID = regexp.MustCompile(`^[a-z]{2,8}_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+	// contentHash is a SHA-256 in lowercase hexadecimal.
+	contentHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// statedList reads a manifest member that is an array of distinct strings
+// each of which ok accepts. The result is never nil: a stated empty list
+// is a statement.
+func statedList(member string, v any, ok func(string) bool, what string) ([]string, error) {
+	arr, isArr := v.([]any)
+	if !isArr {
+		return nil, fmt.Errorf("bundle: %s: %s is not an array", ManifestFile, member)
+	}
+	out := make([]string, 0, len(arr))
+	seen := map[string]bool{}
+	for i, x := range arr {
+		s, isStr := x.(string)
+		switch {
+		case !isStr || !ok(s):
+			return nil, fmt.Errorf("bundle: %s: %s[%d] is not %s", ManifestFile, member, i, what)
+		case seen[s]:
+			return nil, fmt.Errorf("bundle: %s: %s names %s twice", ManifestFile, member, s)
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out, nil
 }

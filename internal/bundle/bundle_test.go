@@ -95,6 +95,17 @@ func TestReadRefusals(t *testing.T) {
 		"bundle.json member":       {"bundle.json", `{"rules_version":"1.3","rules":"latest"}`},
 		"bundle.json version type": {"bundle.json", `{"rules_version":13}`},
 		"bundle.json transaction":  {"bundle.json", `{"transaction_id":"off_x"}`},
+		"stated_gaps not an array": {"bundle.json", `{"stated_gaps":"evd_test_0001"}`},
+		"stated_gaps null":         {"bundle.json", `{"stated_gaps":null}`},
+		"stated_gaps number":       {"bundle.json", `{"stated_gaps":[1]}`},
+		"stated_gaps empty string": {"bundle.json", `{"stated_gaps":[""]}`},
+		"stated_gaps path":         {"bundle.json", `{"stated_gaps":["../objects/evd_test_0001"]}`},
+		"stated_gaps twice":        {"bundle.json", `{"stated_gaps":["evd_test_0001","evd_test_0001"]}`},
+		"stated_gaps upper hash":   {"bundle.json", `{"stated_gaps":["` + strings.Repeat("A", 64) + `"]}`},
+		"resolvable_hashes id":     {"bundle.json", `{"resolvable_hashes":["evd_test_0001"]}`},
+		"resolvable_hashes short":  {"bundle.json", `{"resolvable_hashes":["` + strings.Repeat("a", 63) + `"]}`},
+		"resolvable_hashes null":   {"bundle.json", `{"resolvable_hashes":null}`},
+		"resolvable_hashes twice":  {"bundle.json", `{"resolvable_hashes":["` + strings.Repeat("b", 64) + `","` + strings.Repeat("b", 64) + `"]}`},
 		"keys.json private member": {"keys.json", `{"key_test_0001":{"kty":"EC","crv":"P-256","x":"AA","y":"AA","d":"AA"}}`},
 		"key_records":              {"key_records/k.json", `{`},
 	} {
@@ -136,7 +147,7 @@ func TestWriteRead(t *testing.T) {
 	if len(b.Objects) != len(rec.Objects) || len(b.Mandates) != 2 || b.Keys.Len() != 4 {
 		t.Fatalf("%d objects, %d mandates, %d keys", len(b.Objects), len(b.Mandates), b.Keys.Len())
 	}
-	if b.Manifest != (bundle.Manifest{RulesVersion: verifytest.RulesVersion, TransactionID: rec.TransactionID}) {
+	if !reflect.DeepEqual(b.Manifest, bundle.Manifest{RulesVersion: verifytest.RulesVersion, TransactionID: rec.TransactionID}) || b.Manifest.StatesDisclosure() {
 		t.Errorf("manifest %+v", b.Manifest)
 	}
 	byID := map[string]map[string]any{}
@@ -237,5 +248,81 @@ func TestWriteRefusals(t *testing.T) {
 	}
 	if err := bundle.Write(filepath.Join(t.TempDir(), "c"), bundle.Contents{Manifest: bundle.Manifest{TransactionID: "nope"}}, bundle.WriteOptions{}); err == nil {
 		t.Error("wrote a bundle.json Read refuses")
+	}
+}
+
+// bundle.json's disclosure statement: absent in a manifest of the older
+// form (which stays valid), present when either member is, with an empty
+// stated_gaps a statement that nothing was withheld.
+func TestManifestDisclosure(t *testing.T) {
+	hash := strings.Repeat("0123456789abcdef", 4)
+	for name, c := range map[string]struct {
+		data           string
+		stated         bool
+		gaps, resolved []string
+	}{
+		"older form":        {`{"rules_version":"1.3","transaction_id":"txn_test_0001"}`, false, nil, nil},
+		"nothing at all":    {`{}`, false, nil, nil},
+		"nothing withheld":  {`{"rules_version":"1.3","stated_gaps":[]}`, true, []string{}, nil},
+		"ids and hashes":    {`{"stated_gaps":["evd_test_0001","dsp_test_0002","` + hash + `"]}`, true, []string{"evd_test_0001", "dsp_test_0002", hash}, nil},
+		"resolvable only":   {`{"resolvable_hashes":["` + hash + `"]}`, true, nil, []string{hash}},
+		"both, empty lists": {`{"resolvable_hashes":[],"stated_gaps":[]}`, true, []string{}, []string{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := bundle.ParseManifest([]byte(c.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.StatesDisclosure() != c.stated || !reflect.DeepEqual(m.StatedGaps, c.gaps) || !reflect.DeepEqual(m.ResolvableHashes, c.resolved) {
+				t.Errorf("%+v (states disclosure %v)", m, m.StatesDisclosure())
+			}
+		})
+	}
+}
+
+// Write puts the disclosure statement in bundle.json only when the
+// manifest makes one, and Read gives it back as written.
+func TestWriteDisclosure(t *testing.T) {
+	rec, err := verifytest.New(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.Repeat("f", 64)
+	for name, c := range map[string]struct {
+		gaps, resolved []string
+		file           string
+	}{
+		"unstated":         {nil, nil, `{"rules_version":"1.3","transaction_id":"txn_synthetic_0001"}`},
+		"nothing withheld": {[]string{}, nil, `{"rules_version":"1.3","stated_gaps":[],"transaction_id":"txn_synthetic_0001"}`},
+		"withheld": {[]string{"evd_synthetic_0001"}, []string{hash},
+			`{"resolvable_hashes":["` + hash + `"],"rules_version":"1.3","stated_gaps":["evd_synthetic_0001"],"transaction_id":"txn_synthetic_0001"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			contents := rec.Contents()
+			contents.Manifest.StatedGaps, contents.Manifest.ResolvableHashes = c.gaps, c.resolved
+			dir := filepath.Join(t.TempDir(), "b")
+			if err := bundle.Write(dir, contents, bundle.WriteOptions{OmitObjects: c.gaps}); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, bundle.ManifestFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data) != c.file {
+				t.Errorf("bundle.json is %s, want %s", data, c.file)
+			}
+			b, err := bundle.Read(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(b.Manifest, contents.Manifest) {
+				t.Errorf("read back %+v, wrote %+v", b.Manifest, contents.Manifest)
+			}
+		})
+	}
+	bad := rec.Contents()
+	bad.Manifest.StatedGaps = []string{"not an id"}
+	if err := bundle.Write(filepath.Join(t.TempDir(), "b"), bad, bundle.WriteOptions{}); err == nil {
+		t.Error("wrote stated_gaps Read refuses")
 	}
 }

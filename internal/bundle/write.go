@@ -163,6 +163,17 @@ func layout(c Contents, opt WriteOptions) ([]Document, error) {
 	if c.Manifest.RulesVersion != "" {
 		manifest["rules_version"] = c.Manifest.RulesVersion
 	}
+	// A disclosure statement is written only when made: nil leaves the
+	// member out, so a bundle.json without one reads as before.
+	for member, list := range map[string][]string{"stated_gaps": c.Manifest.StatedGaps, "resolvable_hashes": c.Manifest.ResolvableHashes} {
+		if list != nil {
+			arr := make([]any, len(list))
+			for i, s := range list {
+				arr[i] = s
+			}
+			manifest[member] = arr
+		}
+	}
 	data, err := canonical.Marshal(manifest)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %s: %w", ManifestFile, err)

@@ -27,6 +27,11 @@ present) and reports every check as verified, failed or not checkable.
 Nothing is contacted: no daemon, database or network. Any
 implementation's bundle can be verified.
 
+When bundle.json states what the exporter withheld (stated_gaps, and
+resolvable_hashes for content hashes that resolve elsewhere), an object
+the record needs that is neither in the bundle nor stated as withheld is
+an incomplete disclosure and fails; without such a statement it is a gap.
+
 The default output is a summary: the counts per outcome, every failed
 check with its reason code and subject, every check that could not be
 run, and the gaps (undisclosed streams, unresolved references,
@@ -103,12 +108,9 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		opt.RulesVersion = b.Manifest.RulesVersion
 		source = "bundle.json"
 	}
-	rep := verify.Verify(verify.Input{
-		Objects:       b.ObjectValues(),
-		Mandates:      b.MandateValues(),
-		Keys:          b.Keys,
-		TransactionID: b.Manifest.TransactionID,
-	}, opt)
+	// bundle.json's disclosure statement, when it makes one, goes to the
+	// verifier: then an absence it did not state is a failure, not a gap.
+	rep := verify.Verify(verify.BundleInput(b), opt)
 
 	if *asJSON {
 		data, err := json.MarshalIndent(rep, "", "  ")
@@ -118,7 +120,7 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		stdout.Write(append(data, '\n'))
 	} else {
-		summary(stdout, dirs[0], source, b.Keys != nil, rep)
+		summary(stdout, dirs[0], source, b.Keys != nil, b.Manifest, rep)
 	}
 	if rep.Results.Failed > 0 {
 		return 1
@@ -129,7 +131,7 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // summary writes the readable report. Failures and the checks that could
 // not be run are listed alike, one per line, so that a gap is never
 // quieter than a failure (evidence verification §5 rule 4).
-func summary(w io.Writer, dir, source string, haveKeys bool, rep *verify.Report) {
+func summary(w io.Writer, dir, source string, haveKeys bool, m bundle.Manifest, rep *verify.Report) {
 	fmt.Fprintf(w, "Bundle %s\n", dir)
 	txn := rep.Scope.TransactionID
 	if txn == "" {
@@ -149,6 +151,11 @@ func summary(w io.Writer, dir, source string, haveKeys bool, rep *verify.Report)
 	}
 	fmt.Fprintf(w, "  scope: %d objects, %d mandates, streams %s, %s\n",
 		len(rep.Scope.Objects), len(rep.Scope.Mandates), list(rep.Scope.StreamsDisclosed), tr)
+	if m.StatesDisclosure() {
+		fmt.Fprintf(w, "  disclosure stated in bundle.json: withheld %s; resolvable elsewhere %s\n", list(m.StatedGaps), list(m.ResolvableHashes))
+	} else {
+		fmt.Fprintln(w, "  disclosure not stated in bundle.json: an absent object is a gap, not a failure")
+	}
 	fmt.Fprintf(w, "  verified at %s\n\n", rep.VerifiedAt)
 	fmt.Fprintf(w, "Checks: %d verified, %d failed, %d not checkable\n",
 		rep.Results.Verified, rep.Results.Failed, rep.Results.NotCheckable)

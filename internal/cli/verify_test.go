@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/partyd/party/internal/bundle"
 	"github.com/partyd/party/internal/cli"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/spectest"
 	"github.com/partyd/party/internal/verify"
+	"github.com/partyd/party/internal/verify/verifytest"
 )
 
 // party verify over the record the published reference produced, and over
@@ -182,5 +184,58 @@ func TestVerifyReferenceTamperedTerms(t *testing.T) {
 		if got[name] != code {
 			t.Errorf("%s: %q, want %s", name, got[name], code)
 		}
+	}
+}
+
+// bundle.json's disclosure statement reaches the verifier. A bundle that
+// leaves an assertion out says nothing about it (a gap, exit 0), says it
+// withheld nothing (then the absence is an incomplete disclosure, exit 1),
+// or names it as withheld (a stated boundary, exit 0).
+func TestVerifyStatedDisclosure(t *testing.T) {
+	rec, err := verifytest.New(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prf := rec.ObjectOfType("performance_event")["id"].(string)
+	obr := rec.ObjectOfType("obligation_response")["id"].(string)
+	for name, c := range map[string]struct {
+		gaps    []string
+		code    int
+		result  verify.Result
+		summary string
+	}{
+		"unstated":         {nil, 0, verify.NotCheckable, "disclosure not stated in bundle.json"},
+		"nothing withheld": {[]string{}, 1, verify.Failed, "disclosure stated in bundle.json: withheld none"},
+		"withheld":         {[]string{prf}, 0, verify.NotCheckable, "disclosure stated in bundle.json: withheld " + prf},
+	} {
+		t.Run(name, func(t *testing.T) {
+			contents := rec.Contents()
+			contents.Manifest.StatedGaps = c.gaps
+			dir := filepath.Join(t.TempDir(), "b")
+			if err := bundle.Write(dir, contents, bundle.WriteOptions{OmitObjects: []string{prf}}); err != nil {
+				t.Fatal(err)
+			}
+			rep, code := verifyJSON(t, "--at", "2026-12-04T10:00:00Z", dir)
+			if code != c.code {
+				t.Errorf("exit %d, want %d", code, c.code)
+			}
+			found := false
+			for _, ch := range rep.Checks {
+				if ch.Name == "disclosure_complete" && ch.Subject == obr {
+					found = true
+					if ch.Result != c.result || (c.result == verify.Failed && ch.Code != reason.EvidenceDisclosureIncomplete) {
+						t.Errorf("disclosure_complete: %s %q %s", ch.Result, ch.Code, ch.Detail)
+					}
+				}
+			}
+			if !found {
+				t.Error("no disclosure_complete check on the response")
+			}
+			var out bytes.Buffer
+			cli.Main([]string{"verify", "--at", "2026-12-04T10:00:00Z", dir}, nil, &out, &out)
+			if !strings.Contains(out.String(), c.summary) {
+				t.Errorf("summary lacks %q:\n%s", c.summary, out.String())
+			}
+		})
 	}
 }

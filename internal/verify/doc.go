@@ -28,7 +28,9 @@
 //     accepted_offer_hash, subject terms_hash, assertion_hash, a
 //     superseded determination's hash, a dispute's subject_hash, and the
 //     content_hash of every full-form evidence reference. A carried hash
-//     is compared with the hash of the target's bytes as held.
+//     is compared with the hash of the target's bytes as held. An
+//     agreement's terms are the canonical bytes of its accepted offer's
+//     terms (agreement_offer_terms).
 //  2. Signatures: each value over the signing input under the declared
 //     key; the purpose against the object's type; the key's status at
 //     signed_at and now, from the key's key_record chain; the minimum
@@ -44,7 +46,9 @@
 //     force when it appended (the bundle states it; a caller may override
 //     it, per event too), from the state the replay reached; its guard
 //     held as far as the bundle's objects show; its actor's mandate
-//     covered it; its policy decision is an allow over its action hash.
+//     covered it; its policy decision is an allow over its action hash;
+//     every approval its mandate's approval rules call for over its act
+//     was given (approval; see Acts and approvals below).
 //     The guards the objects carry themselves are judged on the objects,
 //     with or without the event: an amendment's fresh offer and
 //     acceptance (agreement_amendment), an obligation's parties and
@@ -91,13 +95,15 @@
 // needs is held, not_checkable when one is not, failed with the gate's
 // code otherwise.
 //
-// Stated disclosure. A bundle directory does not say what it withheld,
-// so an absent object is a gap there, never a failure. A caller that
-// holds the discloser's statement (a bundle fixture's context, say)
-// passes it as Input.Disclosure: then the disclosed subset must verify
-// without anything withheld beyond the stated gaps (evidence verification
-// §6 rule 1), and an absence that was not stated fails. A verification
-// report carried with the record is passed as Input.StatedReport.
+// Stated disclosure. A bundle directory says what it withheld only if
+// its bundle.json states stated_gaps or resolvable_hashes (BundleInput
+// reads them); otherwise an absent object is a gap there, never a
+// failure. A caller that holds the discloser's statement (bundle.json's,
+// or a bundle fixture's context) passes it as Input.Disclosure: then the
+// disclosed subset must verify without anything withheld beyond the
+// stated gaps (evidence verification §6 rule 1), and an absence that was
+// not stated fails. A verification report carried with the record is
+// passed as Input.StatedReport.
 //
 // Gaps are never passes. A signature the verifier cannot check (no
 // keys.json, an undeclared key, the published fixtures' placeholder value)
@@ -135,6 +141,23 @@
 // settlement.instruct, termination.agreed termination.agree,
 // agreement.amended agreement.amend; the obligation events are their own
 // names.
+//
+// Acts and approvals. The act document behind an event is not in the
+// record, but its members are, so the verifier rebuilds it (acts.go) and
+// takes it as the act only when it hashes to the event's action_hash and
+// its policy decision's. Then a mandate's category and geography scope is
+// checked on the act, and its approval rules are evaluated over it
+// (when.go: package authority exports no matcher, so the verifier carries
+// one that reads a `when` as the evaluator does, with exact decimals): a
+// rule that applies needs an approval in the bundle bound to the act's
+// hash, on its transaction, approved by the organisation and role the
+// rule names, signed by a live key of the acting organisation that is not
+// its agent's, made before the act and unexpired at it (approvals.go).
+// agreement.committed's guard asks the same of every act that formed the
+// agreement, the offer and the countersignature included. An act that
+// does not rebuild to the recorded hash (another implementation's act
+// shape) leaves those questions not_checkable. The published reference's
+// acts rebuild, except its agreement.sign, an act it does not name.
 //
 // # Performance
 //

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/partyd/party/internal/bundle"
 	"github.com/partyd/party/internal/canonical"
@@ -14,6 +15,7 @@ import (
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/verify"
+	"github.com/partyd/party/internal/verify/verifytest"
 )
 
 // FuzzVerifyMutations mutates the files of a valid, signed bundle (flipped
@@ -25,7 +27,20 @@ import (
 //
 // The input is a list of 4-byte operations {op, a, b, c}.
 func FuzzVerifyMutations(f *testing.F) {
-	rec := newRecord(f, 5)
+	// A record whose acts rebuild, with an approval rule and the approval
+	// it calls for, so that mutations reach the act and approval checks.
+	rec, err := verifytest.NewWith(verifytest.Config{Events: 5, Acts: true, BuyerRules: acceptanceRule("org_buyer")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	direct := rec.Object(rec.EventIDs[0])
+	at, err := time.Parse(time.RFC3339, payload(direct)["occurred_at"].(string))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := rec.Approve(rec.Buyer, payload(direct)["action_hash"].(string), role, at.Add(-time.Second), time.Hour); err != nil {
+		f.Fatal(err)
+	}
 	dir := f.TempDir() + "/b"
 	if err := bundle.Write(dir, rec.Contents(), bundle.WriteOptions{}); err != nil {
 		f.Fatal(err)

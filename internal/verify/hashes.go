@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/partyd/party/internal/canonical"
@@ -35,6 +36,7 @@ func (r *run) step1() {
 		case "agreement":
 			r.termsHash(o)
 			r.bindObject(o, "accepted_offer_hash", reason.AgreementHashMismatch, p["accepted_offer_hash"], p["accepted_offer_id"], "offer")
+			r.offerTerms(o)
 		case "obligation":
 			r.subjectTerms(o, reason.ObligationSubjectUnreferenced)
 		case "commitment":
@@ -128,6 +130,45 @@ func (r *run) termsHash(o *object) {
 		default:
 			r.add(1, "terms_hash", o.subject, Verified, "", "")
 		}
+	}
+}
+
+// offerTerms checks that an agreement's terms are exactly the terms of
+// the offer it accepted, canonical byte for canonical byte (canonical
+// model §10 step 6): an agreement states what was accepted, not something
+// close to it. accepted_offer_hash binds the offer; this binds the terms
+// to the offer, which terms_hash alone does not (it is computed over the
+// agreement's own terms).
+func (r *run) offerTerms(o *object) {
+	id, ok := strAt(o.payload, "accepted_offer_id")
+	if !ok {
+		r.add(1, "agreement_offer_terms", o.subject, Failed, reason.AgreementHashMismatch, "the agreement names no accepted_offer_id")
+		return
+	}
+	offer, held := r.byID[id]
+	switch {
+	case !held:
+		r.add(1, "agreement_offer_terms", o.subject, NotCheckable, "", fmt.Sprintf("the accepted offer %s is not in the bundle, so its terms cannot be compared", id))
+		r.missing(id)
+		return
+	case offer.typ != "offer":
+		r.add(1, "agreement_offer_terms", o.subject, Failed, reason.AgreementHashMismatch, fmt.Sprintf("%s is a %s, not an offer", id, offer.typ))
+		return
+	}
+	mine, err1 := canonical.Marshal(o.payload["terms"])
+	theirs, err2 := canonical.Marshal(offer.payload["terms"])
+	_, hasMine := objAt(o.payload, "terms")
+	_, hasTheirs := objAt(offer.payload, "terms")
+	switch {
+	case !hasMine || err1 != nil:
+		r.add(1, "agreement_offer_terms", o.subject, Failed, reason.AgreementHashMismatch, "the agreement carries no terms object with a canonical form")
+	case !hasTheirs || err2 != nil:
+		r.add(1, "agreement_offer_terms", o.subject, Failed, reason.AgreementHashMismatch, fmt.Sprintf("the accepted offer %s carries no terms object with a canonical form", id))
+	case !bytes.Equal(mine, theirs):
+		r.add(1, "agreement_offer_terms", o.subject, Failed, reason.AgreementHashMismatch,
+			fmt.Sprintf("the agreement's terms (hash %s) are not the terms of the accepted offer %s (hash %s)", short(canonical.SHA256Hex(mine)), id, short(canonical.SHA256Hex(theirs))))
+	default:
+		r.add(1, "agreement_offer_terms", o.subject, Verified, "", "the terms are the canonical bytes of the terms of "+id)
 	}
 }
 

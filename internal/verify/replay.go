@@ -11,8 +11,8 @@ import (
 )
 
 // Step 5: replay every disclosed event (§4 step 5; pilot state machine §9).
-// Each event gets four checks, all A202-EVIDENCE-TRANSITION-ILLEGAL when
-// they fail:
+// Each event gets four checks, A202-EVIDENCE-TRANSITION-ILLEGAL when they
+// fail, and a fifth on its approvals:
 //
 //   - transition_legality: (from_state, event_type, to_state) is a row of
 //     the machine under the rules version in force when the event appended
@@ -30,6 +30,10 @@ import (
 //     by the acting party over the event's action_hash, and is signed. A
 //     decision not disclosed is not_checkable, never verified (canonical
 //     model §9.1 rule 4).
+//   - approval, on an event whose acting mandate the bundle holds: every
+//     approval the mandate chain's approval rules call for over the
+//     event's act, rebuilt from the record, was given (approvals.go),
+//     A202-APPROVAL-REQUIRED or A202-APPROVAL-HASH-MISMATCH when not.
 //
 // Obligation objects move by new versions; consecutive versions whose
 // state differs are replayed against the obligation table (obligation
@@ -41,8 +45,8 @@ func (r *run) step5() {
 		session = session || s.kind == "session"
 	}
 	// Legality replays each stream in order, one state after another; the
-	// other three checks of an event stand alone and run concurrently.
-	// The report lists an event's four checks together, in stream order.
+	// other checks of an event stand alone and run concurrently. The
+	// report lists an event's checks together, in stream order.
 	type slot struct {
 		s *stream
 		i int
@@ -67,9 +71,12 @@ func (r *run) step5() {
 	r.parallel(len(slots), func(k int) {
 		c := r.fork()
 		s, i := slots[k].s, slots[k].i
-		c.guard(s, i, s.events[i], session)
-		c.authority(s.events[i])
-		c.decision(s.events[i])
+		e := s.events[i]
+		c.guard(s, i, e, session)
+		a := c.actOf(e)
+		c.authority(e, a)
+		c.decision(e)
+		c.approval(e, a)
 		rest[k] = c
 	})
 	for k := range slots {
@@ -315,8 +322,8 @@ func (r *run) directGuard(v *verdict, e *object, data map[string]any, session bo
 	}
 }
 
-// commitGuard: approvals complete; the agreement names the acceptance;
-// both parties sign the same hash.
+// commitGuard: approvals complete (formationApprovals); the agreement
+// names the acceptance; both parties sign the same hash.
 func (r *run) commitGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
 	agr := r.held(v, data, "agreement_id", "agreement")
 	if agr == nil {
@@ -349,26 +356,7 @@ func (r *run) commitGuard(v *verdict, s *stream, i int, e *object, data map[stri
 	}
 	v.take(r.signedBy(agr, buyer))
 	v.take(r.signedBy(agr, supplier))
-	r.approvals(v, e)
-}
-
-// approvals: whether approvals were due is a question of the mandates'
-// approval rules; an offline verifier holding mandates with none can say
-// none were due, and otherwise cannot say they were all given.
-func (r *run) approvals(v *verdict, e *object) {
-	txn := str(e.val, "transaction_id")
-	for _, m := range r.mandates {
-		scope, _ := objAt(m.val, "scope")
-		ids, _ := stringsOf(scope["transaction_ids"])
-		if !contains(ids, txn) {
-			continue
-		}
-		if rs, _ := m.val["approval_rules"].([]any); len(rs) > 0 {
-			v.unsure("mandate %s states approval rules; whether every approval they call for was given is not established here", m.id)
-			return
-		}
-	}
-	v.pass("no mandate held for %s states approval rules", txn)
+	r.formationApprovals(v, s, i, e, agr)
 }
 
 // activationGuard: the obligation derives from the agreement.
@@ -504,8 +492,20 @@ func (r *run) actFor(e *object, org string) (string, bool) {
 // maxDelegation bounds how far up a delegation chain authority is followed.
 const maxDelegation = 16
 
-// authority checks the actor's mandate at the event's append time.
-func (r *run) authority(e *object) {
+// actOf rebuilds the act behind e under its acting mandate, when the
+// bundle holds that mandate.
+func (r *run) actOf(e *object) act {
+	by, _ := objAt(e.val, "created_by")
+	m, held := r.mandateBy[str(by, "mandate_id")]
+	if !held {
+		return act{why: fmt.Sprintf("the mandate %s is not in the bundle", orNone(str(by, "mandate_id")))}
+	}
+	return r.eventAct(e, m)
+}
+
+// authority checks the actor's mandate at the event's append time; a is
+// the event's act, rebuilt from the record.
+func (r *run) authority(e *object, a act) {
 	var v verdict
 	by, _ := objAt(e.val, "created_by")
 	org, agent, mid := str(by, "organization_id"), str(by, "agent_id"), str(by, "mandate_id")
@@ -529,14 +529,14 @@ func (r *run) authority(e *object) {
 	if str(m.val, "represented_organization_id") != org {
 		v.fail("%s represents %s, not %s", mid, str(m.val, "represented_organization_id"), org)
 	}
-	if act, ok := r.actFor(e, org); !ok {
+	if name, ok := r.actFor(e, org); !ok {
 		v.unsure("no act name is registered for %s by %s (decisions.md item 6)", str(e.payload, "event_type"), org)
-	} else if actions, _ := stringsOf(m.val["actions"]); !contains(actions, act) {
-		v.fail("%s does not list %s", mid, act)
+	} else if actions, _ := stringsOf(m.val["actions"]); !contains(actions, name) {
+		v.fail("%s does not list %s", mid, name)
 	} else {
-		v.pass("%s lists %s", mid, act)
+		v.pass("%s lists %s", mid, name)
 	}
-	r.scope(&v, m, e, org)
+	r.scope(&v, m, e, org, a)
 	// Authority flows down the delegation chain: every mandate on it must
 	// have a verified proof, cover the append time and, for a child, be no
 	// wider than its parent.
@@ -585,9 +585,10 @@ func (r *run) authority(e *object) {
 }
 
 // scope checks the mandate's scope axes the bundle can evaluate: the
-// transaction and, where the bundle names the other party, the
-// counterparty.
-func (r *run) scope(v *verdict, m *mandate, e *object, org string) {
+// transaction; where the bundle names the other party, the counterparty;
+// and, where the act was rebuilt to its recorded hash, the category and
+// geography the act names, which a transaction's objects do not state.
+func (r *run) scope(v *verdict, m *mandate, e *object, org string, a act) {
 	scope, _ := objAt(m.val, "scope")
 	txn := str(e.val, "transaction_id")
 	if ids, ok := stringsOf(scope["transaction_ids"]); ok {
@@ -596,8 +597,22 @@ func (r *run) scope(v *verdict, m *mandate, e *object, org string) {
 		} else {
 			v.pass("%s is scoped to %s", m.id, txn)
 		}
-	} else if _, ok := scope["categories"]; ok {
-		v.unsure("%s is scoped by category, and a transaction's category is not stated in the record", m.id)
+	}
+	for _, ax := range []struct{ axis, member string }{{"categories", "category"}, {"geographies", "geography"}} {
+		raw, stated := scope[ax.axis]
+		if !stated {
+			continue
+		}
+		if !a.matches {
+			v.unsure("%s is scoped by %s, and the act's %s is not established: %s", m.id, ax.axis, ax.member, a.why)
+			continue
+		}
+		allowed, _ := stringsOf(raw)
+		if got, ok := a.doc[ax.member].(string); ok && contains(allowed, got) {
+			v.pass("the act, rebuilt to its action hash, names %s %s, within the %s of %s", ax.member, got, ax.axis, m.id)
+		} else {
+			v.fail("the act, rebuilt to its action hash, names %s %s, outside the %s of %s", ax.member, show(a.doc[ax.member]), ax.axis, m.id)
+		}
 	}
 	if cps, ok := stringsOf(scope["counterparty_organization_ids"]); ok {
 		if other := r.counterparty(txn, org); other == "" {

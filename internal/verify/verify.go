@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/partyd/party/internal/bundle"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/keys"
@@ -44,7 +45,9 @@ type Input struct {
 	// dispute whose subject hash resolves to nothing held, withheld or
 	// stated resolvable fails A202-DISPUTE-SUBJECT-UNREFERENCED. When nil,
 	// such an absence is not_checkable: nobody said whether it was
-	// withheld. A stated disclosure with no gaps says nothing was.
+	// withheld. A stated disclosure with no gaps says nothing was. A
+	// bundle directory states it in bundle.json (stated_gaps,
+	// resolvable_hashes; see BundleInput), or does not.
 	Disclosure *Disclosure
 	// StatedReport, when not nil, is a verification report the record
 	// carries (as a bundle fixture's context does): it is judged as a
@@ -614,3 +617,24 @@ func sortedSet(m map[string]bool) []string {
 
 // knownRules reports whether version names a registered rules version.
 func knownRules(version string) bool { return rules.Known(version) }
+
+// BundleInput is the input a bundle directory gives: its objects,
+// mandates and keys, the transaction bundle.json names and, when
+// bundle.json states one (stated_gaps or resolvable_hashes), the
+// discloser's statement about what it withheld. A bundle.json that states
+// none leaves Disclosure nil: an absence is then a gap, not a failure.
+func BundleInput(b *bundle.Bundle) Input {
+	in := Input{
+		Objects:       b.ObjectValues(),
+		Mandates:      b.MandateValues(),
+		Keys:          b.Keys,
+		TransactionID: b.Manifest.TransactionID,
+	}
+	if b.Manifest.StatesDisclosure() {
+		in.Disclosure = &Disclosure{
+			StatedGaps:       append([]string(nil), b.Manifest.StatedGaps...),
+			ResolvableHashes: append([]string(nil), b.Manifest.ResolvableHashes...),
+		}
+	}
+	return in
+}

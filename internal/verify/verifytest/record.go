@@ -77,6 +77,25 @@ type Record struct {
 	clock     int
 	session   string
 	lastEvent map[string]any
+	cfg       Config
+}
+
+// Config shapes a synthetic record.
+type Config struct {
+	// Events is the number of events (at least 1).
+	Events int
+	// Acts makes every policy decision and event bind the action_hash of
+	// the act document its party evaluated (decisions.md item 6), written
+	// out here member by member, so a verifier can rebuild the act from
+	// the record. Without it the hashes are opaque stand-ins. With it the
+	// countersigning supplier's own agreement.sign decision is in the
+	// record too.
+	Acts bool
+	// Categories, when set, are a categories axis added to both mandates'
+	// scope; the acts then name the first of them.
+	Categories []string
+	// BuyerRules and SupplierRules are the two mandates' approval_rules.
+	BuyerRules, SupplierRules []any
 }
 
 // Contents returns the record as bundle contents, stating RulesVersion.
@@ -153,11 +172,15 @@ func newParty(name, role string) (*Party, error) {
 }
 
 // New builds a record with the given number of events (at least 1).
-func New(events int) (*Record, error) {
+func New(events int) (*Record, error) { return NewWith(Config{Events: events}) }
+
+// NewWith builds a record as cfg says.
+func NewWith(cfg Config) (*Record, error) {
+	events := cfg.Events
 	if events < 1 {
 		return nil, fmt.Errorf("verifytest: a record needs at least one event")
 	}
-	r := &Record{TransactionID: "txn_synthetic_0001", session: "ses_synthetic_0001", Keys: keys.NewKeySet()}
+	r := &Record{TransactionID: "txn_synthetic_0001", session: "ses_synthetic_0001", Keys: keys.NewKeySet(), cfg: cfg}
 	var err error
 	if r.Buyer, err = newParty("buyer", "procurement"); err != nil {
 		return nil, err
@@ -208,9 +231,25 @@ func (r *Record) keyRecords(p *Party) error {
 func (r *Record) mandate(p *Party) (map[string]any, error) {
 	other := r.Supplier
 	actions := []any{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct"}
+	rules := r.cfg.BuyerRules
 	if p == r.Supplier {
 		other = r.Buyer
 		actions = []any{"offer.submit", "agreement.sign", "performance.declared"}
+		rules = r.cfg.SupplierRules
+	}
+	if rules == nil {
+		rules = []any{}
+	}
+	scope := map[string]any{
+		"transaction_ids":               []any{r.TransactionID},
+		"counterparty_organization_ids": []any{other.Org},
+	}
+	if len(r.cfg.Categories) > 0 {
+		cs := make([]any, len(r.cfg.Categories))
+		for i, c := range r.cfg.Categories {
+			cs[i] = c
+		}
+		scope["categories"] = cs
 	}
 	m := map[string]any{
 		"spec_version":                "a202-mandate/0.1",
@@ -220,15 +259,12 @@ func (r *Record) mandate(p *Party) (map[string]any, error) {
 		"represented_organization_id": p.Org,
 		"parent_mandate_id":           nil,
 		"actions":                     actions,
-		"scope": map[string]any{
-			"transaction_ids":               []any{r.TransactionID},
-			"counterparty_organization_ids": []any{other.Org},
-		},
+		"scope":                       scope,
 		"constraints": []any{map[string]any{
 			"id": "c_total_amount", "type": "commercial.decimal", "path": "$.proposed_terms.core.total.amount",
 			"operator": "maximum", "value": "5000.00", "on_failure": "deny",
 		}},
-		"approval_rules":  []any{},
+		"approval_rules":  rules,
 		"delegation":      map[string]any{"allowed": false, "maximum_depth": json.Number("0")},
 		"evidence_refs":   []any{},
 		"status_endpoint": "https://status." + p.Org[4:] + ".invalid/mandates/" + p.MandateID,
@@ -272,9 +308,29 @@ func (r *Record) object(typ, id string, p *Party, payload map[string]any, purpos
 	return obj, r.seal(obj, p.AgentSigner, purpose, more...)
 }
 
-// decision is p's allow over an act, signed by p's agent.
-func (r *Record) decision(id string, p *Party, act string, seq int) (map[string]any, string, error) {
-	hash, err := canonical.Hash(map[string]any{"action_type": act, "transaction_id": r.TransactionID, "decision_ref": id})
+// decision is p's allow over an act, signed by p's agent. With Acts the
+// act is the document p evaluated: the action, the transaction, the other
+// party, the proposed terms and the references, and the first category
+// when the mandates are scoped by category; otherwise a stand-in.
+func (r *Record) decision(id string, p *Party, act string, seq int, terms, refs map[string]any) (map[string]any, string, error) {
+	doc := map[string]any{"action_type": act, "transaction_id": r.TransactionID, "decision_ref": id}
+	if r.cfg.Acts {
+		other := r.Supplier
+		if p == r.Supplier {
+			other = r.Buyer
+		}
+		doc = map[string]any{"action_type": act, "transaction_id": r.TransactionID, "counterparty_organization_id": other.Org}
+		if terms != nil {
+			doc["proposed_terms"] = terms
+		}
+		for k, v := range refs {
+			doc[k] = v
+		}
+		if len(r.cfg.Categories) > 0 {
+			doc["category"] = r.cfg.Categories[0]
+		}
+	}
+	hash, err := canonical.Hash(doc)
 	if err != nil {
 		return nil, "", err
 	}
@@ -344,7 +400,7 @@ func (r *Record) direct(n int) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := r.decision("pol_synthetic_offer", s, "offer.submit", 0); err != nil {
+	if _, _, err := r.decision("pol_synthetic_offer", s, "offer.submit", 0, terms, nil); err != nil {
 		return err
 	}
 	acc, err := r.object("acceptance", "acc_synthetic_0001", b, map[string]any{
@@ -353,7 +409,7 @@ func (r *Record) direct(n int) error {
 	if err != nil {
 		return err
 	}
-	_, accHash, err := r.decision("pol_synthetic_accept", b, "offer.accept", 1)
+	_, accHash, err := r.decision("pol_synthetic_accept", b, "offer.accept", 1, terms, nil)
 	if err != nil {
 		return err
 	}
@@ -384,7 +440,14 @@ func (r *Record) direct(n int) error {
 	if err != nil {
 		return err
 	}
-	_, signHash, err := r.decision("pol_synthetic_sign", b, "agreement.sign", 2)
+	if r.cfg.Acts {
+		// The supplier's own agreement.sign, which has no event: the
+		// buyer appends agreement.committed.
+		if _, _, err := r.decision("pol_synthetic_countersign", s, "agreement.sign", 2, terms, map[string]any{"agreement_id": agr["id"]}); err != nil {
+			return err
+		}
+	}
+	_, signHash, err := r.decision("pol_synthetic_sign", b, "agreement.sign", 2, terms, map[string]any{"agreement_id": agr["id"]})
 	if err != nil {
 		return err
 	}
@@ -402,7 +465,7 @@ func (r *Record) direct(n int) error {
 	if err != nil {
 		return err
 	}
-	_, actHash, err := r.decision("pol_synthetic_activate", b, "obligation.activated", 3)
+	_, actHash, err := r.decision("pol_synthetic_activate", b, "obligation.activated", 3, core("20", obl), map[string]any{"agreement_id": agr["id"]})
 	if err != nil {
 		return err
 	}
@@ -428,7 +491,7 @@ func (r *Record) direct(n int) error {
 	if err != nil {
 		return err
 	}
-	_, declHash, err := r.decision("pol_synthetic_declare", s, "performance.declared", 4)
+	_, declHash, err := r.decision("pol_synthetic_declare", s, "performance.declared", 4, core("20", obl), map[string]any{"obligation_id": obl["id"]})
 	if err != nil {
 		return err
 	}
@@ -443,7 +506,7 @@ func (r *Record) direct(n int) error {
 	if err != nil {
 		return err
 	}
-	_, grantHash, err := r.decision("pol_synthetic_grant", b, "acceptance.granted", 5)
+	_, grantHash, err := r.decision("pol_synthetic_grant", b, "acceptance.granted", 5, core("20", obl), map[string]any{"assertion_id": prf["id"]})
 	if err != nil {
 		return err
 	}
@@ -451,7 +514,7 @@ func (r *Record) direct(n int) error {
 		map[string]any{"obligation_id": obl["id"], "obligation_response_id": obr["id"]}, "pol_synthetic_grant", grantHash); !more {
 		return err
 	}
-	_, stlHash, err := r.decision("pol_synthetic_settle", b, "settlement.instruct", 6)
+	_, stlHash, err := r.decision("pol_synthetic_settle", b, "settlement.instruct", 6, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -461,6 +524,34 @@ func (r *Record) direct(n int) error {
 			return err
 		}
 	}
+}
+
+// core is the proposed_terms of an obligation act over quantity, with the
+// obligation's unit and consideration.
+func core(quantity string, obl map[string]any) map[string]any {
+	p := obl["payload"].(map[string]any)
+	return map[string]any{"core": map[string]any{"quantity": quantity, "unit_code": p["unit_code"], "total": p["consideration"]}}
+}
+
+// Approve appends an approval by p's principal, in role, of the act whose
+// action_hash is actionHash: decided "approved", created at created and
+// expiring life later, signed for object_issuance with p's principal key.
+// Tests change and re-sign it to make the approvals that must not count.
+func (r *Record) Approve(p *Party, actionHash, role string, created time.Time, life time.Duration) (map[string]any, error) {
+	obj, err := envelope.New(envelope.Spec{
+		ObjectType: "approval", CreatedBy: p.Actor(), TransactionID: r.TransactionID, CreatedAt: created,
+		Payload: map[string]any{
+			"action_hash": actionHash,
+			"approver":    map[string]any{"organization_id": p.Org, "principal_id": p.Principal, "role": role},
+			"decision":    "approved",
+			"expires_at":  envelope.Timestamp(created.Add(life)),
+			"conditions":  []any{},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj, r.seal(obj, p.PrincipalSigner, "object_issuance")
 }
 
 // num is an integer in the form canonical.Decode gives, so a built record
