@@ -408,8 +408,7 @@ func Check(dir string) (*verify.Report, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rep := verify.Verify(verify.Input{Objects: b.ObjectValues(), Mandates: b.MandateValues(), Keys: b.Keys, TransactionID: b.Manifest.TransactionID},
-		verify.Options{RulesVersion: b.Manifest.RulesVersion})
+	rep := verify.Verify(verify.BundleInput(b), verify.Options{RulesVersion: b.Manifest.RulesVersion})
 	type ev struct {
 		seq  int64
 		hash string

@@ -50,6 +50,13 @@ func Write(ctx context.Context, st *store.Store, txn, dir string, opt Options) (
 	if err != nil {
 		return Summary{}, err
 	}
+	if len(opt.OmitObjects) > 0 {
+		// A partial export says which objects it withheld, so a verifier
+		// reads their absence as a stated boundary (evidence verification
+		// §6). Withheld streams need no statement: the verifier names
+		// undisclosed streams itself.
+		c.Manifest.StatedGaps = append([]string{}, opt.OmitObjects...)
+	}
 	if err := bundle.Write(dir, c, bundle.WriteOptions{OmitStreams: opt.OmitStreams, OmitObjects: opt.OmitObjects}); err != nil {
 		return Summary{}, err
 	}
@@ -201,6 +208,5 @@ func VerifyBundle(dir, rulesVersion string) (*verify.Report, error) {
 	if rulesVersion != "" {
 		rv = rulesVersion
 	}
-	return verify.Verify(verify.Input{Objects: b.ObjectValues(), Mandates: b.MandateValues(), Keys: b.Keys, TransactionID: b.Manifest.TransactionID},
-		verify.Options{RulesVersion: rv}), nil
+	return verify.Verify(verify.BundleInput(b), verify.Options{RulesVersion: rv}), nil
 }

@@ -111,3 +111,40 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+func TestPartialExportStatesWhatItWithheld(t *testing.T) {
+	ctx := context.Background()
+	b, s, txn := walkthrough(t)
+	_ = s
+	objs, _ := b.Node.Org.Store.TransactionObjects(ctx, txn)
+	var evidence string
+	for _, raw := range objs {
+		o, _ := canonical.DecodeObject(raw)
+		if o["object_type"] == "evidence" {
+			evidence = o["id"].(string)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "partial")
+	if _, err := export.Write(ctx, b.Node.Org.Store, txn, dir, export.Options{OmitObjects: []string{evidence}}); err != nil {
+		t.Fatal(err)
+	}
+	bd, err := bundle.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bd.Manifest.StatedGaps) != 1 || bd.Manifest.StatedGaps[0] != evidence {
+		t.Fatalf("stated gaps %v", bd.Manifest.StatedGaps)
+	}
+	for _, o := range bd.ObjectValues() {
+		if o["id"] == evidence {
+			t.Fatal("the withheld evidence was exported")
+		}
+	}
+	rep, err := export.VerifyBundle(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Results.Failed != 0 {
+		t.Fatalf("a stated boundary failed verification: %+v", rep.Failures())
+	}
+}
