@@ -397,3 +397,61 @@ func secrets(t *testing.T, path string) [][]byte {
 	body := strings.Join(lines[1:len(lines)-1], "")
 	return [][]byte{[]byte(body[:48]), []byte(base64.RawURLEncoding.EncodeToString(d)), []byte(base64.StdEncoding.EncodeToString(d)[:40]), []byte(hex.EncodeToString(d))}
 }
+
+// TestRestartKeepsMandatesAndKeys restarts serve: mandates issued before
+// still verify, and objects made after are signed with the same keys.
+func TestRestartKeepsMandatesAndKeys(t *testing.T) {
+	ctx := context.Background()
+	buyer, supplier := setup(t)
+	serve(t, buyer.Dir)
+	sp := serve(t, supplier.Dir)
+	act := map[string]any{"action_type": "offer.submit", "transaction_id": supplier.TransactionID,
+		"counterparty_organization_id": buyer.Org, "proposed_terms": demo.Terms("3200.00")}
+	sa, err := demo.Connect(ctx, supplier, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := sa.Call(ctx, "verify_mandate", map[string]any{"mandate_id": supplier.MandateID, "proposed_action": act})
+	if err != nil || v["decision"] != "allow" {
+		t.Fatalf("before restart: %v %v", v, err)
+	}
+	sa.Close()
+	sp.stop(syscall.SIGTERM)
+	serve(t, supplier.Dir)
+	sa, err = demo.Connect(ctx, supplier, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	v, err = sa.Call(ctx, "verify_mandate", map[string]any{"mandate_id": supplier.MandateID, "proposed_action": act})
+	if err != nil || v["decision"] != "allow" {
+		t.Fatalf("after restart: %v %v", v, err)
+	}
+	off, err := sa.Call(ctx, "propose_offer", map[string]any{"mandate_id": supplier.MandateID, "transaction_id": supplier.TransactionID,
+		"counterparty_organization_id": buyer.Org, "terms": demo.Terms("3200.00"), "valid_until": envelope.Timestamp(time.Now().UTC().Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The offer made after the restart verifies under the agent key that
+	// init created and that the buyer trusts.
+	st, err := store.Open(filepath.Join(buyer.Dir, instance.DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	raw, err := st.GetObject(ctx, off["objects"].(map[string]any)["offer"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := canonical.DecodeObject(raw)
+	entries, _ := signature.Entries(obj)
+	if entries[0]["key_id"] != supplier.Config.AgentKeyID {
+		t.Fatalf("the offer is signed with %v, not the agent key %s init created", entries[0]["key_id"], supplier.Config.AgentKeyID)
+	}
+	rec, _ := st.GetObject(ctx, supplier.Config.AgentKeyID)
+	kr, _ := canonical.DecodeObject(rec)
+	pub, _ := keys.ParseJWK(kr["payload"].(map[string]any)["public_key_jwk"])
+	if err := signature.VerifyEntry(obj, 0, pub); err != nil {
+		t.Fatal(err)
+	}
+}
