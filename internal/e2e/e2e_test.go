@@ -26,7 +26,7 @@ import (
 	"github.com/partyd/party/internal/store"
 )
 
-var partyBin string
+var partyBin, twoPartyBin string
 
 func TestMain(m *testing.M) {
 	tmp, err := os.MkdirTemp("", "party-e2e-")
@@ -34,10 +34,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	partyBin = filepath.Join(tmp, "party")
-	out, err := exec.Command("go", "build", "-o", partyBin, "github.com/partyd/party/cmd/party").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building party: %v\n%s", err, out)
-		os.Exit(1)
+	twoPartyBin = filepath.Join(tmp, "two-party")
+	for bin, pkg := range map[string]string{partyBin: "github.com/partyd/party/cmd/party", twoPartyBin: "github.com/partyd/party/examples/two-party"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(tmp)
@@ -453,5 +456,53 @@ func TestRestartKeepsMandatesAndKeys(t *testing.T) {
 	pub, _ := keys.ParseJWK(kr["payload"].(map[string]any)["public_key_jwk"])
 	if err := signature.VerifyEntry(obj, 0, pub); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestComposeMandatesWithScriptedAgents runs what the compose deployment
+// runs: instances set up with the CLI and the mandate requests in
+// deploy/mandates, then the two-party example in its scripted-agent mode,
+// which holds only the two agent tokens.
+func TestComposeMandatesWithScriptedAgents(t *testing.T) {
+	root := t.TempDir()
+	dirs := map[string]string{}
+	urls := []string{}
+	for _, o := range []struct{ name, org, role string }{{"northstar", "org_northstar", "procurement_lead"}, {"delta", "org_delta", "managing_director"}} {
+		dir := filepath.Join(root, o.name)
+		mcp := freeAddr(t)
+		party(t, "init", "--dir", dir, "--org", o.org, "--role", o.role, "--mcp-addr", mcp, "--peer-addr", freeAddr(t), "--admin-addr", freeAddr(t))
+		dirs[o.name] = dir
+		urls = append(urls, o.name+"=http://"+mcp)
+		tokens := filepath.Join(root, "tokens", o.name)
+		os.MkdirAll(tokens, 0o700)
+		tok, _ := os.ReadFile(filepath.Join(dir, instance.AgentTokenFile))
+		os.WriteFile(filepath.Join(tokens, "agent"), tok, 0o600)
+	}
+	party(t, "peer", "add", "--dir", dirs["northstar"], filepath.Join(dirs["delta"], instance.PeerFile))
+	party(t, "peer", "add", "--dir", dirs["delta"], filepath.Join(dirs["northstar"], instance.PeerFile))
+	repo, _ := filepath.Abs(filepath.Join("..", ".."))
+	for name, org := range map[string]string{"northstar": "org_northstar", "delta": "org_delta"} {
+		// As deploy/init.sh does, the request's interval is set from now.
+		data, err := os.ReadFile(filepath.Join(repo, "deploy", "mandates", org+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req map[string]any
+		if err := json.Unmarshal(data, &req); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		req["valid_from"], req["valid_until"] = envelope.Timestamp(now.Add(-time.Minute)), envelope.Timestamp(now.Add(90*24*time.Hour))
+		data, _ = json.Marshal(req)
+		f := filepath.Join(root, org+"-mandate.json")
+		os.WriteFile(f, data, 0o600)
+		party(t, "mandate", "issue", "--dir", dirs[name], "--file", f)
+	}
+	serve(t, dirs["northstar"])
+	serve(t, dirs["delta"])
+	cmd := exec.Command(twoPartyBin, "--connect", strings.Join(urls, ","), "--tokens-dir", filepath.Join(root, "tokens"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "reached settlement_pending") {
+		t.Fatalf("scripted agents: %v\n%s", err, out)
 	}
 }
