@@ -677,14 +677,12 @@ func (r *run) checkRules(m map[string]any, act map[string]any) {
 			ruleID = fmt.Sprintf("#%d", i)
 		}
 		when, _ := rule["when"].(map[string]any)
-		op, _ := when["operator"].(string)
-		path, _ := when["path"].(string)
-		matched, f := evalPredicate(r.ctx, predicate{untyped: true, op: op, path: path, value: when["value"]}, act, r.e.Evidence)
-		if f != nil && f.constraint {
-			r.deny(StepApprovalRule, id, reason.MandateConstraintUnknown, "approval rule %s of %s is unevaluable: %s", ruleID, id, f.detail)
+		applies, _, err := MatchRule(r.ctx, when, act, r.e.Evidence)
+		if err != nil {
+			r.deny(StepApprovalRule, id, reason.MandateConstraintUnknown, "approval rule %s of %s is unevaluable: %v", ruleID, id, err)
 			continue
 		}
-		if f != nil || matched {
+		if applies {
 			approver, _ := rule["approver"].(map[string]any)
 			mr := MatchedRule{MandateID: id, RuleID: ruleID}
 			mr.ApproverOrganizationID, _ = approver["organization_id"].(string)
@@ -694,4 +692,28 @@ func (r *run) checkRules(m map[string]any, act map[string]any) {
 			r.hold(StepApprovalRule, id, "approval rule %s of %s holds the act for %s of %s", ruleID, id, mr.ApproverRole, mr.ApproverOrganizationID)
 		}
 	}
+}
+
+// MatchRule reads one approval rule's `when` over an act document exactly
+// as Evaluate does at step 12, so that a verifier replaying a record asks
+// the same question the evaluator asked. applies is true when the rule
+// holds the act: its predicate matched, or the act's value could not be
+// compared under it (a rule nobody could evaluate is not a rule that did
+// not match). A `when` broken in its own form (unregistered operator, bad
+// path, value of the wrong shape) returns an error: the evaluator denies
+// every act under such a mandate with A202-MANDATE-CONSTRAINT-UNKNOWN.
+// detail says which, in words. ev may be nil: then no evidence verifies.
+func MatchRule(ctx context.Context, when map[string]any, act map[string]any, ev EvidenceVerifier) (applies bool, detail string, err error) {
+	op, _ := when["operator"].(string)
+	path, _ := when["path"].(string)
+	matched, f := evalPredicate(ctx, predicate{untyped: true, op: op, path: path, value: when["value"]}, act, ev)
+	switch {
+	case f != nil && f.constraint:
+		return false, "", errors.New(f.detail)
+	case f != nil:
+		return true, fmt.Sprintf("%s: %s, so the evaluator holds the act", path, f.detail), nil
+	case matched:
+		return true, fmt.Sprintf("%s %s holds", path, op), nil
+	}
+	return false, fmt.Sprintf("%s %s does not hold", path, op), nil
 }
