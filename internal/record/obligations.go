@@ -411,23 +411,34 @@ func (e *Engine) checkObligationActivated(ctx context.Context, from, txn string,
 	}
 }
 
+// heldObligation loads an obligation this instance holds and its
+// transaction, holding the transaction's lock until unlock is called.
+func (e *Engine) heldObligation(ctx context.Context, id string) (object, store.Transaction, func(), error) {
+	obl, _, err := e.load(ctx, id)
+	if err != nil || typeOf(obl) != "obligation" {
+		return nil, store.Transaction{}, nil, refusef(reason.ObligationSubjectUnreferenced, "obligation %s is not held here", id)
+	}
+	unlock := e.lock(str(obl["transaction_id"]))
+	t, err := e.o.Store.GetTransaction(ctx, str(obl["transaction_id"]))
+	if err != nil {
+		unlock()
+		return nil, store.Transaction{}, nil, err
+	}
+	return obl, t, unlock, nil
+}
+
 // AssertPerformance presents the obligor's evidence and assertion and
 // appends performance.declared (in_performance → acceptance_pending). The
 // obligation must be pending or rejected, the transaction in_performance,
 // and at least one evidence item presented (obligation §5.1, §6.1).
 func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome, error) {
 	now := e.o.Clock().UTC().Truncate(time.Second)
-	obl, _, err := e.load(ctx, in.ObligationID)
-	if err != nil || typeOf(obl) != "obligation" {
-		return Outcome{}, refusef(reason.ObligationSubjectUnreferenced, "obligation %s is not held here", in.ObligationID)
-	}
-	txn := str(obl["transaction_id"])
-	unlock := e.lock(txn)
-	defer unlock()
-	t, err := e.o.Store.GetTransaction(ctx, txn)
+	obl, t, unlock, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
 		return Outcome{}, err
 	}
+	defer unlock()
+	txn := t.ID
 	cfg := e.o.Config()
 	op := pl(obl)
 	if !sameParty(sub(op, "obligor"), party(cfg.OrganizationID, cfg.AgentID)) {
@@ -591,17 +602,12 @@ func (e *Engine) checkPerformanceDeclared(ctx context.Context, from, txn string,
 // the top of this file).
 func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) {
 	now := e.o.Clock().UTC().Truncate(time.Second)
-	obl, _, err := e.load(ctx, in.ObligationID)
-	if err != nil || typeOf(obl) != "obligation" {
-		return Outcome{}, refusef(reason.ObligationSubjectUnreferenced, "obligation %s is not held here", in.ObligationID)
-	}
-	txn := str(obl["transaction_id"])
-	unlock := e.lock(txn)
-	defer unlock()
-	t, err := e.o.Store.GetTransaction(ctx, txn)
+	obl, t, unlock, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
 		return Outcome{}, err
 	}
+	defer unlock()
+	txn := t.ID
 	cfg := e.o.Config()
 	op := pl(obl)
 	if !sameParty(sub(op, "obligee"), party(cfg.OrganizationID, cfg.AgentID)) {
