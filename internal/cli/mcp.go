@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -43,31 +42,13 @@ the server fails, 2 on a usage error.
 
 func runMCP(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	c := newFlags("party mcp", mcpUsage)
-	dir := c.dirFlag()
-	level := c.String("log-level", "", "debug, info, warn or error (default config.json's log_level)")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	dir, log, code, ok := c.longRunning(args, stdout, stderr)
+	if !ok {
 		return code
-	}
-	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
-	if *level != "" {
-		if _, err := parseLevel(*level); err != nil {
-			return c.usageError(stderr, "%v", err)
-		}
-	}
-	log, err := jsonLogger(stderr, *dir, *level)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", c.Name(), err)
-		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o, err := org.Open(*dir, org.Options{Logger: log})
+	o, err := org.Open(dir, org.Options{Logger: log})
 	if err != nil {
 		log.Error("party mcp: opening the instance", "error", err)
 		return 1

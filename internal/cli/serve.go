@@ -78,34 +78,45 @@ func jsonLogger(w io.Writer, dir, flagLevel string) (*slog.Logger, error) {
 
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	c := newFlags("party serve", serveUsage)
-	dir := c.dirFlag()
-	level := c.String("log-level", "", "debug, info, warn or error (default config.json's log_level)")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	dir, log, code, ok := c.longRunning(args, stdout, stderr)
+	if !ok {
 		return code
-	}
-	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
-	if *level != "" {
-		if _, err := parseLevel(*level); err != nil {
-			return c.usageError(stderr, "%v", err)
-		}
-	}
-	log, err := jsonLogger(stderr, *dir, *level)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", c.Name(), err)
-		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := daemon.Run(ctx, *dir, daemon.Options{Logger: log, Mount: serveMounts}); err != nil {
+	if err := daemon.Run(ctx, dir, daemon.Options{Logger: log, Mount: serveMounts}); err != nil {
 		log.Error("party serve failed", "error", err)
 		return 1
 	}
 	log.Info("party stopped")
 	return 0
+}
+
+// longRunning parses the flags serve and mcp share (--dir, --log-level)
+// and builds their JSON logger. ok false means the command ends now with
+// code (help, a usage error, or a logger that cannot be built).
+func (c *cmdFlags) longRunning(args []string, stdout, stderr io.Writer) (dir string, log *slog.Logger, code int, ok bool) {
+	d := c.dirFlag()
+	level := c.String("log-level", "", "debug, info, warn or error (default config.json's log_level)")
+	pos, code, done := c.parse(args, stdout, stderr)
+	if done {
+		return "", nil, code, false
+	}
+	switch {
+	case len(pos) > 0:
+		return "", nil, c.usageError(stderr, "unexpected argument %q", pos[0]), false
+	case *d == "":
+		return "", nil, c.usageError(stderr, "--dir is required"), false
+	}
+	if *level != "" {
+		if _, err := parseLevel(*level); err != nil {
+			return "", nil, c.usageError(stderr, "%v", err), false
+		}
+	}
+	log, err := jsonLogger(stderr, *d, *level)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.Name(), err)
+		return "", nil, 1, false
+	}
+	return *d, log, 0, true
 }
