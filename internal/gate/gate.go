@@ -140,6 +140,12 @@ type Options struct {
 	// (conformance grades §4.2 item 3). The zero value leaves the gate
 	// clock-free: only static rules are judged.
 	Now time.Time
+	// AwaitingSignatures judges an object that travels to be signed by
+	// the other party before it counts, as an agreement does once, with its
+	// first party's signature only (canonical model §10 step 7): everything
+	// is judged except the minimum number of signatures. The caller must
+	// never record such an object until it is complete.
+	AwaitingSignatures bool
 }
 
 // DefaultRulesVersion is the rules version the gate assumes when neither

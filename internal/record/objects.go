@@ -83,30 +83,14 @@ func (e *Engine) newObject(objectType, txn, mandateID string, payload map[string
 	return o, b, nil
 }
 
-// gateCheck runs the gate on one object. An agreement travels once with its
-// first party's signature only, to be countersigned (canonical model §10
-// step 7): for it, the signature count (and only that) is left to the
-// formation protocol, which never records an agreement with fewer than
-// both parties' signatures.
+// gateCheck runs the gate on one object. An agreement travels once with
+// its first party's signature only, to be countersigned (canonical model
+// §10 step 7); the formation protocol never records it before both
+// parties signed.
 func gateCheck(o object) error {
-	j := gate.Envelope(o, gate.Options{})
-	if j.Accepted() {
-		return nil
-	}
-	if typeOf(o) == "agreement" {
-		if sigs, _ := o["signatures"].([]any); len(sigs) == 1 {
-			only := true
-			for _, p := range j.Problems {
-				if p.Path != "/signatures" {
-					only = false
-				}
-			}
-			if only {
-				return nil
-			}
-		}
-	}
-	return j.Err()
+	sigs, _ := o["signatures"].([]any)
+	opt := gate.Options{AwaitingSignatures: typeOf(o) == "agreement" && len(sigs) == 1}
+	return gate.Envelope(o, opt).Err()
 }
 
 // sign adds this agent's signature to an object and returns its new bytes.
