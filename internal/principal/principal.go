@@ -346,12 +346,8 @@ func (s *Surface) Mandates(ctx context.Context) ([]MandateSummary, error) {
 		out = append(out, MandateSummary{
 			ID: m.ID, Subject: who, Status: m.Status, Actions: acts,
 			ValidFrom: fmt.Sprint(doc["valid_from"]), ValidTo: fmt.Sprint(doc["valid_until"]),
-			Instance: isInstance(acts),
+			Instance: instance.IsInstanceMandate(doc),
 		})
 	}
 	return out, nil
-}
-
-func isInstance(acts []string) bool {
-	return len(acts) == 1 && acts[0] == instance.KeyRecordAction
 }
