@@ -135,25 +135,9 @@ type VerifyResult struct {
 	Next                 string                  `json:"next"`
 }
 
-// ErrNotHeld refuses an act under a mandate this instance did not issue to
-// this agent.
-func errNotHeld(id string) error {
-	return reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to this agent; call whoami for the mandates you hold", id)
-}
-
-// Mandate returns a mandate held by this agent.
+// Mandate returns a mandate held by this agent (org.AgentMandate).
 func (a *Surface) Mandate(ctx context.Context, id string) (map[string]any, error) {
-	m, err := a.o.Store.GetMandate(ctx, id)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errNotHeld(id)
-		}
-		return nil, err
-	}
-	if m.Origin != "local" || m.SubjectAgentID != a.o.Config().AgentID {
-		return nil, errNotHeld(id)
-	}
-	return canonical.DecodeObject(m.Body)
+	return a.o.AgentMandate(ctx, id)
 }
 
 // Evaluate runs the evaluator over one act under one of this agent's

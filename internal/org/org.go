@@ -26,6 +26,7 @@ import (
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/peering"
+	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/status"
 	"github.com/partyd/party/internal/store"
@@ -228,6 +229,20 @@ func (o *Org) ResolveMandate(ctx context.Context, mandateID string) (map[string]
 		return nil, err
 	}
 	return canonical.DecodeObject(m.Body)
+}
+
+// AgentMandate returns a mandate this organisation's principal issued to
+// this instance's agent: the only mandates its agent can act under. Any
+// other id is refused with A202-POLICY-DENIED.
+func (o *Org) AgentMandate(ctx context.Context, id string) (map[string]any, error) {
+	rec, err := o.Store.GetMandate(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if err != nil || rec.Origin != "local" || rec.SubjectAgentID != o.In.Config.AgentID {
+		return nil, reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to this agent; call whoami for the mandates you hold", id)
+	}
+	return canonical.DecodeObject(rec.Body)
 }
 
 // StatusStore adapts the record to status.Store: the status of the

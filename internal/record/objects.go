@@ -345,11 +345,7 @@ func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, action
 
 // ownMandate returns one of this agent's mandates.
 func (e *Engine) ownMandate(ctx context.Context, id string) (map[string]any, error) {
-	rec, err := e.o.Store.GetMandate(ctx, id)
-	if err != nil || rec.Origin != "local" || rec.SubjectAgentID != e.o.Config().AgentID {
-		return nil, refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to this agent", id)
-	}
-	return canonical.DecodeObject(rec.Body)
+	return e.o.AgentMandate(ctx, id)
 }
 
 // load returns a stored object.
