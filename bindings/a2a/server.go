@@ -34,7 +34,7 @@ type ServerConfig struct {
 	// requests. Required.
 	Clients *peering.Clients
 	// Receiver gets every message that passes the carrier checks;
-	// normally a *delivery.Inbox. Required.
+	// normally the record engine. Required.
 	Receiver delivery.Receiver
 	// Versions is this party's declaration (default delivery.LocalVersions).
 	Versions *delivery.Versions

@@ -23,7 +23,7 @@ type ServerConfig struct {
 	// preflight); their Directory authenticates requests. Required.
 	Clients *peering.Clients
 	// Inbox receives messages and keeps their replies. Required.
-	Inbox *delivery.Inbox
+	Inbox delivery.InboxReceiver
 	// Versions is this party's declaration (default delivery.LocalVersions).
 	Versions *delivery.Versions
 	// CheckTTL is how long a passed check of a sender's preflight is

@@ -16,9 +16,15 @@ type InboxResult struct {
 	Offers []record.InboxItem `json:"offers"`
 }
 
-// TransactionsResult wraps list_transactions.
-type TransactionsResult struct {
-	Transactions []record.TransactionSummary `json:"transactions"`
+// act runs one of the engine's acts, idempotent by the caller's
+// request_id: the engine records the request in the act's own commit.
+func act[T any](e *record.Engine, raw json.RawMessage, ctx context.Context, f func(context.Context, T) (record.Outcome, error)) (any, error) {
+	var in T
+	if err := decode(raw, &in); err != nil {
+		return nil, err
+	}
+	r := RequestOf(ctx)
+	return e.Idempotent(ctx, r.Scope, r.ID, r.ArgsHash, func(ctx context.Context) (record.Outcome, error) { return f(ctx, in) })
 }
 
 var termsSchema = map[string]any{
@@ -57,9 +63,9 @@ func RecordTools(e *record.Engine) []Tool {
 				"supersedes_offer_id":          str("For a counter-offer: the session's latest offer."),
 				"evidence_refs":                map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Short-form evidence references (evd_...)."},
 			}),
-			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
-				return runWith(raw, func(in record.OfferInput) (any, error) { return e.ProposeOffer(ctx, in) })
+				return act(e, raw, ctx, e.ProposeOffer)
 			},
 		},
 		{
@@ -73,9 +79,9 @@ func RecordTools(e *record.Engine) []Tool {
 				"mandate_id": str("Your mandate (mnd_...) that lists offer.withdraw."),
 				"offer_id":   str("Your offer (off_...)."),
 			}),
-			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
-				return runWith(raw, func(in record.WithdrawInput) (any, error) { return e.WithdrawOffer(ctx, in) })
+				return act(e, raw, ctx, e.WithdrawOffer)
 			},
 		},
 		{
@@ -84,13 +90,17 @@ func RecordTools(e *record.Engine) []Tool {
 			Description: "Buyer side. Lists the counterparties' offers you can still accept (latest of each draft transaction, not lapsed). With mandate_id, " +
 				"each offer carries acceptance_act: the exact act document accept_offer will be evaluated as. Pass it to verify_mandate, and to request_approval " +
 				"if held, before calling accept_offer.",
-			Input:      obj(nil, map[string]any{"mandate_id": str("Your mandate (mnd_...) that lists offer.accept, to compute acceptance_act.")}),
+			Input: obj(nil, map[string]any{
+				"mandate_id": str("Your mandate (mnd_...) that lists offer.accept, to compute acceptance_act."),
+				"limit":      map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "description": "At most this many offers (default 50)."},
+			}),
 			OutputType: typeOf[InboxResult](), ReadOnly: true, Idempotent: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
 				return runWith(raw, func(in struct {
 					MandateID string `json:"mandate_id"`
+					Limit     int    `json:"limit"`
 				}) (any, error) {
-					items, err := e.Inbox(ctx, in.MandateID)
+					items, err := e.Inbox(ctx, in.MandateID, in.Limit)
 					return InboxResult{Offers: items}, err
 				})
 			},
@@ -107,9 +117,9 @@ func RecordTools(e *record.Engine) []Tool {
 				"offer_id":    str("The offer (off_...) from list_inbox."),
 				"approval_id": str("The approval (apr_...) for exactly this acceptance, when the mandate holds acceptances for approval."),
 			}),
-			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
-				return runWith(raw, func(in record.AcceptInput) (any, error) { return e.AcceptOffer(ctx, in) })
+				return act(e, raw, ctx, e.AcceptOffer)
 			},
 		},
 		{
@@ -124,9 +134,9 @@ func RecordTools(e *record.Engine) []Tool {
 				"term_path":      str("The term discharged, e.g. $.terms.core.quantity (default)."),
 				"due_condition":  map[string]any{"type": "object", "description": "A registered due condition, e.g. {type: due_at_time, at: ...} (default 21 days)."},
 			}),
-			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
-				return runWith(raw, func(in record.ObligationInput) (any, error) { return e.IssueObligation(ctx, in) })
+				return act(e, raw, ctx, e.IssueObligation)
 			},
 		},
 		{
@@ -146,9 +156,9 @@ func RecordTools(e *record.Engine) []Tool {
 					"locator_hint":  str("Where the artifact can be fetched; never a secret."),
 				})},
 			}),
-			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
-				return runWith(raw, func(in record.AssertInput) (any, error) { return e.AssertPerformance(ctx, in) })
+				return act(e, raw, ctx, e.AssertPerformance)
 			},
 		},
 		{
@@ -167,9 +177,9 @@ func RecordTools(e *record.Engine) []Tool {
 				"remainder_due_condition": map[string]any{"type": "object", "description": "For a partial accept: the remainder's due condition."},
 				"reason_code":             map[string]any{"enum": []string{"evidence_insufficient", "evidence_unverified", "quantity_short", "subject_not_as_agreed", "due_condition_not_met", "assertion_unauthorized"}},
 			}),
-			OutputType: typeOf[record.Outcome](), Write: true, OpenWorld: true,
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
-				return runWith(raw, func(in record.RespondInput) (any, error) { return e.Respond(ctx, in) })
+				return act(e, raw, ctx, e.Respond)
 			},
 		},
 		{
@@ -188,14 +198,19 @@ func RecordTools(e *record.Engine) []Tool {
 			},
 		},
 		{
-			Name:        "list_transactions",
-			Title:       "Your transactions",
-			Description: "Lists every transaction this instance holds with its counterparty, your role, its state and its number of recorded events.",
-			Input:       obj(nil, map[string]any{}),
-			OutputType:  typeOf[TransactionsResult](), ReadOnly: true, Idempotent: true,
-			Run: func(ctx context.Context, _ json.RawMessage) (any, error) {
-				ts, err := e.Transactions(ctx)
-				return TransactionsResult{Transactions: ts}, err
+			Name:  "list_transactions",
+			Title: "Your transactions",
+			Description: "Lists the transactions this instance holds, most recently updated first, a page at a time, with the counterparty, your role, " +
+				"the state and the number of recorded events. Filter by state or counterparty; pass next_cursor back as cursor for the next page.",
+			Input: obj(nil, map[string]any{
+				"state":                        str("Only transactions in this state, e.g. committed."),
+				"counterparty_organization_id": str("Only transactions with this organisation (org_...)."),
+				"limit":                        map[string]any{"type": "integer", "minimum": 1, "maximum": 500, "description": "Page size (default 50)."},
+				"cursor":                       str("next_cursor from the previous page."),
+			}),
+			OutputType: typeOf[record.TransactionPage](), ReadOnly: true, Idempotent: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in record.ListFilter) (any, error) { return e.ListTransactions(ctx, in) })
 			},
 		},
 	}

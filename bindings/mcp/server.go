@@ -68,7 +68,12 @@ type Tool struct {
 	OpenWorld   bool // reaches the counterparty's instance
 	// Write tools accept request_id and are made idempotent by it.
 	Write bool
-	Run   func(ctx context.Context, args json.RawMessage) (any, error)
+	// OwnIdempotency marks a write tool whose act records its request_id
+	// itself, in the act's own database transaction (the record engine's
+	// acts): the tool reads the request from RequestOf and the generic
+	// claim is skipped.
+	OwnIdempotency bool
+	Run            func(ctx context.Context, args json.RawMessage) (any, error)
 }
 
 // NewServer returns an MCP server exposing tools.
@@ -158,6 +163,9 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 	if rid == "" || st == nil {
 		return t.Run(ctx, clean)
 	}
+	if t.OwnIdempotency {
+		return t.Run(context.WithValue(ctx, requestKey{}, Request{Scope: t.Name, ID: rid, ArgsHash: canonical.SHA256Hex(clean)}), clean)
+	}
 	prior, found, err := st.Claim(ctx, t.Name, rid, canonical.SHA256Hex(clean))
 	switch {
 	case errors.Is(err, store.ErrRequestReused):
@@ -187,6 +195,21 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 		return nil, err
 	}
 	return out, nil
+}
+
+// Request is an idempotent call's identity: the tool, the caller's
+// request_id and the hash of its other arguments.
+type Request struct {
+	Scope, ID, ArgsHash string
+}
+
+type requestKey struct{}
+
+// RequestOf returns the request a tool with OwnIdempotency runs for (the
+// zero Request when the caller gave no request_id).
+func RequestOf(ctx context.Context) Request {
+	r, _ := ctx.Value(requestKey{}).(Request)
+	return r
 }
 
 // Refused is the structured content of a refusal.

@@ -95,6 +95,17 @@ type Evaluator struct {
 	Clock func() time.Time
 }
 
+// Uncached returns a copy of e whose status resolver, when it offers one
+// (a *status.Client does), fetches every status at the moment of asking
+// instead of answering from its cache.
+func (e *Evaluator) Uncached() *Evaluator {
+	c := *e
+	if u, ok := e.Status.(interface{ Uncached() status.Resolver }); ok {
+		c.Status = u.Uncached()
+	}
+	return &c
+}
+
 // Step names used in Finding.Step, in evaluation order.
 const (
 	StepAct          = "act"

@@ -10,6 +10,15 @@ import (
 	"github.com/partyd/party/internal/store"
 )
 
+// InboxReceiver is what a binding's server needs of the receiving side: a
+// Receiver that also answers a sender asking for the reply to a message it
+// sent (the plain HTTPS binding fetches replies separately). The record
+// engine is one; Inbox wraps any other Receiver into one.
+type InboxReceiver interface {
+	Receiver
+	Reply(ctx context.Context, from, key string) ([][]byte, error)
+}
+
 // Inbox is the receiving side's Receiver: it checks a message, answers a
 // redelivery from the inbox table, and otherwise calls the application
 // once and records its reply. A binding's server calls it. It is safe for
@@ -101,7 +110,7 @@ func (in *Inbox) Receive(ctx context.Context, from, transactionID string, object
 	if err != nil {
 		return nil, err
 	}
-	stored, err := in.store.PutInbox(context.WithoutCancel(ctx), from, key, transactionID, reply)
+	stored, err := in.store.PutInboxBytes(context.WithoutCancel(ctx), from, key, transactionID, reply)
 	if err != nil {
 		// The application has the message; the sender will retry and
 		// reach it again, which its record absorbs.

@@ -2,10 +2,11 @@ package delivery
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/partyd/party/internal/store"
@@ -19,25 +20,18 @@ type OutboxOptions struct {
 	// two instances that failed together do not retry together.
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
-	// MaxAttempts, if positive, marks a message failed after that many
-	// attempts. Zero retries for as long as it takes: a message is never
-	// given up on silently.
-	MaxAttempts int
-	// AttemptTimeout bounds one attempt (2m). It is also the lease an
+	// AttemptTimeout bounds one attempt (30s). It is also the lease an
 	// attempt holds on its message, so no other worker starts the same
 	// message while it runs.
 	AttemptTimeout time.Duration
 	// PollInterval is the longest the worker sleeps without looking at
-	// the table (30s), so messages another process enqueued are seen.
+	// the table (30s).
 	PollInterval time.Duration
-	// Keys, if set, fetches the receiver's key records before the first
-	// message to it (first contact), so its replies can be verified.
+	// Keys, if set, fetches the receiver's key records before a message
+	// to it is attempted (first contact), so its replies can be verified.
 	Keys KeyExchanger
-	// OnDelivered is called after a message is delivered by the worker or
-	// by Send, with the reply objects.
-	OnDelivered func(ctx context.Context, m store.OutboxMessage, reply [][]byte)
-	// OnFailed is called when a message is marked failed.
-	OnFailed func(ctx context.Context, m store.OutboxMessage, err error)
+	// Clock is the time leases and retries are reckoned in (time.Now).
+	Clock func() time.Time
 	// Logger receives a line per failed attempt. Error text is logged
 	// locally only.
 	Logger *slog.Logger
@@ -54,80 +48,134 @@ func (o *OutboxOptions) defaults() {
 		o.MaxBackoff = o.InitialBackoff
 	}
 	if o.AttemptTimeout <= 0 {
-		o.AttemptTimeout = 2 * time.Minute
+		o.AttemptTimeout = 30 * time.Second
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 
-// Outbox is the durable sending side. It is safe for concurrent use, and
-// several Outboxes (in several processes) may share one database: leases
-// in the table keep them from attempting one message at once.
+// Handler is the application behind an outbox: the record engine. The
+// worker hands it each due message it leased; the handler takes whatever
+// locks the message's transaction needs and calls Outbox.Send, then
+// stores what the reply moves and deletes the message (store.Txn
+// .Delivered) in one database transaction, or removes the act a refusal
+// ended (store.Txn.Failed), or leaves the message pending for the next
+// attempt. It is the one way replies reach the application, whether the
+// first attempt was made by the act itself or by the worker.
+type Handler interface {
+	Attempt(ctx context.Context, m store.OutboxMessage)
+}
+
+// Outbox is the durable sending side. Messages are enqueued by the
+// application inside the database transactions of the acts they carry
+// (store.Txn.Enqueue, with Lease when the act attempts at once); the
+// Outbox delivers them, in order per transaction and peer, with retries
+// and back-off, and hands every due message to the Handler.
 type Outbox struct {
 	store     *store.Store
 	transport Transport
+	handler   Handler
 	opt       OutboxOptions
+	owner     string
 	wake      chan struct{}
 }
 
-// NewOutbox returns an Outbox over st that delivers through t.
-func NewOutbox(st *store.Store, t Transport, opt OutboxOptions) *Outbox {
+// NewOutbox returns an Outbox over st that delivers through t and reports
+// to h. Its owner token is fresh for this process, so leases left by an
+// earlier process on the same database are recognised as dead (Start).
+func NewOutbox(st *store.Store, t Transport, h Handler, opt OutboxOptions) *Outbox {
 	opt.defaults()
-	return &Outbox{store: st, transport: t, opt: opt, wake: make(chan struct{}, 1)}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &Outbox{store: st, transport: t, handler: h, opt: opt, owner: hex.EncodeToString(b[:]), wake: make(chan struct{}, 1)}
 }
 
-// Enqueue stores a message for the worker (Run) and returns its id. The
-// objects are checked first (CheckMessage), so a message the peer would
-// refuse for its framing is never queued.
-func (o *Outbox) Enqueue(ctx context.Context, peer, transactionID string, objects [][]byte) (int64, error) {
-	if err := CheckMessage(transactionID, objects); err != nil {
-		return 0, err
-	}
-	id, err := o.store.EnqueueOutbox(ctx, peer, transactionID, MessageKey(transactionID, objects), objects, time.Time{})
+// Start voids every lease an earlier process left behind, so that what it
+// was delivering when it died is due at once rather than when its lease
+// would have run out.
+func (o *Outbox) Start(ctx context.Context) error {
+	n, err := o.store.VoidLeases(ctx, o.owner, o.opt.Clock())
 	if err != nil {
-		return 0, err
+		return err
 	}
-	o.poke()
-	return id, nil
+	if n > 0 {
+		o.opt.Logger.Info("voided the leases of a previous process; their messages are due now", "messages", n)
+	}
+	return nil
 }
 
-// Send stores the message durably and then attempts it once at once. On
-// delivery it returns the peer's reply objects. If the attempt fails in a
-// way worth retrying, or an older message of the same transaction to the
-// same peer is still pending (order is kept), the message stays in the
-// outbox for Run and the error wraps ErrQueued (and the cause); the reply
-// will reach OnDelivered. A refusal is returned as is (and the message is
-// marked failed).
-func (o *Outbox) Send(ctx context.Context, peer, transactionID string, objects [][]byte) ([][]byte, error) {
-	if err := CheckMessage(transactionID, objects); err != nil {
-		return nil, err
+// Lease returns the lease an act takes on the message it enqueues and
+// attempts at once.
+func (o *Outbox) Lease() store.Lease {
+	return store.Lease{Owner: o.owner, Until: o.opt.Clock().Add(o.opt.AttemptTimeout)}
+}
+
+// Now is the outbox's clock.
+func (o *Outbox) Now() time.Time { return o.opt.Clock() }
+
+// Poke wakes the worker: a message became due.
+func (o *Outbox) Poke() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
 	}
-	// Enqueued already leased: the worker cannot pick it up between the
-	// insert and this attempt.
-	id, err := o.store.EnqueueOutbox(ctx, peer, transactionID, MessageKey(transactionID, objects), objects, time.Now().Add(o.opt.AttemptTimeout))
-	if err != nil {
-		return nil, err
-	}
-	head, err := o.store.OutboxHead(ctx, id)
+}
+
+// Send makes one attempt at message m, which the caller has leased (or
+// enqueued leased), and returns the reply. A failure worth retrying is
+// recorded (next attempt after back-off, lease released) and returned
+// wrapping ErrQueued; a refusal is returned as it came, for the handler
+// to settle. An older pending message of the same transaction goes first:
+// then nothing is sent and the error wraps ErrQueued.
+func (o *Outbox) Send(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
+	rctx := context.WithoutCancel(ctx)
+	head, err := o.store.OutboxHead(ctx, m.ID)
 	if err == nil && !head {
-		err = errors.New("an earlier message of this transaction to this peer is still pending")
-	}
-	if err != nil {
-		if rerr := o.store.ReleaseOutbox(context.WithoutCancel(ctx), id); rerr != nil {
-			o.opt.Logger.Error("releasing an outbox message failed; it becomes due when its lease ends", "id", id, "error", rerr)
+		err = fmt.Errorf("an earlier message of transaction %s to %s is still pending", m.TransactionID, m.Peer)
+		if rerr := o.store.ReleaseOutbox(rctx, m.ID, o.opt.Clock()); rerr != nil {
+			o.opt.Logger.Error("releasing an outbox message failed", "id", m.ID, "error", rerr)
 		}
-		o.poke()
-		return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, id, err)
+		return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
 	}
-	m, err := o.store.GetOutbox(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, id, err)
+		return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
 	}
-	return o.attempt(ctx, m)
+	actx, cancel := context.WithTimeout(ctx, o.opt.AttemptTimeout)
+	reply, err := o.deliver(actx, m)
+	cancel()
+	if err == nil || Permanent(err) {
+		return reply, err
+	}
+	o.Retry(rctx, m, err)
+	return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
+}
+
+// Retry records a failed attempt at m and schedules the next one after the
+// back-off its attempts have earned.
+func (o *Outbox) Retry(ctx context.Context, m store.OutboxMessage, cause error) {
+	next := o.opt.Clock().Add(o.Backoff(m.Attempts + 1))
+	o.opt.Logger.Info("outbox attempt failed; will retry", "id", m.ID, "peer", m.Peer, "transaction_id", m.TransactionID,
+		"attempts", m.Attempts+1, "next_attempt", next, "error", cause)
+	if err := o.store.RetryOutbox(ctx, m.ID, next, cause.Error()); err != nil {
+		o.opt.Logger.Error("recording a retry failed; the message becomes due when its lease ends", "id", m.ID, "error", err)
+	}
+	o.Poke()
+}
+
+func (o *Outbox) deliver(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
+	if o.opt.Keys != nil {
+		if err := o.opt.Keys.EnsureKeys(ctx, m.Peer); err != nil {
+			return nil, fmt.Errorf("%w: key records of %s: %w", ErrUnavailable, m.Peer, err)
+		}
+	}
+	return o.transport.Deliver(ctx, m.Peer, m.TransactionID, m.Objects)
 }
 
 // Pending returns the messages not yet delivered or failed, oldest first.
@@ -135,45 +183,46 @@ func (o *Outbox) Pending(ctx context.Context) ([]store.OutboxMessage, error) {
 	return o.store.PendingOutbox(ctx)
 }
 
-// Message returns one outbox message by id.
-func (o *Outbox) Message(ctx context.Context, id int64) (store.OutboxMessage, error) {
-	return o.store.GetOutbox(ctx, id)
-}
-
-func (o *Outbox) poke() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
+// RunDue leases every message due now and hands each to the handler, and
+// returns how many it handed over. Run calls it in a loop; a test with a
+// simulated clock calls it directly.
+func (o *Outbox) RunDue(ctx context.Context) int {
+	n := 0
+	for ctx.Err() == nil {
+		now := o.opt.Clock()
+		due, err := o.store.DueOutbox(ctx, now, 16)
+		if err != nil {
+			if ctx.Err() == nil {
+				o.opt.Logger.Error("reading the outbox failed", "error", err)
+			}
+			return n
+		}
+		handed := 0
+		for _, m := range due {
+			lease := store.Lease{Owner: o.owner, Until: now.Add(o.opt.AttemptTimeout)}
+			if ok, err := o.store.LeaseOutbox(ctx, m.ID, now, lease); err != nil || !ok {
+				continue // another worker has it
+			}
+			o.handler.Attempt(ctx, m)
+			handed++
+		}
+		n += handed
+		if handed == 0 {
+			return n
+		}
 	}
+	return n
 }
 
 // Run is the retry worker: it attempts every due message, then sleeps
-// until the next one is due, a message is enqueued here, or PollInterval
-// passes. It returns when ctx ends.
+// until the next one is due, a message is poked, or PollInterval passes.
+// It returns when ctx ends.
 func (o *Outbox) Run(ctx context.Context) error {
 	for {
-		for {
-			due, err := o.store.DueOutbox(ctx, time.Now(), 16)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				o.opt.Logger.Error("reading the outbox failed", "error", err)
-				break
-			}
-			for _, m := range due {
-				if ok, err := o.store.LeaseOutbox(ctx, m.ID, time.Now(), time.Now().Add(o.opt.AttemptTimeout)); err != nil || !ok {
-					continue // another worker has it
-				}
-				o.attempt(ctx, m)
-			}
-			if len(due) == 0 || ctx.Err() != nil {
-				break
-			}
-		}
+		o.RunDue(ctx)
 		wait := o.opt.PollInterval
 		if next, ok, err := o.store.NextOutboxAttempt(ctx); err == nil && ok {
-			if d := time.Until(next); d < wait {
+			if d := next.Sub(o.opt.Clock()); d < wait {
 				wait = max(d, 0)
 			}
 		}
@@ -189,61 +238,15 @@ func (o *Outbox) Run(ctx context.Context) error {
 	}
 }
 
-// attempt delivers m, which the caller has leased, and records the
-// outcome.
-func (o *Outbox) attempt(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
-	actx, cancel := context.WithTimeout(ctx, o.opt.AttemptTimeout)
-	reply, err := o.deliver(actx, m)
-	cancel()
-	// The outcome is recorded even if ctx ended meanwhile: the attempt
-	// happened, and its record must say so.
-	rctx := context.WithoutCancel(ctx)
-	if err == nil {
-		if merr := o.store.MarkOutboxDelivered(rctx, m.ID, reply); merr != nil {
-			o.opt.Logger.Error("recording a delivery failed; the message will be sent again and the receiver will answer it from its inbox", "id", m.ID, "error", merr)
-		}
-		if o.opt.OnDelivered != nil {
-			o.opt.OnDelivered(rctx, m, reply)
-		}
-		return reply, nil
-	}
-	attempts := m.Attempts + 1
-	if Permanent(err) || (o.opt.MaxAttempts > 0 && attempts >= o.opt.MaxAttempts) {
-		o.opt.Logger.Warn("outbox message failed for good", "id", m.ID, "peer", m.Peer, "transaction_id", m.TransactionID, "attempts", attempts, "error", err)
-		if merr := o.store.MarkOutboxFailed(rctx, m.ID, err.Error()); merr != nil {
-			o.opt.Logger.Error("recording a failed message failed", "id", m.ID, "error", merr)
-		}
-		if o.opt.OnFailed != nil {
-			o.opt.OnFailed(rctx, m, err)
-		}
-		return nil, err
-	}
-	next := time.Now().Add(o.backoff(attempts))
-	o.opt.Logger.Info("outbox attempt failed; will retry", "id", m.ID, "peer", m.Peer, "attempts", attempts, "next_attempt", next, "error", err)
-	if merr := o.store.RetryOutbox(rctx, m.ID, next, err.Error()); merr != nil {
-		o.opt.Logger.Error("recording a retry failed; the message becomes due when its lease ends", "id", m.ID, "error", merr)
-	}
-	return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
-}
-
-func (o *Outbox) deliver(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
-	if o.opt.Keys != nil {
-		if err := o.opt.Keys.EnsureKeys(ctx, m.Peer); err != nil {
-			return nil, fmt.Errorf("%w: key records of %s: %w", ErrUnavailable, m.Peer, err)
-		}
-	}
-	return o.transport.Deliver(ctx, m.Peer, m.TransactionID, m.Objects)
-}
-
-// backoff is the wait after the given number of failed attempts:
+// Backoff is the wait after the given number of failed attempts:
 // InitialBackoff doubled per attempt, capped at MaxBackoff, with the
 // actual wait drawn from [d/2, d].
-func (o *Outbox) backoff(attempts int) time.Duration {
+func (o *Outbox) Backoff(attempts int) time.Duration {
 	d := o.opt.InitialBackoff
 	for i := 1; i < attempts && d < o.opt.MaxBackoff; i++ {
 		d *= 2
 	}
 	d = min(d, o.opt.MaxBackoff)
 	half := d / 2
-	return half + rand.N(d-half+1)
+	return half + mrand.N(d-half+1)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
@@ -235,23 +236,6 @@ func tampered(t *testing.T, sd *recordtest.Side, edit func([]map[string]any) []m
 	}
 }
 
-// captured returns the message an act of sd sends, built and signed by
-// sd's own engine, and removes the act again the way a refusal does, so
-// neither record moves.
-func captured(t *testing.T, sd *recordtest.Side, peer string, act func() (record.Outcome, error)) recordtest.Queued {
-	t.Helper()
-	sd.Out.Down = true
-	out, err := act()
-	sd.Out.Down = false
-	if err != nil || out.Status != "pending" || len(sd.Out.Queue) != 1 {
-		t.Fatalf("capture: %+v %v", out, err)
-	}
-	q := sd.Out.Queue[0]
-	sd.Out.Queue = nil
-	sd.Engine.HandleFailure(context.Background(), peer, q.Txn, q.Objs, errors.New("captured by the test"))
-	return q
-}
-
 func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
@@ -459,11 +443,11 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 	// The obligor's acceptance forged at the obligee: the obligee's own
 	// message, rewritten as the supplier's act and signed with the
 	// supplier's real agent key, delivered from the supplier.
-	q := captured(t, b, "org_delta", func() (record.Outcome, error) {
+	q := recordtest.Capture(t, b, func() (record.Outcome, error) {
 		return b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"})
 	})
 	cfg := s.Node.Org.Config()
-	forged := reseal(t, agentSigner(t, s), q.Objs, func(objs []map[string]any) []map[string]any {
+	forged := reseal(t, agentSigner(t, s), q, func(objs []map[string]any) []map[string]any {
 		for _, o := range objs {
 			o["created_by"] = map[string]any{"organization_id": cfg.OrganizationID, "agent_id": cfg.AgentID, "mandate_id": s.Mandate}
 		}
@@ -558,17 +542,16 @@ func TestPerformanceBeforeCommitmentRefused(t *testing.T) {
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	// agreement.direct reaches both records; the agreement itself waits in
 	// the buyer's outbox, so both stand at agreement_pending.
-	b.Out.Down = true
+	b.Out.Intercept(func(_ string, objs [][]byte) error {
+		if len(objs) == 1 && strings.Contains(string(objs[0]), `"object_type":"agreement"`) {
+			return delivery.ErrUnavailable
+		}
+		return nil
+	})
 	if out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != "pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
-	q := b.Out.Queue[0]
-	b.Out.Queue = nil
-	reply, err := s.Engine.Receive(ctx, "org_northstar", q.Txn, q.Objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Engine.HandleReply(ctx, "org_delta", q.Txn, q.Objs, reply)
+	b.Out.Intercept(nil)
 	txn := o.TransactionID
 	recordtest.SameRecord(t, b, s, txn, 1)
 	for _, sd := range []*recordtest.Side{b, s} {

@@ -3,187 +3,383 @@ package record
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/url"
-	"strings"
+	"fmt"
+	"time"
 
-	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/instance"
-	"github.com/partyd/party/internal/peering"
+	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/store"
 )
 
-// Receive is the receiving side of every message (delivery.Receiver; the
-// daemon wraps it in a delivery.Inbox, which answers a redelivered message
-// with its first reply). from is the organisation the pinned client
-// certificate authenticated.
-func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
-	unlock := e.lock(txn)
-	defer unlock()
-	objs, err := decodeMessage(raw)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.checkReceived(ctx, from, objs); err != nil {
-		return nil, err
-	}
-	byType := map[string][]int{}
-	for i, o := range objs {
-		byType[typeOf(o)] = append(byType[typeOf(o)], i)
-	}
-	one := func(t string) object {
-		if ix := byType[t]; len(ix) == 1 {
-			return objs[ix[0]]
-		}
-		return nil
-	}
-	if ix := byType["transaction_event"]; len(ix) > 0 {
-		if len(ix) != 1 || ix[0] != len(objs)-1 {
-			return nil, reason.Refuse("a message carries one event, last")
-		}
-		ev := objs[ix[0]]
-		support, supportRaw := objs[:len(objs)-1], raw[:len(raw)-1]
-		pol := one("policy_decision")
-		var check func(store.Transaction) error
-		switch str(pl(ev)["event_type"]) {
-		case "agreement.direct":
-			check = e.checkAgreementDirect(ctx, from, txn, ev, one("acceptance"), pol, one("approval"))
-		case "agreement.committed":
-			check = e.checkAgreementCommitted(ctx, from, txn, ev, pol)
-		case "obligation.activated":
-			check = e.checkObligationActivated(ctx, from, txn, ev, support, pol)
-		case "performance.declared":
-			check = e.checkPerformanceDeclared(ctx, from, txn, ev, support, pol)
-		case "acceptance.granted", "acceptance.rejected":
-			check = e.checkResponse(ctx, from, txn, ev, support, pol)
-		default:
-			return nil, refusef(reason.StateTransitionDenied, "event type %v is not one this instance countersigns", pl(ev)["event_type"])
-		}
-		return e.receiveEvent(ctx, from, txn, ev, support, supportRaw, check)
-	}
-	if off := one("offer"); off != nil && len(objs) == 2 {
-		return e.receiveOffer(ctx, from, txn, off, one("policy_decision"), raw)
-	}
-	if pol := one("policy_decision"); pol != nil && len(objs) == 1 {
-		return e.receiveWithdrawal(ctx, from, txn, pol, raw[0])
-	}
-	if agr := one("agreement"); agr != nil && len(objs) == 1 {
-		return e.receiveAgreement(ctx, from, txn, agr, raw[0])
-	}
-	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, an agreement to sign, or an event with its objects")
+// receipt is one message being received: who sent it (the organisation
+// the pinned client certificate authenticated), its correlation id, its
+// message key, its objects, and the transaction as this copy holds it.
+type receipt struct {
+	from, txn, key string
+	objs           []*Obj
+	st             *state
+	now            time.Time
 }
 
-func objsOf(objs []object, t string) []object {
-	var out []object
-	for _, o := range objs {
-		if typeOf(o) == t {
+// byType returns the message's objects of one type.
+func (r *receipt) byType(t protocol.ObjectType) []*Obj {
+	var out []*Obj
+	for _, o := range r.objs {
+		if o.Type() == t {
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
-// MandatesPath is where an instance serves its trading mandates to the
-// counterparties they name (GET MandatesPath + id, pinned client
-// certificate required).
-const MandatesPath = "/a202/mandates/"
-
-// MandatesHandler serves this organisation's mandates to pinned peers: a
-// mandate the peer's acts are checked against is disclosed to that peer
-// (and its parents, so the chain resolves), and to no one else. A mandate
-// whose scope names counterparties is served only to those; the instance
-// mandate (key records) to every pinned peer.
-func MandatesHandler(st *store.Store, dir *peering.Directory, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		peer, err := dir.AuthenticateRequest(r)
-		if err != nil {
-			http.Error(w, "a pinned client certificate is required", http.StatusForbidden)
-			return
-		}
-		id := strings.TrimPrefix(r.URL.Path, MandatesPath)
-		body, ok := servable(r.Context(), st, id, peer.OrganizationID, 0)
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Write(body)
-	})
+// one returns the message's only object of type t, or nil.
+func (r *receipt) one(t protocol.ObjectType) *Obj {
+	if l := r.byType(t); len(l) == 1 {
+		return l[0]
+	}
+	return nil
 }
 
-func servable(ctx context.Context, st *store.Store, id, peer string, depth int) ([]byte, bool) {
-	rec, err := st.GetMandate(ctx, id)
-	if err != nil || rec.Origin != "local" || depth > 9 {
-		return nil, false
+// find returns the message's object with id, or nil.
+func (r *receipt) find(id string) *Obj {
+	for _, o := range r.objs {
+		if o.ID() == id {
+			return o
+		}
 	}
-	m, err := canonical.DecodeObject(rec.Body)
+	return nil
+}
+
+// lookup resolves an object by id from the message, then the record: what
+// the act rebuilt from an event reads.
+func (e *Engine) lookupWith(ctx context.Context, r *receipt) func(id string) map[string]any {
+	return func(id string) map[string]any {
+		if o := r.find(id); o != nil {
+			return o.m
+		}
+		if o, err := e.get(ctx, id); err == nil && (o.Txn() == "" || o.Txn() == r.txn) {
+			return o.m
+		}
+		return nil
+	}
+}
+
+// receiveSpec is the receiving side of one event type: what may travel
+// with it and the live checks only a running instance can make. Every
+// other rule is the verifier's (verify.Extend).
+type receiveSpec struct {
+	// carries bounds what travels beside the event: at most n objects of
+	// each listed type (-1: any number), and nothing else.
+	carries map[protocol.ObjectType]int
+	// check runs the live checks of the event type.
+	check func(ctx context.Context, e *Engine, r *receipt, ev *Obj) error
+	// uncached re-evaluates the actor's mandate with a status fetched at
+	// this moment, not from the cache (an irreversible act).
+	uncached bool
+}
+
+// eventSpecs are the events this instance countersigns, registered by the
+// files of their acts.
+var eventSpecs = map[protocol.EventType]receiveSpec{}
+
+// lockWait bounds how long a received message waits for an act of this
+// instance on the same transaction; longer, and the sender is told to try
+// again, so that two instances acting on one transaction at once never
+// wait on each other.
+const lockWait = 2 * time.Second
+
+// Receive is the receiving side of every message (delivery.Receiver).
+// from is the organisation the pinned client certificate authenticated.
+// A message received before is answered with the reply given then; a new
+// one is checked and what it moves is stored with its reply, in one
+// database transaction.
+func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
+	if err := delivery.CheckMessage(txn, raw); err != nil {
+		return nil, err
+	}
+	key := delivery.MessageKey(txn, raw)
+	if reply, err := e.o.Store.InboxReply(ctx, from, key); err == nil {
+		return reply, nil
+	}
+	if e.o.Trusted != nil {
+		if err := e.o.Trusted.EnsureKeys(ctx, from); err != nil {
+			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
+		}
+	}
+	unlock, ok := e.locks.tryLock(ctx, txn, lockWait)
+	if !ok {
+		return nil, fmt.Errorf("%w: transaction %s is busy here; try again", delivery.ErrUnavailable, txn)
+	}
+	defer unlock()
+	e.seam("receive.locked")
+	if reply, err := e.o.Store.InboxReply(ctx, from, key); err == nil {
+		return reply, nil // a copy that arrived meanwhile was answered
+	}
+	now := e.o.Clock().UTC().Truncate(time.Second)
+	r := &receipt{from: from, txn: txn, key: key, now: now}
+	for i, b := range raw {
+		o, err := parse(b)
+		if err != nil {
+			return nil, reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
+		}
+		r.objs = append(r.objs, o)
+	}
+	if err := e.checkAuthors(from, r.objs); err != nil {
+		return nil, err
+	}
+	st, err := e.load(ctx, txn, now)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
-	if instance.IsInstanceMandate(m) || namesPeer(m, peer) {
-		return rec.Body, true
+	r.st = st
+	if st.known && st.t.Counterparty != from {
+		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", txn, st.t.Counterparty, from)
 	}
-	// A parent is served when one of its children is.
-	all, err := st.Mandates(ctx, "local")
+	events := r.byType(protocol.TransactionEvent)
+	switch {
+	case len(events) > 0:
+		if len(events) != 1 || r.objs[len(r.objs)-1] != events[0] {
+			return nil, reason.Refuse("a message carries one event, last")
+		}
+		return e.receiveEvent(ctx, r)
+	case len(r.objs) == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
+		return e.receiveOffer(ctx, r)
+	case len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
+		return e.receiveWithdrawal(ctx, r)
+	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
+		return e.receiveAgreement(ctx, r)
+	}
+	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, an agreement to sign, or an event with its objects")
+}
+
+// Reply returns the reply recorded for a message from org (the plain
+// HTTPS binding serves it after its 202).
+func (e *Engine) Reply(ctx context.Context, from, key string) ([][]byte, error) {
+	return e.o.Store.InboxReply(ctx, from, key)
+}
+
+// receiveEvent is the countersigning side of every event: the position in
+// this copy, what travels with it, the event type's live checks, the
+// actor's act re-evaluated live, the verifier's rules over the extended
+// record, then the countersignature, stored with the inbox row.
+func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error) {
+	ev := r.objs[len(r.objs)-1]
+	support := r.objs[:len(r.objs)-1]
+	spec, ok := eventSpecs[ev.EventType()]
+	if !ok {
+		return nil, refusef(reason.StateTransitionDenied, "event type %s is not one this instance countersigns", ev.EventType())
+	}
+	if !r.st.known {
+		return nil, refusef(reason.StateTransitionDenied, "transaction %s is unknown here", r.txn)
+	}
+	entries := ev.Signatures()
+	if len(entries) != 1 || str(entries[0]["purpose"]) != protocol.PurposeEventAppend {
+		return nil, refusef(reason.EvidenceSignatureInvalid, "an event arrives with exactly one event_append signature, its appender's")
+	}
+	if k, err := e.o.ResolveKey(ctx, str(entries[0]["key_id"])); err != nil || !isHolder(k.HolderID, "agt_") {
+		return nil, refusef(reason.EvidenceSignatureInvalid, "event %s is not signed by an agent key of %s", ev.ID(), r.from)
+	}
+	if reply, err, done := e.position(ctx, r, ev); done {
+		return reply, err
+	}
+	// The live form of the transition rule (pilot state machine §5: a move
+	// the table does not allow from this copy's state is
+	// A202-STATE-TRANSITION-DENIED), by the one table the verifier replays
+	// too; the verifier's replay of it follows in verify.Extend.
+	if ev.From() != r.st.State() {
+		return nil, refusef(reason.StateTransitionDenied, "event %s moves from %s, this record is in %s", ev.ID(), ev.From(), r.st.t.State)
+	}
+	if to, ok := rules.Next(RulesVersion, rules.Aggregate, r.st.t.State, string(ev.EventType())); !ok || to != string(ev.To()) {
+		return nil, refusef(reason.StateTransitionDenied, "%s from %s is not a legal transition to %s under rules %s", ev.EventType(), r.st.t.State, ev.To(), RulesVersion)
+	}
+	if err := carries(ev.EventType(), support, spec.carries); err != nil {
+		return nil, err
+	}
+	if spec.check != nil {
+		if err := spec.check(ctx, e, r, ev); err != nil {
+			return nil, err
+		}
+	}
+	pol := r.find(ev.P("policy_decision_id"))
+	if pol == nil || pol.Type() != protocol.PolicyDecision {
+		return nil, refusef(reason.PolicyDenied, "event %s names decision %s, which does not travel with it", ev.ID(), ev.P("policy_decision_id"))
+	}
+	lookup := e.lookupWith(ctx, r)
+	data := ev.PSub("data")
+	name, ok := authority.EventActName(ev.EventType(), data, r.from, lookup)
+	if !ok {
+		return nil, refusef(reason.StateTransitionDenied, "no act of %s is recorded by %s", r.from, ev.EventType())
+	}
+	terms, refs, why := authority.EventActMembers(ev.EventType(), data, lookup)
+	if why != "" {
+		return nil, refusef(reason.StateTransitionDenied, "%s", why)
+	}
+	if err := e.checkDecision(ctx, r.from, ev, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), spec.uncached); err != nil {
+		return nil, err
+	}
+	if err := e.extend(ctx, r.st, r.objs); err != nil {
+		return nil, err
+	}
+	signed, err := e.countersign(ev, protocol.PurposeEventAppend, e.o.Clock())
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
-	for _, c := range all {
-		cm, err := canonical.DecodeObject(c.Body)
-		if err == nil && str(cm["parent_mandate_id"]) == id {
-			if _, ok := servable(ctx, st, c.ID, peer, depth+1); ok {
-				return rec.Body, true
+	row := store.Event{
+		TransactionID: r.txn, Sequence: ev.Seq(), EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: r.st.t.HeadHash,
+		EventType: string(ev.EventType()), FromState: r.st.t.State, ToState: string(ev.To()), AppendedBy: r.from, Status: store.EventPending,
+	}
+	e.point("receive.before-store")
+	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		if err := e.yieldPosition(tx, r); err != nil {
+			return err
+		}
+		for _, o := range support {
+			if err := putReceived(tx, o, r.from); err != nil {
+				return err
 			}
 		}
+		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
+			return err
+		}
+		if err := tx.InsertEvent(row); err != nil {
+			return err
+		}
+		if err := tx.MarkRecorded(row); err != nil {
+			return err
+		}
+		if err := e.applyEvent(tx, signed, support); err != nil {
+			return err
+		}
+		return tx.PutInbox(r.from, r.key, r.txn, []string{ev.ID()}, r.now)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, false
+	e.point("receive.after-store")
+	e.log.Info("event countersigned", "transaction_id", r.txn, "sequence", ev.Seq(), "event_type", ev.EventType(), "from", r.from, "to_state", ev.To())
+	return [][]byte{signed.raw}, nil
 }
 
-func namesPeer(m map[string]any, peer string) bool {
-	cps, ok := sub(m, "scope")["counterparty_organization_ids"].([]any)
-	if !ok {
-		return true // no counterparty axis: any peer it trades with
+// putReceived stores an object that travelled with a message; the same
+// bytes held already are not an error.
+func putReceived(tx *store.Txn, o *Obj, from string) error {
+	if err := tx.PutVerified(o.info(), o.raw, from); err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
 	}
-	for _, c := range cps {
-		if str(c) == peer {
-			return true
+	return nil
+}
+
+// position settles where an event stands against this copy. done is true
+// when the answer is already known: the same event recorded before is
+// answered with the countersigned bytes held; a different event at a
+// recorded position is a fork, refused and kept; one at the position of an
+// event of this instance still pending meets it (see yieldPosition); one
+// that does not extend the head is a gap.
+func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, error, bool) {
+	seq := ev.Seq()
+	if seq < 1 {
+		return nil, refusef(reason.EvidenceChainGap, "event %s has no sequence", ev.ID()), true
+	}
+	if x, err := e.o.Store.EventAt(ctx, r.txn, seq); err == nil {
+		switch {
+		case x.ContentHash == ev.Hash() && x.Status == store.EventRecorded:
+			held, err := e.o.Store.GetObject(ctx, x.EventID)
+			if err != nil {
+				return nil, err, true
+			}
+			return [][]byte{held}, nil, true // the same event again: the same answer
+		case x.Status == store.EventRecorded:
+			detail := fmt.Sprintf("event %s at position %d of %s conflicts with event %s held there", ev.ID(), seq, r.txn, x.EventID)
+			_ = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+				return tx.RecordFork(r.txn, seq, ev.ID(), ev.Hash(), ev.raw, r.from, detail)
+			})
+			e.log.Warn("fork refused and kept", "transaction_id", r.txn, "sequence", seq, "event_id", ev.ID(), "held", x.EventID)
+			return nil, fmt.Errorf("%w: %w", delivery.ErrConflict, refusef(reason.EvidenceChainGap, "%s", detail)), true
+		case x.AppendedBy == e.o.Config().OrganizationID && r.from < e.o.Config().OrganizationID:
+			// Both parties appended at one position at once; the party
+			// whose identifier sorts first keeps its event, on both sides,
+			// so the two copies agree without a round of refusals.
+			return nil, nil, false
+		default:
+			return nil, refusef(reason.SequenceConflict, "an event of %s is pending at position %d of %s; the counterparty's event %s meets it there",
+				e.o.Config().OrganizationID, seq, r.txn, ev.ID()), true
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err, true
+	}
+	if seq != r.st.t.HeadSequence+1 || ev.P("previous_event_hash") != r.st.t.HeadHash {
+		return nil, refusef(reason.EvidenceChainGap, "event %s (position %d, predecessor %v) does not extend this record (head %d, %s)",
+			ev.ID(), seq, ev.Payload()["previous_event_hash"], r.st.t.HeadSequence, r.st.t.HeadHash), true
+	}
+	return nil, nil, false
+}
+
+// yieldPosition removes, inside the transaction that countersigns the
+// counterparty's event, this instance's own pending event at the same
+// position and the act it carried, when position found the counterparty's
+// keeps the place (the two appended at once).
+func (e *Engine) yieldPosition(tx *store.Txn, r *receipt) error {
+	ev := r.objs[len(r.objs)-1]
+	x, err := tx.EventAt(r.txn, ev.Seq())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	msgs, err := e.o.Store.TransactionOutbox(context.Background(), r.txn)
+	if err != nil {
+		return err
+	}
+	cause := refusef(reason.SequenceConflict, "the counterparty appended event %s at position %d at the same time; its event keeps the place", ev.ID(), ev.Seq())
+	for _, m := range msgs {
+		objs, err := message(m)
+		if err != nil || objs[len(objs)-1].ID() != x.EventID {
+			continue
+		}
+		for _, o := range objs {
+			switch o.Type() {
+			case protocol.Approval:
+			case protocol.TransactionEvent:
+				if err := tx.DeletePendingEvent(r.txn, o.Seq(), o.ID()); err != nil {
+					return err
+				}
+			default:
+				if err := tx.DeleteObject(o.ID()); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.SetNotice(r.txn, notice(cause, r.now)); err != nil {
+			return err
+		}
+		return tx.Failed(m.ID, cause.Error(), r.now)
+	}
+	return tx.DeletePendingEvent(r.txn, x.Sequence, x.EventID)
+}
+
+// carries refuses a message whose objects beside the event are not the
+// act's own: at most limit[type] objects of each listed type (-1: any
+// number) and nothing else. What a countersigner stores with an event is
+// what both records hold, so nothing rides along unchecked. A policy
+// decision and an approval may always travel: the decision is required,
+// and the approval is what a held act was released by.
+func carries(eventType protocol.EventType, support []*Obj, limit map[protocol.ObjectType]int) error {
+	n := map[protocol.ObjectType]int{}
+	for _, o := range support {
+		t := o.Type()
+		n[t]++
+		max, ok := limit[t]
+		switch t {
+		case protocol.PolicyDecision, protocol.Approval:
+			max, ok = 1, true
+		}
+		if !ok || max >= 0 && n[t] > max {
+			return reason.Refuse(fmt.Sprintf("a %s message does not carry %s %s", eventType, t, o.ID()))
 		}
 	}
-	return false
-}
-
-// HTTPMandates fetches counterparties' mandates over the pinned clients.
-type HTTPMandates struct{ Clients *peering.Clients }
-
-// FetchMandate GETs org's mandate id from its MandatesPath.
-func (h HTTPMandates) FetchMandate(ctx context.Context, org, id string) ([]byte, error) {
-	hc, peer, err := h.Clients.For(org)
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.JoinPath(peer.BaseURL(), MandatesPath, id)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, errors.New("mandate fetch: " + resp.Status)
-	}
-	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return nil
 }

@@ -5,45 +5,76 @@
 // With no operator, a transaction's record is the hash-chained sequence of
 // transaction_event objects that each party holds in full. Every event is
 // signed by the party that appends it and countersigned by the other, and
-// a countersignature means something only because the countersigning
-// instance checked the event by itself first:
+// the countersignature means one thing: the countersigning instance's own
+// verifier accepts the record extended by the event. Before it signs, the
+// receiving instance runs
 //
-//   - the gate on every object (schema and normative checks);
-//   - every signature, under keys this instance trusts for the sender (its
-//     pinned principal keys and the key records they signed);
-//   - the sender's mandate, fetched from the sender's instance when not
-//     held, its proof verified under the pinned principal key, and the act
-//     re-evaluated against it from an act document this instance rebuilds
-//     from the objects themselves, with the mandate's live status fetched
-//     from the issuer's status endpoint over this instance's own channel;
-//   - the sender's policy decision: an allow, bound to that act's hash,
-//     made within the last 60 seconds;
-//   - the transition's guard under rules version 1.3, from the state this
-//     instance's own copy is in;
-//   - the chain: the event extends the last event of this instance's copy.
+//   - the gate on every object of the message (schemas, the normative
+//     checks, and no kernel_annotations: bilaterally nothing carries them,
+//     so one that does is refused with A202-ANNOTATION-FORGED, never
+//     stripped and stored);
+//   - the live checks only a running instance can make: every object is
+//     the sender's, under keys this instance trusts for it; the sender's
+//     mandate, fetched from the sender when not held and verified under the
+//     pinned principal key, re-evaluated over the act rebuilt from the
+//     objects with its live status resolved over this instance's own
+//     channel (and any approval that travels); the sender's decision an
+//     allow for that act, signed by the acting agent, at most 60 seconds
+//     old; the state this copy is in, the session's latest offer, a
+//     withdrawal, an outstanding assertion;
+//   - the verifier's own rules (verify.Extend) over the record extended by
+//     the message: content hashes and the hashes objects carry, signatures,
+//     purposes and signing parties, the chain link, the transition and its
+//     guard, the event's action_hash against the decision's and the act
+//     rebuilt from the record, the decision's stream and position, the
+//     mandate's coverage and the approvals its rules call for. Every check
+//     about the new objects must verify: a failure is refused with its
+//     code, and a check that cannot be made is refused too.
 //
-// Only then does it add its countersignature (purpose event_append, second
-// signature) and store the event. The appender stores its event as pending
-// when it signs it, and records it when the countersignature comes back and
-// verifies; until then the act is pending and the agent is told so. A
-// refusal comes back with its registered codes and the appender removes
-// the pending act: nothing refused leaves a trace in either record. A deny
-// of this instance's own policy is never disclosed.
+// Only then does it countersign and store the event, in one database
+// transaction with the inbox row that answers a redelivery of the same
+// message with the same reply.
 //
-// The same message delivered twice gets the same answer (package delivery
-// keeps the first reply), and the same event received again is answered
-// with the countersigned bytes already held. A different event at a
-// position already recorded is a fork: refused, kept in the forks table,
-// and reported, never resolved by preferring either chain, a timestamp or
-// a length.
+// # One pipeline
 //
-// Formation (canonical model §10, pilot state machine §5.3):
+// Every act is an actSpec: its preconditions (check), the act document's
+// terms and references (act), and a build function that makes its objects
+// and its event's data. perform runs every act the same way: lock the
+// transaction, load it, check, resolve the agent's own mandate, decide
+// (the own evaluator, with the approval the agent presents), build, and
+// commit the act's objects, its pending event and its outbox message in
+// one database transaction; then deliver, and settle the reply in one more.
+// The receiving side mirrors it (receiveSpec): decode, gate, lock, check,
+// re-evaluate, extend, countersign, commit with the inbox row.
 //
-//	supplier: propose_offer      → offer + decision            → buyer stores it (draft)
-//	buyer:    accept_offer       → acceptance + decision + event 1 agreement.direct (draft → agreement_pending)
-//	buyer:                         agreement (buyer signs)     → supplier checks its own offer's exact terms,
-//	                                                             its own policy, signs, issues the commitment
-//	buyer:                         decision + event 2 agreement.committed (→ committed)
+// # Delivery and crashes
+//
+// The engine owns its delivery (package delivery provides the outbox
+// worker and the carriers' transports). An act's message is enqueued in
+// the act's own transaction and deleted in the transaction that stores its
+// reply, so there is no moment at which an act is stored without its
+// message or a reply is marked delivered but not stored. A message whose
+// first attempt failed waits in the outbox; the worker retries it with
+// back-off and hands it back to the engine (Attempt), which settles its
+// reply as the act would have. On start the engine voids the leases a dead
+// predecessor held and resumes every transaction with unfinished work.
+//
+// A refusal removes the act: its pending event and the objects it created,
+// in one transaction with marking its message failed. Nothing refused
+// leaves a trace in either record. A refusal for a stale or unresolvable
+// decision (A202-MANDATE-STATUS-UNRESOLVED) proves the peer did not
+// countersign, so the act is renewed instead: re-decided under the live
+// mandate and, if still allowed, sent again with a fresh decision and
+// event; if no longer allowed, removed, and the agent is told why in the
+// transaction's record.
+//
+// # Formation
+//
+//	offeror: propose_offer  → offer + decision               → the offeree stores it (draft)
+//	offeree: accept_offer   → acceptance + decision + event 1 agreement.direct (draft → agreement_pending)
+//	offeree:                  agreement (offeree signs)       → the offeror checks its own offer's exact terms,
+//	                                                            its own policy, signs, issues the commitment
+//	offeree:                  decision + event 2 agreement.committed (→ committed)
 //
 // Obligations (obligation §5–§6) follow the same pattern: the obligee
 // issues (obligation.activated → in_performance), the obligor asserts with
@@ -51,9 +82,8 @@
 // accepts (acceptance.granted → settlement_pending) or rejects
 // (acceptance.rejected → in_performance).
 //
-// Every message is one delivery (package delivery) carrying exact canonical
-// bytes; mandates travel by pull, like key records: an instance serves its
-// trading mandates to the pinned counterparty they name at MandatesPath.
+// Mandates travel by pull, like key records: an instance serves its trading
+// mandates to the pinned counterparty they name at MandatesPath.
 package record
 
 import (
@@ -62,26 +92,17 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
 // RulesVersion is the rules version this instance appends under
 // (decisions.md 11).
 const RulesVersion = "1.3"
-
-// Sender delivers one message to a peer and returns its reply. A *reason
-// .Refusal means the peer refused it for good; an error wrapping ErrQueued
-// means the message waits in the outbox and its reply will reach
-// HandleReply later.
-type Sender interface {
-	Send(ctx context.Context, peer, transactionID string, objects [][]byte) ([][]byte, error)
-}
-
-// ErrQueued marks an act whose message waits for delivery: the act is
-// pending, not refused.
-var ErrQueued = errors.New("record: queued for delivery")
 
 // MandateFetcher fetches a counterparty's mandate by id over this
 // instance's own pinned channel.
@@ -91,54 +112,80 @@ type MandateFetcher interface {
 
 // Engine is one organisation's side of every transaction it takes part in.
 type Engine struct {
-	o      *org.Org
-	send   Sender
-	fetch  MandateFetcher
-	log    *slog.Logger
-	mu     sync.Mutex
-	locks  map[string]*sync.Mutex
-	queued func(error) bool
+	o     *org.Org
+	out   *delivery.Outbox
+	fetch MandateFetcher
+	log   *slog.Logger
+	locks locks
+	kill  func(point string)
+	stall func(point string)
+
+	keysMu sync.Mutex
+	keys   keyCache
 }
 
 // Options configure an Engine.
 type Options struct {
-	// Sender delivers messages (an outbox in production).
-	Sender Sender
+	// Transport delivers messages to peers (a binding's client).
+	Transport delivery.Transport
 	// Mandates fetches counterparties' mandates (HTTPMandates in
 	// production).
 	Mandates MandateFetcher
-	// IsQueued reports whether a Send error means "queued, reply later"
-	// (delivery.ErrQueued in production).
-	IsQueued func(error) bool
+	// Outbox tunes delivery retries (zero values: package delivery's
+	// defaults). Its Clock defaults to the organisation's clock, and its
+	// Keys and Logger to the organisation's.
+	Outbox delivery.OutboxOptions
+	// TestingOnlyKill, when set, is called at each named kill point of each
+	// act and receipt (see killpoints.go). A crash harness makes it stop
+	// the engine where it stands.
+	TestingOnlyKill func(point string)
+	// TestingOnlyStall, when set, is called where two writers of one
+	// transaction meet (a race seam for tests).
+	TestingOnlyStall func(point string)
 }
 
-// New returns the engine of o.
+// New returns the engine of o. It delivers through opt.Transport with a
+// durable outbox of its own; call Start before serving and Run for the
+// outbox worker.
 func New(o *org.Org, opt Options) *Engine {
-	q := opt.IsQueued
-	if q == nil {
-		q = func(err error) bool { return errors.Is(err, ErrQueued) }
+	oo := opt.Outbox
+	if oo.Clock == nil {
+		oo.Clock = o.Clock
 	}
-	return &Engine{o: o, send: opt.Sender, fetch: opt.Mandates, log: o.Log, locks: map[string]*sync.Mutex{}, queued: q}
+	if oo.Keys == nil && o.Trusted != nil {
+		oo.Keys = o.Trusted
+	}
+	if oo.Logger == nil {
+		oo.Logger = o.Log
+	}
+	e := &Engine{o: o, fetch: opt.Mandates, log: o.Log, kill: opt.TestingOnlyKill, stall: opt.TestingOnlyStall}
+	e.out = delivery.NewOutbox(o.Store, opt.Transport, e, oo)
+	return e
 }
-
-// SetSender sets the sender after construction (the outbox needs the
-// engine's reply handler, and the engine needs the outbox).
-func (e *Engine) SetSender(s Sender) { e.send = s }
 
 // Org returns the organisation runtime.
 func (e *Engine) Org() *org.Org { return e.o }
 
-// lock serialises everything that touches one transaction in this process.
-func (e *Engine) lock(txn string) func() {
-	e.mu.Lock()
-	l, ok := e.locks[txn]
-	if !ok {
-		l = &sync.Mutex{}
-		e.locks[txn] = l
+// Outbox returns the engine's outbox (tests drive its worker by hand).
+func (e *Engine) Outbox() *delivery.Outbox { return e.out }
+
+// Start prepares the engine to serve: it voids the outbox leases a dead
+// predecessor left behind and brings derived state up to date.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.out.Start(ctx); err != nil {
+		return err
 	}
-	e.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return e.rebuildObligationStates(ctx)
+}
+
+// Run starts the engine (Start), resumes every transaction with unfinished
+// work, and runs the outbox worker until ctx ends.
+func (e *Engine) Run(ctx context.Context) error {
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	e.Resume(ctx)
+	return e.out.Run(ctx)
 }
 
 // Outcome is what an act returns to the agent.
@@ -148,9 +195,94 @@ type Outcome struct {
 	// "delivered" (an object the peer stored, such as an offer), or
 	// "pending" (waiting for the peer: see WaitingFor).
 	Status     string            `json:"status"`
-	State      string            `json:"state"`
+	State      protocol.State    `json:"state"`
 	WaitingFor string            `json:"waiting_for,omitempty"`
 	Objects    map[string]string `json:"objects,omitempty"` // role → id, e.g. "offer" → off_...
+}
+
+// Outcome statuses.
+const (
+	StatusRecorded  = "recorded"
+	StatusDelivered = "delivered"
+	StatusPending   = "pending"
+)
+
+// locks serialises everything that touches one transaction in this
+// process.
+type locks struct {
+	mu sync.Mutex
+	m  map[string]*txnLock
+}
+
+type txnLock struct {
+	ch   chan struct{} // a one-slot semaphore: holding it is holding the lock
+	refs int
+}
+
+// lock takes the transaction's lock, waiting as long as it takes.
+func (l *locks) lock(txn string) func() {
+	unlock, _ := l.acquire(context.Background(), txn, 0)
+	return unlock
+}
+
+// tryLock takes the transaction's lock, waiting at most wait; ok is false
+// when another act held it all that time.
+func (l *locks) tryLock(ctx context.Context, txn string, wait time.Duration) (func(), bool) {
+	return l.acquire(ctx, txn, wait)
+}
+
+func (l *locks) acquire(ctx context.Context, txn string, wait time.Duration) (func(), bool) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*txnLock{}
+	}
+	t, ok := l.m[txn]
+	if !ok {
+		t = &txnLock{ch: make(chan struct{}, 1)}
+		l.m[txn] = t
+	}
+	t.refs++
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		t.refs--
+		if t.refs == 0 {
+			delete(l.m, txn)
+		}
+		l.mu.Unlock()
+	}
+	if wait <= 0 {
+		t.ch <- struct{}{}
+	} else {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case t.ch <- struct{}{}:
+		case <-timer.C:
+			release()
+			return nil, false
+		case <-ctx.Done():
+			release()
+			return nil, false
+		}
+	}
+	return func() { <-t.ch; release() }, true
+}
+
+func (e *Engine) lock(txn string) func() { return e.locks.lock(txn) }
+
+// point marks a kill point (see killpoints.go).
+func (e *Engine) point(name string) {
+	if e.kill != nil {
+		e.kill(name)
+	}
+}
+
+// seam marks a race seam.
+func (e *Engine) seam(name string) {
+	if e.stall != nil {
+		e.stall(name)
+	}
 }
 
 func refusef(code reason.Code, format string, args ...any) error {
@@ -158,3 +290,9 @@ func refusef(code reason.Code, format string, args ...any) error {
 }
 
 func errf(format string, args ...any) error { return fmt.Errorf("record: "+format, args...) }
+
+// isRefusal reports whether err carries a refusal.
+func isRefusal(err error) bool {
+	var r *reason.Refusal
+	return errors.As(err, &r)
+}

@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -133,25 +134,36 @@ func TestSupplierRevocationRefusesNextAct(t *testing.T) {
 
 func TestPendingUntilCountersignedThenConverges(t *testing.T) {
 	ctx := context.Background()
-	b, s, _ := recordtest.Pair(t)
+	b, s, c := recordtest.Pair(t)
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	b.Out.Down = true
+	b.Out.SetDown(true)
 	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.Status != "pending" || out.State != "draft" {
 		t.Fatalf("accept while the supplier is unreachable: %+v %v", out, err)
 	}
-	// Deliver the queued message twice (a retry after a lost reply): the
-	// supplier answers the same both times, the buyer records once.
-	b.Out.Down = false
-	q := b.Out.Queue[0]
+	// The supplier receives the queued message twice (a retry after a lost
+	// reply): it answers the same both times; then the buyer's outbox
+	// delivers it again, and the buyer records it once and formation goes
+	// on by itself.
+	b.Out.SetDown(false)
+	pending := b.Pending(t)
+	if len(pending) != 1 {
+		t.Fatalf("%d messages wait in the buyer's outbox", len(pending))
+	}
+	var first [][]byte
 	for i := 0; i < 2; i++ {
-		reply, err := s.Engine.Receive(ctx, "org_northstar", q.Txn, q.Objs)
+		reply, err := s.Engine.Receive(ctx, "org_northstar", pending[0].TransactionID, pending[0].Objects)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Engine.HandleReply(ctx, "org_delta", q.Txn, q.Objs, reply)
+		if i == 1 && !slices.EqualFunc(first, reply, bytes.Equal) {
+			t.Fatal("a redelivered message got another answer")
+		}
+		first = reply
 	}
+	c.Add(time.Minute)
+	recordtest.Flush(ctx, b, s)
 	recordtest.SameRecord(t, b, s, o.TransactionID, 2)
 	tx, _ := b.Node.Org.Store.GetTransaction(ctx, o.TransactionID)
 	if tx.State != "committed" {
@@ -243,7 +255,7 @@ func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
 		t.Fatalf("revision: %+v %v", second, err)
 	}
 	// The buyer's inbox shows only the latest offer.
-	inbox, err := b.Engine.Inbox(ctx, b.Mandate)
+	inbox, err := b.Engine.Inbox(ctx, b.Mandate, 0)
 	if err != nil || len(inbox) != 1 || inbox[0].OfferID != second.Objects["offer"] {
 		t.Fatalf("inbox %+v %v", inbox, err)
 	}
@@ -338,14 +350,14 @@ func TestWithdrawalBeforeAcceptance(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	// The buyer only reads the offer from its inbox while it stands.
-	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate); len(inbox) != 1 {
+	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate, 0); len(inbox) != 1 {
 		t.Fatalf("inbox before withdrawal: %d", len(inbox))
 	}
 	w, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
 	if err != nil || w.Status != "delivered" {
 		t.Fatalf("withdraw: %+v %v", w, err)
 	}
-	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate); len(inbox) != 0 {
+	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate, 0); len(inbox) != 0 {
 		t.Fatal("a withdrawn offer is still in the buyer's inbox")
 	}
 	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
@@ -366,7 +378,7 @@ func TestWithdrawalNoticeLostStillRefusesAcceptance(t *testing.T) {
 	b, s, _ := recordtest.Pair(t)
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	s.Out.Down = true // the notice does not reach the buyer
+	s.Out.SetDown(true) // the notice does not reach the buyer
 	w, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
 	if err != nil || w.Status != "pending" {
 		t.Fatalf("withdraw while the buyer is unreachable: %+v %v", w, err)

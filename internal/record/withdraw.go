@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 )
@@ -12,7 +13,7 @@ import (
 // document is {action_type, transaction_id, counterparty_organization_id,
 // proposed_terms: the offer's terms, offer_id}; carrying the terms keeps a
 // mandate's spending constraints evaluable, as for offer.submit.
-const ActOfferWithdraw = "offer.withdraw"
+const ActOfferWithdraw = string(protocol.ActOfferWithdraw)
 
 // WithdrawInput names the offer to withdraw.
 type WithdrawInput struct {
@@ -27,108 +28,91 @@ type WithdrawInput struct {
 // the exact offer. The counterparty checks that decision as it checks any
 // act (mandate fetched, live status, fresh allow, the act rebuilt from the
 // offer it holds) and from then on refuses an acceptance of that offer,
-// as this instance refuses to countersign one.
+// as this instance refuses to countersign one. The withdrawal stands here
+// from the moment it is committed, whether or not the notice arrives.
 func (e *Engine) WithdrawOffer(ctx context.Context, in WithdrawInput) (Outcome, error) {
-	offer, _, err := e.load(ctx, in.OfferID)
-	if err != nil || typeOf(offer) != "offer" {
+	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
+	if !ok {
 		return Outcome{}, refusef(reason.OfferStale, "offer %s is not held here", in.OfferID)
 	}
-	txn := str(offer["transaction_id"])
-	unlock := e.lock(txn)
-	defer unlock()
-	t, err := e.o.Store.GetTransaction(ctx, txn)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if str(sub(offer, "created_by")["organization_id"]) != e.o.Config().OrganizationID {
-		return Outcome{}, refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
-	}
-	if t.State != "draft" {
-		return Outcome{}, refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", txn, t.State)
-	}
-	offers, err := e.offers(ctx, txn)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if idOf(offers[len(offers)-1]) != in.OfferID {
-		return Outcome{}, refusef(reason.OfferStale, "offer %s was already superseded", in.OfferID)
-	}
-	if w, _ := e.o.Store.Withdrawn(ctx, in.OfferID); w {
-		return Outcome{}, refusef(reason.OfferStale, "offer %s is already withdrawn", in.OfferID)
-	}
-	m, err := e.ownMandate(ctx, in.MandateID)
-	if err != nil {
-		return Outcome{}, err
-	}
-	terms, _ := pl(offer)["terms"].(map[string]any)
-	pol, polRaw, _, err := e.ownDecision(ctx, m, ActOfferWithdraw, txn, t.Counterparty, terms, map[string]any{"offer_id": in.OfferID}, nil, t.HeadSequence+1)
-	if err != nil {
-		return Outcome{}, err
-	}
-	// Withdrawn here first: from this moment this instance countersigns no
-	// acceptance of the offer, whether or not the notice arrives at once.
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
-		if _, err := tx.PutObject(polRaw, "local"); err != nil {
-			return err
-		}
-		return tx.Withdraw(in.OfferID, txn, idOf(pol))
+	txn := offer.Txn()
+	return e.perform(ctx, actSpec{
+		name: protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID,
+		check: func(ctx context.Context, st *state) error {
+			if offer.Org() != e.o.Config().OrganizationID {
+				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
+			}
+			if st.State() != protocol.Draft {
+				return refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", txn, st.t.State)
+			}
+			last, err := e.latestOffer(ctx, txn)
+			if err != nil {
+				return err
+			}
+			if last.ID() != in.OfferID {
+				return refusef(reason.OfferStale, "offer %s was already superseded", in.OfferID)
+			}
+			if w, _ := e.o.Store.Withdrawn(ctx, in.OfferID); w {
+				return refusef(reason.OfferStale, "offer %s is already withdrawn", in.OfferID)
+			}
+			return nil
+		},
+		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
+			return offer.Terms(), map[string]any{"offer_id": in.OfferID}, nil
+		},
+		build: func(ctx context.Context, st *state, b *builder) error {
+			b.name("offer", in.OfferID)
+			b.also(func(tx *store.Txn) error { return tx.Withdraw(in.OfferID, txn, b.names["policy_decision"]) })
+			return nil
+		},
 	})
-	if err != nil {
-		return Outcome{}, err
-	}
-	out := Outcome{TransactionID: txn, State: t.State, Status: "delivered", Objects: map[string]string{"policy_decision": idOf(pol), "offer": in.OfferID}}
-	if _, err := e.send.Send(ctx, t.Counterparty, txn, [][]byte{polRaw}); err != nil {
-		if !e.queued(err) {
-			// The withdrawal stands here regardless: a refused notice
-			// cannot make this instance countersign the offer's acceptance.
-			return out, err
-		}
-		out.Status = "pending"
-		out.WaitingFor = t.Counterparty + " to receive the withdrawal; delivery is retried until it answers"
-	}
-	return out, nil
 }
 
 // receiveWithdrawal is the offeree's side: the offeror's decision to
 // withdraw the session's latest offer, checked like any act of the
 // offeror's.
-func (e *Engine) receiveWithdrawal(ctx context.Context, from, txn string, pol object, raw []byte) ([][]byte, error) {
-	t, err := e.o.Store.GetTransaction(ctx, txn)
-	if err != nil || t.Counterparty != from {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", txn, from)
+func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, error) {
+	pol := r.one(protocol.PolicyDecision)
+	if !r.st.known {
+		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
 	}
-	if t.State != "draft" {
-		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", txn, t.State)
+	if r.st.State() != protocol.Draft {
+		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", r.txn, r.st.t.State)
 	}
-	offers, err := e.offers(ctx, txn)
-	if err != nil || len(offers) == 0 {
-		return nil, refusef(reason.OfferStale, "transaction %s holds no offer", txn)
+	last, err := e.latestOffer(ctx, r.txn)
+	if err != nil || last == nil {
+		return nil, refusef(reason.OfferStale, "transaction %s holds no offer", r.txn)
 	}
-	last := offers[len(offers)-1]
-	if str(sub(last, "created_by")["organization_id"]) != from {
-		return nil, refusef(reason.OfferStale, "the session's latest offer is not %s's", from)
+	if last.Org() != r.from {
+		return nil, refusef(reason.OfferStale, "the session's latest offer is not %s's", r.from)
 	}
-	terms, _ := pl(last)["terms"].(map[string]any)
-	if err := e.checkDecision(ctx, from, pol, pol, ActOfferWithdraw, txn, terms, map[string]any{"offer_id": idOf(last)}, nil); err != nil {
+	a := actDoc{name: protocol.ActOfferWithdraw, terms: last.Terms(), refs: map[string]any{"offer_id": last.ID()}}
+	if err := e.checkDecision(ctx, r.from, pol, pol, a, r.txn, nil, false); err != nil {
+		return nil, err
+	}
+	if err := e.extend(ctx, r.st, r.objs); err != nil {
 		return nil, err
 	}
 	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
-		if _, err := tx.PutObject(raw, from); err != nil {
+		if err := putReceived(tx, pol, r.from); err != nil {
 			return err
 		}
-		return tx.Withdraw(idOf(last), txn, idOf(pol))
+		if err := tx.Withdraw(last.ID(), r.txn, pol.ID()); err != nil {
+			return err
+		}
+		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now)
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.log.Info("offer withdrawn by its offeror", "transaction_id", txn, "offer_id", idOf(last), "from", from)
+	e.log.Info("offer withdrawn by its offeror", "transaction_id", r.txn, "offer_id", last.ID(), "from", r.from)
 	return [][]byte{}, nil
 }
 
-// withdrawn reports whether an offer was withdrawn (refused as stale).
-func (e *Engine) withdrawn(ctx context.Context, o object) error {
-	if w, _ := e.o.Store.Withdrawn(ctx, idOf(o)); w {
-		return refusef(reason.OfferStale, "offer %s was withdrawn by its offeror", idOf(o))
+// withdrawn refuses an offer its offeror withdrew (as stale).
+func (e *Engine) withdrawn(ctx context.Context, o *Obj) error {
+	if w, _ := e.o.Store.Withdrawn(ctx, o.ID()); w {
+		return refusef(reason.OfferStale, "offer %s was withdrawn by its offeror", o.ID())
 	}
 	return nil
 }

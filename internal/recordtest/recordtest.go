@@ -7,6 +7,7 @@ package recordtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,47 +21,99 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/orgtest"
 	"github.com/partyd/party/internal/principal"
+	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
 )
 
-// link is an in-process carrier between two engines: what delivery does
-// on the wire (the carrier checks on the exact bytes, then the receiver),
-// without TLS. down simulates an unreachable peer: messages queue.
+// Link is an in-process carrier between two engines: a delivery.Transport
+// that does what a binding does on the wire (the carrier checks on the
+// exact bytes, then the receiver), without TLS. The sending engine's real
+// outbox drives it. Down simulates an unreachable peer (every attempt
+// fails as a network failure would, and the message waits in the
+// outbox); DropReplies simulates a reply lost on the way back (the peer
+// processed the message, the sender never hears).
 type Link struct {
-	mu     sync.Mutex
-	from   string
-	to     *record.Engine
-	Down   bool
-	Queue  []Queued
-	tamper func([][]byte) [][]byte
+	mu          sync.Mutex
+	from        string
+	to          *record.Engine
+	Down        bool
+	DropReplies bool
+	tamper      func([][]byte) [][]byte
+	intercept   func(txn string, objs [][]byte) error
+	// Sent counts the messages that reached the peer.
+	Sent int
 }
 
-// Queued is a message held while the link is down.
-type Queued struct {
-	Txn  string
-	Objs [][]byte
-}
-
-// Send delivers a message as the carrier would: queued while the link is
-// down, else checked byte for byte and handed to the receiving engine.
-func (l *Link) Send(ctx context.Context, peer, txn string, objs [][]byte) ([][]byte, error) {
+// Deliver implements delivery.Transport.
+func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) ([][]byte, error) {
 	l.mu.Lock()
-	if l.Down {
-		l.Queue = append(l.Queue, Queued{txn, objs})
-		l.mu.Unlock()
-		return nil, record.ErrQueued
+	down, drop, tamper, intercept := l.Down, l.DropReplies, l.tamper, l.intercept
+	if !down {
+		l.Sent++
 	}
-	tamper := l.tamper
 	l.mu.Unlock()
+	if down {
+		return nil, fmt.Errorf("%w: link to %s is down", delivery.ErrUnavailable, peer)
+	}
 	if tamper != nil {
 		objs = tamper(objs)
+	}
+	if intercept != nil {
+		if err := intercept(txn, objs); err != nil {
+			return nil, err
+		}
 	}
 	if err := delivery.CheckMessage(txn, objs); err != nil {
 		return nil, err
 	}
-	return l.to.Receive(ctx, l.from, txn, objs)
+	reply, err := l.to.Receive(ctx, l.from, txn, objs)
+	if err == nil && drop {
+		return nil, fmt.Errorf("%w: the reply from %s was lost", delivery.ErrUnavailable, peer)
+	}
+	return reply, err
+}
+
+// Intercept sets a hook that sees every message before the peer does; an
+// error it returns is the attempt's outcome and the message never reaches
+// the peer (nil removes the hook).
+func (l *Link) Intercept(f func(txn string, objs [][]byte) error) {
+	l.mu.Lock()
+	l.intercept = f
+	l.mu.Unlock()
+}
+
+// Capture returns the message act makes sd send, built and signed by sd's
+// own engine, and has the counterparty refuse it unseen, so that sd's
+// engine removes the act the way a refusal does and neither record moves.
+func Capture(t testing.TB, sd *Side, act func() (record.Outcome, error)) [][]byte {
+	t.Helper()
+	var got [][]byte
+	sd.Out.Intercept(func(_ string, objs [][]byte) error {
+		got = objs
+		return reason.Refuse("captured by the test")
+	})
+	_, err := act()
+	sd.Out.Intercept(nil)
+	if got == nil {
+		t.Fatalf("capture: the act sent nothing (%v)", err)
+	}
+	return got
+}
+
+// SetDown takes the link down or up.
+func (l *Link) SetDown(down bool) {
+	l.mu.Lock()
+	l.Down = down
+	l.mu.Unlock()
+}
+
+// SetDropReplies makes the link lose (or deliver) every reply.
+func (l *Link) SetDropReplies(drop bool) {
+	l.mu.Lock()
+	l.DropReplies = drop
+	l.mu.Unlock()
 }
 
 // Tamper sets a hook that rewrites every message the link carries before
@@ -138,15 +191,66 @@ func Pair(t *testing.T) (buyer, supplier *Side, c *Clock) {
 			"expires_after_seconds": 3600,
 		}})
 	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared"}, "org_northstar", nil)
+	buyer.Out = &Link{from: "org_northstar"}
+	supplier.Out = &Link{from: "org_delta"}
 	for _, s := range []*Side{buyer, supplier} {
-		s.Engine = record.New(s.Node.Org, record.Options{Mandates: record.HTTPMandates{Clients: s.Node.Org.Clients}})
+		s.Engine = NewEngine(t, s.Node, s.Out)
 		s.Node.Mux.Handle(record.MandatesPath, record.MandatesHandler(s.Node.Org.Store, s.Node.Org.Peers, nil))
 	}
-	buyer.Out = &Link{from: "org_northstar", to: supplier.Engine}
-	supplier.Out = &Link{from: "org_delta", to: buyer.Engine}
-	buyer.Engine.SetSender(buyer.Out)
-	supplier.Engine.SetSender(supplier.Out)
+	buyer.Out.to = supplier.Engine
+	supplier.Out.to = buyer.Engine
 	return buyer, supplier, c
+}
+
+// Outbox is the delivery tuning of test engines: quick retries, reckoned
+// on the organisation's (the test's) clock.
+var Outbox = delivery.OutboxOptions{InitialBackoff: time.Second, MaxBackoff: 8 * time.Second, PollInterval: time.Second}
+
+// NewEngine returns a started engine for n, delivering through link.
+func NewEngine(t testing.TB, n *orgtest.Node, link *Link, opts ...func(*record.Options)) *record.Engine {
+	t.Helper()
+	o := record.Options{Transport: link, Mandates: record.HTTPMandates{Clients: n.Org.Clients}, Outbox: Outbox}
+	for _, f := range opts {
+		f(&o)
+	}
+	e := record.New(n.Org, o)
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// Reconnect points a link at a new engine (a restarted instance).
+func (l *Link) Reconnect(to *record.Engine) {
+	l.mu.Lock()
+	l.to = to
+	l.mu.Unlock()
+}
+
+// Flush has both sides' outbox workers attempt every message due now, until
+// nothing more is due, and returns how many attempts were made.
+func Flush(ctx context.Context, sides ...*Side) int {
+	n := 0
+	for {
+		k := 0
+		for _, s := range sides {
+			k += s.Engine.Outbox().RunDue(ctx)
+		}
+		n += k
+		if k == 0 {
+			return n
+		}
+	}
+}
+
+// Pending returns the side's messages waiting in its outbox.
+func (s *Side) Pending(t testing.TB) []store.OutboxMessage {
+	t.Helper()
+	msgs, err := s.Node.Org.Store.PendingOutbox(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
 }
 
 // Offer has the supplier offer the walkthrough terms at amount.

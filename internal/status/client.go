@@ -201,6 +201,22 @@ func (c *Client) Resolve(ctx context.Context, mandateID, endpoint string) (Docum
 	return doc, nil
 }
 
+// Uncached returns a resolver over c that never answers from the cache: it
+// fetches the status at the moment of asking, for an irreversible act
+// whose receiver must know the actor's authority now (a payment; the
+// settlement handoff's live check), and refreshes the cache with what it
+// learnt.
+func (c *Client) Uncached() Resolver { return uncached{c} }
+
+type uncached struct{ c *Client }
+
+func (u uncached) Resolve(ctx context.Context, mandateID, endpoint string) (Document, error) {
+	u.c.mu.Lock()
+	delete(u.c.cache, cacheKey{mandateID, endpoint})
+	u.c.mu.Unlock()
+	return u.c.Resolve(ctx, mandateID, endpoint)
+}
+
 // fresh reports whether a cached entry may be served at now: the document
 // is usable and was fetched less than MaxAge ago (and not, by a clock that
 // went backwards, in the future).

@@ -35,7 +35,7 @@ func (s *Store) PutApprovalRequest(ctx context.Context, r ApprovalRequest) error
 	if r.TransactionID != "" {
 		txn = r.TransactionID
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at)
+	_, err := s.exec(ctx, `INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at)
 		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, now())
 	if err != nil {
 		return fmt.Errorf("store: approval request: %w", err)
@@ -53,7 +53,7 @@ func scanApproval(row interface{ Scan(...any) error }) (ApprovalRequest, error) 
 
 // GetApprovalRequest returns one request.
 func (s *Store) GetApprovalRequest(ctx context.Context, id string) (ApprovalRequest, error) {
-	r, err := scanApproval(s.db.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE id = ?`, id))
+	r, err := scanApproval(s.queryRow(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ApprovalRequest{}, fmt.Errorf("%w: approval request %s", ErrNotFound, id)
 	}
@@ -62,7 +62,7 @@ func (s *Store) GetApprovalRequest(ctx context.Context, id string) (ApprovalRequ
 
 // ApprovalRequests lists requests, newest last; status "" means all.
 func (s *Store) ApprovalRequests(ctx context.Context, status string) ([]ApprovalRequest, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE ? = '' OR status = ? ORDER BY requested_at, rowid`, status, status)
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE ? = '' OR status = ? ORDER BY requested_at, rowid`, status, status)
 	if err != nil {
 		return nil, err
 	}
@@ -85,26 +85,22 @@ func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, ap
 	if status != ApprovalApproved && status != ApprovalRejected {
 		return fmt.Errorf("store: cannot decide a request as %q", status)
 	}
-	tx, done, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	defer tx.Rollback()
-	info, err := putObject(ctx, tx, approval, "local")
-	if err != nil {
-		return err
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE approval_requests SET status = ?, approval_id = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
-		status, info.ID, now(), id)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		if _, err := s.GetApprovalRequest(ctx, id); err != nil {
+	return s.Update(ctx, func(tx *Txn) error {
+		info, err := putObject(tx, approval, "local")
+		if err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: approval request %s is already decided", ErrConflict, id)
-	}
-	return tx.Commit()
+		res, err := tx.exec(`UPDATE approval_requests SET status = ?, approval_id = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
+			status, info.ID, now(), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			if _, err := s.GetApprovalRequest(ctx, id); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: approval request %s is already decided", ErrConflict, id)
+		}
+		return nil
+	})
 }

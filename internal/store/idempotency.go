@@ -26,7 +26,7 @@ var ErrRequestRunning = errors.New("store: request with this id is still running
 // the same id is refused (ErrRequestRunning) rather than risk recording the
 // act twice; the caller retries under a new id after reading the record.
 func (s *Store) Claim(ctx context.Context, scope, requestID, argsHash string) (result []byte, found bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO idempotency(scope, request_id, args_hash, state, created_at)
+	res, err := s.exec(ctx, `INSERT INTO idempotency(scope, request_id, args_hash, state, created_at)
 		VALUES (?, ?, ?, 'running', ?) ON CONFLICT DO NOTHING`, scope, requestID, argsHash, now())
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim: %w", err)
@@ -36,7 +36,7 @@ func (s *Store) Claim(ctx context.Context, scope, requestID, argsHash string) (r
 	}
 	var held, state string
 	var body []byte
-	err = s.db.QueryRowContext(ctx, `SELECT args_hash, state, result FROM idempotency WHERE scope = ? AND request_id = ?`, scope, requestID).
+	err = s.queryRow(ctx, `SELECT args_hash, state, result FROM idempotency WHERE scope = ? AND request_id = ?`, scope, requestID).
 		Scan(&held, &state, &body)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim: %w", err)
@@ -52,7 +52,7 @@ func (s *Store) Claim(ctx context.Context, scope, requestID, argsHash string) (r
 
 // Finish records the result of a claimed call.
 func (s *Store) Finish(ctx context.Context, scope, requestID string, result []byte) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET state = 'done', result = ? WHERE scope = ? AND request_id = ? AND state = 'running'`,
+	res, err := s.exec(ctx, `UPDATE idempotency SET state = 'done', result = ? WHERE scope = ? AND request_id = ? AND state = 'running'`,
 		result, scope, requestID)
 	if err != nil {
 		return err
@@ -66,7 +66,7 @@ func (s *Store) Finish(ctx context.Context, scope, requestID string, result []by
 // Release forgets a claim whose call failed before recording anything, so
 // the same request id can be retried.
 func (s *Store) Release(ctx context.Context, scope, requestID string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM idempotency WHERE scope = ? AND request_id = ? AND state = 'running'`, scope, requestID)
+	_, err := s.exec(ctx, `DELETE FROM idempotency WHERE scope = ? AND request_id = ? AND state = 'running'`, scope, requestID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}

@@ -52,7 +52,7 @@ func (s *Store) PutMandate(ctx context.Context, body []byte, origin string) erro
 		return fmt.Errorf("store: mandate lacks id or represented_organization_id")
 	}
 	t := now()
-	res, err := s.db.ExecContext(ctx, `INSERT INTO mandates(id, organization_id, subject_agent_id, body, status, status_changed, origin, stored_at)
+	res, err := s.exec(ctx, `INSERT INTO mandates(id, organization_id, subject_agent_id, body, status, status_changed, origin, stored_at)
 		VALUES (?, ?, ?, ?, 'active', ?, ?, ?) ON CONFLICT DO NOTHING`, id, org, agent, body, t, origin, t)
 	if err != nil {
 		return fmt.Errorf("store: put mandate %s: %w", id, err)
@@ -61,7 +61,7 @@ func (s *Store) PutMandate(ctx context.Context, body []byte, origin string) erro
 		return nil
 	}
 	var held []byte
-	if err := s.db.QueryRowContext(ctx, `SELECT body FROM mandates WHERE id = ?`, id).Scan(&held); err != nil {
+	if err := s.queryRow(ctx, `SELECT body FROM mandates WHERE id = ?`, id).Scan(&held); err != nil {
 		return err
 	}
 	if string(held) != string(body) {
@@ -74,7 +74,7 @@ func (s *Store) PutMandate(ctx context.Context, body []byte, origin string) erro
 func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error) {
 	var m MandateRecord
 	var agent sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates WHERE id = ?`, id).
+	err := s.queryRow(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates WHERE id = ?`, id).
 		Scan(&m.ID, &m.OrganizationID, &agent, &m.Body, &m.Status, &m.StatusChanged, &m.Origin)
 	if errors.Is(err, sql.ErrNoRows) {
 		return MandateRecord{}, fmt.Errorf("%w: mandate %s", ErrNotFound, id)
@@ -85,7 +85,7 @@ func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error
 
 // Mandates returns every stored mandate, optionally only those of one origin.
 func (s *Store) Mandates(ctx context.Context, origin string) ([]MandateRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates
+	rows, err := s.query(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates
 		WHERE ? = '' OR origin = ? ORDER BY rowid`, origin, origin)
 	if err != nil {
 		return nil, err
@@ -111,35 +111,31 @@ func (s *Store) ChangeMandateStatus(ctx context.Context, id, from, to string, re
 	if from == StatusRevoked {
 		return fmt.Errorf("store: mandate %s is revoked; revocation is final", id)
 	}
-	tx, done, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	defer tx.Rollback()
-	info, err := putObject(ctx, tx, record, "local")
-	if err != nil {
-		return err
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE mandates SET status = ?, status_changed = ?, revocation_id = ? WHERE id = ? AND status = ?`,
-		to, now(), info.ID, id, from)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		if _, err := s.GetMandate(ctx, id); err != nil {
+	return s.Update(ctx, func(tx *Txn) error {
+		info, err := putObject(tx, record, "local")
+		if err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: mandate %s is not %s", ErrConflict, id, from)
-	}
-	return tx.Commit()
+		res, err := tx.exec(`UPDATE mandates SET status = ?, status_changed = ?, revocation_id = ? WHERE id = ? AND status = ?`,
+			to, now(), info.ID, id, from)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			if _, err := s.GetMandate(ctx, id); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: mandate %s is not %s", ErrConflict, id, from)
+		}
+		return nil
+	})
 }
 
 // MandateRevocation returns the latest revocation record of a mandate, or
 // ErrNotFound when its status never changed.
 func (s *Store) MandateRevocation(ctx context.Context, id string) ([]byte, error) {
 	var rid sql.NullString
-	if err := s.db.QueryRowContext(ctx, `SELECT revocation_id FROM mandates WHERE id = ?`, id).Scan(&rid); err != nil {
+	if err := s.queryRow(ctx, `SELECT revocation_id FROM mandates WHERE id = ?`, id).Scan(&rid); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%w: mandate %s", ErrNotFound, id)
 		}
@@ -163,7 +159,7 @@ func (s *Store) SetMandateStatus(ctx context.Context, id, from, to string) error
 	default:
 		return fmt.Errorf("store: unknown mandate status %q", to)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE mandates SET status = ?, status_changed = ? WHERE id = ? AND status = ?`, to, now(), id, from)
+	res, err := s.exec(ctx, `UPDATE mandates SET status = ?, status_changed = ? WHERE id = ? AND status = ?`, to, now(), id, from)
 	if err != nil {
 		return err
 	}

@@ -52,25 +52,33 @@ func objectInfo(body []byte) (ObjectInfo, map[string]any, error) {
 // bytes again is a no-op; storing other bytes under an id already held is
 // ErrConflict (use ReplaceObject to add a signature).
 func (s *Store) PutObject(ctx context.Context, body []byte, origin string) (ObjectInfo, error) {
-	return putObject(ctx, s.db, body, origin)
+	var info ObjectInfo
+	err := s.Update(ctx, func(t *Txn) error {
+		var err error
+		info, err = t.PutObject(body, origin)
+		return err
+	})
+	return info, err
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func putObject(ctx context.Context, db execer, body []byte, origin string) (ObjectInfo, error) {
+func putObject(t *Txn, body []byte, origin string) (ObjectInfo, error) {
 	info, _, err := objectInfo(body)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
+	return putChecked(t, info, body, origin)
+}
+
+// putChecked stores body under info, which describes it: the caller
+// decoded the bytes strictly, found them canonical and recomputed their
+// content hash (PutVerified), or objectInfo did.
+func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo, error) {
 	info.Origin = origin
 	var txn any
 	if info.TransactionID != "" {
 		txn = info.TransactionID
 	}
-	res, err := db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at)
+	res, err := t.exec(`INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		info.ID, info.ObjectType, txn, info.ContentHash, body, origin, now())
 	if err != nil {
@@ -80,7 +88,7 @@ func putObject(ctx context.Context, db execer, body []byte, origin string) (Obje
 		return info, nil
 	}
 	var held []byte
-	if err := db.QueryRowContext(ctx, `SELECT body FROM objects WHERE id = ? OR content_hash = ?`, info.ID, info.ContentHash).Scan(&held); err != nil {
+	if err := t.queryRow(`SELECT body FROM objects WHERE id = ? OR content_hash = ?`, info.ID, info.ContentHash).Scan(&held); err != nil {
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
 	}
 	if string(held) != string(body) {
@@ -94,28 +102,13 @@ func putObject(ctx context.Context, db execer, body []byte, origin string) (Obje
 // are not old, nothing changes and the error is ErrConflict. The new bytes
 // must carry the same content hash (only signatures may change).
 func (s *Store) ReplaceObject(ctx context.Context, id string, old, new []byte) error {
-	info, _, err := objectInfo(new)
-	if err != nil {
-		return err
-	}
-	if info.ID != id {
-		return fmt.Errorf("store: replacement bytes are object %s, not %s", info.ID, id)
-	}
-	res, err := s.db.ExecContext(ctx, `UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`,
-		new, id, old, info.ContentHash)
-	if err != nil {
-		return fmt.Errorf("store: replace %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("%w: %s changed or has another content hash", ErrConflict, id)
-	}
-	return nil
+	return s.Update(ctx, func(t *Txn) error { return t.ReplaceObject(id, old, new) })
 }
 
 // GetObject returns the stored bytes of object id.
 func (s *Store) GetObject(ctx context.Context, id string) ([]byte, error) {
 	var body []byte
-	err := s.db.QueryRowContext(ctx, `SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
+	err := s.queryRow(ctx, `SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
 	}
@@ -126,7 +119,7 @@ func (s *Store) GetObject(ctx context.Context, id string) ([]byte, error) {
 // content hash.
 func (s *Store) GetObjectByHash(ctx context.Context, contentHash string) ([]byte, error) {
 	var body []byte
-	err := s.db.QueryRowContext(ctx, `SELECT body FROM objects WHERE content_hash = ?`, contentHash).Scan(&body)
+	err := s.queryRow(ctx, `SELECT body FROM objects WHERE content_hash = ?`, contentHash).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: object with hash %s", ErrNotFound, contentHash)
 	}
@@ -146,7 +139,7 @@ func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte,
 }
 
 func (s *Store) bodies(ctx context.Context, query string, args ...any) ([][]byte, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

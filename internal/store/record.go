@@ -47,6 +47,7 @@ const (
 type Txn struct {
 	tx  *sql.Tx
 	ctx context.Context
+	s   *Store
 }
 
 // Update runs fn in one database transaction, committing if fn returns nil.
@@ -57,15 +58,63 @@ func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
 	}
 	defer done()
 	defer tx.Rollback()
-	if err := fn(&Txn{tx: tx, ctx: ctx}); err != nil {
+	if err := fn(&Txn{tx: tx, ctx: ctx, s: s}); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.commits.Add(1)
+	return nil
+}
+
+// exec runs a statement inside the transaction, through the statement
+// prepared once for it.
+func (t *Txn) exec(query string, args ...any) (sql.Result, error) {
+	st, err := t.s.stmt(t.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
+}
+
+// queryRow runs a query inside the transaction.
+func (t *Txn) queryRow(query string, args ...any) *sql.Row {
+	st, err := t.s.stmt(t.ctx, query)
+	if err != nil {
+		return t.queryRow(query, args...)
+	}
+	return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
+}
+
+// exec runs one write statement as its own (auto-committed) transaction,
+// through the statement prepared once for it, and counts the commit.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	res, err := st.ExecContext(ctx, args...)
+	if err == nil {
+		s.commits.Add(1)
+	}
+	return res, err
+}
+
+// queryRow runs a read through the statement prepared once for it.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return s.queryRow(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 // PutObject is Store.PutObject inside the transaction.
 func (t *Txn) PutObject(body []byte, origin string) (ObjectInfo, error) {
-	return putObject(t.ctx, t.tx, body, origin)
+	return putObject(t, body, origin)
 }
 
 // ReplaceObject is Store.ReplaceObject inside the transaction.
@@ -77,7 +126,7 @@ func (t *Txn) ReplaceObject(id string, old, new []byte) error {
 	if info.ID != id {
 		return fmt.Errorf("store: replacement bytes are object %s, not %s", info.ID, id)
 	}
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`, new, id, old, info.ContentHash)
+	res, err := t.exec(`UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`, new, id, old, info.ContentHash)
 	if err != nil {
 		return err
 	}
@@ -90,7 +139,7 @@ func (t *Txn) ReplaceObject(id string, old, new []byte) error {
 // GetObject is Store.GetObject inside the transaction.
 func (t *Txn) GetObject(id string) ([]byte, error) {
 	var body []byte
-	err := t.tx.QueryRowContext(t.ctx, `SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
+	err := t.queryRow(`SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
 	}
@@ -105,7 +154,7 @@ func (t *Txn) CreateTransaction(id, counterparty, role, sessionID, state string)
 		sess = sessionID
 	}
 	ts := now()
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO transactions(id, counterparty, role, session_id, state, created_at, updated_at)
+	_, err := t.exec(`INSERT INTO transactions(id, counterparty, role, session_id, state, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, id, counterparty, role, sess, state, ts, ts)
 	if err != nil {
 		return err
@@ -130,7 +179,7 @@ func scanTxn(row interface{ Scan(...any) error }) (Transaction, error) {
 
 // Transaction reads a transaction inside the database transaction.
 func (t *Txn) Transaction(id string) (Transaction, error) {
-	x, err := scanTxn(t.tx.QueryRowContext(t.ctx, `SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
+	x, err := scanTxn(t.queryRow(`SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
 	}
@@ -139,7 +188,7 @@ func (t *Txn) Transaction(id string) (Transaction, error) {
 
 // SetSession records the session a transaction's offers belong to, once.
 func (t *Txn) SetSession(id, sessionID string) error {
-	_, err := t.tx.ExecContext(t.ctx, `UPDATE transactions SET session_id = ? WHERE id = ? AND session_id IS NULL`, sessionID, id)
+	_, err := t.exec(`UPDATE transactions SET session_id = ? WHERE id = ? AND session_id IS NULL`, sessionID, id)
 	return err
 }
 
@@ -155,7 +204,7 @@ func (t *Txn) InsertEvent(e Event) error {
 	if e.FromState != "" {
 		from = e.FromState
 	}
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
+	_, err := t.exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.TransactionID, e.Sequence, e.EventID, e.ContentHash, prev, e.EventType, from, e.ToState, e.AppendedBy, e.Status)
 	if err != nil {
 		return fmt.Errorf("%w: event %d of %s: %v", ErrConflict, e.Sequence, e.TransactionID, err)
@@ -167,7 +216,7 @@ func (t *Txn) InsertEvent(e Event) error {
 // transaction's head and state to it, as a compare-and-swap on the head:
 // the event must extend the head the transaction has now.
 func (t *Txn) MarkRecorded(e Event) error {
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'recorded' WHERE transaction_id = ? AND sequence = ? AND content_hash = ?`,
+	res, err := t.exec(`UPDATE events SET status = 'recorded' WHERE transaction_id = ? AND sequence = ? AND content_hash = ?`,
 		e.TransactionID, e.Sequence, e.ContentHash)
 	if err != nil {
 		return err
@@ -175,7 +224,7 @@ func (t *Txn) MarkRecorded(e Event) error {
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("%w: event %d of %s is not the one held", ErrConflict, e.Sequence, e.TransactionID)
 	}
-	res, err = t.tx.ExecContext(t.ctx, `UPDATE transactions SET head_sequence = ?, head_hash = ?, state = ?, updated_at = ?
+	res, err = t.exec(`UPDATE transactions SET head_sequence = ?, head_hash = ?, state = ?, updated_at = ?
 		WHERE id = ? AND head_sequence = ?`, e.Sequence, e.ContentHash, e.ToState, now(), e.TransactionID, e.Sequence-1)
 	if err != nil {
 		return err
@@ -189,33 +238,33 @@ func (t *Txn) MarkRecorded(e Event) error {
 // DeletePendingEvent removes an own event that the counterparty refused,
 // with its object: a refused act leaves no trace in the record.
 func (t *Txn) DeletePendingEvent(transactionID string, sequence int, eventID string) error {
-	res, err := t.tx.ExecContext(t.ctx, `DELETE FROM events WHERE transaction_id = ? AND sequence = ? AND event_id = ? AND status = 'pending'`, transactionID, sequence, eventID)
+	res, err := t.exec(`DELETE FROM events WHERE transaction_id = ? AND sequence = ? AND event_id = ? AND status = 'pending'`, transactionID, sequence, eventID)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("%w: no pending event %s", ErrNotFound, eventID)
 	}
-	_, err = t.tx.ExecContext(t.ctx, `DELETE FROM objects WHERE id = ?`, eventID)
+	_, err = t.exec(`DELETE FROM objects WHERE id = ?`, eventID)
 	return err
 }
 
 // DeleteObject removes an object that belongs to an act the counterparty
 // refused. It is used only for objects no recorded event references.
 func (t *Txn) DeleteObject(id string) error {
-	_, err := t.tx.ExecContext(t.ctx, `DELETE FROM objects WHERE id = ? AND id NOT IN (SELECT event_id FROM events WHERE status = 'recorded')`, id)
+	_, err := t.exec(`DELETE FROM objects WHERE id = ? AND id NOT IN (SELECT event_id FROM events WHERE status = 'recorded')`, id)
 	return err
 }
 
 // EventAt returns the event at a sequence, or ErrNotFound.
 func (t *Txn) EventAt(transactionID string, sequence int) (Event, error) {
-	return scanEvent(t.tx.QueryRowContext(t.ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
+	return scanEvent(t.queryRow(`SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
 }
 
 // RecordFork keeps a second successor of an event, refused from the
 // record but never discarded (state machine §8.1).
 func (t *Txn) RecordFork(transactionID string, sequence int, eventID, contentHash string, body []byte, from, detail string) error {
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO forks(transaction_id, sequence, event_id, content_hash, body, from_org, detail, detected_at)
+	_, err := t.exec(`INSERT INTO forks(transaction_id, sequence, event_id, content_hash, body, from_org, detail, detected_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, transactionID, sequence, eventID, contentHash, body, from, detail, now())
 	return err
 }
@@ -233,7 +282,7 @@ func scanEvent(row interface{ Scan(...any) error }) (Event, error) {
 
 // GetTransaction returns a transaction.
 func (s *Store) GetTransaction(ctx context.Context, id string) (Transaction, error) {
-	x, err := scanTxn(s.db.QueryRowContext(ctx, `SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
+	x, err := scanTxn(s.queryRow(ctx, `SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
 	}
@@ -242,7 +291,7 @@ func (s *Store) GetTransaction(ctx context.Context, id string) (Transaction, err
 
 // Transactions lists every transaction, oldest first.
 func (s *Store) Transactions(ctx context.Context) ([]Transaction, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+txnColumns+` FROM transactions ORDER BY created_at, rowid`)
+	rows, err := s.query(ctx, `SELECT `+txnColumns+` FROM transactions ORDER BY created_at, rowid`)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +310,7 @@ func (s *Store) Transactions(ctx context.Context) ([]Transaction, error) {
 // Events returns a transaction's events in sequence order, pending ones
 // included (their Status says so).
 func (s *Store) Events(ctx context.Context, transactionID string) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? ORDER BY sequence`, transactionID)
+	rows, err := s.query(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? ORDER BY sequence`, transactionID)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +339,7 @@ type Fork struct {
 
 // Forks lists the forks detected on a transaction.
 func (s *Store) Forks(ctx context.Context, transactionID string) ([]Fork, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT transaction_id, sequence, event_id, content_hash, from_org, detail, detected_at FROM forks WHERE transaction_id = ? ORDER BY id`, transactionID)
+	rows, err := s.query(ctx, `SELECT transaction_id, sequence, event_id, content_hash, from_org, detail, detected_at FROM forks WHERE transaction_id = ? ORDER BY id`, transactionID)
 	if err != nil {
 		return nil, err
 	}
@@ -309,22 +358,15 @@ func (s *Store) Forks(ctx context.Context, transactionID string) ([]Fork, error)
 // DeleteTransaction removes a transaction that holds no event, for an
 // opening offer the counterparty refused.
 func (t *Txn) DeleteTransaction(id string) error {
-	_, err := t.tx.ExecContext(t.ctx, `DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ?)`, id, id)
+	_, err := t.exec(`DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ?)`, id, id)
 	return err
-}
-
-// DeliveredOutbox returns the delivered messages of a transaction, oldest
-// first, with their replies: after a crash between a delivery and the
-// processing of its reply, the reply is still here to process.
-func (s *Store) DeliveredOutbox(ctx context.Context, transactionID string) ([]OutboxMessage, error) {
-	return s.queryOutbox(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE status = 'delivered' AND transaction_id = ? ORDER BY id`, transactionID)
 }
 
 // Withdraw records that an offer was withdrawn, with the signed decision
 // that withdrew it, in one database transaction with storing that
 // decision.
 func (t *Txn) Withdraw(offerID, transactionID, decisionID string) error {
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO withdrawals(offer_id, transaction_id, decision_id, withdrawn_at) VALUES (?, ?, ?, ?)
+	_, err := t.exec(`INSERT INTO withdrawals(offer_id, transaction_id, decision_id, withdrawn_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`, offerID, transactionID, decisionID, now())
 	return err
 }
@@ -332,6 +374,15 @@ func (t *Txn) Withdraw(offerID, transactionID, decisionID string) error {
 // Withdrawn reports whether an offer was withdrawn.
 func (s *Store) Withdrawn(ctx context.Context, offerID string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM withdrawals WHERE offer_id = ?`, offerID).Scan(&n)
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM withdrawals WHERE offer_id = ?`, offerID).Scan(&n)
 	return n > 0, err
+}
+
+// query runs a multi-row read through the statement prepared once for it.
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/protocol"
 )
 
 // Acts rebuilt from the record (decisions.md item 6). An event's
@@ -48,34 +49,6 @@ type act struct {
 	why     string // why it was not rebuilt, or does not match
 }
 
-// actDocument builds an act document the way both parties build it: the
-// mandate's first category and geography, when its scope names them, are
-// members, then the fixed members of authority.ActDocument.
-func actDocument(name, txn, counterparty string, terms, refs map[string]any, m map[string]any) map[string]any {
-	members := map[string]any{}
-	for k, v := range refs {
-		members[k] = v
-	}
-	scope, _ := objAt(m, "scope")
-	if cs, ok := scope["categories"].([]any); ok && len(cs) > 0 {
-		members["category"] = cs[0]
-	}
-	if gs, ok := scope["geographies"].([]any); ok && len(gs) > 0 {
-		members["geography"] = gs[0]
-	}
-	return authority.ActDocument(name, txn, counterparty, terms, members)
-}
-
-// coreTerms is the proposed_terms of an obligation act: the quantity, the
-// unit and, when there is one, the consideration as total.
-func coreTerms(quantity, unit string, total any) map[string]any {
-	core := map[string]any{"quantity": quantity, "unit_code": unit}
-	if total != nil {
-		core["total"] = total
-	}
-	return map[string]any{"core": core}
-}
-
 // eventAct rebuilds the act the event records, under the acting mandate
 // m, and compares its hash with the event's action_hash and with that of
 // the policy decision the event names, when the bundle holds it.
@@ -117,7 +90,7 @@ func (r *run) buildAct(name, org, txn string, terms, refs map[string]any, m *man
 	if cp == "" {
 		return act{name: name, why: fmt.Sprintf("the counterparty of %s on %s is not established from the bundle", orNone(org), orNone(txn))}
 	}
-	doc := actDocument(name, txn, cp, terms, refs, m.val)
+	doc := authority.Document(name, txn, cp, terms, refs, m.val)
 	h, err := authority.ActionHash(doc)
 	if err != nil {
 		return act{name: name, why: "the rebuilt act has no canonical form: " + err.Error()}
@@ -126,76 +99,20 @@ func (r *run) buildAct(name, org, txn string, terms, refs map[string]any, m *man
 }
 
 // actMembers returns the proposed terms and references of the act behind
-// an event, from the objects the event names, or why they are not held.
+// an event, from the objects the event names (authority.EventActMembers,
+// the table every party rebuilds acts by), or why they are not held.
 func (r *run) actMembers(event string, e *object) (terms, refs map[string]any, why string) {
 	data, _ := objAt(e.payload, "data")
-	get := func(member, typ string) *object {
-		id, _ := strAt(data, member)
-		if o, held := r.byID[id]; held && o.typ == typ {
-			return o
-		}
-		if why == "" {
-			why = fmt.Sprintf("the %s the event names (%s) is not held, so its act cannot be rebuilt", typ, orNone(id))
-		}
-		return nil
+	return authority.EventActMembers(protocol.EventType(event), data, r.lookup)
+}
+
+// lookup resolves an object of the bundle by id, for the rules shared with
+// the countersigner.
+func (r *run) lookup(id string) map[string]any {
+	if o, held := r.byID[id]; held {
+		return o.val
 	}
-	obligation := func(id string) *object {
-		if o, held := r.byID[id]; held && o.typ == "obligation" {
-			return o
-		}
-		if why == "" {
-			why = fmt.Sprintf("the obligation %s is not held, so the act's consideration cannot be rebuilt", orNone(id))
-		}
-		return nil
-	}
-	switch event {
-	case "agreement.direct":
-		if offer := get("offer_id", "offer"); offer != nil {
-			terms, _ = objAt(offer.payload, "terms")
-		}
-	case "agreement.committed":
-		if agr := get("agreement_id", "agreement"); agr != nil {
-			terms, _ = objAt(agr.payload, "terms")
-			refs = map[string]any{"agreement_id": agr.id}
-		}
-	case "obligation.activated":
-		if obl := get("obligation_id", "obligation"); obl != nil {
-			p := obl.payload
-			terms = coreTerms(str(p, "quantity"), str(p, "unit_code"), p["consideration"])
-			refs = map[string]any{"agreement_id": p["agreement_id"]}
-		}
-	case "performance.declared":
-		if prf := get("performance_event_id", "performance_event"); prf != nil {
-			pp := prf.payload
-			if obl := obligation(str(pp, "obligation_id")); obl != nil {
-				terms = coreTerms(str(pp, "asserted_quantity"), str(pp, "unit_code"), obl.payload["consideration"])
-				refs = map[string]any{"obligation_id": pp["obligation_id"]}
-			}
-		}
-	case "acceptance.granted", "acceptance.rejected":
-		if obr := get("obligation_response_id", "obligation_response"); obr != nil {
-			rp := obr.payload
-			obl := obligation(str(rp, "obligation_id"))
-			qty := str(rp, "accepted_quantity")
-			if event == "acceptance.rejected" {
-				prf, held := r.byID[str(rp, "assertion_id")]
-				if !held || prf.typ != "performance_event" {
-					if why == "" {
-						why = fmt.Sprintf("the assertion %s is not held, so the rejected quantity cannot be rebuilt", orNone(str(rp, "assertion_id")))
-					}
-					return nil, nil, why
-				}
-				qty = str(prf.payload, "asserted_quantity")
-			}
-			if obl != nil {
-				terms = coreTerms(qty, str(obl.payload, "unit_code"), obl.payload["consideration"])
-				refs = map[string]any{"assertion_id": rp["assertion_id"]}
-			}
-		}
-	default:
-		return nil, nil, fmt.Sprintf("the act document of %s is not rebuilt from a bundle", event)
-	}
-	return terms, refs, why
+	return nil
 }
 
 // decidedAct finds an act of org that the record shows only through its

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 )
@@ -455,38 +457,13 @@ func (r *run) responseGuard(v *verdict, event string, data map[string]any) {
 	}
 }
 
-// eventActs names the act a party performs by appending each event, in the
-// action vocabulary of decisions.md item 6 (package authority's names).
-var eventActs = map[string]string{
-	"agreement.committed":   "agreement.sign",
-	"obligation.activated":  "obligation.activated",
-	"performance.declared":  "performance.declared",
-	"acceptance.granted":    "acceptance.granted",
-	"acceptance.rejected":   "acceptance.rejected",
-	"settlement.instructed": "settlement.instruct",
-	"termination.agreed":    "termination.agree",
-	"agreement.amended":     "agreement.amend",
-}
-
-// actFor returns the act behind an event by actor org: for agreement.direct
-// the offeree's acceptance or the offeror's submission, by which party
-// appended it.
+// actFor returns the act behind an event by actor org
+// (authority.EventActName): for agreement.direct the offeree's acceptance
+// or the offeror's submission, by which party appended it.
 func (r *run) actFor(e *object, org string) (string, bool) {
-	event := str(e.payload, "event_type")
-	if event != "agreement.direct" {
-		a, ok := eventActs[event]
-		return a, ok
-	}
 	data, _ := objAt(e.payload, "data")
-	if offer, held := r.byID[str(data, "offer_id")]; held && offer.typ == "offer" {
-		switch org {
-		case partyOrg(offer.payload, "offeree"):
-			return "offer.accept", true
-		case partyOrg(offer.payload, "offeror"):
-			return "offer.submit", true
-		}
-	}
-	return "", false
+	a, ok := authority.EventActName(protocol.EventType(str(e.payload, "event_type")), data, org, r.lookup)
+	return string(a), ok
 }
 
 // maxDelegation bounds how far up a delegation chain authority is followed.
@@ -696,9 +673,38 @@ func (r *run) decision(e *object) {
 	if mids, _ := stringsOf(d.payload["mandate_ids"]); !contains(mids, str(by, "mandate_id")) {
 		v.fail("%s does not name the mandate %s the event was appended under", pid, str(by, "mandate_id"))
 	}
+	r.decisionPosition(&v, d, e)
 	v.take(r.signedBy(d, org))
 	res, detail := v.result()
 	r.add(5, "policy_decision", e.subject, res, reason.EvidenceTransitionIllegal, detail)
+}
+
+// decisionPosition checks where a decision was made for (canonical model
+// §9 step 3; kernel policyDecision stream and stream_sequence): on the
+// event's own stream, and at a position no later than the event's, since
+// a decision precedes what it allows. A record may let one decision cover
+// the events that complete one act, as the published reference's record
+// does for agreement.direct and agreement.committed. A countersigner asks
+// more (Extend): between two party instances every event cites a fresh
+// decision for its own act and its own position (docs/record-protocol.md
+// decision 6), so a decision for another position is refused before
+// signing.
+func (r *run) decisionPosition(v *verdict, d, e *object) {
+	ds, _ := objAt(d.payload, "stream")
+	es, _ := objAt(e.payload, "stream")
+	if str(ds, "kind") != str(es, "kind") || str(ds, "id") != str(es, "id") {
+		v.fail("%s was made for stream %s:%s, the event is on %s:%s", d.id, orNone(str(ds, "kind")), orNone(str(ds, "id")), orNone(str(es, "kind")), orNone(str(es, "id")))
+	}
+	dseq, ok1 := intAt(d.payload, "stream_sequence")
+	eseq, ok2 := intAt(e.payload, "sequence")
+	switch {
+	case !ok1 || !ok2:
+		v.fail("the position %s was made for, or the event's, is not an integer", d.id)
+	case dseq > eseq:
+		v.fail("%s was made for position %d of its stream, after the event at %d", d.id, dseq, eseq)
+	case r.opt.awaiting[e.id] && dseq != eseq:
+		v.fail("%s was made for position %d of its stream, the event is at %d: a countersigned event cites a decision made for its own position", d.id, dseq, eseq)
+	}
 }
 
 // obligationVersions replays the state an obligation's consecutive

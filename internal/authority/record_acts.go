@@ -1,0 +1,201 @@
+package authority
+
+import (
+	"fmt"
+
+	"github.com/partyd/party/internal/protocol"
+)
+
+// Acts as the record shows them. An event's action_hash is the hash of the
+// act document its appender evaluated. The document is not in the record,
+// but every member of it is, so the counterparty that countersigns the
+// event, the actor that renews a stale decision, and a third-party
+// verifier all rebuild it the same way, here, and only here:
+//
+//	event                 act (by the appender)   proposed_terms                         references
+//	agreement.direct      offer.accept            the offer's terms                      —
+//	agreement.committed   agreement.sign          the agreement's terms                  agreement_id
+//	obligation.activated  obligation.activated    core{quantity, unit_code, total}       agreement_id
+//	                                              of the obligation
+//	performance.declared  performance.declared    core{asserted quantity, unit,          obligation_id
+//	                                              the obligation's consideration}
+//	acceptance.granted    acceptance.granted      core{accepted quantity, unit,          assertion_id
+//	                                              consideration}
+//	acceptance.rejected   acceptance.rejected     as granted, with the asserted quantity assertion_id
+//	settlement.instructed settlement.instruct     core{total: the instruction's amount}  agreement_id, obligation_id
+//	transaction.completed transaction.complete    the agreement's terms                  agreement_id
+//	transaction.cancelled transaction.cancel      the latest offer's terms               —
+//	termination.agreed    termination.agree       the agreement's terms                  agreement_id
+//	agreement.amended     agreement.amend         the new version's terms                agreement_id
+//
+// On agreement.direct an offeror's appending would be its offer.submit;
+// only the offeree appends it.
+
+// Document is an act's document as both parties build it (decisions.md 6;
+// docs/record-protocol.md decision 4): ActDocument with, when the acting
+// mandate's scope names categories or geographies, the first of each as a
+// member, because the evaluator requires them of a mandate scoped on them
+// and the counterparty must rebuild the same bytes from the mandate alone.
+func Document(name, txn, counterparty string, terms, refs map[string]any, mandate map[string]any) map[string]any {
+	members := map[string]any{}
+	for k, v := range refs {
+		members[k] = v
+	}
+	scope, _ := mandate["scope"].(map[string]any)
+	if cs, ok := scope["categories"].([]any); ok && len(cs) > 0 {
+		members["category"] = cs[0]
+	}
+	if gs, ok := scope["geographies"].([]any); ok && len(gs) > 0 {
+		members["geography"] = gs[0]
+	}
+	return ActDocument(name, txn, counterparty, terms, members)
+}
+
+// CoreTerms is the proposed_terms of an obligation act: the quantity, the
+// unit and, when there is one, the consideration as total (as the
+// published reference builds them, so that a spending limit reads the same
+// path, $.proposed_terms.core.total.amount, in every act).
+func CoreTerms(quantity, unit string, total any) map[string]any {
+	core := map[string]any{"quantity": quantity, "unit_code": unit}
+	if total != nil {
+		core["total"] = total
+	}
+	return map[string]any{"core": core}
+}
+
+// eventActs names the act a party performs by appending each event.
+var eventActs = map[protocol.EventType]protocol.Act{
+	protocol.EvAgreementCommitted:   protocol.ActAgreementSign,
+	protocol.EvObligationActivated:  protocol.ActObligationActivated,
+	protocol.EvPerformanceDeclared:  protocol.ActPerformanceDeclared,
+	protocol.EvAcceptanceGranted:    protocol.ActAcceptanceGranted,
+	protocol.EvAcceptanceRejected:   protocol.ActAcceptanceRejected,
+	protocol.EvSettlementInstructed: protocol.ActSettlementInstruct,
+	protocol.EvTransactionCompleted: protocol.ActTransactionComplete,
+	protocol.EvTransactionCancelled: protocol.ActTransactionCancel,
+	protocol.EvTerminationAgreed:    protocol.ActTerminationAgree,
+	protocol.EvAgreementAmended:     protocol.ActAgreementAmend,
+}
+
+// EventActName returns the act an event records when org appended it.
+// For agreement.direct it is the offeree's offer.accept (or, were the
+// offeror to append it, offer.submit); get resolves the offer.
+func EventActName(event protocol.EventType, data map[string]any, org string, get Lookup) (protocol.Act, bool) {
+	if event != protocol.EvAgreementDirect {
+		a, ok := eventActs[event]
+		return a, ok
+	}
+	offer := get(str(data["offer_id"]))
+	if typeOf(offer) != protocol.Offer {
+		return "", false
+	}
+	p, _ := offer["payload"].(map[string]any)
+	switch org {
+	case partyOrg(p, "offeree"):
+		return protocol.ActOfferAccept, true
+	case partyOrg(p, "offeror"):
+		return protocol.ActOfferSubmit, true
+	}
+	return "", false
+}
+
+// Lookup resolves an object of the record by id, decoded, or returns nil
+// when it is not held.
+type Lookup func(id string) map[string]any
+
+// EventActMembers returns the proposed terms and references of the act an
+// event records, rebuilt from the objects its data names (the table
+// above), or why they cannot be.
+func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) (terms, refs map[string]any, why string) {
+	fetch := func(id string, t protocol.ObjectType) map[string]any {
+		o := get(id)
+		if typeOf(o) != t {
+			if why == "" {
+				why = fmt.Sprintf("the %s %s is not held, so the act cannot be rebuilt", t, orNone(id))
+			}
+			return nil
+		}
+		p, _ := o["payload"].(map[string]any)
+		if p == nil {
+			p = map[string]any{}
+		}
+		return p
+	}
+	named := func(member string, t protocol.ObjectType) (string, map[string]any) {
+		id := str(data[member])
+		return id, fetch(id, t)
+	}
+	termsOf := func(p map[string]any) map[string]any {
+		t, _ := p["terms"].(map[string]any)
+		return t
+	}
+	switch event {
+	case protocol.EvAgreementDirect:
+		if _, p := named("offer_id", protocol.Offer); p != nil {
+			terms = termsOf(p)
+		}
+	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed, protocol.EvAgreementAmended:
+		if id, p := named("agreement_id", protocol.Agreement); p != nil {
+			terms, refs = termsOf(p), map[string]any{"agreement_id": id}
+		}
+	case protocol.EvObligationActivated:
+		if _, p := named("obligation_id", protocol.Obligation); p != nil {
+			terms = CoreTerms(str(p["quantity"]), str(p["unit_code"]), p["consideration"])
+			refs = map[string]any{"agreement_id": p["agreement_id"]}
+		}
+	case protocol.EvPerformanceDeclared:
+		if _, pp := named("performance_event_id", protocol.PerformanceEvent); pp != nil {
+			if op := fetch(str(pp["obligation_id"]), protocol.Obligation); op != nil {
+				terms = CoreTerms(str(pp["asserted_quantity"]), str(pp["unit_code"]), op["consideration"])
+				refs = map[string]any{"obligation_id": pp["obligation_id"]}
+			}
+		}
+	case protocol.EvAcceptanceGranted, protocol.EvAcceptanceRejected:
+		if _, rp := named("obligation_response_id", protocol.ObligationResponse); rp != nil {
+			op := fetch(str(rp["obligation_id"]), protocol.Obligation)
+			qty := str(rp["accepted_quantity"])
+			if event == protocol.EvAcceptanceRejected {
+				pp := fetch(str(rp["assertion_id"]), protocol.PerformanceEvent)
+				if pp == nil {
+					return nil, nil, why
+				}
+				qty = str(pp["asserted_quantity"])
+			}
+			if op != nil {
+				terms = CoreTerms(qty, str(op["unit_code"]), op["consideration"])
+				refs = map[string]any{"assertion_id": rp["assertion_id"]}
+			}
+		}
+	case protocol.EvSettlementInstructed:
+		if _, sp := named("settlement_instruction_id", protocol.Settlement); sp != nil {
+			terms = map[string]any{"core": map[string]any{"total": sp["amount"]}}
+			refs = map[string]any{"agreement_id": sp["agreement_id"], "obligation_id": sp["obligation_id"]}
+		}
+	case protocol.EvTransactionCancelled:
+		if _, p := named("offer_id", protocol.Offer); p != nil {
+			terms = termsOf(p)
+		}
+	default:
+		return nil, nil, fmt.Sprintf("no act document is registered for %s", event)
+	}
+	return terms, refs, why
+}
+
+func typeOf(o map[string]any) protocol.ObjectType {
+	if o == nil {
+		return ""
+	}
+	return protocol.ObjectType(str(o["object_type"]))
+}
+
+func partyOrg(p map[string]any, member string) string {
+	m, _ := p[member].(map[string]any)
+	return str(m["organization_id"])
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,201 @@
+package record
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/verify"
+)
+
+// The working set verify.Extend checks an extension over. It holds what
+// the verifier's rules read about the message's objects, and nothing that
+// grows with the transaction's history:
+//
+//   - every object the new objects name by id, and what those name, three
+//     references deep (an event names its decision and the object it
+//     concerns; a response names its obligation and assertion; an
+//     obligation its agreement; an agreement its offer and acceptance);
+//   - the event the new one extends (the head), and for agreement.committed
+//     the agreement.direct event its guard looks back to;
+//   - the small sets a rule looks across: the session's offers (an offer
+//     superseded is not current), the transaction's approvals (an approval
+//     bound to another act), its obligations (due conditions that wait on
+//     each other), and, at formation's commit, its policy decisions (the
+//     offer's and the countersigner's acts, which have no event);
+//   - both organisations' key records and mandates.
+
+// idPattern matches a value that names an object by id: a registered
+// prefix, an underscore, an identifier body (canonical model §3).
+var idPattern = regexp.MustCompile(`^[a-z]{3}_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+
+// followed are the prefixes of objects a working set follows references
+// to: transaction objects, never events (only the head) and never a
+// mandate (mandates are collected separately).
+var followed = map[string]bool{
+	"off": true, "acc": true, "agr": true, "cmt": true, "obl": true, "obr": true,
+	"prf": true, "evd": true, "pol": true, "apr": true, "stl": true, "adp": true,
+	"dsp": true, "det": true, "exc": true,
+}
+
+// workingSet returns the held objects and the mandates an extension of txn
+// by news is checked with.
+func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held []map[string]any, mandates []map[string]any, err error) {
+	seen := map[string]bool{}
+	for _, o := range news {
+		seen[o.ID()] = true
+	}
+	var add func(o *Obj, depth int)
+	addID := func(id string, depth int) {
+		if seen[id] || !idPattern.MatchString(id) || !followed[id[:3]] {
+			return
+		}
+		seen[id] = true
+		o, err := e.get(ctx, id)
+		if err != nil || (o.Txn() != "" && o.Txn() != st.t.ID) {
+			return // not held here: the check that needs it says so
+		}
+		add(o, depth)
+	}
+	add = func(o *Obj, depth int) {
+		held = append(held, o.m)
+		if depth >= 3 {
+			return
+		}
+		walkStrings(o.Payload(), func(s string) { addID(s, depth+1) })
+	}
+	for _, o := range news {
+		walkStrings(o.Payload(), func(s string) { addID(s, 1) })
+	}
+	addAll := func(list []*Obj) {
+		for _, o := range list {
+			if !seen[o.ID()] {
+				seen[o.ID()] = true
+				held = append(held, o.m)
+			}
+		}
+	}
+	var event *Obj
+	for _, o := range news {
+		if o.Type() == protocol.TransactionEvent {
+			event = o
+		}
+	}
+	txn := st.t.ID
+	if st.known && st.t.HeadSequence > 0 {
+		if x, err := e.eventAt(ctx, txn, st.t.HeadSequence); err == nil {
+			addAll([]*Obj{x})
+		}
+		if event != nil && event.EventType() == protocol.EvAgreementCommitted && st.t.HeadSequence > 1 {
+			if x, err := e.eventAt(ctx, txn, 1); err == nil {
+				addAll([]*Obj{x})
+			}
+		}
+	}
+	types := []protocol.ObjectType{protocol.Offer, protocol.Approval, protocol.Obligation}
+	if event != nil && event.EventType() == protocol.EvAgreementCommitted {
+		types = append(types, protocol.PolicyDecision, protocol.Acceptance, protocol.Agreement, protocol.Commitment)
+	}
+	for _, t := range types {
+		list, err := e.ofType(ctx, txn, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		addAll(list)
+	}
+	krs, err := e.keyRecords(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	addAll(krs)
+	ms, err := e.mandatesOf(ctx, st.t.Counterparty)
+	return held, ms, err
+}
+
+// eventAt reads the event at a position of a transaction.
+func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error) {
+	ev, err := e.o.Store.EventAt(ctx, txn, seq)
+	if err != nil {
+		return nil, err
+	}
+	return e.get(ctx, ev.EventID)
+}
+
+// keyRecords returns every key record held (both organisations'), by the
+// object-type index.
+func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
+	raws, err := e.o.Store.ObjectsOfType(ctx, string(protocol.KeyRecord))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Obj, 0, len(raws))
+	for _, b := range raws {
+		o, err := parse(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// mandatesOf returns the mandates held of this organisation and of peer,
+// decoded.
+func (e *Engine) mandatesOf(ctx context.Context, peer string) ([]map[string]any, error) {
+	var out []map[string]any
+	for _, origin := range []string{originLocal, peer} {
+		recs, err := e.o.Store.Mandates(ctx, origin)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			m, err := canonical.DecodeObject(r.Body)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// walkStrings calls f on every string in v, at any depth.
+func walkStrings(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case map[string]any:
+		for _, y := range x {
+			walkStrings(y, f)
+		}
+	case []any:
+		for _, y := range x {
+			walkStrings(y, f)
+		}
+	}
+}
+
+// extend runs the verifier's rules over the record of st extended by
+// news (verify.Extend) and returns their refusal, if any. awaiting names
+// new objects this instance is about to sign besides an event.
+func (e *Engine) extend(ctx context.Context, st *state, news []*Obj, awaiting ...string) error {
+	held, mandates, err := e.workingSet(ctx, st, news)
+	if err != nil {
+		return err
+	}
+	ks, err := e.keySet(ctx, st.t.Counterparty)
+	if err != nil {
+		return err
+	}
+	vals := make([]map[string]any, len(news))
+	for i, o := range news {
+		vals[i] = o.m
+	}
+	out := verify.Extend(verify.Extension{Held: held, New: vals, Mandates: mandates, Keys: ks, Awaiting: awaiting},
+		verify.Options{RulesVersion: RulesVersion, Now: e.o.Clock()})
+	if err := out.Err(); err != nil {
+		return err
+	}
+	return nil
+}

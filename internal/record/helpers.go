@@ -1,0 +1,270 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/store"
+)
+
+// contentHash recomputes an object's content hash from its decoded value.
+func contentHash(o *Obj) (string, error) { return canonical.ContentHash(o.m) }
+
+// viewOf turns an object this instance built as a value into a view over
+// its canonical bytes.
+func viewOf(m map[string]any) (*Obj, error) {
+	b, err := canonical.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return parse(b)
+}
+
+// verifyEntry verifies signature i of o under a key that org vouched for,
+// held by a holder with the given id prefix (agt_ for an agent), active.
+func (e *Engine) verifyEntry(ctx context.Context, o *Obj, i int, org, holderPrefix string) error {
+	entries := o.Signatures()
+	if i >= len(entries) {
+		return refusef(reason.EvidenceSignatureInvalid, "%s carries no signature %d", o.ID(), i)
+	}
+	k, err := e.o.ResolveKey(ctx, str(entries[i]["key_id"]))
+	if err != nil || k.OrganizationID != org || !isHolder(k.HolderID, holderPrefix) {
+		return refusef(reason.EvidenceSignatureInvalid, "signature %d of %s is not by a key of %s's %s", i, o.ID(), org, holderPrefix)
+	}
+	if k.Status != envelope.KeyActive {
+		return refusef(reason.EvidenceSignatureInvalid, "signature %d of %s is by key %v, which is %s", i, o.ID(), entries[i]["key_id"], k.Status)
+	}
+	return signature.VerifyEntry(o.m, i, k.Public)
+}
+
+// request is an idempotent call under way (Idempotent). recorded is set
+// once the act it made committed: the acts that follow from it in the same
+// call (formation's commit) record nothing more.
+type request struct {
+	scope, id, argsHash string
+	recorded            bool
+}
+
+type requestKey struct{}
+
+// actRef is what an idempotent call records about the act it made.
+type actRef struct {
+	TransactionID string            `json:"transaction_id"`
+	Objects       map[string]string `json:"objects,omitempty"`
+}
+
+// recordRequest records the call under way, if any, in the act's commit
+// transaction: a crash before the commit leaves nothing, so the call may
+// be retried; after it, a retry finds the act.
+func recordRequest(ctx context.Context, tx *store.Txn, txn string, names map[string]string) error {
+	r, ok := ctx.Value(requestKey{}).(*request)
+	if !ok || r.recorded {
+		return nil
+	}
+	b, err := json.Marshal(actRef{TransactionID: txn, Objects: names})
+	if err != nil {
+		return err
+	}
+	err = tx.RecordRequest(r.scope, r.id, r.argsHash, string(b))
+	if errors.Is(err, store.ErrRequestReused) {
+		return reason.Refuse("request_id " + r.id + " was already used with other arguments; choose a new request_id for a new request")
+	}
+	return err
+}
+
+// requestRecorded marks the call under way as recorded, once its act
+// committed.
+func requestRecorded(ctx context.Context) {
+	if r, ok := ctx.Value(requestKey{}).(*request); ok {
+		r.recorded = true
+	}
+}
+
+// ErrRequestReused is returned by Idempotent when a request id is presented
+// again with other arguments.
+var ErrRequestReused = errors.New("record: request id already used with other arguments")
+
+// Idempotent runs an act at most once per (scope, request id): a call
+// repeated with the same id and arguments returns the act's outcome as the
+// record holds it now, without acting again; the same id with other
+// arguments is refused. The record of the call is written in the act's own
+// commit, so a crash mid-act leaves either no act and no record (the call
+// may be retried as is) or both.
+func (e *Engine) Idempotent(ctx context.Context, scope, requestID, argsHash string, run func(ctx context.Context) (Outcome, error)) (Outcome, error) {
+	if requestID == "" {
+		return run(ctx)
+	}
+	unlock := e.locks.lock("request\x00" + scope + "\x00" + requestID)
+	defer unlock()
+	prior, err := e.o.Store.LookupRequest(ctx, scope, requestID)
+	switch {
+	case err == nil && prior.ArgsHash != argsHash:
+		return Outcome{}, reason.Refuse("request_id " + requestID + " was already used with other arguments; choose a new request_id for a new request")
+	case err == nil:
+		var ref actRef
+		if err := json.Unmarshal([]byte(prior.Act), &ref); err != nil {
+			return Outcome{}, err
+		}
+		out, err := e.outcome(ctx, ref.TransactionID, ref.Objects)
+		if out.Status == StatusRecorded && !slices.ContainsFunc(keysOf(ref.Objects), func(k string) bool { return k == "event" }) {
+			out.Status = StatusDelivered
+		}
+		return out, err
+	case !errors.Is(err, store.ErrNotFound):
+		return Outcome{}, err
+	}
+	return run(context.WithValue(ctx, requestKey{}, &request{scope: scope, id: requestID, argsHash: argsHash}))
+}
+
+func keysOf(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// applyEvent moves the obligation states an event records, inside the
+// transaction that records the event (both the appender's and the
+// countersigner's). objs are the objects that travelled with it.
+func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
+	obl := ev.Data("obligation_id")
+	if obl == "" {
+		return nil
+	}
+	put := func(id, state string, assertions []string) error {
+		return tx.PutObligationState(store.ObligationState{ObligationID: id, TransactionID: ev.Txn(), State: state, Assertions: assertions, UpdatedSeq: ev.Seq()})
+	}
+	cur, err := tx.ObligationState(obl)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	switch ev.EventType() {
+	case protocol.EvObligationActivated:
+		return put(obl, string(protocol.OblPending), nil)
+	case protocol.EvPerformanceDeclared:
+		return put(obl, string(protocol.OblAsserted), append(cur.Assertions, ev.Data("performance_event_id")))
+	case protocol.EvAcceptanceGranted:
+		if err := put(obl, string(protocol.OblAccepted), cur.Assertions); err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if o.ID() == ev.Data("obligation_response_id") {
+				if rem := o.P("remainder_obligation_id"); rem != "" {
+					return put(rem, string(protocol.OblPending), nil)
+				}
+			}
+		}
+		return nil
+	case protocol.EvAcceptanceRejected:
+		return put(obl, string(protocol.OblRejected), cur.Assertions)
+	}
+	return nil
+}
+
+// rebuildObligationStates derives the obligation states of a database
+// written before they were kept (migration 7), once.
+func (e *Engine) rebuildObligationStates(ctx context.Context) error {
+	const key = "obligation_states_built"
+	if v, err := e.o.Store.Meta(ctx, key); err != nil || v == "1" {
+		return err
+	}
+	ts, err := e.o.Store.Transactions(ctx)
+	if err != nil {
+		return err
+	}
+	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		for _, t := range ts {
+			evs, err := e.o.Store.Events(ctx, t.ID)
+			if err != nil {
+				return err
+			}
+			for _, x := range evs {
+				if x.Status != store.EventRecorded {
+					continue
+				}
+				ev, err := e.get(ctx, x.EventID)
+				if err != nil {
+					return err
+				}
+				var objs []*Obj
+				if id := ev.Data("obligation_response_id"); id != "" {
+					if o, err := e.get(ctx, id); err == nil {
+						objs = append(objs, o)
+					}
+				}
+				if err := e.applyEvent(tx, ev, objs); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.SetMeta(key, "1")
+	})
+}
+
+// keyCache holds the key set the verifier checks a counterparty's messages
+// under, rebuilt when the trusted keys change.
+type keyCache struct {
+	sets map[string]cachedKeys
+}
+
+type cachedKeys struct {
+	n   int
+	set *keys.KeySet
+}
+
+// keySet returns the public keys this instance trusts for itself and peer:
+// its own principal and agent keys, the peer's pinned principal keys and
+// the agent keys they vouched for.
+func (e *Engine) keySet(ctx context.Context, peer string) (*keys.KeySet, error) {
+	e.keysMu.Lock()
+	defer e.keysMu.Unlock()
+	if e.keys.sets == nil {
+		e.keys.sets = map[string]cachedKeys{}
+	}
+	trusted := e.o.Trusted.KeySet(peer)
+	n := trusted.Len()
+	if c, ok := e.keys.sets[peer]; ok && c.n == n {
+		return c.set, nil
+	}
+	ks := keys.NewKeySet()
+	cfg := e.o.Config()
+	add := func(id string) error {
+		k, err := e.o.ResolveKey(ctx, id)
+		if err != nil {
+			return err
+		}
+		return ks.Add(id, k.Public)
+	}
+	if err := add(cfg.AgentKeyID); err != nil {
+		return nil, err
+	}
+	if err := add(cfg.PrincipalKeyID); err != nil {
+		return nil, err
+	}
+	p, err := e.o.Peers.Peer(peer)
+	if err != nil {
+		return nil, err
+	}
+	for id := range p.PrincipalKeys {
+		if err := add(id); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range trusted.IDs() {
+		if err := add(id); err != nil {
+			return nil, fmt.Errorf("record: trusted key %s: %w", id, err)
+		}
+	}
+	e.keys.sets[peer] = cachedKeys{n: n, set: ks}
+	return ks, nil
+}

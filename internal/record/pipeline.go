@@ -1,0 +1,750 @@
+package record
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/rules"
+	"github.com/partyd/party/internal/store"
+)
+
+// state is a transaction as an act or a receipt sees it, loaded under the
+// transaction's lock.
+type state struct {
+	t     store.Transaction
+	known bool // the transaction is held here
+	now   time.Time
+}
+
+// State is the aggregate state.
+func (s *state) State() protocol.State { return protocol.State(s.t.State) }
+
+// Role is this organisation's role in it.
+func (s *state) Role() protocol.Role { return protocol.Role(s.t.Role) }
+
+// load reads a transaction's row.
+func (e *Engine) load(ctx context.Context, txn string, now time.Time) (*state, error) {
+	st := &state{now: now}
+	t, err := e.o.Store.GetTransaction(ctx, txn)
+	switch {
+	case err == nil:
+		st.t, st.known = t, true
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	return st, nil
+}
+
+// opening is what an act that opens a transaction records about it.
+type opening struct {
+	counterparty string
+	role         protocol.Role
+	session      string
+}
+
+// actSpec is one act: its preconditions and its build function. perform
+// runs every act through the same pipeline.
+type actSpec struct {
+	name       protocol.Act
+	txn        string
+	mandateID  string
+	approvalID string
+	// event is the event the act appends; "" for an act recorded by its
+	// objects alone (an offer, a withdrawal, a waiver).
+	event protocol.EventType
+	// open, for an act that may open the transaction (an offer), says what
+	// to record when it is not held yet.
+	open *opening
+	// check runs under the lock on the loaded state; a refusal stops the
+	// act before anything is decided or signed.
+	check func(ctx context.Context, st *state) error
+	// act returns the proposed terms and references of the act document
+	// policy evaluates (decisions.md 6).
+	act func(ctx context.Context, st *state) (terms, refs map[string]any, err error)
+	// build makes the act's objects (b.add) and its event's data (b.data).
+	build func(ctx context.Context, st *state, b *builder) error
+	// locked says the caller already holds the transaction's lock.
+	locked bool
+	// inTx, when set, runs inside the act's commit transaction: storing
+	// the reply this act answers, say.
+	inTx func(tx *store.Txn) error
+	// decisionSeq overrides the position the decision is made for (an act
+	// without an event: the position it stands at).
+	decisionSeq func(st *state) int
+}
+
+// builder collects what an act makes.
+type builder struct {
+	e         *Engine
+	st        *state
+	txn       string
+	mandateID string
+	now       time.Time
+	created   []*Obj // the act's new objects, in message order
+	carried   []*Obj // objects held before that travel with it (an approval)
+	data      map[string]any
+	names     map[string]string
+	extra     []func(tx *store.Txn) error
+}
+
+// add makes one new object of the act, signed for purpose.
+func (b *builder) add(t protocol.ObjectType, payload map[string]any, purpose string) (*Obj, error) {
+	return b.addWithID(t, payload, purpose, "")
+}
+
+// addWithID is add under a chosen id.
+func (b *builder) addWithID(t protocol.ObjectType, payload map[string]any, purpose, id string) (*Obj, error) {
+	o, err := b.e.newObject(t, b.txn, b.mandateID, payload, purpose, b.now, id)
+	if err != nil {
+		return nil, err
+	}
+	b.created = append(b.created, o)
+	return o, nil
+}
+
+// name records an object's id in the act's outcome under a role.
+func (b *builder) name(role, id string) {
+	if b.names == nil {
+		b.names = map[string]string{}
+	}
+	b.names[role] = id
+}
+
+// also runs fn inside the act's commit transaction.
+func (b *builder) also(fn func(tx *store.Txn) error) { b.extra = append(b.extra, fn) }
+
+// pendingAct is what the outbox keeps beside an act's message: enough to
+// decide the act again (renewal) and to settle its reply.
+type pendingAct struct {
+	Act        protocol.Act   `json:"act"`
+	MandateID  string         `json:"mandate_id"`
+	Document   map[string]any `json:"document"`
+	ApprovalID string         `json:"approval_id,omitempty"`
+	Seq        int            `json:"seq"`
+}
+
+// perform runs one act: lock, load, check, own mandate, decide (with the
+// approval presented), build, event, commit the act with its message, and
+// deliver. Every act goes through here.
+func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
+	now := e.o.Clock().UTC().Truncate(time.Second)
+	if !spec.locked {
+		unlock := e.lock(spec.txn)
+		defer unlock()
+	}
+	st, err := e.load(ctx, spec.txn, now)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !st.known && spec.open == nil {
+		return Outcome{}, refusef(reason.StateTransitionDenied, "transaction %s is unknown to this instance; call list_transactions", spec.txn)
+	}
+	if spec.check != nil {
+		if err := spec.check(ctx, st); err != nil {
+			return Outcome{}, err
+		}
+	}
+	mandate, err := e.ownMandate(ctx, spec.mandateID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var approval *Obj
+	if spec.approvalID != "" {
+		var ok bool
+		if approval, ok = e.getTyped(ctx, spec.approvalID, protocol.Approval); !ok {
+			return Outcome{}, refusef(reason.ApprovalRequired, "approval %s is not held here", spec.approvalID)
+		}
+	}
+	terms, refs, err := spec.act(ctx, st)
+	if err != nil {
+		return Outcome{}, err
+	}
+	counterparty := st.t.Counterparty
+	if !st.known {
+		counterparty = spec.open.counterparty
+	}
+	seq := st.t.HeadSequence + 1
+	if spec.decisionSeq != nil {
+		seq = spec.decisionSeq(st)
+	}
+	d, err := e.ownDecision(ctx, mandate, spec.name, spec.txn, counterparty, terms, refs, approval, seq)
+	if err != nil {
+		return Outcome{}, err
+	}
+	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, now: now, data: map[string]any{}}
+	if approval != nil {
+		b.carried = append(b.carried, approval)
+	}
+	if spec.build != nil {
+		if err := spec.build(ctx, st, b); err != nil {
+			return Outcome{}, err
+		}
+	}
+	b.created = append(b.created, d.pol)
+	b.name("policy_decision", d.pol.ID())
+	var ev *Obj
+	var row store.Event
+	if spec.event != "" {
+		if ev, row, err = e.prepareEvent(st, spec.event, b.data, d.pol, spec.mandateID, now); err != nil {
+			return Outcome{}, err
+		}
+		b.name("event", ev.ID())
+	}
+	act, err := json.Marshal(pendingAct{Act: spec.name, MandateID: spec.mandateID, Document: d.doc, ApprovalID: spec.approvalID, Seq: seq})
+	if err != nil {
+		return Outcome{}, err
+	}
+	msg := append(append([]*Obj{}, b.carried...), b.created...)
+	if ev != nil {
+		msg = append(msg, ev)
+	}
+	e.point(string(spec.name) + ".before-commit")
+	var id int64
+	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		if !st.known {
+			o := spec.open
+			if err := tx.CreateTransaction(spec.txn, o.counterparty, string(o.role), o.session, string(protocol.Draft)); err != nil {
+				return err
+			}
+		}
+		if spec.inTx != nil {
+			if err := spec.inTx(tx); err != nil {
+				return err
+			}
+		}
+		if ev != nil {
+			t, err := tx.Transaction(spec.txn)
+			if err != nil {
+				return err
+			}
+			if t.HeadSequence+1 != row.Sequence {
+				return refusef(reason.SequenceConflict, "transaction %s moved while the act was prepared", spec.txn)
+			}
+			if _, err := tx.EventAt(spec.txn, row.Sequence); err == nil {
+				return refusef(reason.SequenceConflict, "an event is already pending at position %d of %s: wait for its countersignature", row.Sequence, spec.txn)
+			}
+		}
+		for _, o := range b.created {
+			if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
+				return err
+			}
+		}
+		if ev != nil {
+			if err := tx.PutVerified(ev.info(), ev.raw, originLocal); err != nil {
+				return err
+			}
+			if err := tx.InsertEvent(row); err != nil {
+				return err
+			}
+		}
+		for _, fn := range b.extra {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		if err := recordRequest(ctx, tx, spec.txn, b.names); err != nil {
+			return err
+		}
+		var err error
+		id, err = e.enqueue(tx, counterparty, spec.txn, msg, act, now)
+		return err
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	requestRecorded(ctx)
+	e.point(string(spec.name) + ".after-commit")
+	if err := e.deliverNow(ctx, id); err != nil {
+		return Outcome{}, err
+	}
+	out, err := e.outcome(ctx, spec.txn, b.names)
+	if err != nil {
+		return out, err
+	}
+	if ev == nil && out.Status == StatusRecorded {
+		out.Status = StatusDelivered
+	}
+	return out, nil
+}
+
+// originLocal marks objects this instance made.
+const originLocal = "local"
+
+// enqueue stores a message inside the act's transaction, leased to this
+// process so that the act attempts it at once without racing the worker.
+func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte, now time.Time) (int64, error) {
+	raws := make([][]byte, len(msg))
+	for i, o := range msg {
+		raws[i] = o.raw
+	}
+	if err := delivery.CheckMessage(txn, raws); err != nil {
+		return 0, err
+	}
+	return tx.Enqueue(peer, txn, delivery.MessageKey(txn, raws), raws, act, now, e.out.Lease())
+}
+
+// deliverNow makes the first attempt at a message the caller enqueued
+// leased and holds the transaction's lock for. A refusal of the act is
+// returned; anything else (delivered, or queued for retry) is not an
+// error: the outcome reads where the record stands.
+func (e *Engine) deliverNow(ctx context.Context, id int64) error {
+	m, err := e.o.Store.GetOutbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return e.send(ctx, m)
+}
+
+// Attempt implements delivery.Handler: the worker hands over a due message
+// it leased; the engine takes the transaction's lock and makes the attempt
+// the act would have made.
+func (e *Engine) Attempt(ctx context.Context, m store.OutboxMessage) {
+	unlock := e.lock(m.TransactionID)
+	defer unlock()
+	cur, err := e.o.Store.GetOutbox(ctx, m.ID)
+	if err != nil || cur.Status != store.OutboxPending {
+		return // settled meanwhile
+	}
+	if err := e.send(ctx, cur); err != nil {
+		e.log.Warn("the counterparty refused a queued act; it was removed", "transaction_id", m.TransactionID, "codes", reason.CodesOf(err), "error", err)
+	}
+}
+
+// send delivers m and settles the answer: a reply is stored with what it
+// moves, a refusal removes the act (or renews it), a failure worth
+// retrying leaves it queued. It returns the refusal when the act was
+// removed.
+func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
+	reply, err := e.out.Send(ctx, m)
+	switch {
+	case err == nil:
+		e.point("reply.received")
+		if err := e.settle(ctx, m, reply); err != nil {
+			// A reply that cannot be stored is not lost: the message stays
+			// pending and the peer answers its redelivery from its inbox.
+			e.log.Error("a reply could not be stored; the message will be sent again", "transaction_id", m.TransactionID, "id", m.ID, "error", err)
+			e.out.Retry(context.WithoutCancel(ctx), m, err)
+		}
+		return nil
+	case errors.Is(err, delivery.ErrQueued):
+		return nil
+	default:
+		return e.refused(ctx, m, err)
+	}
+}
+
+// message decodes an outbox message's objects.
+func message(m store.OutboxMessage) ([]*Obj, error) {
+	out := make([]*Obj, 0, len(m.Objects))
+	for _, b := range m.Objects {
+		o, err := parse(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// settle stores the reply to one of this instance's messages, with what it
+// moves, in one database transaction that also deletes the message, then
+// continues the transaction where it stands.
+func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]byte) error {
+	objs, err := message(m)
+	if err != nil {
+		return err
+	}
+	last := objs[len(objs)-1]
+	switch {
+	case last.Type() == protocol.TransactionEvent:
+		if err := e.settleEvent(ctx, m, objs, reply); err != nil {
+			return err
+		}
+	case len(objs) == 1 && last.Type() == protocol.Agreement:
+		return e.settleCosigned(ctx, m, last, reply)
+	default:
+		if len(reply) != 0 {
+			return errf("%s answered a message that carries no event with %d objects", m.Peer, len(reply))
+		}
+		if err := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {
+			return err
+		}
+	}
+	e.point("reply.after-store")
+	return e.advance(ctx, m.TransactionID)
+}
+
+// settleEvent records one of this instance's events, countersigned: the
+// reply must carry the event's exact bytes with one more signature, the
+// counterparty agent's event_append, which verifies.
+func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []*Obj, reply [][]byte) error {
+	ours := objs[len(objs)-1]
+	got, err := e.checkCountersigned(ctx, m.Peer, ours, reply)
+	if err != nil {
+		return err
+	}
+	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		held, err := tx.GetObject(ours.ID())
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(held, got.raw) {
+			if err := tx.ReplaceVerified(got.info(), held, got.raw); err != nil {
+				return err
+			}
+		}
+		row := store.Event{TransactionID: ours.Txn(), Sequence: ours.Seq(), ContentHash: ours.Hash(), ToState: string(ours.To())}
+		if err := tx.MarkRecorded(row); err != nil {
+			return err
+		}
+		if err := e.applyEvent(tx, got, objs); err != nil {
+			return err
+		}
+		return tx.Delivered(m.ID)
+	})
+}
+
+// checkCountersigned finds our event in a reply, countersigned.
+func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj, reply [][]byte) (*Obj, error) {
+	var got *Obj
+	for _, b := range reply {
+		if o, err := parse(b); err == nil && o.ID() == ours.ID() {
+			got = o
+		}
+	}
+	if got == nil {
+		return nil, errf("%s's reply carries no countersigned %s", peer, ours.ID())
+	}
+	if got.Hash() != ours.Hash() {
+		return nil, refusef(reason.EvidenceHashMismatch, "%s returned event %s with other content", peer, ours.ID())
+	}
+	if h, err := contentHash(got); err != nil || h != ours.Hash() {
+		return nil, refusef(reason.EvidenceHashMismatch, "%s returned event %s with other bytes", peer, ours.ID())
+	}
+	entries, mine := got.Signatures(), ours.Signatures()
+	if len(entries) != 2 || len(mine) != 1 {
+		return nil, refusef(reason.EvidenceSignatureInvalid, "the countersigned %s carries %d signatures, not 2", ours.ID(), len(entries))
+	}
+	if !sameEntry(mine[0], entries[0]) {
+		return nil, refusef(reason.EvidenceSignatureInvalid, "the countersigned %s does not keep our signature first and unchanged", ours.ID())
+	}
+	if str(entries[1]["purpose"]) != protocol.PurposeEventAppend {
+		return nil, refusef(reason.EvidenceSignatureInvalid, "the countersignature's purpose is %v", entries[1]["purpose"])
+	}
+	if err := e.verifyEntry(ctx, got, 1, peer, "agt_"); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// refused settles a refusal of one of this instance's messages. A refusal
+// for a decision the peer could not rely on (A202-MANDATE-STATUS-
+// UNRESOLVED: too old, or its mandate's status unresolvable there) proves
+// the peer did not take the act, so it is renewed; any other refusal
+// removes the act. It returns the refusal when the act was removed.
+func (e *Engine) refused(ctx context.Context, m store.OutboxMessage, cause error) error {
+	if slices.Contains(reason.CodesOf(cause), reason.MandateStatusUnresolved) && len(m.Act) > 0 {
+		renewed, err := e.renew(ctx, m, cause)
+		if err == nil && renewed {
+			return nil
+		}
+		if err != nil {
+			cause = err
+		}
+	}
+	e.rollback(ctx, m, cause)
+	return cause
+}
+
+// rollback removes the act a refused message carried: its pending event
+// and the objects it created, in one database transaction with marking
+// the message failed. What the agent should know is kept as the
+// transaction's notice.
+func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause error) {
+	objs, err := message(m)
+	if err != nil {
+		e.log.Error("a refused message does not decode", "id", m.ID, "error", err)
+		return
+	}
+	now := e.o.Clock()
+	var pa pendingAct
+	if len(m.Act) > 0 {
+		_ = json.Unmarshal(m.Act, &pa)
+	}
+	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		removed := false
+		for _, o := range objs {
+			if pa.Act == protocol.ActOfferWithdraw {
+				// A withdrawal stands here whether or not the counterparty
+				// takes the notice: nothing it refuses can make this
+				// instance countersign the offer's acceptance.
+				break
+			}
+			switch o.Type() {
+			case protocol.Approval:
+				continue // held before the act; it stays
+			case protocol.TransactionEvent:
+				if err := tx.DeletePendingEvent(m.TransactionID, o.Seq(), o.ID()); err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+			default:
+				if err := tx.DeleteObject(o.ID()); err != nil {
+					return err
+				}
+			}
+			removed = true
+		}
+		if removed {
+			// An opening offer the counterparty refused leaves no
+			// transaction behind.
+			if err := tx.DeleteTransactionIfEmpty(m.TransactionID); err != nil {
+				return err
+			}
+		}
+		if err := tx.SetNotice(m.TransactionID, notice(cause, now)); err != nil {
+			return err
+		}
+		return tx.Failed(m.ID, cause.Error(), now)
+	})
+	if err != nil {
+		e.log.Error("could not remove a refused act", "transaction_id", m.TransactionID, "id", m.ID, "error", err)
+		return
+	}
+	e.log.Info("the counterparty refused an act; it was removed", "transaction_id", m.TransactionID, "codes", reason.CodesOf(cause))
+}
+
+// notice is what the agent reads about an act that did not go through.
+func notice(cause error, now time.Time) string {
+	b, _ := json.Marshal(Notice{At: envelope.Timestamp(now), Codes: orEmpty(reason.CodesOf(cause)), Detail: refusalDetail(cause)})
+	return string(b)
+}
+
+func orEmpty(c []reason.Code) []reason.Code {
+	if c == nil {
+		return []reason.Code{}
+	}
+	return c
+}
+
+func refusalDetail(err error) string {
+	var r *reason.Refusal
+	if errors.As(err, &r) {
+		return r.Detail
+	}
+	return err.Error()
+}
+
+// Notice tells the agent what became of an act that did not complete as it
+// returned: refused by the counterparty after it was queued, or removed
+// because a renewed decision no longer allowed it.
+type Notice struct {
+	At     string        `json:"at"`
+	Codes  []reason.Code `json:"reason_codes"`
+	Detail string        `json:"detail"`
+}
+
+// renew decides a refused act again (see refused). If the agent's mandate
+// still allows it now, the stale decision and event are replaced by fresh
+// ones, in place in the outbox, and the message goes out again after the
+// back-off it earned; renewed is false when the act is no longer allowed,
+// and err says why.
+func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) (bool, error) {
+	var pa pendingAct
+	if err := json.Unmarshal(m.Act, &pa); err != nil {
+		return false, err
+	}
+	objs, err := message(m)
+	if err != nil {
+		return false, err
+	}
+	mandate, err := e.ownMandate(ctx, pa.MandateID)
+	if err != nil {
+		return false, err
+	}
+	req := authority.Request{Mandate: mandate, Act: pa.Document,
+		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: e.o.Config().AgentID, KeyID: e.o.Config().AgentKeyID}}
+	if pa.ApprovalID != "" {
+		if apr, ok := e.getTyped(ctx, pa.ApprovalID, protocol.Approval); ok {
+			req.Approval = apr.m
+		}
+	}
+	res := e.o.Evaluator().Evaluate(ctx, req)
+	if res.Decision != authority.Allow {
+		return false, res.Err()
+	}
+	s, err := e.o.AgentSigner()
+	if err != nil {
+		return false, err
+	}
+	pm, err := authority.NewSharedDecision(res, s, pa.Seq)
+	if err != nil {
+		return false, err
+	}
+	pol, err := viewOf(pm)
+	if err != nil {
+		return false, err
+	}
+	now := e.o.Clock().UTC().Truncate(time.Second)
+	var oldPol, oldEv, ev *Obj
+	var row store.Event
+	fresh := make([]*Obj, 0, len(objs))
+	for _, o := range objs {
+		switch {
+		case o.Type() == protocol.PolicyDecision && o.Org() == e.o.Config().OrganizationID:
+			oldPol = o
+			fresh = append(fresh, pol)
+		case o.Type() == protocol.TransactionEvent:
+			oldEv = o
+		default:
+			fresh = append(fresh, o)
+		}
+	}
+	if oldPol == nil {
+		return false, errf("message %d carries no decision of ours to renew", m.ID)
+	}
+	if oldEv != nil {
+		st, err := e.load(ctx, m.TransactionID, now)
+		if err != nil {
+			return false, err
+		}
+		// The event is rebuilt at its own position, on the head it extends,
+		// citing the fresh decision.
+		st.t.HeadSequence, st.t.HeadHash, st.t.State = oldEv.Seq()-1, oldEv.P("previous_event_hash"), string(oldEv.From())
+		if ev, row, err = e.prepareEvent(st, oldEv.EventType(), oldEv.PSub("data"), pol, oldEv.Mandate(), now); err != nil {
+			return false, err
+		}
+		fresh = append(fresh, ev)
+	}
+	act, err := json.Marshal(pendingAct{Act: pa.Act, MandateID: pa.MandateID, Document: pa.Document, ApprovalID: pa.ApprovalID, Seq: pa.Seq})
+	if err != nil {
+		return false, err
+	}
+	raws := make([][]byte, len(fresh))
+	for i, o := range fresh {
+		raws[i] = o.raw
+	}
+	next := now.Add(e.out.Backoff(m.Attempts + 1))
+	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		if err := tx.DeleteObject(oldPol.ID()); err != nil {
+			return err
+		}
+		if err := tx.PutVerified(pol.info(), pol.raw, originLocal); err != nil {
+			return err
+		}
+		if oldEv != nil {
+			if err := tx.DeletePendingEvent(m.TransactionID, oldEv.Seq(), oldEv.ID()); err != nil {
+				return err
+			}
+			if err := tx.PutVerified(ev.info(), ev.raw, originLocal); err != nil {
+				return err
+			}
+			if err := tx.InsertEvent(row); err != nil {
+				return err
+			}
+		}
+		if err := tx.RenameWithdrawalDecision(oldPol.ID(), pol.ID()); err != nil {
+			return err
+		}
+		return tx.Rewrite(m.ID, delivery.MessageKey(m.TransactionID, raws), raws, act, next)
+	})
+	if err != nil {
+		return false, err
+	}
+	e.log.Info("a refused act was decided again and will be sent with a fresh decision",
+		"transaction_id", m.TransactionID, "act", pa.Act, "cause", reason.CodesOf(cause), "next_attempt", next)
+	e.out.Poke()
+	return true, nil
+}
+
+// prepareEvent builds and signs this instance's next event on st: it must
+// extend the head of this instance's copy, move the state legally under
+// RulesVersion, and cite the decision pol. Nothing is stored here.
+func (e *Engine) prepareEvent(st *state, eventType protocol.EventType, data map[string]any, pol *Obj, mandateID string, now time.Time) (*Obj, store.Event, error) {
+	to, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, string(eventType))
+	if !ok {
+		return nil, store.Event{}, refusef(reason.StateTransitionDenied, "%s is not a legal event in state %s under rules %s", eventType, st.t.State, RulesVersion)
+	}
+	var prev any
+	if st.t.HeadHash != "" {
+		prev = st.t.HeadHash
+	}
+	seq := st.t.HeadSequence + 1
+	payload := map[string]any{
+		"stream":              map[string]any{"kind": protocol.TransactionStreamKind, "id": st.t.ID},
+		"sequence":            seq,
+		"event_type":          string(eventType),
+		"occurred_at":         envelope.Timestamp(now),
+		"previous_event_hash": prev,
+		"action_hash":         pol.P("action_hash"),
+		"policy_decision_id":  pol.ID(),
+		"from_state":          st.t.State,
+		"to_state":            to,
+		"data":                data,
+	}
+	ev, err := e.newObject(protocol.TransactionEvent, st.t.ID, mandateID, payload, protocol.PurposeEventAppend, now, "")
+	if err != nil {
+		return nil, store.Event{}, err
+	}
+	row := store.Event{
+		TransactionID: st.t.ID, Sequence: seq, EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: st.t.HeadHash,
+		EventType: string(eventType), FromState: st.t.State, ToState: to, AppendedBy: e.o.Config().OrganizationID, Status: store.EventPending,
+	}
+	return ev, row, nil
+}
+
+// outcome reads where a transaction stands after an act.
+func (e *Engine) outcome(ctx context.Context, txn string, names map[string]string) (Outcome, error) {
+	t, err := e.o.Store.GetTransaction(ctx, txn)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{TransactionID: txn, Status: StatusRecorded, State: protocol.State(t.State), Objects: names}
+	if msgs, err := e.o.Store.TransactionOutbox(ctx, txn); err == nil && len(msgs) > 0 {
+		out.Status = StatusPending
+		out.WaitingFor = waitingFor(t, msgs[0])
+	} else if err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+func waitingFor(t store.Transaction, m store.OutboxMessage) string {
+	objs, err := message(m)
+	what := "a message"
+	if err == nil && len(objs) > 0 {
+		last := objs[len(objs)-1]
+		switch last.Type() {
+		case protocol.TransactionEvent:
+			what = fmt.Sprintf("the countersignature of %s (event %d)", last.EventType(), last.Seq())
+		case protocol.Agreement:
+			what = "its signature on agreement " + last.ID()
+		default:
+			what = fmt.Sprintf("%s %s", last.Type(), last.ID())
+		}
+	}
+	retry := ""
+	if m.Attempts > 0 {
+		retry = fmt.Sprintf("; %d attempt(s) so far, the next at %s", m.Attempts, envelope.Timestamp(m.NextAttempt))
+	}
+	return fmt.Sprintf("%s to receive %s; delivery is retried until it answers%s", t.Counterparty, what, retry)
+}
+
+// sameEntry reports whether two signature entries are the same.
+func sameEntry(a, b map[string]any) bool {
+	for _, k := range []string{"key_id", "algorithm", "signature", "signed_at", "purpose"} {
+		if str(a[k]) != str(b[k]) {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}

@@ -1,0 +1,287 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/store"
+)
+
+// EventView is one event as the agent sees it.
+type EventView struct {
+	Sequence    int            `json:"sequence"`
+	EventID     string         `json:"event_id"`
+	EventType   string         `json:"event_type"`
+	FromState   string         `json:"from_state"`
+	ToState     string         `json:"to_state"`
+	AppendedBy  string         `json:"appended_by"`
+	Status      string         `json:"status"`
+	SignedBy    []string       `json:"signed_by"`
+	ContentHash string         `json:"content_hash"`
+	OccurredAt  string         `json:"occurred_at"`
+	Data        map[string]any `json:"data"`
+}
+
+// ObjectView names one object of the record.
+type ObjectView struct {
+	ID         string `json:"id"`
+	ObjectType string `json:"object_type"`
+	CreatedBy  string `json:"created_by"`
+	CreatedAt  string `json:"created_at"`
+}
+
+// ObligationView is where one obligation stands.
+type ObligationView struct {
+	ObligationID string   `json:"obligation_id"`
+	State        string   `json:"state"`
+	Assertions   []string `json:"assertions"`
+}
+
+// TransactionView is a transaction's record as this instance holds it.
+type TransactionView struct {
+	TransactionID string           `json:"transaction_id"`
+	Counterparty  string           `json:"counterparty_organization_id"`
+	Role          string           `json:"role"`
+	SessionID     string           `json:"session_id,omitempty"`
+	State         string           `json:"state"`
+	ChainStatus   string           `json:"chain_status"`
+	Events        []EventView      `json:"events"`
+	Objects       []ObjectView     `json:"objects"`
+	Obligations   []ObligationView `json:"obligations"`
+	Forks         []ForkView       `json:"forks"`
+	Pending       string           `json:"pending,omitempty"`
+	// Notice says what became of an act that did not complete as it
+	// returned (refused after it was queued, or no longer allowed).
+	Notice *Notice `json:"notice,omitempty"`
+}
+
+// ForkView is a refused second successor kept for the record.
+type ForkView struct {
+	Sequence    int    `json:"sequence"`
+	EventID     string `json:"event_id"`
+	ContentHash string `json:"content_hash"`
+	From        string `json:"from_organization_id"`
+	Detail      string `json:"detail"`
+	DetectedAt  string `json:"detected_at"`
+}
+
+// Transaction returns a transaction's record. An unknown transaction is a
+// refusal, never an empty draft.
+func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, error) {
+	t, err := e.o.Store.GetTransaction(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return TransactionView{}, reason.Refuse("transaction " + id + " is unknown to this instance; call list_transactions")
+	}
+	if err != nil {
+		return TransactionView{}, err
+	}
+	v := TransactionView{TransactionID: t.ID, Counterparty: t.Counterparty, Role: t.Role, SessionID: t.SessionID, State: t.State,
+		ChainStatus: "intact", Events: []EventView{}, Objects: []ObjectView{}, Obligations: []ObligationView{}, Forks: []ForkView{}}
+	evs, err := e.o.Store.Events(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	prev := ""
+	for i, x := range evs {
+		ev, err := e.get(ctx, x.EventID)
+		if err != nil {
+			return v, err
+		}
+		by := []string{}
+		for _, en := range ev.Signatures() {
+			if k, err := e.o.ResolveKey(ctx, str(en["key_id"])); err == nil {
+				by = append(by, k.OrganizationID)
+			} else {
+				by = append(by, str(en["key_id"]))
+			}
+		}
+		v.Events = append(v.Events, EventView{
+			Sequence: x.Sequence, EventID: x.EventID, EventType: x.EventType, FromState: x.FromState, ToState: x.ToState,
+			AppendedBy: x.AppendedBy, Status: x.Status, SignedBy: by, ContentHash: x.ContentHash, OccurredAt: ev.P("occurred_at"),
+			Data: ev.PSub("data"),
+		})
+		if x.Sequence != i+1 || x.PreviousEventHash != prev {
+			v.ChainStatus = "broken"
+		}
+		if h, err := contentHash(ev); err != nil || h != x.ContentHash {
+			v.ChainStatus = "broken"
+		}
+		prev = x.ContentHash
+		if x.Status == store.EventPending {
+			v.Pending = "event " + x.EventType + " waits for " + t.Counterparty + "'s countersignature"
+		}
+	}
+	if msgs, err := e.o.Store.TransactionOutbox(ctx, id); err == nil && len(msgs) > 0 && v.Pending == "" {
+		v.Pending = waitingFor(t, msgs[0])
+	}
+	forks, err := e.o.Store.Forks(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	for _, f := range forks {
+		v.Forks = append(v.Forks, ForkView{Sequence: f.Sequence, EventID: f.EventID, ContentHash: f.ContentHash, From: f.From, Detail: f.Detail, DetectedAt: f.DetectedAt})
+	}
+	if len(forks) > 0 && v.ChainStatus == "intact" {
+		v.ChainStatus = "forked"
+	}
+	all, err := e.o.Store.TransactionObjects(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	for _, b := range all {
+		o, err := parse(b)
+		if err != nil || o.Type() == protocol.TransactionEvent {
+			continue
+		}
+		v.Objects = append(v.Objects, ObjectView{ID: o.ID(), ObjectType: string(o.Type()), CreatedBy: o.Org(), CreatedAt: str(o.m["created_at"])})
+	}
+	obls, err := e.o.Store.ObligationStates(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	for _, ob := range obls {
+		v.Obligations = append(v.Obligations, ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions})
+	}
+	if n, err := e.o.Store.Notice(ctx, id); err == nil && n != "" {
+		var nt Notice
+		if json.Unmarshal([]byte(n), &nt) == nil {
+			v.Notice = &nt
+		}
+	}
+	return v, nil
+}
+
+// TransactionSummary is one line of list_transactions.
+type TransactionSummary struct {
+	TransactionID string `json:"transaction_id"`
+	Counterparty  string `json:"counterparty_organization_id"`
+	Role          string `json:"role"`
+	State         string `json:"state"`
+	Events        int    `json:"events"`
+	UpdatedAt     string `json:"updated_at"`
+}
+
+// TransactionPage is one page of list_transactions, most recently updated
+// first; Next is the cursor of the following page ("" after the last).
+type TransactionPage struct {
+	Transactions []TransactionSummary `json:"transactions"`
+	Next         string               `json:"next_cursor,omitempty"`
+}
+
+// ListFilter selects a page of transactions.
+type ListFilter struct {
+	State        string `json:"state,omitempty"`
+	Counterparty string `json:"counterparty_organization_id,omitempty"`
+	Limit        int    `json:"limit,omitempty"`
+	Cursor       string `json:"cursor,omitempty"`
+}
+
+// ListTransactions returns one page of the transactions this instance
+// holds, filtered and paged in SQL: the cost of a page does not depend on
+// how many transactions the instance holds.
+func (e *Engine) ListTransactions(ctx context.Context, f ListFilter) (TransactionPage, error) {
+	ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: f.Limit, Before: f.Cursor})
+	if err != nil {
+		return TransactionPage{}, reason.Refuse("list_transactions: " + err.Error())
+	}
+	out := TransactionPage{Transactions: []TransactionSummary{}, Next: next}
+	for _, t := range ts {
+		out.Transactions = append(out.Transactions, TransactionSummary{TransactionID: t.ID, Counterparty: t.Counterparty, Role: t.Role, State: t.State, Events: t.HeadSequence, UpdatedAt: t.UpdatedAt})
+	}
+	return out, nil
+}
+
+// Transactions lists every transaction this instance holds (for the
+// command line and tests; agents page with ListTransactions).
+func (e *Engine) Transactions(ctx context.Context) ([]TransactionSummary, error) {
+	ts, err := e.o.Store.Transactions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []TransactionSummary{}
+	for _, t := range ts {
+		out = append(out, TransactionSummary{TransactionID: t.ID, Counterparty: t.Counterparty, Role: t.Role, State: t.State, Events: t.HeadSequence, UpdatedAt: t.UpdatedAt})
+	}
+	return out, nil
+}
+
+// InboxItem is an offer waiting for this agent's answer.
+type InboxItem struct {
+	OfferID       string         `json:"offer_id"`
+	TransactionID string         `json:"transaction_id"`
+	From          string         `json:"from_organization_id"`
+	SessionID     string         `json:"session_id"`
+	ValidUntil    string         `json:"valid_until"`
+	Terms         map[string]any `json:"terms"`
+	// AcceptanceAct is the act document accept_offer evaluates under the
+	// given mandate: pass it to verify_mandate (and request_approval).
+	AcceptanceAct map[string]any `json:"acceptance_act,omitempty"`
+}
+
+// Inbox lists the counterparties' offers this agent can still accept: the
+// latest offer of each draft transaction, made by the counterparty, not
+// lapsed and not withdrawn. With mandateID, each item carries the
+// acceptance act document. It reads draft transactions only, by the state
+// index, a page at a time (limit, default 50).
+func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]InboxItem, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	ts, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(protocol.Draft), Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	now := e.o.Clock()
+	out := []InboxItem{}
+	for _, t := range ts {
+		if len(out) >= limit {
+			break
+		}
+		last, err := e.latestOffer(ctx, t.ID)
+		if err != nil || last == nil || last.Org() != t.Counterparty || last.expired(now) {
+			continue
+		}
+		if w, _ := e.o.Store.Withdrawn(ctx, last.ID()); w {
+			continue
+		}
+		it := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
+		if mandateID != "" {
+			if act, err := e.AcceptanceAct(ctx, mandateID, last.ID()); err == nil {
+				it.AcceptanceAct = act
+			}
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// Resume continues every transaction with unfinished work, found by
+// indexes rather than by walking every transaction: messages waiting in
+// the outbox are due at once (Start voided the dead process's leases) and
+// the worker delivers them; a transaction left in agreement_pending by
+// this instance's own formation continues where it stands. It is
+// idempotent.
+func (e *Engine) Resume(ctx context.Context) {
+	ts, err := e.o.Store.TransactionsInState(ctx, string(protocol.AgreementPending))
+	if err != nil {
+		e.log.Warn("resuming: listing transactions failed", "error", err)
+		return
+	}
+	for _, t := range ts {
+		if ctx.Err() != nil {
+			return
+		}
+		if msgs, err := e.o.Store.TransactionOutbox(ctx, t.ID); err == nil && len(msgs) > 0 {
+			continue // the worker delivers it, and its reply continues
+		}
+		unlock := e.lock(t.ID)
+		if err := e.advance(ctx, t.ID); err != nil {
+			e.log.Warn("resuming formation failed", "transaction_id", t.ID, "codes", reason.CodesOf(err), "error", err)
+		}
+		unlock()
+	}
+	e.out.Poke()
+}

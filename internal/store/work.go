@@ -1,0 +1,340 @@
+package store
+
+// What migration 7 added so that an act costs the same at event 300 as
+// at event 10, and at 10 000 transactions as at 10:
+//
+//	-- Where each obligation stands, kept as events are recorded (in the
+//	-- database transaction that records the event) instead of re-derived
+//	-- from the whole chain on every act. It is a view of the record:
+//	-- the events remain the record, and the row can be rebuilt from them.
+//	CREATE TABLE obligation_states (
+//	  obligation_id  TEXT PRIMARY KEY,
+//	  transaction_id TEXT NOT NULL,
+//	  state          TEXT NOT NULL,     -- obligation §6.1
+//	  assertions     TEXT NOT NULL,     -- JSON array of prf_ ids, in record order
+//	  updated_seq    INTEGER NOT NULL   -- the event that last moved it
+//	);
+//	-- Small facts about the database itself.
+//	CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+//
+// and, on idempotency, the act a request recorded (act: a JSON reference
+// the caller defines), written in the act's own database transaction.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ObligationState is one obligation_states row.
+type ObligationState struct {
+	ObligationID  string
+	TransactionID string
+	State         string
+	// Assertions are the obligor's assertions of it, in record order; the
+	// last is outstanding while State is "asserted".
+	Assertions []string
+	UpdatedSeq int
+}
+
+// PutObligationState writes an obligation's state inside the transaction
+// that recorded the event moving it.
+func (t *Txn) PutObligationState(o ObligationState) error {
+	if o.Assertions == nil {
+		o.Assertions = []string{}
+	}
+	a, err := json.Marshal(o.Assertions)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(`INSERT INTO obligation_states(obligation_id, transaction_id, state, assertions, updated_seq) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(obligation_id) DO UPDATE SET state = excluded.state, assertions = excluded.assertions, updated_seq = excluded.updated_seq`,
+		o.ObligationID, o.TransactionID, o.State, string(a), o.UpdatedSeq)
+	return err
+}
+
+func scanObligationState(row interface{ Scan(...any) error }) (ObligationState, error) {
+	var o ObligationState
+	var a string
+	if err := row.Scan(&o.ObligationID, &o.TransactionID, &o.State, &a, &o.UpdatedSeq); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return o, fmt.Errorf("%w: obligation state", ErrNotFound)
+		}
+		return o, err
+	}
+	if err := json.Unmarshal([]byte(a), &o.Assertions); err != nil {
+		return o, fmt.Errorf("store: obligation %s assertions: %w", o.ObligationID, err)
+	}
+	return o, nil
+}
+
+const obligationStateColumns = `obligation_id, transaction_id, state, assertions, updated_seq`
+
+// ObligationState returns where one obligation stands, or ErrNotFound when
+// no recorded event issued it.
+func (s *Store) ObligationState(ctx context.Context, id string) (ObligationState, error) {
+	return scanObligationState(s.queryRow(ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE obligation_id = ?`, id))
+}
+
+// ObligationState is Store.ObligationState inside the transaction.
+func (t *Txn) ObligationState(id string) (ObligationState, error) {
+	return scanObligationState(t.queryRow(`SELECT `+obligationStateColumns+` FROM obligation_states WHERE obligation_id = ?`, id))
+}
+
+// ObligationStates returns the obligations of a transaction, in the order
+// they were issued.
+func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]ObligationState, error) {
+	rows, err := s.query(ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ObligationState
+	for rows.Next() {
+		o, err := scanObligationState(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// Meta returns a value of the meta table, or "" when unset.
+func (s *Store) Meta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.queryRow(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
+// SetMeta sets a value of the meta table inside the transaction.
+func (t *Txn) SetMeta(key, value string) error {
+	_, err := t.exec(`INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
+}
+
+// Request is an idempotent call as recorded with the act it made.
+type Request struct {
+	ArgsHash string
+	// Act is the caller's reference to the act the call recorded.
+	Act string
+}
+
+// RecordRequest records, inside the database transaction of the act it
+// made, that call (scope, requestID) with arguments argsHash made act. A
+// crash before the act commits leaves no record, so the same call may be
+// retried; after it, the retry finds the act. The same id recorded again
+// with other arguments is ErrRequestReused.
+func (t *Txn) RecordRequest(scope, requestID, argsHash, act string) error {
+	res, err := t.exec(`INSERT INTO idempotency(scope, request_id, args_hash, state, act, created_at) VALUES (?, ?, ?, 'done', ?, ?)
+		ON CONFLICT DO NOTHING`, scope, requestID, argsHash, act, now())
+	if err != nil {
+		return fmt.Errorf("store: request: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var held string
+	if err := t.queryRow(`SELECT args_hash FROM idempotency WHERE scope = ? AND request_id = ?`, scope, requestID).Scan(&held); err != nil {
+		return err
+	}
+	if held != argsHash {
+		return ErrRequestReused
+	}
+	return fmt.Errorf("%w: request %s was recorded already", ErrConflict, requestID)
+}
+
+// LookupRequest returns the act recorded for (scope, requestID), or
+// ErrNotFound.
+func (s *Store) LookupRequest(ctx context.Context, scope, requestID string) (Request, error) {
+	var r Request
+	var act sql.NullString
+	err := s.queryRow(ctx, `SELECT args_hash, act FROM idempotency WHERE scope = ? AND request_id = ?`, scope, requestID).Scan(&r.ArgsHash, &act)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("%w: request %s", ErrNotFound, requestID)
+	}
+	r.Act = act.String
+	return r, err
+}
+
+// TransactionObjectsOfType returns the bytes of one transaction's objects
+// of one type, in storage order, by the (transaction_id, object_type)
+// index.
+func (s *Store) TransactionObjectsOfType(ctx context.Context, transactionID, objectType string) ([][]byte, error) {
+	return s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ? ORDER BY rowid`, transactionID, objectType)
+}
+
+// PutVerified stores an object whose bytes the caller decoded strictly,
+// found canonical and whose content hash it recomputed (info describes
+// them): the engine's own objects and received ones it has verified, which
+// need not be decoded and hashed a second time here.
+func (t *Txn) PutVerified(info ObjectInfo, body []byte, origin string) error {
+	if info.ID == "" || info.ObjectType == "" || info.ContentHash == "" {
+		return fmt.Errorf("store: object lacks id, object_type or content_hash")
+	}
+	_, err := putChecked(t, info, body, origin)
+	return err
+}
+
+// ReplaceVerified swaps the stored bytes of object info.ID from old to
+// new, as ReplaceObject does, for bytes the caller verified.
+func (t *Txn) ReplaceVerified(info ObjectInfo, old, new []byte) error {
+	res, err := t.exec(`UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`, new, info.ID, old, info.ContentHash)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%w: %s changed or has another content hash", ErrConflict, info.ID)
+	}
+	return nil
+}
+
+// TransactionFilter selects a page of transactions (ListTransactions).
+type TransactionFilter struct {
+	// State, when set, keeps only transactions in that state.
+	State string
+	// Counterparty, when set, keeps only transactions with that
+	// organisation.
+	Counterparty string
+	// Limit bounds the page (default 50, at most 500).
+	Limit int
+	// Before is the cursor: the page starts after this (updated_at, id)
+	// position, newest first. Empty starts at the newest.
+	Before string
+}
+
+// ListTransactions returns one page of transactions, most recently updated
+// first, filtered in SQL, and the cursor of the next page ("" when this
+// was the last).
+func (s *Store) ListTransactions(ctx context.Context, f TransactionFilter) ([]Transaction, string, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	if limit > 500 {
+		limit = 500
+	}
+	where := []string{"1=1"}
+	var args []any
+	if f.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, f.State)
+	}
+	if f.Counterparty != "" {
+		where = append(where, "counterparty = ?")
+		args = append(args, f.Counterparty)
+	}
+	if f.Before != "" {
+		at, id, ok := strings.Cut(f.Before, "|")
+		if !ok {
+			return nil, "", fmt.Errorf("store: cursor %q is not one this instance gave", f.Before)
+		}
+		where = append(where, "(updated_at < ? OR (updated_at = ? AND id < ?))")
+		args = append(args, at, at, id)
+	}
+	args = append(args, limit+1)
+	rows, err := s.query(ctx, `SELECT `+txnColumns+` FROM transactions WHERE `+strings.Join(where, " AND ")+` ORDER BY updated_at DESC, id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var out []Transaction
+	for rows.Next() {
+		x, err := scanTxn(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[len(out)-1]
+		next = last.UpdatedAt + "|" + last.ID
+	}
+	return out, next, nil
+}
+
+// TransactionsInState returns the transactions in one state, by the state
+// index: what a restart resumes, without walking every transaction.
+func (s *Store) TransactionsInState(ctx context.Context, state string) ([]Transaction, error) {
+	rows, err := s.query(ctx, `SELECT `+txnColumns+` FROM transactions WHERE state = ? ORDER BY updated_at`, state)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Transaction
+	for rows.Next() {
+		x, err := scanTxn(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// PendingOutboxTransactions returns the distinct transactions with a
+// message waiting in the outbox.
+func (s *Store) PendingOutboxTransactions(ctx context.Context) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT DISTINCT transaction_id FROM outbox WHERE status = 'pending'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// DeleteTransactionIfEmpty removes a transaction that holds no event and
+// no object: what an opening offer the counterparty refused leaves.
+func (t *Txn) DeleteTransactionIfEmpty(id string) error {
+	_, err := t.exec(`DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM objects WHERE transaction_id = ?)`, id, id, id)
+	return err
+}
+
+// SetNotice records what the agent should be told about a transaction (an
+// act refused after it was queued, say), replacing the previous notice.
+func (t *Txn) SetNotice(id, notice string) error {
+	_, err := t.exec(`UPDATE transactions SET notice = ? WHERE id = ?`, notice, id)
+	return err
+}
+
+// Notice returns a transaction's notice, or "".
+func (s *Store) Notice(ctx context.Context, id string) (string, error) {
+	var n sql.NullString
+	err := s.queryRow(ctx, `SELECT notice FROM transactions WHERE id = ?`, id).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%w: transaction %s", ErrNotFound, id)
+	}
+	return n.String, err
+}
+
+// RenameWithdrawalDecision points a withdrawal at the decision that renewed
+// the one it was recorded with.
+func (t *Txn) RenameWithdrawalDecision(old, new string) error {
+	_, err := t.exec(`UPDATE withdrawals SET decision_id = ? WHERE decision_id = ?`, new, old)
+	return err
+}
+
+// EventAt returns the event at a position of a transaction, or ErrNotFound.
+func (s *Store) EventAt(ctx context.Context, transactionID string, sequence int) (Event, error) {
+	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
+}
