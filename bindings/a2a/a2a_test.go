@@ -465,6 +465,64 @@ func (d *dropFirstReply) Deliver(ctx context.Context, peer, tx string, objects [
 	return reply, err
 }
 
+// forward is the application behind a test outbox, doing what the record
+// engine does with an attempt: a reply deletes the message in the
+// database transaction that takes it (and is forwarded to replies), a
+// refusal marks it failed (and is forwarded to refused), a failure worth
+// retrying leaves it to the outbox.
+type forward struct {
+	st      *store.Store
+	ob      *delivery.Outbox
+	replies chan [][]byte
+	refused chan error
+}
+
+func newForward(st *store.Store, t delivery.Transport, opt delivery.OutboxOptions) *forward {
+	f := &forward{st: st, replies: make(chan [][]byte, 4), refused: make(chan error, 4)}
+	f.ob = delivery.NewOutbox(st, t, f, opt)
+	return f
+}
+
+// Attempt implements delivery.Handler.
+func (f *forward) Attempt(ctx context.Context, m store.OutboxMessage) { f.attempt(ctx, m) }
+
+func (f *forward) attempt(ctx context.Context, m store.OutboxMessage) error {
+	reply, err := f.ob.Send(ctx, m)
+	switch {
+	case err == nil:
+		if err := f.st.Update(ctx, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {
+			f.refused <- err
+			return err
+		}
+		f.replies <- reply
+	case errors.Is(err, delivery.ErrQueued):
+	default:
+		if uerr := f.st.Update(ctx, func(tx *store.Txn) error { return tx.Failed(m.ID, err.Error(), f.ob.Now()) }); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		f.refused <- err
+	}
+	return err
+}
+
+// send is an act: it enqueues the message leased in its own database
+// transaction and makes the first attempt at once.
+func (f *forward) send(ctx context.Context, peer, tx string, objects [][]byte) error {
+	var id int64
+	if err := f.st.Update(ctx, func(x *store.Txn) error {
+		var err error
+		id, err = x.Enqueue(peer, tx, delivery.MessageKey(tx, objects), objects, nil, f.ob.Now(), f.ob.Lease())
+		return err
+	}); err != nil {
+		return err
+	}
+	m, err := f.st.GetOutbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f.attempt(ctx, m)
+}
+
 func TestOutboxSurvivesReceiverRestart(t *testing.T) {
 	a, b := pair(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -473,17 +531,16 @@ func TestOutboxSurvivesReceiverRestart(t *testing.T) {
 	replyObj := evidence(t, b.node, txn, 100, nil)
 	b.app.reply = func([][]byte) ([][]byte, error) { return [][]byte{replyObj}, nil }
 
-	delivered := make(chan [][]byte, 2)
 	transport := &dropFirstReply{next: a.client}
-	ob := delivery.NewOutbox(a.node.Instance.Store, transport, delivery.OutboxOptions{
+	f := newForward(a.node.Instance.Store, transport, delivery.OutboxOptions{
 		InitialBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, PollInterval: time.Second,
-		Keys:        a.keys,
-		OnDelivered: func(_ context.Context, _ store.OutboxMessage, reply [][]byte) { delivered <- reply },
+		Keys: a.keys,
 	})
+	ob := f.ob
 
 	// The receiving instance is down: the message waits in the outbox.
 	b.node.Stop()
-	if _, err := ob.Send(ctx, b.node.Org, txn, [][]byte{obj}); !errors.Is(err, delivery.ErrQueued) {
+	if err := f.send(ctx, b.node.Org, txn, [][]byte{obj}); !errors.Is(err, delivery.ErrQueued) {
 		t.Fatalf("send to a stopped peer: %v", err)
 	}
 	if p, _ := ob.Pending(ctx); len(p) != 1 {
@@ -492,12 +549,19 @@ func TestOutboxSurvivesReceiverRestart(t *testing.T) {
 	// It comes back; the worker delivers. The first reply is lost on the
 	// way back, so the worker sends again and B answers from its inbox.
 	b.serve(t)
-	go ob.Run(ctx)
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ob.Run(ctx) }()
+	defer func() { cancel(); <-done }()
 	select {
-	case reply := <-delivered:
+	case reply := <-f.replies:
 		if len(reply) != 1 || !bytes.Equal(reply[0], replyObj) {
 			t.Fatal("reply differs")
 		}
+	case err := <-f.refused:
+		t.Fatalf("refused: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("never delivered")
 	}

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
@@ -214,10 +216,10 @@ func TestJudgePreflight(t *testing.T) {
 
 // fakeTransport records deliveries and fails on demand.
 type fakeTransport struct {
-	mu    sync.Mutex
-	fail  []error // errors to return, in order, before succeeding
-	calls []string
-	got   chan string
+	mu        sync.Mutex
+	fail      []error // errors to return, in order, before succeeding
+	calls     []string
+	delivered int
 }
 
 func (f *fakeTransport) Deliver(ctx context.Context, peer, tx string, objects [][]byte) ([][]byte, error) {
@@ -230,10 +232,22 @@ func (f *fakeTransport) Deliver(ctx context.Context, peer, tx string, objects []
 		f.fail = f.fail[1:]
 		return nil, err
 	}
-	if f.got != nil {
-		f.got <- delivery.MessageKey(tx, objects)
-	}
+	f.delivered++
 	return [][]byte{[]byte("reply to " + peer)}, nil
+}
+
+func (f *fakeTransport) failNext(errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = append(f.fail, errs...)
+}
+
+// attempted returns the first object id of each message attempted, in
+// order, and how many were delivered.
+func (f *fakeTransport) attempted() (string, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprint(f.calls), f.delivered
 }
 
 func openStore(t *testing.T) (*store.Store, string) {
@@ -247,41 +261,202 @@ func openStore(t *testing.T) (*store.Store, string) {
 	return st, path
 }
 
-func fast() delivery.OutboxOptions {
-	return delivery.OutboxOptions{InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, PollInterval: 50 * time.Millisecond, AttemptTimeout: 10 * time.Second}
+// clock is the simulated time of a test: it moves only when the test
+// advances it, so back-off and leases are computed, not waited for.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
 }
 
-// waitFor polls cond up to a generous bound; the bound only stops a
-// broken test from hanging, it asserts nothing about speed.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 2000; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+func newClock() *clock { return &clock{now: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// To moves the clock to t (never back).
+func (c *clock) To(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
 	}
-	t.Fatalf("gave up waiting for %s", what)
+}
+
+func simulated(c *clock) delivery.OutboxOptions {
+	return delivery.OutboxOptions{InitialBackoff: time.Second, MaxBackoff: 8 * time.Second, AttemptTimeout: 30 * time.Second, PollInterval: time.Minute, Clock: c.Now}
+}
+
+// outcome is what the handler made of one attempt.
+type outcome struct {
+	m     store.OutboxMessage
+	reply [][]byte
+	err   error
+}
+
+// handler is the application behind a test outbox, doing with each
+// attempt what the record engine does: it calls Send, and settles the
+// outcome in its own database transaction: a reply deletes the message
+// (Txn.Delivered), a refusal marks it failed (Txn.Failed), a failure worth
+// retrying leaves it to the outbox.
+type handler struct {
+	t  *testing.T
+	st *store.Store
+	ob *delivery.Outbox
+
+	mu        sync.Mutex
+	crashed   bool // the process died after leasing: Attempt does nothing
+	delivered []outcome
+	failed    []outcome
+}
+
+func newOutbox(t *testing.T, st *store.Store, tr delivery.Transport, opt delivery.OutboxOptions) (*delivery.Outbox, *handler) {
+	h := &handler{t: t, st: st}
+	h.ob = delivery.NewOutbox(st, tr, h, opt)
+	return h.ob, h
+}
+
+// Attempt implements delivery.Handler.
+func (h *handler) Attempt(ctx context.Context, m store.OutboxMessage) {
+	h.mu.Lock()
+	crashed := h.crashed
+	h.mu.Unlock()
+	if !crashed {
+		h.attempt(ctx, m)
+	}
+}
+
+func (h *handler) attempt(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
+	reply, err := h.ob.Send(ctx, m)
+	switch {
+	case err == nil:
+		if uerr := h.st.Update(ctx, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); uerr != nil {
+			h.t.Errorf("storing the reply to message %d: %v", m.ID, uerr)
+			return reply, err
+		}
+		h.mu.Lock()
+		h.delivered = append(h.delivered, outcome{m, reply, nil})
+		h.mu.Unlock()
+	case errors.Is(err, delivery.ErrQueued):
+	default:
+		if uerr := h.st.Update(ctx, func(tx *store.Txn) error { return tx.Failed(m.ID, err.Error(), h.ob.Now()) }); uerr != nil {
+			h.t.Errorf("settling the refusal of message %d: %v", m.ID, uerr)
+			return reply, err
+		}
+		h.mu.Lock()
+		h.failed = append(h.failed, outcome{m, nil, err})
+		h.mu.Unlock()
+	}
+	return reply, err
+}
+
+func (h *handler) crash() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.crashed = true
+}
+
+func (h *handler) outcomes() (delivered, failed []outcome) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]outcome(nil), h.delivered...), append([]outcome(nil), h.failed...)
+}
+
+// enqueue stores a message in its own database transaction, as an act
+// does; leased, the act attempts it itself and no worker races it.
+func (h *handler) enqueue(peer, tx string, leased bool, objects ...[]byte) store.OutboxMessage {
+	h.t.Helper()
+	ctx := context.Background()
+	var lease store.Lease
+	if leased {
+		lease = h.ob.Lease()
+	}
+	var id int64
+	if err := h.st.Update(ctx, func(x *store.Txn) error {
+		var err error
+		id, err = x.Enqueue(peer, tx, delivery.MessageKey(tx, objects), objects, nil, h.ob.Now(), lease)
+		return err
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	m, err := h.st.GetOutbox(ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return m
+}
+
+// act enqueues a message leased and makes the first attempt at once.
+func (h *handler) act(peer, tx string, objects ...[]byte) (store.OutboxMessage, [][]byte, error) {
+	h.t.Helper()
+	m := h.enqueue(peer, tx, true, objects...)
+	reply, err := h.attempt(context.Background(), m)
+	return m, reply, err
+}
+
+func pending(t *testing.T, ob *delivery.Outbox) []store.OutboxMessage {
+	t.Helper()
+	p, err := ob.Pending(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// within reports whether next lies in [now+lo, now+hi].
+func within(next, now time.Time, lo, hi time.Duration) bool {
+	d := next.Sub(now)
+	return d >= lo && d <= hi
 }
 
 func TestOutboxSendDelivers(t *testing.T) {
 	st, _ := openStore(t)
 	ft := &fakeTransport{}
-	ob := delivery.NewOutbox(st, ft, fast())
+	clk := newClock()
+	ob, h := newOutbox(t, st, ft, simulated(clk))
 	ctx := context.Background()
-	reply, err := ob.Send(ctx, "org_b", txn, [][]byte{object(t, "evd_1", txn, nil)})
+	if ob.Now() != clk.Now() {
+		t.Fatal("the outbox does not read its clock")
+	}
+	lease := ob.Lease()
+	if lease.Owner == "" || !lease.Until.Equal(clk.Now().Add(30*time.Second)) {
+		t.Fatalf("lease %+v", lease)
+	}
+	if other, _ := newOutbox(t, st, ft, simulated(clk)); other.Lease().Owner == lease.Owner {
+		t.Fatal("two outboxes share an owner token")
+	}
+	// The act enqueues leased: until it attempts, the worker leaves the
+	// message alone.
+	m := h.enqueue("org_b", txn, true, object(t, "evd_1", txn, nil))
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("the worker took %d messages an act holds", n)
+	}
+	reply, err := h.attempt(ctx, m)
 	if err != nil || len(reply) != 1 || string(reply[0]) != "reply to org_b" {
 		t.Fatalf("%q %v", reply, err)
 	}
-	if p, _ := ob.Pending(ctx); len(p) != 0 {
+	if p := pending(t, ob); len(p) != 0 {
 		t.Fatalf("pending after delivery: %+v", p)
 	}
-	// A message that breaks a carrier rule is never queued.
-	if _, err := ob.Send(ctx, "org_b", txn, [][]byte{object(t, "evd_2", "txn_ffffffffffffffffffffffff", nil)}); !hasCode(err, reason.StreamMismatch) {
-		t.Fatalf("mismatched message sent: %v", err)
+	if _, err := st.GetOutbox(ctx, m.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a delivered message is kept: %v", err)
 	}
-	if len(ft.calls) != 1 {
-		t.Fatalf("transport calls %v", ft.calls)
+	if d, f := h.outcomes(); len(d) != 1 || d[0].m.ID != m.ID || len(f) != 0 {
+		t.Fatalf("outcomes %+v %+v", d, f)
+	}
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("the worker found %d messages after delivery", n)
+	}
+	if calls, n := ft.attempted(); calls != "[evd_1]" || n != 1 {
+		t.Fatalf("transport calls %s, %d delivered", calls, n)
 	}
 }
 
@@ -291,135 +466,400 @@ func TestOutboxRetriesUntilDelivered(t *testing.T) {
 		fmt.Errorf("%w: connection refused", delivery.ErrUnavailable),
 		errors.New("some unclassified failure"),
 		delivery.Unreachable("card", errors.New("timeout")),
-	}, got: make(chan string, 4)}
-	delivered := make(chan [][]byte, 4)
-	opt := fast()
-	opt.OnDelivered = func(_ context.Context, _ store.OutboxMessage, reply [][]byte) { delivered <- reply }
-	ob := delivery.NewOutbox(st, ft, opt)
+	}}
+	clk := newClock()
+	opt := simulated(clk)
+	ob, h := newOutbox(t, st, ft, opt)
 	ctx := context.Background()
 	obj := object(t, "evd_1", txn, nil)
-	_, err := ob.Send(ctx, "org_b", txn, [][]byte{obj})
+	m, _, err := h.act("org_b", txn, obj)
 	if !errors.Is(err, delivery.ErrQueued) || !errors.Is(err, delivery.ErrUnavailable) {
 		t.Fatalf("first attempt: %v", err)
 	}
-	p, _ := ob.Pending(ctx)
-	if len(p) != 1 || p[0].Attempts != 1 || p[0].LastError == "" {
+	p := pending(t, ob)
+	if len(p) != 1 || p[0].ID != m.ID || p[0].Attempts != 1 || !strings.Contains(p[0].LastError, "connection refused") ||
+		!within(p[0].NextAttempt, clk.Now(), 500*time.Millisecond, time.Second) {
 		t.Fatalf("pending %+v", p)
 	}
-	// The sending process restarts: a new Outbox on the same database
-	// picks the message up.
+	if next, ok, _ := st.NextOutboxAttempt(ctx); !ok || !next.Equal(p[0].NextAttempt) {
+		t.Fatalf("next attempt %v %v", next, ok)
+	}
+	// Not due during its back-off.
+	clk.To(p[0].NextAttempt.Add(-time.Nanosecond))
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("attempted %d during back-off", n)
+	}
+	// Due when it ends: the worker fails again, and backs off longer.
+	clk.To(p[0].NextAttempt)
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d at the end of the back-off", n)
+	}
+	p = pending(t, ob)
+	if len(p) != 1 || p[0].Attempts != 2 || p[0].LastError != "some unclassified failure" || !within(p[0].NextAttempt, clk.Now(), time.Second, 2*time.Second) {
+		t.Fatalf("after the second attempt %+v", p)
+	}
+	// The sending process leases the message for its third attempt and
+	// dies before making it.
+	clk.To(p[0].NextAttempt)
+	h.crash()
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d", n)
+	}
+	if calls, _ := ft.attempted(); calls != "[evd_1 evd_1]" {
+		t.Fatalf("the dead process attempted: %s", calls)
+	}
+	// It restarts: a new Outbox on the reopened database. Until Start,
+	// the dead lease holds the message for the rest of AttemptTimeout.
 	st.Close()
 	st2, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st2.Close()
-	ob2 := delivery.NewOutbox(st2, ft, opt)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- ob2.Run(rctx) }()
-	select {
-	case reply := <-delivered:
-		if string(reply[0]) != "reply to org_b" {
-			t.Fatalf("reply %q", reply)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("never delivered")
+	ob2, h2 := newOutbox(t, st2, ft, opt)
+	if n := ob2.RunDue(ctx); n != 0 {
+		t.Fatalf("handed %d under a dead lease", n)
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("run: %v", err)
+	if next, ok, _ := st2.NextOutboxAttempt(ctx); !ok || !next.Equal(clk.Now().Add(opt.AttemptTimeout)) {
+		t.Fatalf("next attempt %v %v, want the end of the dead lease", next, ok)
 	}
-	if len(ft.got) != 1 {
-		t.Fatalf("delivered %d times", len(ft.got))
+	// Start voids the lease: the message is due at once.
+	if err := ob2.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
-	if p, _ := ob2.Pending(ctx); len(p) != 0 {
+	if n := ob2.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d after Start, want the message at once", n)
+	}
+	p = pending(t, ob2)
+	if len(p) != 1 || p[0].Attempts != 3 || !within(p[0].NextAttempt, clk.Now(), 2*time.Second, 4*time.Second) {
+		t.Fatalf("after the third attempt %+v", p)
+	}
+	clk.To(p[0].NextAttempt)
+	if n := ob2.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d", n)
+	}
+	d, f := h2.outcomes()
+	if len(d) != 1 || len(f) != 0 || d[0].m.ID != m.ID || d[0].m.Attempts != 3 || string(d[0].reply[0]) != "reply to org_b" {
+		t.Fatalf("outcomes %+v %+v", d, f)
+	}
+	if calls, n := ft.attempted(); calls != "[evd_1 evd_1 evd_1 evd_1]" || n != 1 {
+		t.Fatalf("transport calls %s, delivered %d times", calls, n)
+	}
+	if p := pending(t, ob2); len(p) != 0 {
 		t.Fatalf("still pending: %+v", p)
 	}
-	m, _ := ob2.Message(ctx, p[0].ID)
-	if m.Status != store.OutboxDelivered || m.Attempts != 4 {
-		t.Fatalf("message %+v", m)
+	if _, err := st2.GetOutbox(ctx, m.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the delivered message is kept: %v", err)
 	}
 }
 
 func TestOutboxRefusalIsFinal(t *testing.T) {
 	st, _ := openStore(t)
 	ft := &fakeTransport{fail: []error{reason.Refuse("peer says", reason.ExtensionUnsupported)}}
-	var failed []error
-	opt := fast()
-	opt.OnFailed = func(_ context.Context, _ store.OutboxMessage, err error) { failed = append(failed, err) }
-	ob := delivery.NewOutbox(st, ft, opt)
+	clk := newClock()
+	ob, h := newOutbox(t, st, ft, simulated(clk))
 	ctx := context.Background()
-	_, err := ob.Send(ctx, "org_b", txn, [][]byte{object(t, "evd_1", txn, nil)})
+	m, _, err := h.act("org_b", txn, object(t, "evd_1", txn, nil))
 	if errors.Is(err, delivery.ErrQueued) || !hasCode(err, reason.ExtensionUnsupported) {
 		t.Fatalf("refusal: %v", err)
 	}
-	if p, _ := ob.Pending(ctx); len(p) != 0 || len(failed) != 1 {
-		t.Fatalf("refused message still pending (%d) or not reported (%d)", len(p), len(failed))
+	if p := pending(t, ob); len(p) != 0 {
+		t.Fatalf("refused message still pending: %+v", p)
 	}
-	m, err := ob.Message(ctx, 1)
-	if err != nil || m.Status != store.OutboxFailed {
-		t.Fatalf("%+v %v", m, err)
+	got, err := st.GetOutbox(ctx, m.ID)
+	if err != nil || got.Status != store.OutboxFailed || got.Attempts != 1 || !strings.Contains(got.LastError, "peer says") {
+		t.Fatalf("%+v %v", got, err)
 	}
-	// A conflict is final too.
-	ft.fail = []error{fmt.Errorf("%w: event 3 already has a successor", delivery.ErrConflict)}
-	if _, err := ob.Send(ctx, "org_b", txn, [][]byte{object(t, "evd_2", txn, nil)}); !errors.Is(err, delivery.ErrConflict) || errors.Is(err, delivery.ErrQueued) {
-		t.Fatalf("conflict: %v", err)
+	// A refusal met by the worker is final as well, and so is a rejected
+	// carrier request.
+	for i, final := range []error{
+		reason.Refuse("guard", reason.StateTransitionDenied),
+		fmt.Errorf("%w: no pinned credential", delivery.ErrRejected),
+	} {
+		ft.failNext(delivery.ErrUnavailable, final)
+		m, _, err := h.act("org_b", txn, object(t, fmt.Sprintf("evd_%d", i+2), txn, nil))
+		if !errors.Is(err, delivery.ErrQueued) {
+			t.Fatalf("first attempt: %v", err)
+		}
+		clk.Advance(time.Minute)
+		if n := ob.RunDue(ctx); n != 1 {
+			t.Fatalf("handed %d", n)
+		}
+		if got, _ := st.GetOutbox(ctx, m.ID); got.Status != store.OutboxFailed || got.Attempts != 2 || got.LastError != final.Error() {
+			t.Fatalf("after %v: %+v", final, got)
+		}
+		clk.Advance(time.Hour)
+		if n := ob.RunDue(ctx); n != 0 {
+			t.Fatalf("a failed message was attempted again (%d)", n)
+		}
+	}
+	if d, f := h.outcomes(); len(d) != 0 || len(f) != 3 {
+		t.Fatalf("delivered %d, failed %d", len(d), len(f))
+	}
+	if calls, n := ft.attempted(); n != 0 || strings.Count(calls, "evd_") != 5 {
+		t.Fatalf("transport calls %s, delivered %d", calls, n)
 	}
 }
 
-func TestOutboxMaxAttempts(t *testing.T) {
+func TestOutboxConflictIsFinal(t *testing.T) {
 	st, _ := openStore(t)
-	ft := &fakeTransport{fail: []error{delivery.ErrUnavailable, delivery.ErrUnavailable, delivery.ErrUnavailable}}
-	opt := fast()
-	opt.MaxAttempts = 2
-	failed := make(chan error, 1)
-	opt.OnFailed = func(_ context.Context, _ store.OutboxMessage, err error) { failed <- err }
-	ob := delivery.NewOutbox(st, ft, opt)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := ob.Send(ctx, "org_b", txn, [][]byte{object(t, "evd_1", txn, nil)}); !errors.Is(err, delivery.ErrQueued) {
-		t.Fatal(err)
+	ft := &fakeTransport{fail: []error{fmt.Errorf("%w: event 3 already has a successor", delivery.ErrConflict)}}
+	clk := newClock()
+	ob, h := newOutbox(t, st, ft, simulated(clk))
+	ctx := context.Background()
+	m, _, err := h.act("org_b", txn, object(t, "evd_1", txn, nil))
+	if !errors.Is(err, delivery.ErrConflict) || errors.Is(err, delivery.ErrQueued) {
+		t.Fatalf("conflict: %v", err)
 	}
-	go ob.Run(ctx)
-	select {
-	case <-failed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("never gave up")
+	if got, _ := st.GetOutbox(ctx, m.ID); got.Status != store.OutboxFailed || !strings.Contains(got.LastError, "already has a successor") {
+		t.Fatalf("%+v", got)
 	}
-	if m, _ := ob.Message(ctx, 1); m.Status != store.OutboxFailed || m.Attempts != 2 {
-		t.Fatalf("%+v", m)
+	// Settled, it no longer holds up its transaction.
+	next := h.enqueue("org_b", txn, false, object(t, "evd_2", txn, nil))
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d", n)
+	}
+	if d, _ := h.outcomes(); len(d) != 1 || d[0].m.ID != next.ID {
+		t.Fatalf("delivered %+v", d)
+	}
+	// A conflict that is also "unavailable" is retried.
+	ft.failNext(fmt.Errorf("%w: %w", delivery.ErrConflict, delivery.ErrUnavailable))
+	if _, _, err := h.act("org_b", txn, object(t, "evd_3", txn, nil)); !errors.Is(err, delivery.ErrQueued) {
+		t.Fatalf("an unavailable conflict was final: %v", err)
 	}
 }
 
 func TestOutboxKeepsOrderWithinTransaction(t *testing.T) {
 	st, _ := openStore(t)
-	ft := &fakeTransport{fail: []error{delivery.ErrUnavailable}, got: make(chan string, 4)}
-	ob := delivery.NewOutbox(st, ft, fast())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	first := object(t, "evd_0001", txn, nil)
-	second := object(t, "evd_0002", txn, nil)
-	other := object(t, "evd_0003", "txn_ffffffffffffffffffffffff", nil)
-	if _, err := ob.Send(ctx, "org_b", txn, [][]byte{first}); !errors.Is(err, delivery.ErrQueued) {
+	ft := &fakeTransport{fail: []error{delivery.ErrUnavailable}}
+	clk := newClock()
+	ob, h := newOutbox(t, st, ft, simulated(clk))
+	ctx := context.Background()
+	const txn2 = "txn_ffffffffffffffffffffffff"
+	first, _, err := h.act("org_b", txn, object(t, "evd_0001", txn, nil))
+	if !errors.Is(err, delivery.ErrQueued) {
 		t.Fatal(err)
 	}
-	// The successor waits for its predecessor rather than overtaking it.
-	if _, err := ob.Send(ctx, "org_b", txn, [][]byte{second}); !errors.Is(err, delivery.ErrQueued) {
+	// The successor waits for its predecessor rather than overtaking it:
+	// nothing is sent, and it is not counted as an attempt.
+	second, _, err := h.act("org_b", txn, object(t, "evd_0002", txn, nil))
+	if !errors.Is(err, delivery.ErrQueued) || !strings.Contains(err.Error(), "still pending") {
 		t.Fatalf("second overtook the first: %v", err)
 	}
+	if got, _ := st.GetOutbox(ctx, second.ID); got.Attempts != 0 {
+		t.Fatalf("the waiting successor counted an attempt: %+v", got)
+	}
 	// Another transaction is not held up.
-	if _, err := ob.Send(ctx, "org_b", "txn_ffffffffffffffffffffffff", [][]byte{other}); err != nil {
+	if _, _, err := h.act("org_b", txn2, object(t, "evd_0003", txn2, nil)); err != nil {
 		t.Fatalf("other transaction: %v", err)
 	}
-	go ob.Run(ctx)
-	waitFor(t, "both delivered", func() bool { p, _ := ob.Pending(ctx); return len(p) == 0 })
-	ft.mu.Lock()
-	defer ft.mu.Unlock()
-	want := []string{"evd_0001", "evd_0003", "evd_0001", "evd_0002"}
-	if fmt.Sprint(ft.calls) != fmt.Sprint(want) {
-		t.Fatalf("attempts %v, want %v", ft.calls, want)
+	// The successor is released, not due: its head is backing off.
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("handed %d while the head backs off", n)
 	}
+	p := pending(t, ob)
+	if len(p) != 2 || p[0].ID != first.ID || p[1].ID != second.ID {
+		t.Fatalf("pending %+v", p)
+	}
+	// One pass delivers the head, then its successor.
+	clk.To(p[0].NextAttempt)
+	if n := ob.RunDue(ctx); n != 2 {
+		t.Fatalf("handed %d, want the head and its successor", n)
+	}
+	if p := pending(t, ob); len(p) != 0 {
+		t.Fatalf("pending %+v", p)
+	}
+	want := "[evd_0001 evd_0003 evd_0001 evd_0002]"
+	if calls, n := ft.attempted(); calls != want || n != 3 {
+		t.Fatalf("attempts %s (%d delivered), want %s", calls, n, want)
+	}
+	d, _ := h.outcomes()
+	if len(d) != 3 || d[1].m.ID != first.ID || d[2].m.ID != second.ID {
+		t.Fatalf("delivered %+v", d)
+	}
+}
+
+func TestOutboxRunDueFollowsTheClock(t *testing.T) {
+	st, _ := openStore(t)
+	ft := &fakeTransport{}
+	clk := newClock()
+	opt := simulated(clk)
+	ob, h := newOutbox(t, st, ft, opt)
+	ctx := context.Background()
+	// More messages than one batch, each of its own transaction: one
+	// pass hands over every one.
+	for i := range 40 {
+		tx := fmt.Sprintf("txn_%024d", i)
+		h.enqueue("org_b", tx, false, object(t, fmt.Sprintf("evd_%d", i), tx, nil))
+	}
+	if n := ob.RunDue(ctx); n != 40 {
+		t.Fatalf("handed %d of 40", n)
+	}
+	if _, n := ft.attempted(); n != 40 {
+		t.Fatalf("delivered %d of 40", n)
+	}
+	// A message enqueued to be due later is handed over when the clock
+	// reaches it, not before.
+	var id int64
+	later := clk.Now().Add(10 * time.Second)
+	objs := [][]byte{object(t, "evd_later", txn, nil)}
+	if err := st.Update(ctx, func(x *store.Txn) error {
+		var err error
+		id, err = x.Enqueue("org_b", txn, delivery.MessageKey(txn, objs), objs, nil, later, store.Lease{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10*time.Second - time.Nanosecond)
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("handed %d early", n)
+	}
+	// The attempt dies with its lease held in this process: the message
+	// is due again when AttemptTimeout has passed, not before.
+	h.crash()
+	clk.Advance(time.Nanosecond)
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d when due", n)
+	}
+	h.mu.Lock()
+	h.crashed = false
+	h.mu.Unlock()
+	clk.Advance(opt.AttemptTimeout - time.Nanosecond)
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("handed %d under its own lease", n)
+	}
+	// Start does not void this process's own lease.
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("handed %d after Start voided the own lease", n)
+	}
+	clk.Advance(time.Nanosecond)
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d when the lease ended", n)
+	}
+	if _, err := st.GetOutbox(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("not delivered: %v", err)
+	}
+	// An ended context hands nothing over.
+	h.enqueue("org_b", txn, false, object(t, "evd_last", txn, nil))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if n := ob.RunDue(cctx); n != 0 {
+		t.Fatalf("handed %d with an ended context", n)
+	}
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("handed %d", n)
+	}
+}
+
+func TestOutboxBackoff(t *testing.T) {
+	st, _ := openStore(t)
+	ob, _ := newOutbox(t, st, &fakeTransport{}, delivery.OutboxOptions{InitialBackoff: time.Second, MaxBackoff: 5 * time.Minute})
+	cases := []struct {
+		attempts int
+		lo, hi   time.Duration
+	}{
+		{0, 500 * time.Millisecond, time.Second},
+		{1, 500 * time.Millisecond, time.Second},
+		{2, time.Second, 2 * time.Second},
+		{3, 2 * time.Second, 4 * time.Second},
+		{9, 128 * time.Second, 256 * time.Second},
+		{10, 150 * time.Second, 5 * time.Minute}, // 512s capped
+		{1000, 150 * time.Second, 5 * time.Minute},
+	}
+	for _, c := range cases {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := ob.Backoff(c.attempts)
+			if d < c.lo || d > c.hi {
+				t.Fatalf("Backoff(%d) = %v, want within [%v, %v]", c.attempts, d, c.lo, c.hi)
+			}
+			seen[d] = true
+		}
+		// Jitter: two instances that failed together do not retry together.
+		if len(seen) < 2 {
+			t.Errorf("Backoff(%d) has no jitter", c.attempts)
+		}
+	}
+	// The defaults are 1s and 5m; a maximum below the initial wait is
+	// raised to it.
+	def, _ := newOutbox(t, st, &fakeTransport{}, delivery.OutboxOptions{})
+	if d := def.Backoff(1); d < 500*time.Millisecond || d > time.Second {
+		t.Fatalf("default Backoff(1) = %v", d)
+	}
+	if d := def.Backoff(64); d < 150*time.Second || d > 5*time.Minute {
+		t.Fatalf("default Backoff(64) = %v", d)
+	}
+	odd, _ := newOutbox(t, st, &fakeTransport{}, delivery.OutboxOptions{InitialBackoff: 10 * time.Second, MaxBackoff: time.Second})
+	if d := odd.Backoff(5); d < 5*time.Second || d > 10*time.Second {
+		t.Fatalf("Backoff with the maximum below the initial wait = %v", d)
+	}
+}
+
+func TestOutboxFetchesKeysFirst(t *testing.T) {
+	st, _ := openStore(t)
+	ft := &fakeTransport{}
+	opt := simulated(newClock())
+	opt.Keys = failingKeys{}
+	ob, h := newOutbox(t, st, ft, opt)
+	_, _, err := h.act("org_b", txn, object(t, "evd_1", txn, nil))
+	if !errors.Is(err, delivery.ErrQueued) || !errors.Is(err, delivery.ErrUnavailable) {
+		t.Fatalf("keys unavailable: %v", err)
+	}
+	if calls, _ := ft.attempted(); calls != "[]" {
+		t.Fatalf("sent before the receiver's keys were known: %s", calls)
+	}
+	if p := pending(t, ob); len(p) != 1 || !strings.Contains(p[0].LastError, "peer down") {
+		t.Fatalf("pending %+v", p)
+	}
+}
+
+// TestOutboxRun runs the worker loop itself in a synctest bubble, whose
+// clock moves only when every goroutine waits: Run sleeps until the next
+// attempt is due, a Poke wakes it, and it ends with its context.
+func TestOutboxRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := openStore(t)
+		ft := &fakeTransport{fail: []error{delivery.ErrUnavailable, delivery.ErrUnavailable}}
+		ob, h := newOutbox(t, st, ft, delivery.OutboxOptions{InitialBackoff: time.Second, MaxBackoff: 4 * time.Second, PollInterval: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := ob.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- ob.Run(ctx) }()
+		synctest.Wait() // asleep: nothing to do
+		start := time.Now()
+		h.enqueue("org_b", txn, false, object(t, "evd_1", txn, nil))
+		ob.Poke()
+		synctest.Wait()
+		if calls, _ := ft.attempted(); calls != "[evd_1]" {
+			t.Fatalf("a poke did not wake the worker: %s", calls)
+		}
+		if time.Since(start) != 0 {
+			t.Fatalf("the first attempt waited %v", time.Since(start))
+		}
+		for {
+			if d, _ := h.outcomes(); len(d) == 1 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Two back-offs of at most 1s and 2s, not the poll interval.
+		if waited := time.Since(start); waited < 1500*time.Millisecond || waited > 3*time.Second+20*time.Millisecond {
+			t.Fatalf("delivered after %v", waited)
+		}
+		if calls, n := ft.attempted(); calls != "[evd_1 evd_1 evd_1]" || n != 1 {
+			t.Fatalf("transport calls %s, delivered %d", calls, n)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("run: %v", err)
+		}
+	})
 }
 
 func TestInboxAnswersRedeliveryOnce(t *testing.T) {

@@ -13,17 +13,25 @@
 //
 // # Sending: the outbox
 //
-// Outbox.Send stores the message in the outbox table (package store)
-// before the first attempt, then attempts it at once through a Transport
-// (a binding's client). A peer that is down, a refused TLS handshake or a
-// restart of either side only delays delivery: the message stays pending
-// and Outbox.Run retries it with exponential backoff and jitter, bounded
-// by OutboxOptions.MaxBackoff (and, if set, MaxAttempts), until the peer
-// answers. Messages of one transaction to one peer are attempted strictly
-// in enqueue order, so a retried event never overtakes its predecessor.
-// A refusal by the peer (a *reason.Refusal, ErrConflict or ErrRejected
-// without ErrUnavailable) is final: the message is marked failed, kept,
-// and reported to OnFailed. Pending lists what still waits.
+// The application (the record engine) enqueues a message inside the
+// database transaction of the act it carries (store.Txn.Enqueue), leased
+// to this process when the act attempts it at once (Outbox.Lease), so an
+// act is never stored without its message. Outbox.Send makes one attempt
+// through a Transport (a binding's client) and returns the reply; the
+// application stores what the reply moves and deletes the message
+// (store.Txn.Delivered) in one transaction, so a reply is never marked
+// delivered and then lost. A peer that is down, a refused TLS handshake or
+// a restart of either side only delays delivery: Send records the failure
+// (Retry: exponential back-off with jitter, bounded by MaxBackoff) and the
+// worker (Run, or one pass RunDue) leases the message again when it is due
+// and hands it to the Handler, which settles it as the act would have.
+// Messages of one transaction to one peer are attempted strictly in
+// enqueue order, so a retried event never overtakes its predecessor. A
+// refusal by the peer (a *reason.Refusal, ErrConflict or ErrRejected
+// without ErrUnavailable) is returned for the application to settle: it
+// removes the act and marks the message failed (store.Txn.Failed). Start
+// voids the leases a dead predecessor process left behind, so what it was
+// delivering is due at once. Pending lists what still waits.
 //
 // # Receiving: the inbox
 //
@@ -58,6 +66,6 @@
 //     and a reason to retry in the outbox.
 //   - ErrRejected: the peer refused the carrier request itself (no pinned
 //     credential, over-size body, malformed framing).
-//   - ErrQueued: Send stored the message and will keep trying; the reply
-//     will reach OutboxOptions.OnDelivered.
+//   - ErrQueued: the attempt did not deliver and the message waits in the
+//     outbox; the worker hands it to the Handler when it is due again.
 package delivery

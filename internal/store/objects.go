@@ -132,8 +132,8 @@ func (s *Store) TransactionObjects(ctx context.Context, transactionID string) ([
 	return s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? ORDER BY rowid`, transactionID)
 }
 
-// ObjectsOfType returns the bytes of every object of one type that has no
-// transaction (key records, for example), in storage order.
+// ObjectsOfType returns the bytes of every object of one type (key records,
+// for example), in storage order, by the object-type index.
 func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte, error) {
 	return s.bodies(ctx, `SELECT body FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
 }

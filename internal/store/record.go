@@ -82,7 +82,9 @@ func (t *Txn) exec(query string, args ...any) (sql.Result, error) {
 func (t *Txn) queryRow(query string, args ...any) *sql.Row {
 	st, err := t.s.stmt(t.ctx, query)
 	if err != nil {
-		return t.queryRow(query, args...)
+		// Preparing failed (a cancelled context, say): run it unprepared,
+		// which reports the same error through the row.
+		return t.tx.QueryRowContext(t.ctx, query, args...)
 	}
 	return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
 }
@@ -107,7 +109,7 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	st, err := s.stmt(ctx, query)
 	if err != nil {
-		return s.queryRow(ctx, query, args...)
+		return s.db.QueryRowContext(ctx, query, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
 }

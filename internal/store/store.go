@@ -333,4 +333,6 @@ func (s *Store) Version() (int, error) {
 
 func allMigrations() []string { return migrations }
 
-func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+// now is the time a row is written at, in a fixed-width form so that text
+// order is time order (updated_at orders and pages transactions).
+func now() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000000000Z") }

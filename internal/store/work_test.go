@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func txnIDs(list []Transaction) []string {
+	out := make([]string, len(list))
+	for i, x := range list {
+		out[i] = x.ID
+	}
+	return out
+}
+
+func TestListTransactionsPages(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	rows := []struct {
+		id, counterparty, state, updated string
+	}{
+		{"txn_01", "org_a", "draft", "2025-01-01T00:00:01.000000000Z"},
+		{"txn_02", "org_b", "negotiating", "2025-01-01T00:00:02.000000000Z"},
+		{"txn_03", "org_a", "negotiating", "2025-01-01T00:00:03.000000000Z"},
+		// Three updated at one instant: the id breaks the tie, and a
+		// page boundary inside the tie loses nothing.
+		{"txn_04", "org_b", "negotiating", "2025-01-01T00:00:04.000000000Z"},
+		{"txn_05", "org_a", "negotiating", "2025-01-01T00:00:04.000000000Z"},
+		{"txn_06", "org_a", "draft", "2025-01-01T00:00:04.000000000Z"},
+		{"txn_07", "org_b", "draft", "2025-01-01T00:00:05.000000000Z"},
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		for _, r := range rows {
+			if err := tx.CreateTransaction(r.id, r.counterparty, "buyer", "", r.state); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if _, err := s.db.ExecContext(ctx, `UPDATE transactions SET updated_at = ? WHERE id = ?`, r.updated, r.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pages walks every page of f and returns them.
+	pages := func(f TransactionFilter) [][]string {
+		t.Helper()
+		var out [][]string
+		for i := 0; i < 20; i++ {
+			list, next, err := s.ListTransactions(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, txnIDs(list))
+			if next == "" {
+				return out
+			}
+			f.Before = next
+		}
+		t.Fatal("the cursor never ends")
+		return nil
+	}
+	cases := []struct {
+		name string
+		f    TransactionFilter
+		want string
+	}{
+		{"all on one page", TransactionFilter{}, "[[txn_07 txn_06 txn_05 txn_04 txn_03 txn_02 txn_01]]"},
+		{"pages of three", TransactionFilter{Limit: 3}, "[[txn_07 txn_06 txn_05] [txn_04 txn_03 txn_02] [txn_01]]"},
+		{"pages of two", TransactionFilter{Limit: 2}, "[[txn_07 txn_06] [txn_05 txn_04] [txn_03 txn_02] [txn_01]]"},
+		{"exactly one page", TransactionFilter{Limit: 7}, "[[txn_07 txn_06 txn_05 txn_04 txn_03 txn_02 txn_01]]"},
+		{"state", TransactionFilter{State: "draft", Limit: 2}, "[[txn_07 txn_06] [txn_01]]"},
+		{"counterparty", TransactionFilter{Counterparty: "org_b"}, "[[txn_07 txn_04 txn_02]]"},
+		{"state and counterparty", TransactionFilter{State: "negotiating", Counterparty: "org_a", Limit: 1}, "[[txn_05] [txn_03]]"},
+		{"nothing matches", TransactionFilter{State: "completed"}, "[[]]"},
+	}
+	for _, c := range cases {
+		if got := fmt.Sprint(pages(c.f)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	list, _, err := s.ListTransactions(ctx, TransactionFilter{Limit: 1})
+	if err != nil || len(list) != 1 || list[0].Counterparty != "org_b" || list[0].Role != "buyer" || list[0].State != "draft" || list[0].UpdatedAt != rows[6].updated {
+		t.Fatalf("row %+v %v", list, err)
+	}
+	if _, _, err := s.ListTransactions(ctx, TransactionFilter{Before: "not a cursor"}); err == nil {
+		t.Fatal("a cursor this instance never gave was accepted")
+	}
+	inState, err := s.TransactionsInState(ctx, "draft")
+	if err != nil || fmt.Sprint(txnIDs(inState)) != "[txn_01 txn_06 txn_07]" {
+		t.Fatalf("in state draft: %v %v", txnIDs(inState), err)
+	}
+}
+
+func TestObligationStates(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	if _, err := s.ObligationState(ctx, "obl_1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown obligation: %v", err)
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		if err := tx.PutObligationState(ObligationState{ObligationID: "obl_1", TransactionID: "txn_1", State: "open", UpdatedSeq: 3}); err != nil {
+			return err
+		}
+		if err := tx.PutObligationState(ObligationState{ObligationID: "obl_2", TransactionID: "txn_1", State: "open", UpdatedSeq: 3}); err != nil {
+			return err
+		}
+		if err := tx.PutObligationState(ObligationState{ObligationID: "obl_3", TransactionID: "txn_2", State: "open", UpdatedSeq: 1}); err != nil {
+			return err
+		}
+		// Read back inside the transaction that wrote it.
+		o, err := tx.ObligationState("obl_1")
+		if err != nil || o.State != "open" || o.Assertions == nil || len(o.Assertions) != 0 {
+			return fmt.Errorf("inside the transaction: %+v %v", o, err)
+		}
+		_, err = tx.ObligationState("obl_9")
+		if !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("unknown obligation inside the transaction: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// An event moves obl_1: the row is replaced, not added.
+	if err := s.Update(ctx, func(tx *Txn) error {
+		return tx.PutObligationState(ObligationState{ObligationID: "obl_1", TransactionID: "txn_1", State: "asserted", Assertions: []string{"prf_a", "prf_b"}, UpdatedSeq: 5})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.ObligationState(ctx, "obl_1")
+	if err != nil || o.ObligationID != "obl_1" || o.TransactionID != "txn_1" || o.State != "asserted" || fmt.Sprint(o.Assertions) != "[prf_a prf_b]" || o.UpdatedSeq != 5 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	// A transaction's obligations in the order they were issued, the
+	// moved one keeping its place.
+	list, err := s.ObligationStates(ctx, "txn_1")
+	if err != nil || len(list) != 2 || list[0].ObligationID != "obl_1" || list[0].State != "asserted" || list[1].ObligationID != "obl_2" {
+		t.Fatalf("obligations of txn_1: %+v %v", list, err)
+	}
+	if list, _ := s.ObligationStates(ctx, "txn_none"); len(list) != 0 {
+		t.Fatalf("obligations of no transaction: %+v", list)
+	}
+}
+
+func TestMetaAndNotice(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	if v, err := s.Meta(ctx, "k"); err != nil || v != "" {
+		t.Fatalf("unset meta %q %v", v, err)
+	}
+	for _, v := range []string{"1", "2"} {
+		if err := s.Update(ctx, func(tx *Txn) error { return tx.SetMeta("k", v) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := s.Meta(ctx, "k"); err != nil || v != "2" {
+		t.Fatalf("meta %q %v", v, err)
+	}
+	if _, err := s.Notice(ctx, "txn_1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("notice of no transaction: %v", err)
+	}
+	if err := s.Update(ctx, func(tx *Txn) error { return tx.CreateTransaction("txn_1", "org_a", "supplier", "", "draft") }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Notice(ctx, "txn_1"); err != nil || n != "" {
+		t.Fatalf("fresh notice %q %v", n, err)
+	}
+	for _, n := range []string{"the accept was refused", "the offer expired"} {
+		if err := s.Update(ctx, func(tx *Txn) error { return tx.SetNotice("txn_1", n) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.Notice(ctx, "txn_1"); err != nil || n != "the offer expired" {
+		t.Fatalf("notice %q %v", n, err)
+	}
+}
+
+func TestCommitsCountsWrites(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	now := time.Unix(1_700_000_000, 0)
+	c0 := s.Commits()
+	// One Update of several statements is one commit.
+	var id int64
+	if err := s.Update(ctx, func(tx *Txn) error {
+		if err := tx.CreateTransaction("txn_1", "org_a", "buyer", "", "draft"); err != nil {
+			return err
+		}
+		if err := tx.SetMeta("k", "v"); err != nil {
+			return err
+		}
+		var err error
+		id, err = tx.Enqueue("org_a", "txn_1", "k1", [][]byte{[]byte("x")}, nil, now, Lease{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Commits() - c0; d != 1 {
+		t.Fatalf("one Update counted %d commits", d)
+	}
+	// A rolled-back Update commits nothing.
+	if err := s.Update(ctx, func(tx *Txn) error {
+		if err := tx.SetMeta("k", "w"); err != nil {
+			return err
+		}
+		return errors.New("abandon")
+	}); err == nil {
+		t.Fatal("abandoned Update succeeded")
+	}
+	if d := s.Commits() - c0; d != 1 {
+		t.Fatalf("a rolled-back Update was counted: %d", d)
+	}
+	if v, _ := s.Meta(ctx, "k"); v != "v" {
+		t.Fatalf("a rolled-back Update wrote %q", v)
+	}
+	// Reads commit nothing.
+	if _, err := s.PendingOutbox(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetTransaction(ctx, "txn_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ListTransactions(ctx, TransactionFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Commits() - c0; d != 1 {
+		t.Fatalf("reads were counted: %d", d)
+	}
+	// A single write outside Update is one commit too.
+	if ok, err := s.LeaseOutbox(ctx, id, now, Lease{Owner: "p", Until: now.Add(time.Minute)}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if d := s.Commits() - c0; d != 2 {
+		t.Fatalf("a lease counted %d commits in all, want 2", d)
+	}
+	for range 3 {
+		if err := s.Update(ctx, func(tx *Txn) error { return tx.SetMeta("n", "x") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := s.Commits() - c0; d != 5 {
+		t.Fatalf("%d commits, want 5", d)
+	}
+}
