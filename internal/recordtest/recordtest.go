@@ -42,12 +42,41 @@ type Link struct {
 	DropReplies bool
 	tamper      func([][]byte) [][]byte
 	intercept   func(txn string, objs [][]byte) error
+	peerCrashed bool
 	// Sent counts the messages that reached the peer.
 	Sent int
 }
 
-// Deliver implements delivery.Transport.
-func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) ([][]byte, error) {
+// Crash is what a crash harness panics with at a kill point: the engine
+// stops where it stands, as a killed process would.
+type Crash struct{ Point string }
+
+// PeerCrashed reports whether the peer crashed while receiving over this
+// link (and clears the mark).
+func (l *Link) PeerCrashed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.peerCrashed
+	l.peerCrashed = false
+	return c
+}
+
+// Deliver implements delivery.Transport. A peer that crashes while it
+// receives (a Crash panic in its engine) is, to the sender, a connection
+// that broke: an error worth retrying.
+func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) (reply [][]byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, ok := p.(Crash)
+			if !ok {
+				panic(p)
+			}
+			l.mu.Lock()
+			l.peerCrashed = true
+			l.mu.Unlock()
+			reply, err = nil, fmt.Errorf("%w: %s crashed at %s", delivery.ErrUnavailable, peer, c.Point)
+		}
+	}()
 	l.mu.Lock()
 	down, drop, tamper, intercept := l.Down, l.DropReplies, l.tamper, l.intercept
 	if !down {
@@ -68,7 +97,10 @@ func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) ([]
 	if err := delivery.CheckMessage(txn, objs); err != nil {
 		return nil, err
 	}
-	reply, err := l.to.Receive(ctx, l.from, txn, objs)
+	l.mu.Lock()
+	to := l.to
+	l.mu.Unlock()
+	reply, err = to.Receive(ctx, l.from, txn, objs)
 	if err == nil && drop {
 		return nil, fmt.Errorf("%w: the reply from %s was lost", delivery.ErrUnavailable, peer)
 	}

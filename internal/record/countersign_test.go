@@ -1,0 +1,243 @@
+package record_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/verify"
+)
+
+// The countersignature means "this instance's own verifier accepts the
+// record extended by this event" (issue: a countersignature that checks
+// everything the verifier checks). Each test below is a message a lying
+// counterparty could send: built from the counterparty's own genuine
+// message, edited, and signed again with the counterparty's valid keys,
+// delivered from the counterparty's pinned identity. Each is refused and
+// leaves both records as they were.
+
+// refusedWith is refused for a refusal carrying code (among others).
+func refusedWith(t *testing.T, what string, b, s *recordtest.Side, txn string, code reason.Code, act func() error) {
+	t.Helper()
+	refusedIf(t, what, b, s, txn, string(code), func(err error) bool { return slices.Contains(reason.CodesOf(err), code) }, act)
+}
+
+// acceptance captures the buyer's genuine agreement.direct message for the
+// supplier's offer: the buyer's engine builds and signs it, the capture
+// removes it again, and neither record moves.
+func acceptance(t *testing.T) (b, s *recordtest.Side, txn string, msg [][]byte) {
+	t.Helper()
+	b, s, _ = recordtest.Pair(t)
+	o := recordtest.Offer(t, s, "3200.00")
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	msg = recordtest.Capture(t, b, func() (record.Outcome, error) {
+		return b.Engine.AcceptOffer(context.Background(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	})
+	return b, s, o.TransactionID, msg
+}
+
+// commitMessage forms the agreement up to its commitment and captures the
+// buyer's genuine agreement.committed message: both records stand at
+// agreement_pending with the agreement signed by both.
+func commitMessage(t *testing.T) (b, s *recordtest.Side, txn string, msg [][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	b, s, _ = recordtest.Pair(t)
+	o := recordtest.Offer(t, s, "3200.00")
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	b.Out.Intercept(func(_ string, objs [][]byte) error {
+		last := string(objs[len(objs)-1])
+		if strings.Contains(last, `"event_type":"agreement.committed"`) {
+			msg = objs
+			return reason.Refuse("captured by the test")
+		}
+		return nil
+	})
+	_, _ = b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	b.Out.Intercept(nil)
+	if msg == nil {
+		t.Fatal("no agreement.committed message was sent")
+	}
+	recordtest.SameRecord(t, b, s, o.TransactionID, 1)
+	return b, s, o.TransactionID, msg
+}
+
+// event returns the event of a decoded message.
+func event(t *testing.T, objs []map[string]any) map[string]any {
+	t.Helper()
+	return ofType(t, objs, "transaction_event")
+}
+
+func TestActionHashOfAnotherActRefused(t *testing.T) {
+	ctx := context.Background()
+	other := canonical.SHA256Hex([]byte("another act"))
+	t.Run("agreement.direct", func(t *testing.T) {
+		t.Parallel()
+		b, s, txn, msg := acceptance(t)
+		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			payloadOf(event(t, objs))["action_hash"] = other
+			return objs
+		})
+		refusedWith(t, "agreement.direct naming another act's hash", b, s, txn, reason.EvidenceTransitionIllegal, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+	})
+	t.Run("agreement.committed", func(t *testing.T) {
+		t.Parallel()
+		b, s, txn, msg := commitMessage(t)
+		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			payloadOf(event(t, objs))["action_hash"] = other
+			return objs
+		})
+		refusedWith(t, "agreement.committed naming another act's hash", b, s, txn, reason.EvidenceTransitionIllegal, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+		// The genuine message still goes through afterwards.
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+			t.Fatalf("the genuine commitment: %v", err)
+		}
+	})
+}
+
+func TestDecisionNotTravellingRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, txn, msg := acceptance(t)
+	forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+		id, _ := envelope.NewID("pol")
+		payloadOf(event(t, objs))["policy_decision_id"] = id
+		return objs
+	})
+	refusedWith(t, "an event naming a decision that does not travel", b, s, txn, reason.PolicyDenied, func() error {
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		return err
+	})
+	// Nor may the named decision be dropped from the message.
+	dropped := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any { return without(objs, "policy_decision") })
+	refusedWith(t, "an event whose decision was left out", b, s, txn, reason.PolicyDenied, func() error {
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, dropped)
+		return err
+	})
+}
+
+func TestDecisionForAnotherStreamOrPositionRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		what string
+		edit func(p map[string]any)
+	}{
+		{"a decision made on another transaction's stream", func(p map[string]any) {
+			p["stream"] = map[string]any{"kind": "transaction", "id": "txn_0123456789abcdef01234567"}
+		}},
+		{"a decision made for another position", func(p map[string]any) { p["stream_sequence"] = 2 }},
+		{"a decision made for position 0", func(p map[string]any) { p["stream_sequence"] = 0 }},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			t.Parallel()
+			b, s, txn, msg := acceptance(t)
+			forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+				c.edit(payloadOf(ofType(t, objs, "policy_decision")))
+				return objs
+			})
+			refusedWith(t, c.what, b, s, txn, reason.EvidenceTransitionIllegal, func() error {
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				return err
+			})
+		})
+	}
+}
+
+func TestForgedAnnotationsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, txn, msg := acceptance(t)
+	// Annotations sit outside the hashed and signed bytes, so every
+	// signature still verifies: only the rule that nothing bilateral
+	// carries them refuses the message.
+	var forged [][]byte
+	for _, raw := range msg {
+		o, err := canonical.DecodeObject(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o["object_type"] == "acceptance" {
+			o["kernel_annotations"] = map[string]any{"venue_sequence": 7, "annotated_by": "org_venue"}
+		}
+		out, err := canonical.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged = append(forged, out)
+	}
+	refused(t, "an acceptance carrying kernel_annotations", b, s, txn, reason.AnnotationForged, func() error {
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		return err
+	})
+}
+
+func TestCommitQueuedIsPendingNotAnError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	o := recordtest.Offer(t, s, "3200.00")
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	b.Out.Intercept(func(_ string, objs [][]byte) error {
+		if strings.Contains(string(objs[len(objs)-1]), `"event_type":"agreement.committed"`) {
+			return delivery.ErrUnavailable
+		}
+		return nil
+	})
+	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	if err != nil || out.Status != record.StatusPending || out.State != "agreement_pending" || !strings.Contains(out.WaitingFor, "agreement.committed") {
+		t.Fatalf("accept_offer with agreement.committed queued: %+v %v", out, err)
+	}
+	b.Out.Intercept(nil)
+}
+
+// TestTwoPartyRecordsVerifyClean: a record the two instances build
+// verifies, on both sides, with nothing failed and nothing not checkable.
+func TestTwoPartyRecordsVerifyClean(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := committed(t)
+	prf := assertPerformance(t, s, obl, "20")
+	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient",
+		AssertionID: prf.Objects["performance_event"]}); err != nil {
+		t.Fatal(err)
+	}
+	assertPerformance(t, s, obl, "20")
+	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "18"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		verifiesClean(t, sd, txn)
+	}
+}
+
+// verifiesClean exports a side's record and verifies it as a third party.
+func verifiesClean(t *testing.T, sd *recordtest.Side, txn string) *verify.Report {
+	t.Helper()
+	rep, err := export.VerifyTransaction(context.Background(), sd.Node.Org.Store, txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Results.Failed != 0 || rep.Results.NotCheckable != 0 {
+		for _, c := range rep.Checks {
+			if c.Result != verify.Verified {
+				t.Errorf("%s: %s %s on %s: %s", sd.Node.Org.Config().OrganizationID, c.Result, c.Name, c.Subject, c.Detail)
+			}
+		}
+		t.Fatalf("%s's record: %+v", sd.Node.Org.Config().OrganizationID, rep.Results)
+	}
+	return rep
+}

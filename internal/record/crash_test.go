@@ -1,0 +1,387 @@
+package record_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/recordtest"
+)
+
+// The kill-point harness (issue: delivery that survives any crash). Every
+// act and every receipt passes named kill points (before and after each
+// commit, after a reply arrives, after it is stored: see the engine's
+// point calls). The harness runs a flow once to learn the sequence of
+// points each side passes, then, for every point of every side, runs the
+// flow again on fresh instances and stops that side's engine dead at that
+// point: a Crash panic, no deferred writes, its in-memory state thrown
+// away. It then starts a new engine on the same state directory, lets the
+// agent repeat the call it was making (with the same request_id, as an
+// agent whose call broke does), runs both outbox workers, and checks that
+// both records converge to the same events, each exactly once, both
+// verifying with nothing failed and nothing not checkable, no fork, no
+// message left waiting, within 5 seconds of (simulated) time.
+
+// killer crashes its engine at the at-th kill point it reaches.
+type killer struct {
+	mu    sync.Mutex
+	seen  []string
+	at    int
+	fired bool
+}
+
+func (k *killer) hit(point string) {
+	k.mu.Lock()
+	k.seen = append(k.seen, point)
+	fire := !k.fired && len(k.seen)-1 == k.at
+	if fire {
+		k.fired = true
+	}
+	k.mu.Unlock()
+	if fire {
+		panic(recordtest.Crash{Point: point})
+	}
+}
+
+func (k *killer) points() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.seen...)
+}
+
+// harness is two instances whose engines a test can crash and restart.
+type harness struct {
+	t       *testing.T
+	b, s    *recordtest.Side
+	c       *recordtest.Clock
+	kb, ks  *killer
+	crashed map[*recordtest.Side]string
+}
+
+func newHarness(t *testing.T, b, s *recordtest.Side, c *recordtest.Clock, kb, ks *killer) *harness {
+	h := &harness{t: t, b: b, s: s, c: c, kb: kb, ks: ks, crashed: map[*recordtest.Side]string{}}
+	h.arm(b, kb)
+	h.arm(s, ks)
+	return h
+}
+
+func (h *harness) other(sd *recordtest.Side) *recordtest.Side {
+	if sd == h.b {
+		return h.s
+	}
+	return h.b
+}
+
+// arm gives sd a new engine that reports its kill points to k (nil: a
+// restarted engine, which never crashes again).
+func (h *harness) arm(sd *recordtest.Side, k *killer) {
+	sd.Engine = recordtest.NewEngine(h.t, sd.Node, sd.Out, func(o *record.Options) {
+		if k != nil {
+			o.TestingOnlyKill = k.hit
+		}
+	})
+	h.other(sd).Out.Reconnect(sd.Engine)
+}
+
+// do runs one call of the agent of sd; a crash of either engine on the
+// way is noted, not fatal.
+func (h *harness) do(sd *recordtest.Side, call func() (record.Outcome, error)) (out record.Outcome, err error, crashed bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, ok := p.(recordtest.Crash)
+			if !ok {
+				panic(p)
+			}
+			h.crashed[sd] = c.Point
+			crashed = true
+		}
+	}()
+	out, err = call()
+	if sd.Out.PeerCrashed() {
+		h.crashed[h.other(sd)] = "receiving"
+	}
+	return out, err, false
+}
+
+// settle restarts every crashed engine and runs both outbox workers until
+// nothing waits, advancing the simulated clock by the back-off that
+// delivery asks for. It returns the simulated time it took.
+func (h *harness) settle(ctx context.Context) time.Duration {
+	h.t.Helper()
+	start := h.c.Now()
+	for round := 0; round < 50; round++ {
+		for sd := range h.crashed {
+			h.arm(sd, nil)
+			sd.Engine.Resume(ctx)
+			delete(h.crashed, sd)
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					h.t.Fatalf("an engine crashed twice: %v", p)
+				}
+			}()
+			recordtest.Flush(ctx, h.b, h.s)
+		}()
+		for _, sd := range []*recordtest.Side{h.b, h.s} {
+			if sd.Out.PeerCrashed() {
+				h.crashed[h.other(sd)] = "receiving"
+			}
+		}
+		if len(h.b.Pending(h.t)) == 0 && len(h.s.Pending(h.t)) == 0 && len(h.crashed) == 0 {
+			return h.c.Now().Sub(start)
+		}
+		h.c.Add(time.Second)
+	}
+	h.t.Fatalf("the records did not settle: %d and %d messages wait", len(h.b.Pending(h.t)), len(h.s.Pending(h.t)))
+	return 0
+}
+
+// step is one call an agent makes in a flow: the side that makes it, and
+// the call, made idempotent by a fixed request id.
+type step struct {
+	name string
+	side func(h *harness) *recordtest.Side
+	call func(ctx context.Context, h *harness) (record.Outcome, error)
+	// done reads what the flow needs from the call's outcome (the first
+	// call's, or, after a crash, the repeated call's answer).
+	done func(out record.Outcome)
+}
+
+// run plays the flow's steps, repeating a step whose call broke (after
+// the crashed engine restarted), and settles at the end.
+func (h *harness) run(ctx context.Context, steps []step) time.Duration {
+	h.t.Helper()
+	var recovery time.Duration
+	for _, st := range steps {
+		sd := st.side(h)
+		for attempt := 0; ; attempt++ {
+			if attempt > 2 {
+				h.t.Fatalf("%s kept failing", st.name)
+			}
+			args := canonical.SHA256Hex([]byte(st.name))
+			out, err, crashed := h.do(sd, func() (record.Outcome, error) {
+				return sd.Engine.Idempotent(ctx, st.name, "req-"+st.name, args, func(ctx context.Context) (record.Outcome, error) { return st.call(ctx, h) })
+			})
+			if len(h.crashed) > 0 || crashed {
+				recovery = max(recovery, h.settle(ctx))
+				continue // the agent repeats the call that broke
+			}
+			if err != nil {
+				h.t.Fatalf("%s: %v", st.name, err)
+			}
+			if st.done != nil {
+				st.done(out)
+			}
+			break
+		}
+	}
+	return max(recovery, h.settle(ctx))
+}
+
+// converged checks both records: the same events of the given types, each
+// once, byte-identical and countersigned, no fork, both verifying clean.
+func (h *harness) converged(txn string, want []string) {
+	h.t.Helper()
+	ctx := context.Background()
+	types := recordtest.SameRecord(h.t, h.b, h.s, txn, len(want))
+	if !slices.Equal(types, want) {
+		h.t.Fatalf("events %v, want %v", types, want)
+	}
+	for _, sd := range []*recordtest.Side{h.b, h.s} {
+		if forks, _ := sd.Node.Org.Store.Forks(ctx, txn); len(forks) != 0 {
+			h.t.Fatalf("%s holds a fork", sd.Node.Org.Config().OrganizationID)
+		}
+		if p := sd.Pending(h.t); len(p) != 0 {
+			h.t.Fatalf("%s still has %d messages waiting", sd.Node.Org.Config().OrganizationID, len(p))
+		}
+		verifiesClean(h.t, sd, txn)
+	}
+}
+
+// flow is one flow of the matrix: how to reach its start, its steps, and
+// the record it must end with.
+type flow struct {
+	name  string
+	setup func(t *testing.T, h *harness) string // returns the transaction id
+	steps []step
+	want  []string
+}
+
+var (
+	buyerSide    = func(h *harness) *recordtest.Side { return h.b }
+	supplierSide = func(h *harness) *recordtest.Side { return h.s }
+)
+
+func crashFlows() []flow {
+	var txn, offer, approval, obl string
+	formation := flow{
+		name: "formation",
+		setup: func(t *testing.T, h *harness) string {
+			var err error
+			txn, err = envelope.NewID("txn")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return txn
+		},
+		steps: []step{
+			{"propose_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: h.s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+					ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: txn})
+			}, func(out record.Outcome) { offer = out.Objects["offer"] }},
+			{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				if approval == "" {
+					approval = recordtest.Approve(h.t, h.b, offer)
+				}
+				return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: offer, ApprovalID: approval})
+			}, nil},
+		},
+		want: []string{"agreement.direct", "agreement.committed"},
+	}
+	obligations := flow{
+		name: "obligations",
+		setup: func(t *testing.T, h *harness) string {
+			txn = recordtest.Form(t, h.b, h.s, "3200.00")
+			return txn
+		},
+		steps: []step{
+			{"issue_obligation", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			}, func(out record.Outcome) { obl = out.Objects["obligation"] }},
+			{"assert_performance", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: h.s.Mandate, ObligationID: obligationOf(h, txn, obl), Evidence: evidence("certificates")})
+			}, nil},
+			{"respond_to_assertion", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obligationOf(h, txn, obl), ResponseType: "accept", AcceptedQuantity: "15"})
+			}, nil},
+		},
+		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted"},
+	}
+	return []flow{formation, obligations}
+}
+
+// obligationOf is the obligation the flow issued, read from the record
+// when the issuing call's outcome was lost in a crash.
+func obligationOf(h *harness, txn, known string) string {
+	if known != "" {
+		return known
+	}
+	v, err := h.b.Engine.Transaction(context.Background(), txn)
+	if err != nil || len(v.Obligations) == 0 {
+		h.t.Fatalf("no obligation recorded: %v", err)
+	}
+	return v.Obligations[0].ObligationID
+}
+
+func TestKillPointMatrix(t *testing.T) {
+	ctx := context.Background()
+	for _, f := range crashFlows() {
+		// The dry run: which points each side passes, in order.
+		b, s, c := recordtest.Pair(t)
+		kb, ks := &killer{at: -1}, &killer{at: -1}
+		h := newHarness(t, b, s, c, kb, ks)
+		txn := f.setup(t, h)
+		kb.seen, ks.seen = nil, nil
+		h.run(ctx, f.steps)
+		h.converged(txn, f.want)
+		points := map[string][]string{"buyer": kb.points(), "supplier": ks.points()}
+		for _, who := range []string{"buyer", "supplier"} {
+			if len(points[who]) == 0 {
+				t.Fatalf("%s: the %s passed no kill point", f.name, who)
+			}
+			for i, p := range points[who] {
+				name := fmt.Sprintf("%s/%s/%02d-%s", f.name, who, i, p)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					b, s, c := recordtest.Pair(t)
+					var kb, ks *killer
+					switch who {
+					case "buyer":
+						kb, ks = &killer{at: -1}, &killer{at: -1}
+					default:
+						kb, ks = &killer{at: -1}, &killer{at: -1}
+					}
+					h := newHarness(t, b, s, c, kb, ks)
+					flows := crashFlows()
+					var fl flow
+					for _, x := range flows {
+						if x.name == f.name {
+							fl = x
+						}
+					}
+					txn := fl.setup(t, h)
+					// Arm the kill only once the setup is done.
+					k := kb
+					if who == "supplier" {
+						k = ks
+					}
+					k.mu.Lock()
+					k.seen, k.at = nil, i
+					k.mu.Unlock()
+					other := ks
+					if who == "supplier" {
+						other = kb
+					}
+					other.mu.Lock()
+					other.seen = nil
+					other.mu.Unlock()
+					start := time.Now()
+					simulated := h.run(ctx, fl.steps)
+					if !k.fired {
+						t.Fatalf("the kill point %s (#%d) was never reached", p, i)
+					}
+					h.converged(txn, fl.want)
+					if simulated > 5*time.Second || time.Since(start) > 5*time.Second {
+						t.Fatalf("recovery took %s simulated, %s real; want under 5s", simulated, time.Since(start))
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestPeerDownFiveMinutes: an act made while the counterparty is
+// unreachable for five minutes waits in the outbox, its decision goes
+// stale, and once the peer answers the act is renewed with a fresh
+// decision and recorded, with no call from the agent.
+func TestPeerDownFiveMinutes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	o := recordtest.Offer(t, s, "3200.00")
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	b.Out.SetDown(true)
+	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	if err != nil || out.Status != record.StatusPending {
+		t.Fatalf("accept while the supplier is down: %+v %v", out, err)
+	}
+	first := b.Pending(t)[0]
+	for elapsed := time.Duration(0); elapsed < 5*time.Minute; elapsed += 10 * time.Second {
+		c.Add(10 * time.Second)
+		recordtest.Flush(ctx, b, s)
+	}
+	if p := b.Pending(t); len(p) != 1 || p[0].Attempts < 5 {
+		t.Fatalf("after five minutes down: %+v", p)
+	}
+	b.Out.SetDown(false)
+	for i := 0; i < 20 && (len(b.Pending(t)) > 0 || len(s.Pending(t)) > 0); i++ {
+		c.Add(time.Second)
+		recordtest.Flush(ctx, b, s)
+	}
+	recordtest.SameRecord(t, b, s, o.TransactionID, 2)
+	evs, _ := b.Node.Org.Store.Events(ctx, o.TransactionID)
+	if strings.Contains(string(first.Objects[len(first.Objects)-1]), evs[0].EventID) {
+		t.Fatal("the stale event went through: it should have been renewed")
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		verifiesClean(t, sd, o.TransactionID)
+	}
+}
