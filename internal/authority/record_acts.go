@@ -199,3 +199,48 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// PrincipalSigned reports whether objects of type t are signed by a
+// principal's key rather than the creating agent's (an approval, a key
+// record, a revocation record): their created_by names the agent that asked
+// for them, not the key that signed.
+func PrincipalSigned(t protocol.ObjectType) bool {
+	switch t {
+	case protocol.Approval, protocol.KeyRecord, protocol.RevocationRecord:
+		return true
+	}
+	return false
+}
+
+// CheckCreator checks that an object's created_by is borne out by the
+// mandate it names (canonical model §3 created_by; commercial mandate §3
+// subject): the mandate represents the creating organisation and is issued
+// to the creating agent under the key that signed the object first. An
+// object that claims another agent or mandate than the one whose key made
+// it misattributes the act. The countersigner applies it to every object
+// of a message (with the mandate resolved live) and the verifier to every
+// object whose mandate a bundle holds.
+func CheckCreator(obj, mandate map[string]any) error {
+	if PrincipalSigned(typeOf(obj)) {
+		return nil
+	}
+	by, _ := obj["created_by"].(map[string]any)
+	subj, _ := mandate["subject"].(map[string]any)
+	first := ""
+	if sigs, _ := obj["signatures"].([]any); len(sigs) > 0 {
+		if e, ok := sigs[0].(map[string]any); ok {
+			first = str(e["key_id"])
+		}
+	}
+	switch {
+	case str(mandate["id"]) != str(by["mandate_id"]):
+		return fmt.Errorf("%s names mandate %s, not %s", str(obj["id"]), orNone(str(by["mandate_id"])), orNone(str(mandate["id"])))
+	case str(mandate["represented_organization_id"]) != str(by["organization_id"]):
+		return fmt.Errorf("%s is created for %s under a mandate of %s", str(obj["id"]), orNone(str(by["organization_id"])), orNone(str(mandate["represented_organization_id"])))
+	case str(subj["agent_id"]) != str(by["agent_id"]):
+		return fmt.Errorf("%s names agent %s as its creator, but mandate %s is issued to %s", str(obj["id"]), orNone(str(by["agent_id"])), str(mandate["id"]), orNone(str(subj["agent_id"])))
+	case first != "" && str(subj["key_id"]) != first:
+		return fmt.Errorf("%s is signed first with key %s, but mandate %s names key %s", str(obj["id"]), first, str(mandate["id"]), orNone(str(subj["key_id"])))
+	}
+	return nil
+}

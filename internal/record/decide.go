@@ -261,9 +261,12 @@ func isHolder(holder, prefix string) bool {
 }
 
 // checkAuthors requires every object of a received message to be created
-// by the sending organisation and to pass the gate. Their signatures are
-// verified, with every other rule of the verifier, by verify.Extend.
-func (e *Engine) checkAuthors(from string, objs []*Obj) error {
+// by the sending organisation, under a mandate of that organisation issued
+// to the creating agent and its signing key (authority.CheckCreator, with
+// the mandate resolved over this instance's own channel), and to pass the
+// gate. Their signatures are verified, with every other rule of the
+// verifier, by verify.Extend.
+func (e *Engine) checkAuthors(ctx context.Context, from string, objs []*Obj) error {
 	for _, o := range objs {
 		if err := gateCheck(o); err != nil {
 			return err
@@ -275,13 +278,20 @@ func (e *Engine) checkAuthors(from string, objs []*Obj) error {
 			return refusef(reason.EvidenceSignatureInvalid, "%s %s is unsigned", o.Type(), o.ID())
 		}
 		for _, s := range o.Signatures() {
-			k, err := e.o.ResolveKey(context.Background(), str(s["key_id"]))
+			k, err := e.o.ResolveKey(ctx, str(s["key_id"]))
 			switch {
 			case err != nil || k.OrganizationID != from:
 				return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %v, which %s has not vouched for", o.ID(), s["key_id"], from)
 			case k.Status != envelope.KeyActive:
 				return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %v, which is %s", o.ID(), s["key_id"], k.Status)
 			}
+		}
+		m, err := e.peerMandate(ctx, from, o.Mandate())
+		if err != nil {
+			return err
+		}
+		if err := authority.CheckCreator(o.m, m); err != nil {
+			return refusef(reason.EvidenceSignatureInvalid, "%v", err)
 		}
 	}
 	return nil

@@ -425,7 +425,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
 		return refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", m.Peer)
 	}
-	if err := e.checkAuthors(m.Peer, []*Obj{cmt, pol}); err != nil {
+	if err := e.checkAuthors(ctx, m.Peer, []*Obj{cmt, pol}); err != nil {
 		return err
 	}
 	ids, _ := agr.Payload()["commitment_ids"].([]any)

@@ -127,7 +127,7 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		}
 		r.objs = append(r.objs, o)
 	}
-	if err := e.checkAuthors(from, r.objs); err != nil {
+	if err := e.checkAuthors(ctx, from, r.objs); err != nil {
 		return nil, err
 	}
 	st, err := e.load(ctx, txn, now)

@@ -62,6 +62,22 @@ func (r *run) step1() {
 	}
 }
 
+// signedByCreator reports whether a full-form evidence reference's
+// signed_by, when it states one, names the organisation and agent that
+// made the evidence object.
+func signedByCreator(ref map[string]any, e *object) bool {
+	sb, ok := objAt(ref, "signed_by")
+	if !ok {
+		return true
+	}
+	by, _ := objAt(e.val, "created_by")
+	if str(sb, "organization_id") != str(by, "organization_id") {
+		return false
+	}
+	agent, stated := strAt(sb, "agent_id")
+	return !stated || agent == str(by, "agent_id")
+}
+
 func (r *run) contentHash(o *object) {
 	declared, present := o.val["content_hash"]
 	switch {
@@ -316,6 +332,18 @@ func (r *run) evidenceRef(subject string, ref any) {
 		case e.hashErr != nil || h != e.recomputed:
 			r.add(1, "evidence_ref", subject, Failed, reason.EvidenceHashMismatch,
 				fmt.Sprintf("the reference to %s carries %s, the evidence bytes hash to %s", id, short(h), short(e.recomputed)))
+		case hasType && typ != str(e.payload, "evidence_type"):
+			r.add(1, "evidence_ref", subject, Failed, reason.EvidenceHashMismatch,
+				fmt.Sprintf("the reference to %s names type %s, the evidence is %s", id, typ, orNone(str(e.payload, "evidence_type"))))
+		case !signedByCreator(x, e):
+			// A full-form reference names who signed the evidence (evidence
+			// verification §3): naming another party than the one whose
+			// signed object it is misattributes it.
+			sb, _ := objAt(x, "signed_by")
+			by, _ := objAt(e.val, "created_by")
+			r.add(1, "evidence_ref", subject, Failed, reason.EvidenceSignatureInvalid,
+				fmt.Sprintf("the reference to %s names it signed by %s/%s; it was made by %s/%s", id,
+					orNone(str(sb, "organization_id")), orNone(str(sb, "agent_id")), orNone(str(by, "organization_id")), orNone(str(by, "agent_id"))))
 		default:
 			r.add(1, "evidence_ref", subject, Verified, "", "equals the hash of "+id)
 		}

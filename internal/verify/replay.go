@@ -316,8 +316,11 @@ func (r *run) directGuard(v *verdict, e *object, data map[string]any, session bo
 			} else {
 				v.pass("%s signs the exact offer hash", acc.subject)
 			}
-			if partyOrg(acc.payload, "accepting_party") != partyOrg(offer.payload, "offeree") {
-				v.fail("%s is by %s, not the offeree %s", acc.subject, partyOrg(acc.payload, "accepting_party"), partyOrg(offer.payload, "offeree"))
+			ap, _ := objAt(acc.payload, "accepting_party")
+			oe, _ := objAt(offer.payload, "offeree")
+			if str(ap, "organization_id") != str(oe, "organization_id") || str(ap, "agent_id") != str(oe, "agent_id") {
+				v.fail("%s is by %s/%s, not the offeree %s/%s", acc.subject, orNone(str(ap, "organization_id")), orNone(str(ap, "agent_id")),
+					orNone(str(oe, "organization_id")), orNone(str(oe, "agent_id")))
 			}
 		}
 		v.take(r.signedBy(acc, partyOrg(acc.payload, "accepting_party")))

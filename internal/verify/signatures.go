@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
 )
@@ -86,10 +88,28 @@ func (r *run) objectSignatures(o *object) {
 	}
 	r.signatureCount(o)
 	r.signerParty(o)
+	r.creator(o)
 	if o.typ == "transaction_event" && !r.opt.SingleSignedEvents && !r.opt.awaiting[o.id] {
 		res, detail := r.countersignature(o)
 		r.add(2, "countersignature", o.subject, res, reason.EvidenceSignatureInvalid, detail)
 	}
+}
+
+// creator checks, for an object whose created_by names a mandate the bundle
+// holds, that the mandate bears it out: issued for the creating
+// organisation to the creating agent, under the key that signed first
+// (authority.CheckCreator, the rule the countersigner applies too).
+func (r *run) creator(o *object) {
+	by, _ := objAt(o.val, "created_by")
+	m, held := r.mandateBy[str(by, "mandate_id")]
+	if !held || authority.PrincipalSigned(protocol.ObjectType(o.typ)) {
+		return
+	}
+	if err := authority.CheckCreator(o.val, m.val); err != nil {
+		r.add(2, "creator", o.subject, Failed, reason.EvidenceSignatureInvalid, err.Error())
+		return
+	}
+	r.add(2, "creator", o.subject, Verified, "", fmt.Sprintf("made by %s/%s under %s, issued to that agent and key", str(by, "organization_id"), str(by, "agent_id"), m.id))
 }
 
 // signatureCount checks the kernel minimum (agreement two, act types one)
