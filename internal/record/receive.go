@@ -114,7 +114,6 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return nil, fmt.Errorf("%w: transaction %s is busy here; try again", delivery.ErrUnavailable, txn)
 	}
 	defer unlock()
-	e.seam("receive.locked")
 	if reply, err := e.o.Store.InboxReply(ctx, from, key); err == nil {
 		return reply, nil // a copy that arrived meanwhile was answered
 	}

@@ -118,7 +118,6 @@ type Engine struct {
 	log   *slog.Logger
 	locks locks
 	kill  func(point string)
-	stall func(point string)
 
 	keysMu sync.Mutex
 	keys   keyCache
@@ -136,12 +135,10 @@ type Options struct {
 	// Keys and Logger to the organisation's.
 	Outbox delivery.OutboxOptions
 	// TestingOnlyKill, when set, is called at each named kill point of each
-	// act and receipt (see killpoints.go). A crash harness makes it stop
-	// the engine where it stands.
+	// act and receipt: before and after each commit, when a reply arrives
+	// and once it is stored. A crash harness makes it stop the engine
+	// where it stands (crash_test.go).
 	TestingOnlyKill func(point string)
-	// TestingOnlyStall, when set, is called where two writers of one
-	// transaction meet (a race seam for tests).
-	TestingOnlyStall func(point string)
 }
 
 // New returns the engine of o. It delivers through opt.Transport with a
@@ -158,7 +155,7 @@ func New(o *org.Org, opt Options) *Engine {
 	if oo.Logger == nil {
 		oo.Logger = o.Log
 	}
-	e := &Engine{o: o, fetch: opt.Mandates, log: o.Log, kill: opt.TestingOnlyKill, stall: opt.TestingOnlyStall}
+	e := &Engine{o: o, fetch: opt.Mandates, log: o.Log, kill: opt.TestingOnlyKill}
 	e.out = delivery.NewOutbox(o.Store, opt.Transport, e, oo)
 	return e
 }
@@ -271,17 +268,11 @@ func (l *locks) acquire(ctx context.Context, txn string, wait time.Duration) (fu
 
 func (e *Engine) lock(txn string) func() { return e.locks.lock(txn) }
 
-// point marks a kill point (see killpoints.go).
+// point marks a kill point: the crash harness (crash_test.go) stops the
+// engine dead at each in turn.
 func (e *Engine) point(name string) {
 	if e.kill != nil {
 		e.kill(name)
-	}
-}
-
-// seam marks a race seam.
-func (e *Engine) seam(name string) {
-	if e.stall != nil {
-		e.stall(name)
 	}
 }
 
