@@ -33,7 +33,7 @@ func (r *run) resolveChain(leaf map[string]any) []map[string]any {
 			r.deny(StepChain, childID, reason.MandateDelegationWidening, "parent %s of %s does not resolve: %v", pid, childID, err)
 			return chain
 		}
-		parent, err := readMandate(raw)
+		parent, err := readMandateCached(raw)
 		if err != nil {
 			r.deny(StepChain, pid, reason.MandateDelegationWidening, "parent %s of %s is refused: %v", pid, childID, err)
 			return chain

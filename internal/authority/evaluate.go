@@ -275,7 +275,7 @@ func (r *run) evaluate(req Request) {
 	r.res.ActionHash = hash
 	r.res.TransactionID, _ = act["transaction_id"].(string)
 
-	leaf, err := readMandate(req.Mandate)
+	leaf, err := readMandateCached(req.Mandate)
 	leafID, _ := leaf["id"].(string)
 	if err != nil {
 		r.deny(StepSchema, leafID, refusalCode(err, reason.PolicyDenied), "mandate %s: %v", leafID, err)
@@ -498,9 +498,15 @@ func (r *run) checkProof(m map[string]any) bool {
 		r.deny(StepSignature, id, reason.EvidenceSignatureInvalid, "issuer key %s belongs to %s of %s, not the issuing principal %s of %s", key, k.HolderID, k.OrganizationID, principal, org)
 		return false
 	}
-	if err := signature.VerifyMandateProof(m, k.Public); err != nil {
-		r.deny(StepSignature, id, reason.EvidenceSignatureInvalid, "proof of %s does not verify: %v", id, err)
-		return false
+	pk, cacheable := proofKey(m, k.Public)
+	if !cacheable || !proofVerified(pk) {
+		if err := signature.VerifyMandateProof(m, k.Public); err != nil {
+			r.deny(StepSignature, id, reason.EvidenceSignatureInvalid, "proof of %s does not verify: %v", id, err)
+			return false
+		}
+		if cacheable {
+			rememberProof(pk)
+		}
 	}
 	if k.Status != envelope.KeyActive {
 		// Revoking a principal's key withdraws the authority it issued;

@@ -146,6 +146,12 @@ type Options struct {
 	// is judged except the minimum number of signatures. The caller must
 	// never record such an object until it is complete.
 	AwaitingSignatures bool
+	// OwnObject judges an object this instance built from parts it had
+	// already judged (the agent's validated inputs, objects it holds): the
+	// normative checks run, the JSON Schema layer does not, because every
+	// object leaves the instance for a counterparty whose gate runs both on
+	// the bytes it receives. Never set it for received bytes.
+	OwnObject bool
 }
 
 // DefaultRulesVersion is the rules version the gate assumes when neither

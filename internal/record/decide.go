@@ -48,7 +48,7 @@ func (e *Engine) newObject(t protocol.ObjectType, txn, mandateID string, payload
 	if err != nil {
 		return nil, err
 	}
-	if err := gateCheck(o); err != nil {
+	if err := gateCheck(o, true); err != nil {
 		return nil, fmt.Errorf("record: own %s refused by the gate: %w", t, err)
 	}
 	return o, nil
@@ -59,9 +59,11 @@ func (e *Engine) newObject(t protocol.ObjectType, txn, mandateID string, payload
 // once with its first party's signature only, to be countersigned
 // (canonical model §10 step 7); the protocol never records it before both
 // signed.
-func gateCheck(o *Obj) error {
+// own says this instance built the object (gate.Options.OwnObject).
+func gateCheck(o *Obj, own bool) error {
 	opt := gate.Options{
 		AwaitingSignatures: o.Type() == protocol.Agreement && len(o.Signatures()) == 1,
+		OwnObject:          own,
 	}
 	if _, annotated := o.m["kernel_annotations"]; annotated {
 		// Bilaterally nothing may annotate an object (role scopes §4.4): an
@@ -268,7 +270,7 @@ func isHolder(holder, prefix string) bool {
 // verifier, by verify.Extend.
 func (e *Engine) checkAuthors(ctx context.Context, from string, objs []*Obj) error {
 	for _, o := range objs {
-		if err := gateCheck(o); err != nil {
+		if err := gateCheck(o, false); err != nil {
 			return err
 		}
 		if o.Org() != from {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"regexp"
 
-	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/verify"
 )
@@ -150,11 +149,11 @@ func (e *Engine) mandatesOf(ctx context.Context, peer string) ([]map[string]any,
 			return nil, err
 		}
 		for _, r := range recs {
-			m, err := canonical.DecodeObject(r.Body)
+			m, err := parse(r.Body)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, m)
+			out = append(out, m.m)
 		}
 	}
 	return out, nil

@@ -412,3 +412,32 @@ func TestWithdrawalAfterAcceptanceRefused(t *testing.T) {
 	}
 	recordtest.SameRecord(t, b, s, txn, 2)
 }
+
+// TestFormationDurableCommits counts the durable commits (one fsync each,
+// synchronous=FULL) a formation costs on both sides together: one per act
+// and one per received message or stored reply, no separate commits for
+// idempotency, outbox or inbox rows. First contact (each side learning the
+// other's key records and mandate) happens once per counterparty, in a
+// first formation, and is not counted.
+func TestFormationDurableCommits(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	recordtest.Form(t, b, s, "3100.00")
+	commits := func() int64 { return b.Node.Org.Store.Commits() + s.Node.Org.Store.Commits() }
+	start := commits()
+	o := recordtest.Offer(t, s, "3200.00")
+	offer := commits() - start
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	before := commits()
+	out, err := b.Engine.Idempotent(ctx, "accept_offer", "req-1", "args", func(ctx context.Context) (record.Outcome, error) {
+		return b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	})
+	if err != nil || out.State != "committed" {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+	total := offer + commits() - before
+	t.Logf("durable commits: offer %d, accept through commitment %d, total %d", offer, commits()-before, total)
+	if total > 12 {
+		t.Fatalf("a formation took %d durable commits on both sides, want at most 12", total)
+	}
+}

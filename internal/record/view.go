@@ -2,7 +2,9 @@ package record
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
@@ -22,14 +24,40 @@ type Obj struct {
 	m   map[string]any
 }
 
-// parse decodes canonical bytes into a view.
+// parse decodes canonical bytes into a view. Views are read-only, so the
+// view of bytes parsed before is shared (parsed): a working set reads the
+// same key records, mandates and offers on every act, and decoding them
+// again would cost more than reading them.
 func parse(raw []byte) (*Obj, error) {
+	key := sha256.Sum256(raw)
+	parsedMu.Lock()
+	o, ok := parsed[key]
+	parsedMu.Unlock()
+	if ok {
+		return o, nil
+	}
 	m, err := canonical.DecodeObject(raw)
 	if err != nil {
 		return nil, err
 	}
-	return &Obj{raw: raw, m: m}, nil
+	o = &Obj{raw: raw, m: m}
+	parsedMu.Lock()
+	if len(parsed) >= maxParsed {
+		parsed = map[[32]byte]*Obj{}
+	}
+	parsed[key] = o
+	parsedMu.Unlock()
+	return o, nil
 }
+
+// parsed holds the views of recently parsed bytes, by their SHA-256.
+var (
+	parsedMu sync.Mutex
+	parsed   = map[[32]byte]*Obj{}
+)
+
+// maxParsed bounds parsed; a full cache starts again empty.
+const maxParsed = 8192
 
 // Raw returns the exact bytes.
 func (o *Obj) Raw() []byte { return o.raw }
