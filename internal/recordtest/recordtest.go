@@ -190,7 +190,7 @@ func Terms(amount string) map[string]any { return demo.Terms(amount) }
 // Pair sets up the walkthrough: delta (supplier) and northstar (buyer),
 // peered, each with its principal's trading mandate (4000.00 EUR), the
 // buyer's acceptances held for its procurement lead.
-func Pair(t *testing.T) (buyer, supplier *Side, c *Clock) {
+func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 	t.Helper()
 	ctx := context.Background()
 	c = &Clock{t: time.Now().UTC().Truncate(time.Second)}
@@ -286,7 +286,7 @@ func (s *Side) Pending(t testing.TB) []store.OutboxMessage {
 }
 
 // Offer has the supplier offer the walkthrough terms at amount.
-func Offer(t *testing.T, s *Side, amount string) record.Outcome {
+func Offer(t testing.TB, s *Side, amount string) record.Outcome {
 	t.Helper()
 	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{
 		MandateID: s.Mandate, Counterparty: "org_northstar", Terms: Terms(amount),
@@ -300,7 +300,7 @@ func Offer(t *testing.T, s *Side, amount string) record.Outcome {
 
 // approve walks the buyer's approval: the exact act, held, requested,
 // approved by the principal.
-func Approve(t *testing.T, b *Side, offerID string) string {
+func Approve(t testing.TB, b *Side, offerID string) string {
 	t.Helper()
 	ctx := context.Background()
 	act, err := b.Engine.AcceptanceAct(ctx, b.Mandate, offerID)
@@ -323,7 +323,7 @@ func Approve(t *testing.T, b *Side, offerID string) string {
 }
 
 // Form runs formation through committed and returns the transaction id.
-func Form(t *testing.T, b, s *Side, amount string) string {
+func Form(t testing.TB, b, s *Side, amount string) string {
 	t.Helper()
 	ctx := context.Background()
 	o := Offer(t, s, amount)
@@ -343,7 +343,7 @@ func Form(t *testing.T, b, s *Side, amount string) string {
 
 // sameRecord asserts both instances hold byte-identical events, each with
 // the two parties' signatures, verifying under the two agent keys.
-func SameRecord(t *testing.T, b, s *Side, txn string, want int) []string {
+func SameRecord(t testing.TB, b, s *Side, txn string, want int) []string {
 	t.Helper()
 	ctx := context.Background()
 	be, _ := b.Node.Org.Store.Events(ctx, txn)

@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/store"
+)
+
+// BenchmarkGrowth measures whether an act costs more as history grows: the
+// same act on instances that hold 10 and 10 000 committed transactions,
+// an act at event 10 and at event 300 of one transaction, the start of an
+// engine over 10 and 10 000 transactions, and a page of list_transactions
+// and list_inbox at 10 000. See docs/performance.md, "Growth".
+//
+//	go test -run '^$' -bench Growth -benchtime 20x ./internal/bench
+//
+// The instances run in process (the record engine over its real outbox
+// and an in-process carrier, as recordtest sets them up), so what is
+// measured is the engine's and the database's work, not loopback. The
+// history is seeded: one genuine formation's rows copied under fresh ids,
+// n times, on both sides (seed), so each instance holds n transactions of
+// realistic size in its tables and indexes.
+func BenchmarkGrowth(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{10, 10000} {
+		p := newGrowthPair(b, n)
+		b.Run(fmt.Sprintf("propose_offer/txns=%d", n), func(b *testing.B) {
+			for range b.N {
+				if _, err := p.s.Engine.ProposeOffer(ctx, p.offerInput()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("accept_offer/txns=%d", n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				o := recordtest.Offer(b, p.s, "3200.00")
+				apr := recordtest.Approve(b, p.b, o.Objects["offer"])
+				b.StartTimer()
+				out, err := p.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+				if err != nil || out.State != "committed" {
+					b.Fatalf("%+v %v", out, err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("issue_obligation/txns=%d", n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				txn := recordtest.Form(b, p.b, p.s, "3200.00")
+				b.StartTimer()
+				if _, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("list_transactions/txns=%d", n), func(b *testing.B) {
+			for range b.N {
+				page, err := p.b.Engine.ListTransactions(ctx, record.ListFilter{Limit: 50})
+				if err != nil || len(page.Transactions) == 0 {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("list_inbox/txns=%d", n), func(b *testing.B) {
+			for range b.N {
+				if _, err := p.b.Engine.Inbox(ctx, p.b.Mandate, 50); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("engine_start/txns=%d", n), func(b *testing.B) {
+			for range b.N {
+				o, err := org.Open(p.b.Node.Dir, org.Options{Clock: p.c.Now})
+				if err != nil {
+					b.Fatal(err)
+				}
+				e := record.New(o, record.Options{Transport: p.b.Out})
+				if err := e.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
+				e.Resume(ctx)
+				o.Close()
+			}
+		})
+	}
+	// One transaction at event 10 and at event 300: the obligor asserts
+	// (timed), the obligee rejects (untimed), and so on.
+	p := newGrowthPair(b, 10)
+	txn := recordtest.Form(b, p.b, p.s, "3200.00")
+	out, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+	if err != nil {
+		b.Fatal(err)
+	}
+	obl := out.Objects["obligation"]
+	cycle := func(timed *testing.B) {
+		if timed != nil {
+			timed.StartTimer()
+		}
+		if _, err := p.s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: p.s.Mandate, ObligationID: obl,
+			Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certificates", ArtifactHash: canonical.SHA256Hex([]byte("c"))}}}); err != nil {
+			b.Fatal(err)
+		}
+		if timed != nil {
+			timed.StopTimer()
+		}
+		if _, err := p.b.Engine.Respond(ctx, record.RespondInput{MandateID: p.b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, at := range []int{10, 300} {
+		for head := p.head(b, txn); head+1 < at; head += 2 {
+			cycle(nil)
+		}
+		b.Run(fmt.Sprintf("assert_performance/event=%d", at), func(b *testing.B) {
+			b.StopTimer()
+			for range b.N {
+				cycle(b)
+			}
+		})
+	}
+}
+
+// growthPair is a recordtest pair whose instances hold n transactions.
+type growthPair struct {
+	b, s *recordtest.Side
+	c    *recordtest.Clock
+}
+
+func newGrowthPair(b *testing.B, n int) *growthPair {
+	b.Helper()
+	bs, ss, c := recordtest.Pair(b)
+	p := &growthPair{b: bs, s: ss, c: c}
+	txn := recordtest.Form(b, bs, ss, "3200.00")
+	for _, sd := range []*recordtest.Side{bs, ss} {
+		seed(b, sd.Node.Org.Store, txn, n-1)
+	}
+	return p
+}
+
+func (p *growthPair) offerInput() record.OfferInput {
+	return record.OfferInput{MandateID: p.s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+		ValidUntil: envelope.Timestamp(p.c.Now().Add(24 * time.Hour))}
+}
+
+func (p *growthPair) head(b *testing.B, txn string) int {
+	t, err := p.b.Node.Org.Store.GetTransaction(context.Background(), txn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t.HeadSequence
+}
+
+// seed copies the rows of transaction model n times under fresh
+// transaction, object and event ids, in one database transaction: the
+// tables and indexes grow as n genuine formations would grow them. The
+// copies' bytes are the model's (their ids and hashes in the index rows
+// are fresh), so nothing reads them as records; the acts measured run on
+// transactions of their own.
+func seed(b *testing.B, st *store.Store, model string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	t, err := st.GetTransaction(ctx, model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs, err := st.Events(ctx, model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raws, err := st.TransactionObjects(ctx, model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type row struct {
+		typ  string
+		body []byte
+	}
+	var objs []row
+	for _, raw := range raws {
+		o, err := canonical.DecodeObject(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		objs = append(objs, row{o["object_type"].(string), raw})
+	}
+	fresh := func(prefix string) string {
+		var x [12]byte
+		rand.Read(x[:])
+		return prefix + "_" + hex.EncodeToString(x[:])
+	}
+	hash := func() string {
+		var x [32]byte
+		rand.Read(x[:])
+		return hex.EncodeToString(x[:])
+	}
+	const chunk = 500
+	for done := 0; done < n; done += chunk {
+		err = st.Update(ctx, func(tx *store.Txn) error {
+			for i := done; i < min(n, done+chunk); i++ {
+				id := fresh("txn")
+				if err := tx.CreateTransaction(id, t.Counterparty, t.Role, fresh("ses"), "draft"); err != nil {
+					return err
+				}
+				ids := map[string]string{}
+				for _, o := range objs {
+					oid := fresh(prefixOf(o.typ))
+					if o.typ == "transaction_event" {
+						ids[o.typ+fmt.Sprint(len(ids))] = oid
+					}
+					if err := tx.PutVerified(store.ObjectInfo{ID: oid, ObjectType: o.typ, TransactionID: id, ContentHash: hash()}, o.body, "local"); err != nil {
+						return err
+					}
+				}
+				prev := ""
+				k := 0
+				for _, e := range evs {
+					var eid string
+					for key, v := range ids {
+						if key == fmt.Sprintf("transaction_event%d", k) {
+							eid = v
+						}
+					}
+					k++
+					if eid == "" {
+						eid = fresh("evt")
+						if err := tx.PutVerified(store.ObjectInfo{ID: eid, ObjectType: "transaction_event", TransactionID: id, ContentHash: hash()}, objs[0].body, "local"); err != nil {
+							return err
+						}
+					}
+					h := hash()
+					ev := store.Event{TransactionID: id, Sequence: e.Sequence, EventID: eid, ContentHash: h, PreviousEventHash: prev,
+						EventType: e.EventType, FromState: e.FromState, ToState: e.ToState, AppendedBy: e.AppendedBy, Status: store.EventPending}
+					if err := tx.InsertEvent(ev); err != nil {
+						return err
+					}
+					if err := tx.MarkRecorded(ev); err != nil {
+						return err
+					}
+					prev = h
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func prefixOf(objectType string) string {
+	p, ok := envelope.PrefixFor(objectType)
+	if !ok {
+		return "xxx"
+	}
+	return p
+}
