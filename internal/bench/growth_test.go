@@ -24,6 +24,10 @@ import (
 //
 //	go test -run '^$' -bench Growth -benchtime 20x ./internal/bench
 //
+// Sub-benchmarks: Growth/txns=N/{propose_offer, accept_offer,
+// issue_obligation, list_transactions, list_inbox, engine_start} and
+// Growth/one-transaction/assert_performance/event={10,300}.
+//
 // The instances run in process (the record engine over its real outbox
 // and an in-process carrier, as recordtest sets them up), so what is
 // measured is the engine's and the database's work, not loopback. The
@@ -31,17 +35,26 @@ import (
 // n times, on both sides (seed), so each instance holds n transactions of
 // realistic size in its tables and indexes.
 func BenchmarkGrowth(b *testing.B) {
-	ctx := context.Background()
 	for _, n := range []int{10, 10000} {
+		b.Run(fmt.Sprintf("txns=%d", n), func(b *testing.B) { growthAt(b, n) })
+	}
+	b.Run("one-transaction", growthInOneTransaction)
+}
+
+// growthAt runs the acts and reads measured against history on a pair
+// that holds n transactions.
+func growthAt(b *testing.B, n int) {
+	ctx := context.Background()
+	{
 		p := newGrowthPair(b, n)
-		b.Run(fmt.Sprintf("propose_offer/txns=%d", n), func(b *testing.B) {
+		b.Run("propose_offer", func(b *testing.B) {
 			for range b.N {
 				if _, err := p.s.Engine.ProposeOffer(ctx, p.offerInput()); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("accept_offer/txns=%d", n), func(b *testing.B) {
+		b.Run("accept_offer", func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				o := recordtest.Offer(b, p.s, "3200.00")
@@ -53,7 +66,7 @@ func BenchmarkGrowth(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("issue_obligation/txns=%d", n), func(b *testing.B) {
+		b.Run("issue_obligation", func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				txn := recordtest.Form(b, p.b, p.s, "3200.00")
@@ -63,7 +76,7 @@ func BenchmarkGrowth(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("list_transactions/txns=%d", n), func(b *testing.B) {
+		b.Run("list_transactions", func(b *testing.B) {
 			for range b.N {
 				page, err := p.b.Engine.ListTransactions(ctx, record.ListFilter{Limit: 50})
 				if err != nil || len(page.Transactions) == 0 {
@@ -71,14 +84,14 @@ func BenchmarkGrowth(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("list_inbox/txns=%d", n), func(b *testing.B) {
+		b.Run("list_inbox", func(b *testing.B) {
 			for range b.N {
 				if _, err := p.b.Engine.Inbox(ctx, p.b.Mandate, 50); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("engine_start/txns=%d", n), func(b *testing.B) {
+		b.Run("engine_start", func(b *testing.B) {
 			for range b.N {
 				o, err := org.Open(p.b.Node.Dir, org.Options{Clock: p.c.Now})
 				if err != nil {
@@ -93,8 +106,13 @@ func BenchmarkGrowth(b *testing.B) {
 			}
 		})
 	}
-	// One transaction at event 10 and at event 300: the obligor asserts
-	// (timed), the obligee rejects (untimed), and so on.
+}
+
+// growthInOneTransaction measures one act at event 10 and at event 300 of
+// one transaction: the obligor asserts (timed), the obligee rejects
+// (untimed), and so on.
+func growthInOneTransaction(b *testing.B) {
+	ctx := context.Background()
 	p := newGrowthPair(b, 10)
 	txn := recordtest.Form(b, p.b, p.s, "3200.00")
 	out, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})

@@ -1,17 +1,41 @@
 package gate
 
 import (
+	"sync"
+
 	"github.com/partyd/party/internal/reason"
 )
 
-// railRegistry is this instance's registered settlement rails. The
-// specification keeps no shared registry (settlement §2.3, spec-map D17);
-// party registers only the synthetic sandbox rail, so that the allow
-// direction is testable and nothing routes money to a default adapter.
-var railRegistry = setOf("rail_test_sandbox")
+// railRegistry is the process's registered settlement rails. The
+// specification keeps no shared registry (settlement §2.3, spec-map D17):
+// the synthetic sandbox rail is always registered, so that the allow
+// direction is testable, and an instance registers the rails its
+// config.json names when it starts (RegisterRails). Nothing routes money to
+// a default adapter: an unregistered rail is A202-SETTLEMENT-RAIL-UNKNOWN.
+var (
+	railMu       sync.RWMutex
+	railRegistry = setOf("rail_test_sandbox")
+)
+
+// RegisterRails adds rails to the registered set this process's gate
+// judges instructions against.
+func RegisterRails(ids ...string) {
+	railMu.Lock()
+	defer railMu.Unlock()
+	for _, id := range ids {
+		railRegistry[id] = true
+	}
+}
+
+// RailRegistered reports whether rail is in the registered set.
+func RailRegistered(rail string) bool {
+	railMu.RLock()
+	defer railMu.RUnlock()
+	return railRegistry[rail]
+}
 
 func checkSettlement(ps *problems, p map[string]any) {
-	if r, _ := strAt(p, "rail"); !railRegistry[r] {
+	if r, _ := strAt(p, "rail"); !RailRegistered(r) {
 		ps.add(reason.SettlementRailUnknown, "/payload/rail", "rail %q is not in the registered rail set", r)
 	}
 	trigger, ok := objAt(p, "trigger")

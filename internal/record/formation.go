@@ -208,6 +208,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
 		return nil, err
 	}
+	e.point("receive.before-store")
 	err := e.o.Store.Update(ctx, func(tx *store.Txn) error {
 		if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
 			return err
@@ -222,6 +223,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	if err != nil {
 		return nil, err
 	}
+	e.point("receive.after-store")
 	e.log.Info("offer received", "transaction_id", r.txn, "offer_id", offer.ID(), "from", r.from)
 	return [][]byte{}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
 )
 
@@ -83,13 +84,36 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 	}
 	txn := st.t.ID
 	if st.known && st.t.HeadSequence > 0 {
-		if x, err := e.eventAt(ctx, txn, st.t.HeadSequence); err == nil {
-			addAll([]*Obj{x})
+		// The head, and the events a guard looks back to: those that
+		// shape the transaction (formation, each obligation's issue and
+		// acceptance, each instruction), bounded by what the transaction
+		// holds, not by how long it ran. Completion seals the whole chain,
+		// so it reads the whole chain.
+		var rows []store.Event
+		var err error
+		if event != nil && event.EventType() == protocol.EvTransactionCompleted {
+			rows, err = e.o.Store.Events(ctx, txn)
+		} else {
+			rows, err = e.o.Store.EventsOfTypes(ctx, txn, string(protocol.EvAgreementDirect), string(protocol.EvAgreementCommitted),
+				string(protocol.EvObligationActivated), string(protocol.EvAcceptanceGranted), string(protocol.EvSettlementInstructed))
 		}
-		if event != nil && event.EventType() == protocol.EvAgreementCommitted && st.t.HeadSequence > 1 {
-			if x, err := e.eventAt(ctx, txn, 1); err == nil {
-				addAll([]*Obj{x})
+		if err != nil {
+			return nil, nil, err
+		}
+		if head, err := e.o.Store.EventAt(ctx, txn, st.t.HeadSequence); err == nil {
+			rows = append(rows, head)
+		}
+		for _, x := range rows {
+			if x.Status != store.EventRecorded || seen[x.EventID] {
+				continue
 			}
+			o, err := e.get(ctx, x.EventID)
+			if err != nil {
+				return nil, nil, err
+			}
+			seen[x.EventID] = true
+			held = append(held, o.m)
+			walkStrings(o.PSub("data"), func(s string) { addID(s, 2) })
 		}
 	}
 	types := []protocol.ObjectType{protocol.Offer, protocol.Approval, protocol.Obligation}

@@ -144,6 +144,9 @@ func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 	put := func(id, state string, assertions []string) error {
 		return tx.PutObligationState(store.ObligationState{ObligationID: id, TransactionID: ev.Txn(), State: state, Assertions: assertions, UpdatedSeq: ev.Seq()})
 	}
+	if ev.EventType() == protocol.EvSettlementInstructed {
+		return e.applySettlement(tx, ev, objs)
+	}
 	cur, err := tx.ObligationState(obl)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
@@ -154,7 +157,9 @@ func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 	case protocol.EvPerformanceDeclared:
 		return put(obl, string(protocol.OblAsserted), append(cur.Assertions, ev.Data("performance_event_id")))
 	case protocol.EvAcceptanceGranted:
-		if err := put(obl, string(protocol.OblAccepted), cur.Assertions); err != nil {
+		err := tx.PutObligationState(store.ObligationState{ObligationID: obl, TransactionID: ev.Txn(), State: string(protocol.OblAccepted),
+			Assertions: cur.Assertions, UpdatedSeq: ev.Seq(), AcceptedBy: ev.Data("obligation_response_id")})
+		if err != nil {
 			return err
 		}
 		for _, o := range objs {

@@ -150,8 +150,10 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return e.receiveWithdrawal(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
 		return e.receiveAgreement(ctx, r)
+	case len(r.objs) == 1 && r.one(protocol.AdapterReceipt) != nil:
+		return e.receiveReceipt(ctx, r)
 	}
-	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, an agreement to sign, or an event with its objects")
+	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, an agreement to sign, an adapter receipt, or an event with its objects")
 }
 
 // Reply returns the reply recorded for a message from org (the plain

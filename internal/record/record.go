@@ -95,8 +95,10 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -115,12 +117,15 @@ type Engine struct {
 	o     *org.Org
 	out   *delivery.Outbox
 	fetch MandateFetcher
+	rails *rails.Registry
 	log   *slog.Logger
 	locks locks
 	kill  func(point string)
 
 	keysMu sync.Mutex
 	keys   keyCache
+	// settle wakes the settlement worker: an instruction was recorded.
+	railWake chan struct{}
 }
 
 // Options configure an Engine.
@@ -134,6 +139,8 @@ type Options struct {
 	// defaults). Its Clock defaults to the organisation's clock, and its
 	// Keys and Logger to the organisation's.
 	Outbox delivery.OutboxOptions
+	// Rails are the settlement rails this instance offers (nil: none).
+	Rails *rails.Registry
 	// TestingOnlyKill, when set, is called at each named kill point of each
 	// act and receipt: before and after each commit, when a reply arrives
 	// and once it is stored. A crash harness makes it stop the engine
@@ -155,7 +162,10 @@ func New(o *org.Org, opt Options) *Engine {
 	if oo.Logger == nil {
 		oo.Logger = o.Log
 	}
-	e := &Engine{o: o, fetch: opt.Mandates, log: o.Log, kill: opt.TestingOnlyKill}
+	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, railWake: make(chan struct{}, 1)}
+	if opt.Rails != nil {
+		gate.RegisterRails(opt.Rails.IDs()...)
+	}
 	e.out = delivery.NewOutbox(o.Store, opt.Transport, e, oo)
 	return e
 }
@@ -176,13 +186,34 @@ func (e *Engine) Start(ctx context.Context) error {
 }
 
 // Run starts the engine (Start), resumes every transaction with unfinished
-// work, and runs the outbox worker until ctx ends.
+// work, and runs the outbox and settlement workers until ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
 	e.Resume(ctx)
+	go e.RunSettlements(ctx)
 	return e.out.Run(ctx)
+}
+
+// RunSettlements does the rail work as it falls due (WorkSettlements),
+// until ctx ends.
+func (e *Engine) RunSettlements(ctx context.Context) {
+	for {
+		e.WorkSettlements(ctx)
+		wait := 5 * time.Second
+		if next, ok, err := e.o.Store.NextSettlementAttempt(ctx); err == nil && ok {
+			if d := next.Sub(e.o.Clock()); d < wait {
+				wait = max(d, 50*time.Millisecond)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		case <-e.railWake:
+		}
+	}
 }
 
 // Outcome is what an act returns to the agent.

@@ -93,6 +93,7 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
 		return nil, err
 	}
+	e.point("receive.before-store")
 	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
 		if err := putReceived(tx, pol, r.from); err != nil {
 			return err
@@ -105,6 +106,7 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	if err != nil {
 		return nil, err
 	}
+	e.point("receive.after-store")
 	e.log.Info("offer withdrawn by its offeror", "transaction_id", r.txn, "offer_id", last.ID(), "from", r.from)
 	return [][]byte{}, nil
 }

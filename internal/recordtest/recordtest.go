@@ -21,6 +21,7 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/orgtest"
 	"github.com/partyd/party/internal/principal"
+	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/signature"
@@ -215,14 +216,14 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 		}
 		return &Side{Node: n, Agent: agent.New(n.Org), Princ: principal.New(n.Org), Mandate: m["id"].(string)}
 	}
-	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected"}, "org_delta",
+	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete"}, "org_delta",
 		[]map[string]any{{
 			"id":                    "r_acceptance",
 			"when":                  map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
 			"approver":              map[string]any{"organization_id": "org_northstar", "role": "procurement_lead"},
 			"expires_after_seconds": 3600,
 		}})
-	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared"}, "org_northstar", nil)
+	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared", "transaction.complete"}, "org_northstar", nil)
 	buyer.Out = &Link{from: "org_northstar"}
 	supplier.Out = &Link{from: "org_delta"}
 	for _, s := range []*Side{buyer, supplier} {
@@ -238,10 +239,15 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 // on the organisation's (the test's) clock.
 var Outbox = delivery.OutboxOptions{InitialBackoff: time.Second, MaxBackoff: 8 * time.Second, PollInterval: time.Second}
 
-// NewEngine returns a started engine for n, delivering through link.
+// NewEngine returns a started engine for n, delivering through link, with
+// the sandbox rail (rail_test_sandbox, ledger in the state directory).
 func NewEngine(t testing.TB, n *orgtest.Node, link *Link, opts ...func(*record.Options)) *record.Engine {
 	t.Helper()
-	o := record.Options{Transport: link, Mandates: record.HTTPMandates{Clients: n.Org.Clients}, Outbox: Outbox}
+	reg, err := rails.Open(n.Dir, []rails.Config{{ID: "rail_test_sandbox", Kind: "sandbox"}}, n.Org.Clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := record.Options{Transport: link, Mandates: record.HTTPMandates{Clients: n.Org.Clients}, Outbox: Outbox, Rails: reg}
 	for _, f := range opts {
 		f(&o)
 	}

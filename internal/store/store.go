@@ -265,6 +265,23 @@ var migrations = []string{
 	CREATE INDEX obligation_states_by_transaction ON obligation_states(transaction_id);
 	ALTER TABLE transactions ADD COLUMN notice TEXT;
 	CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
+	// 8: settlement instructions and their rail work (see settlements.go).
+	`CREATE TABLE settlements (
+		instruction_id  TEXT PRIMARY KEY,
+		transaction_id  TEXT NOT NULL,
+		obligation_id   TEXT NOT NULL,
+		rail            TEXT NOT NULL,
+		idempotency_key TEXT NOT NULL,
+		fingerprint     TEXT NOT NULL,
+		ours            INTEGER NOT NULL,
+		state           TEXT NOT NULL CHECK (state IN ('instructed','pending','succeeded','failed')),
+		attempts        INTEGER NOT NULL DEFAULT 0,
+		next_attempt    INTEGER NOT NULL DEFAULT 0,
+		last_error      TEXT NOT NULL DEFAULT '',
+		UNIQUE (transaction_id, idempotency_key)
+	);
+	CREATE INDEX settlements_due ON settlements(ours, state, next_attempt);
+	ALTER TABLE obligation_states ADD COLUMN accepted_by TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

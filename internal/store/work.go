@@ -38,6 +38,9 @@ type ObligationState struct {
 	// last is outstanding while State is "asserted".
 	Assertions []string
 	UpdatedSeq int
+	// AcceptedBy is the obligee's accepting response (obr_...) once the
+	// obligation is accepted: what a settlement's trigger binds.
+	AcceptedBy string
 }
 
 // PutObligationState writes an obligation's state inside the transaction
@@ -50,16 +53,16 @@ func (t *Txn) PutObligationState(o ObligationState) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO obligation_states(obligation_id, transaction_id, state, assertions, updated_seq) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(obligation_id) DO UPDATE SET state = excluded.state, assertions = excluded.assertions, updated_seq = excluded.updated_seq`,
-		o.ObligationID, o.TransactionID, o.State, string(a), o.UpdatedSeq)
+	_, err = t.exec(`INSERT INTO obligation_states(obligation_id, transaction_id, state, assertions, updated_seq, accepted_by) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT(obligation_id) DO UPDATE SET state = excluded.state, assertions = excluded.assertions, updated_seq = excluded.updated_seq, accepted_by = excluded.accepted_by`,
+		o.ObligationID, o.TransactionID, o.State, string(a), o.UpdatedSeq, o.AcceptedBy)
 	return err
 }
 
 func scanObligationState(row interface{ Scan(...any) error }) (ObligationState, error) {
 	var o ObligationState
 	var a string
-	if err := row.Scan(&o.ObligationID, &o.TransactionID, &o.State, &a, &o.UpdatedSeq); err != nil {
+	if err := row.Scan(&o.ObligationID, &o.TransactionID, &o.State, &a, &o.UpdatedSeq, &o.AcceptedBy); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return o, fmt.Errorf("%w: obligation state", ErrNotFound)
 		}
@@ -71,7 +74,7 @@ func scanObligationState(row interface{ Scan(...any) error }) (ObligationState, 
 	return o, nil
 }
 
-const obligationStateColumns = `obligation_id, transaction_id, state, assertions, updated_seq`
+const obligationStateColumns = `obligation_id, transaction_id, state, assertions, updated_seq, accepted_by`
 
 // ObligationState returns where one obligation stands, or ErrNotFound when
 // no recorded event issued it.
@@ -337,4 +340,31 @@ func (t *Txn) RenameWithdrawalDecision(old, new string) error {
 // EventAt returns the event at a position of a transaction, or ErrNotFound.
 func (s *Store) EventAt(ctx context.Context, transactionID string, sequence int) (Event, error) {
 	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
+}
+
+// EventsOfTypes returns a transaction's events of the given types, in
+// sequence order.
+func (s *Store) EventsOfTypes(ctx context.Context, transactionID string, types ...string) ([]Event, error) {
+	if len(types) == 0 {
+		return nil, nil
+	}
+	q := `SELECT ` + eventColumns + ` FROM events WHERE transaction_id = ? AND event_type IN (?` + strings.Repeat(", ?", len(types)-1) + `) ORDER BY sequence`
+	args := []any{transactionID}
+	for _, t := range types {
+		args = append(args, t)
+	}
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

@@ -154,8 +154,10 @@ func Extend(x Extension, opt Options) Outcome {
 	for _, c := range rep.Checks {
 		switch {
 		case newIDs[c.Subject]:
-		case c.Step == 4 && c.Name == "event_chain" && event != "":
-			// The link from the held head to the new event.
+		case c.Step == 4 && c.Name == "event_chain" && event != "" && strings.Contains(c.Detail, event):
+			// The link from the held head to the new event (a working set
+			// holds other events with gaps between them; their links are
+			// not the extension's concern).
 		case c.Step == 4 && (c.Name == "stream_start" || c.Name == "stream") && event != "" && !heldFirst:
 		default:
 			continue

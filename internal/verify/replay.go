@@ -172,8 +172,6 @@ var guards = map[string]string{
 	"approval.requested":     "an approval rule matched",
 	"approval.rejected":      "the approval binds the selected offer hash",
 	"acceptance.withdrawn":   "the withdrawal is authorised and before commitment",
-	"settlement.instructed":  "the payment mandate and its conditions are valid",
-	"transaction.completed":  "every required obligation is accepted and the required receipts are present",
 	"transaction.cancelled":  "the canceller has authority and nothing is committed",
 	"deadline.elapsed":       "the authoritative clock is past the deadline",
 	"exception.opened":       "the exception's type, scope and evidence are supplied",
@@ -201,6 +199,10 @@ func (r *run) guard(s *stream, i int, e *object, session bool) {
 		r.declarationGuard(&v, data)
 	case "acceptance.granted", "acceptance.rejected":
 		r.responseGuard(&v, event, data)
+	case "settlement.instructed":
+		r.instructedGuard(&v, s, i, e, data)
+	case "transaction.completed":
+		r.completedGuard(&v, s, i, e, data)
 	default:
 		if g, ok := guards[event]; ok {
 			v.unsure("the guard of %s (%s) is not established from the objects of a bundle", event, g)

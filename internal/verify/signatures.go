@@ -212,6 +212,19 @@ func (r *run) signerParty(o *object) {
 		want, role = []string{partyOrg(o.payload, "accepting_party")}, "the accepting party"
 	case "agreement":
 		want, role = []string{partyOrg(o.payload, "buyer"), partyOrg(o.payload, "supplier")}, "buyer and supplier"
+	case "settlement_instruction":
+		want, role = []string{str(o.payload, "payer_organization_id")}, "the payer"
+	case "adapter_receipt":
+		// Bilaterally the payer's instance runs the adapter and signs what
+		// the rail answered (docs/record-protocol.md, settlement).
+		id := str(o.payload, "settlement_instruction_id")
+		stl, held := r.byID[id]
+		if !held || stl.typ != "settlement_instruction" {
+			r.add(2, "signer_party", o.subject, NotCheckable, "", fmt.Sprintf("the instruction %s is not in the bundle, so who may sign %s is unknown", orNone(id), o.subject))
+			r.missing(id)
+			return
+		}
+		want, role = []string{str(stl.payload, "payer_organization_id")}, "the payer running the adapter"
 	case "performance_event", "obligation_response":
 		id := str(o.payload, "obligation_id")
 		obl, held := r.byID[id]

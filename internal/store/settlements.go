@@ -1,0 +1,170 @@
+package store
+
+// Settlement instructions (migration 8), as both records hold them, and
+// the rail work of the ones this instance pays.
+//
+//	CREATE TABLE settlements (
+//	  instruction_id  TEXT PRIMARY KEY,  -- stl_...
+//	  transaction_id  TEXT NOT NULL,
+//	  obligation_id   TEXT NOT NULL,
+//	  rail            TEXT NOT NULL,
+//	  idempotency_key TEXT NOT NULL,
+//	  fingerprint     TEXT NOT NULL,     -- what the key must keep meaning
+//	  ours            INTEGER NOT NULL,  -- 1 when this instance is the payer
+//	  state           TEXT NOT NULL,     -- instructed | pending | succeeded | failed
+//	  attempts        INTEGER NOT NULL,  -- submissions made to the rail
+//	  next_attempt    INTEGER NOT NULL,  -- unix nanoseconds; when to ask the rail again
+//	  last_error      TEXT NOT NULL,
+//	  UNIQUE (transaction_id, idempotency_key)
+//	);
+//
+// A row is written in the database transaction that records the
+// settlement.instructed event; the (transaction, idempotency key) pair is
+// unique, which is what makes a retry return the original instruction
+// rather than make a second one (settlement §5).
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Settlement is one settlements row.
+type Settlement struct {
+	InstructionID  string
+	TransactionID  string
+	ObligationID   string
+	Rail           string
+	IdempotencyKey string
+	Fingerprint    string
+	Ours           bool
+	State          string
+	Attempts       int
+	NextAttempt    time.Time
+	LastError      string
+}
+
+// Settlement states.
+const (
+	SettlementInstructed = "instructed"
+	SettlementPending    = "pending"
+	SettlementSucceeded  = "succeeded"
+	SettlementFailed     = "failed"
+)
+
+const settlementColumns = `instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error`
+
+func scanSettlement(row interface{ Scan(...any) error }) (Settlement, error) {
+	var s Settlement
+	var ours int
+	var next int64
+	err := row.Scan(&s.InstructionID, &s.TransactionID, &s.ObligationID, &s.Rail, &s.IdempotencyKey, &s.Fingerprint, &ours, &s.State, &s.Attempts, &next, &s.LastError)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, fmt.Errorf("%w: settlement", ErrNotFound)
+	}
+	s.Ours, s.NextAttempt = ours == 1, time.Unix(0, next)
+	return s, err
+}
+
+// PutSettlement records an instruction inside the transaction that records
+// its event. The same instruction again is a no-op; another instruction
+// under the same (transaction, idempotency key) is ErrConflict.
+func (t *Txn) PutSettlement(s Settlement) error {
+	ours := 0
+	if s.Ours {
+		ours = 1
+	}
+	if s.State == "" {
+		s.State = SettlementInstructed
+	}
+	res, err := t.exec(`INSERT INTO settlements(`+settlementColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, '') ON CONFLICT DO NOTHING`,
+		s.InstructionID, s.TransactionID, s.ObligationID, s.Rail, s.IdempotencyKey, s.Fingerprint, ours, s.State)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	held, err := scanSettlement(t.queryRow(`SELECT `+settlementColumns+` FROM settlements WHERE instruction_id = ? OR (transaction_id = ? AND idempotency_key = ?)`,
+		s.InstructionID, s.TransactionID, s.IdempotencyKey))
+	if err != nil {
+		return err
+	}
+	if held.InstructionID != s.InstructionID || held.Fingerprint != s.Fingerprint {
+		return fmt.Errorf("%w: idempotency key %s names instruction %s", ErrConflict, s.IdempotencyKey, held.InstructionID)
+	}
+	return nil
+}
+
+// SetSettlementState records what the rail said, inside the transaction
+// that stores the receipt.
+func (t *Txn) SetSettlementState(instructionID, state string, next time.Time, lastError string) error {
+	_, err := t.exec(`UPDATE settlements SET state = ?, next_attempt = ?, last_error = ? WHERE instruction_id = ?`, state, next.UnixNano(), lastError, instructionID)
+	return err
+}
+
+// SettlementAttempt counts one more submission to the rail, committed
+// before the rail is called: after a crash, the count says the rail may
+// have been asked already.
+func (s *Store) SettlementAttempt(ctx context.Context, instructionID string, next time.Time, lastError string) (int, error) {
+	if _, err := s.exec(ctx, `UPDATE settlements SET attempts = attempts + 1, next_attempt = ?, last_error = ? WHERE instruction_id = ?`,
+		next.UnixNano(), lastError, instructionID); err != nil {
+		return 0, err
+	}
+	st, err := s.Settlement(ctx, instructionID)
+	return st.Attempts, err
+}
+
+// Settlement returns one instruction's row.
+func (s *Store) Settlement(ctx context.Context, instructionID string) (Settlement, error) {
+	return scanSettlement(s.queryRow(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE instruction_id = ?`, instructionID))
+}
+
+// SettlementByKey returns the instruction recorded under an idempotency
+// key of a transaction.
+func (s *Store) SettlementByKey(ctx context.Context, transactionID, key string) (Settlement, error) {
+	return scanSettlement(s.queryRow(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE transaction_id = ? AND idempotency_key = ?`, transactionID, key))
+}
+
+// Settlements returns a transaction's instructions, in the order they were
+// recorded.
+func (s *Store) Settlements(ctx context.Context, transactionID string) ([]Settlement, error) {
+	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+}
+
+// DueSettlements returns the instructions this instance pays whose rail
+// work is due at t: not yet submitted, or pending, and due.
+func (s *Store) DueSettlements(ctx context.Context, t time.Time) ([]Settlement, error) {
+	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE ours = 1 AND state IN ('instructed','pending') AND next_attempt <= ? ORDER BY rowid`, t.UnixNano())
+}
+
+// NextSettlementAttempt returns when the earliest rail work becomes due.
+func (s *Store) NextSettlementAttempt(ctx context.Context) (time.Time, bool, error) {
+	var next sql.NullInt64
+	if err := s.queryRow(ctx, `SELECT MIN(next_attempt) FROM settlements WHERE ours = 1 AND state IN ('instructed','pending')`).Scan(&next); err != nil {
+		return time.Time{}, false, err
+	}
+	if !next.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(0, next.Int64), true, nil
+}
+
+func (s *Store) settlements(ctx context.Context, query string, args ...any) ([]Settlement, error) {
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Settlement
+	for rows.Next() {
+		x, err := scanSettlement(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}

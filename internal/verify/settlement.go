@@ -1,0 +1,193 @@
+package verify
+
+import (
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/decimal"
+)
+
+// The guards of settlement.instructed and transaction.completed (pilot
+// state machine §5; settlement handoff §2–§6), as far as a bundle shows
+// them; the record engine's countersigner applies the same rules live.
+//
+// settlement.instructed: the instruction it names is held; its trigger's
+// accepting_act_hash is the content hash of an accepting response to the
+// instruction's obligation, recorded by an acceptance.granted earlier on
+// the stream; it pays from the obligation's obligee (the appender) to its
+// obligor; its amount is in the consideration's currency, positive and no
+// more than it.
+//
+// transaction.completed: every obligation of the transaction the bundle
+// holds was accepted by an acceptance.granted earlier on the stream (a
+// remainder by the acceptance whose response named it), and every one
+// with a consideration has an instruction recorded earlier on the stream
+// with a succeeded receipt; when the stream is disclosed from its start,
+// audit_bundle_hash is the SHA-256 of the RFC 8785 bytes of
+// {"transaction_id", "event_hashes": the content hashes of the events
+// before it, in order}.
+
+// accepted returns, for the events before position i of stream s, the
+// obligations each acceptance.granted accepted (the remainders they issued
+// pending) and the responses that accepted them.
+func (r *run) accepted(s *stream, i int) (accepted map[string]bool, responses map[string]string, issued map[string]bool) {
+	accepted, responses, issued = map[string]bool{}, map[string]string{}, map[string]bool{}
+	for j := 0; j < i; j++ {
+		p := s.events[j].payload
+		data, _ := objAt(p, "data")
+		switch str(p, "event_type") {
+		case "obligation.activated":
+			issued[str(data, "obligation_id")] = true
+		case "acceptance.granted":
+			obl := str(data, "obligation_id")
+			accepted[obl] = true
+			responses[obl] = str(data, "obligation_response_id")
+			if resp, held := r.byID[str(data, "obligation_response_id")]; held {
+				if rem := str(resp.payload, "remainder_obligation_id"); rem != "" {
+					issued[rem] = true
+				}
+			}
+		}
+	}
+	return accepted, responses, issued
+}
+
+func (r *run) instructedGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
+	stl := r.held(v, data, "settlement_instruction_id", "settlement_instruction")
+	if stl == nil {
+		return
+	}
+	p := stl.payload
+	oblID := str(p, "obligation_id")
+	if named, ok := strAt(data, "obligation_id"); ok && named != oblID {
+		v.fail("%s pays %s, the event names %s", stl.subject, oblID, named)
+	}
+	obl, held := r.byID[oblID]
+	if !held || obl.typ != "obligation" {
+		v.unsure("the obligation %s is not in the bundle", oblID)
+		r.missing(oblID)
+		return
+	}
+	accepted, responses, _ := r.accepted(s, i)
+	trigger, _ := objAt(p, "trigger")
+	resp, held := r.byID[responses[oblID]]
+	switch {
+	case !accepted[oblID]:
+		v.fail("%s was not accepted before %s: nothing made its consideration due", oblID, e.subject)
+	case !held:
+		v.unsure("the response that accepted %s is not in the bundle", oblID)
+	case str(trigger, "accepting_act_hash") != resp.recomputed:
+		v.fail("the trigger of %s names %s, not the response %s that accepted %s", stl.subject, short(str(trigger, "accepting_act_hash")), resp.subject, oblID)
+	default:
+		v.pass("%s is triggered by the acceptance of %s", stl.subject, oblID)
+	}
+	by, _ := objAt(e.val, "created_by")
+	payer, payee := str(p, "payer_organization_id"), str(p, "payee_organization_id")
+	switch {
+	case payer != partyOrg(obl.payload, "obligee") || payee != partyOrg(obl.payload, "obligor"):
+		v.fail("%s pays from %s to %s; the consideration of %s moves from its obligee to its obligor", stl.subject, payer, payee, oblID)
+	case payer != str(by, "organization_id"):
+		v.fail("%s is the payer, and %s appended the event", payer, str(by, "organization_id"))
+	default:
+		v.pass("%s pays from the obligee %s to the obligor %s", stl.subject, payer, payee)
+	}
+	amount, _ := objAt(p, "amount")
+	cons, _ := objAt(obl.payload, "consideration")
+	a, err1 := decimal.Parse(str(amount, "amount"))
+	c, err2 := decimal.Parse(str(cons, "amount"))
+	switch {
+	case err1 != nil || err2 != nil || str(amount, "currency") != str(cons, "currency"):
+		v.fail("%s pays %s %s against a consideration of %s %s", stl.subject, str(amount, "amount"), str(amount, "currency"), str(cons, "amount"), str(cons, "currency"))
+	case a.Sign() <= 0 || a.Cmp(c) > 0:
+		v.fail("%s pays %s, outside the consideration %s", stl.subject, str(amount, "amount"), str(cons, "amount"))
+	}
+}
+
+func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
+	txn := str(e.val, "transaction_id")
+	accepted, _, issued := r.accepted(s, i)
+	instructed := map[string][]string{} // obligation → instructions recorded before
+	for j := 0; j < i; j++ {
+		p := s.events[j].payload
+		if str(p, "event_type") != "settlement.instructed" {
+			continue
+		}
+		d, _ := objAt(p, "data")
+		if stl, held := r.byID[str(d, "settlement_instruction_id")]; held {
+			obl := str(stl.payload, "obligation_id")
+			instructed[obl] = append(instructed[obl], stl.id)
+		}
+	}
+	n := 0
+	for _, o := range r.objs {
+		if o.typ != "obligation" || str(o.val, "transaction_id") != txn {
+			continue
+		}
+		if !issued[o.id] {
+			continue // not an obligation of this record's chain (a newer version, say)
+		}
+		n++
+		if !accepted[o.id] && !r.waived(o.id) {
+			v.fail("%s was neither accepted nor waived before %s", o.subject, e.subject)
+			continue
+		}
+		if c, ok := objAt(o.payload, "consideration"); !ok || len(c) == 0 {
+			continue
+		}
+		paid := false
+		for _, stl := range instructed[o.id] {
+			for _, rc := range r.objs {
+				if rc.typ == "adapter_receipt" && str(rc.payload, "settlement_instruction_id") == stl && str(rc.payload, "status") == "succeeded" {
+					paid = true
+				}
+			}
+		}
+		if paid {
+			v.pass("the consideration of %s was settled (a succeeded receipt)", o.subject)
+		} else if !accepted[o.id] {
+			continue // waived: nothing to pay
+		} else {
+			v.fail("%s carries a consideration, and no instruction of it recorded before %s has a succeeded receipt", o.subject, e.subject)
+		}
+	}
+	if n == 0 {
+		v.fail("no obligation was issued on %s before %s", txn, e.subject)
+	}
+	if want, ok := strAt(data, "audit_bundle_hash"); ok {
+		if !s.fromStart {
+			v.unsure("the stream is not disclosed from its start, so the audit bundle hash cannot be recomputed")
+		} else {
+			hashes := make([]any, 0, i)
+			for j := 0; j < i; j++ {
+				hashes = append(hashes, s.events[j].recomputed)
+			}
+			got, err := canonical.Hash(map[string]any{"transaction_id": txn, "event_hashes": hashes})
+			if err != nil || got != want {
+				v.fail("audit_bundle_hash %s is not the hash of the %d events it seals (%s)", short(want), i, short(got))
+			} else {
+				v.pass("audit_bundle_hash seals the %d events before it", i)
+			}
+		}
+	}
+	if id, ok := strAt(data, "adapter_receipt_id"); ok {
+		if rc, held := r.byID[id]; !held || rc.typ != "adapter_receipt" || str(rc.payload, "status") != "succeeded" {
+			v.fail("%s names %s, which is not a succeeded receipt of the bundle", e.subject, id)
+		}
+	}
+}
+
+// waived reports whether the bundle holds the obligee's waiver of an
+// obligation (obligation §5.2): a waive response by its obligee.
+func (r *run) waived(oblID string) bool {
+	obl, held := r.byID[oblID]
+	if !held {
+		return false
+	}
+	for _, o := range r.objs {
+		if o.typ == "obligation_response" && str(o.payload, "obligation_id") == oblID && str(o.payload, "response_type") == "waive" {
+			by, _ := objAt(o.val, "created_by")
+			if str(by, "organization_id") == partyOrg(obl.payload, "obligee") {
+				return true
+			}
+		}
+	}
+	return false
+}
