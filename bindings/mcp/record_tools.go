@@ -16,6 +16,11 @@ type InboxResult struct {
 	Offers []record.InboxItem `json:"offers"`
 }
 
+// SettlementsResult wraps settlement_status.
+type SettlementsResult struct {
+	Settlements []record.SettlementView `json:"settlements"`
+}
+
 // act runs one of the engine's acts, idempotent by the caller's
 // request_id: the engine records the request in the act's own commit.
 func act[T any](e *record.Engine, raw json.RawMessage, ctx context.Context, f func(context.Context, T) (record.Outcome, error)) (any, error) {
@@ -176,10 +181,68 @@ func RecordTools(e *record.Engine) []Tool {
 				"accepted_quantity":       str("For accept: quantity accepted (default: asserted)."),
 				"remainder_due_condition": map[string]any{"type": "object", "description": "For a partial accept: the remainder's due condition."},
 				"reason_code":             map[string]any{"enum": []string{"evidence_insufficient", "evidence_unverified", "quantity_short", "subject_not_as_agreed", "due_condition_not_met", "assertion_unauthorized"}},
+				"approval_id":             str("The approval (apr_...) for exactly this response, when your mandate holds it for approval."),
 			}),
 			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
 				return act(e, raw, ctx, e.Respond)
+			},
+		},
+		{
+			Name:  "instruct_settlement",
+			Title: "Pay an accepted obligation",
+			Description: "Payer side (the obligee, after acceptance.granted, in settlement_pending). Instructs payment of an accepted obligation's " +
+				"consideration to its obligor on a rail your instance offers, records settlement.instructed once the counterparty countersigns, " +
+				"then hands the instruction to the rail; the rail's answer becomes a receipt in both records. The decision covers {action_type: " +
+				"settlement.instruct, proposed_terms: {core: {total: amount}}, agreement_id, obligation_id}. The same idempotency_key again " +
+				"returns the first instruction and pays nothing twice; with other content it is A202-SETTLEMENT-IDEMPOTENCY-CONFLICT.",
+			Input: obj([]string{"mandate_id", "obligation_id", "rail"}, map[string]any{
+				"mandate_id":      str("Your mandate (mnd_...) that lists settlement.instruct."),
+				"obligation_id":   str("The accepted obligation (obl_...)."),
+				"rail":            str("A rail your instance offers (config.json rails; rail_test_sandbox by default). An unknown rail is refused with the list of those offered."),
+				"idempotency_key": str("8 to 255 characters naming this payment to the rail; default a fresh one."),
+				"amount": obj([]string{"currency", "amount"}, map[string]any{
+					"currency": str("ISO 4217 code, the consideration's."),
+					"amount":   str("Base-10 string, positive, at most the consideration (default: the consideration)."),
+				}),
+				"approval_id": str("The approval (apr_...) for exactly this instruction, when your mandate holds it for approval."),
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return act(e, raw, ctx, e.InstructSettlement)
+			},
+		},
+		{
+			Name:  "settlement_status",
+			Title: "Payments of a transaction",
+			Description: "Lists a transaction's settlement instructions with their rail, idempotency key, amount, state (instructed, pending, " +
+				"succeeded, failed) and every adapter receipt the rail's answers became. A receipt is evidence of what the rail said, never authority.",
+			Input:      obj([]string{"transaction_id"}, map[string]any{"transaction_id": str("The transaction (txn_...).")}),
+			OutputType: typeOf[SettlementsResult](), ReadOnly: true, Idempotent: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return runWith(raw, func(in struct {
+					ID string `json:"transaction_id"`
+				}) (any, error) {
+					st, err := e.SettlementStatus(ctx, in.ID)
+					return SettlementsResult{Settlements: st}, err
+				})
+			},
+		},
+		{
+			Name:  "complete_transaction",
+			Title: "Close a settled transaction",
+			Description: "Either party, in settlement_pending. Records transaction.completed (→ completed) once every obligation is accepted " +
+				"(or waived) and every consideration has a succeeded receipt; otherwise refused with A202-STATE-TRANSITION-DENIED saying what is " +
+				"missing. The event seals the record with audit_bundle_hash. The decision covers {action_type: transaction.complete, " +
+				"proposed_terms: <the agreement's terms>, agreement_id}.",
+			Input: obj([]string{"mandate_id", "transaction_id"}, map[string]any{
+				"mandate_id":     str("Your mandate (mnd_...) that lists transaction.complete."),
+				"transaction_id": str("The transaction (txn_...)."),
+				"approval_id":    str("The approval (apr_...) for exactly this act, when your mandate holds it for approval."),
+			}),
+			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
+			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
+				return act(e, raw, ctx, e.CompleteTransaction)
 			},
 		},
 		{

@@ -179,12 +179,12 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 			failed = true
 		}
 	}
-	same := slices.Equal(hashes[0], hashes[1]) && len(hashes[0]) == 5
+	same := slices.Equal(hashes[0], hashes[1]) && len(hashes[0]) == 7
 	fmt.Fprintf(w, "  both records hold the same %d events: %v\n", len(hashes[0]), same)
 	if failed || !same {
 		return errors.New("verification did not hold")
 	}
-	fmt.Fprintf(w, "\nDone: %s reached settlement_pending; both bundles verify.\n", txn)
+	fmt.Fprintf(w, "\nDone: %s reached completed; both bundles verify.\n", txn)
 	if keep {
 		fmt.Fprintf(w, "\nInstances keep running (Ctrl-C to stop):\n  northstar MCP %s (token in %s)\n  delta     MCP %s (token in %s)\n",
 			buyer.MCPURL, filepath.Join(buyer.Dir, instance.AgentTokenFile), supplier.MCPURL, filepath.Join(supplier.Dir, instance.AgentTokenFile))
@@ -250,6 +250,6 @@ func connectMode(spec, tokensDir, amount string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nDone: %s reached settlement_pending.\n", txn)
+	fmt.Fprintf(w, "\nDone: %s reached completed.\n", txn)
 	return nil
 }

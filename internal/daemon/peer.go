@@ -8,6 +8,7 @@ import (
 	"github.com/partyd/party/bindings/https"
 	"github.com/partyd/party/bindings/mcp"
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/record"
 )
 
@@ -46,10 +47,15 @@ func Record(opt PeerOptions) Mounter {
 		if err != nil {
 			return err
 		}
+		reg, err := rails.Open(o.In.Dir, o.Config().Rails, o.Clock)
+		if err != nil {
+			return err
+		}
 		engine := record.New(o, record.Options{
 			Transport: transport,
 			Mandates:  record.HTTPMandates{Clients: o.Clients},
 			Outbox:    opt.Outbox,
+			Rails:     reg,
 		})
 		if err := engine.Start(ctx); err != nil {
 			return err
@@ -77,6 +83,7 @@ func Record(opt PeerOptions) Mounter {
 			case <-time.After(100 * time.Millisecond):
 			}
 			engine.Resume(ctx)
+			go engine.RunSettlements(ctx)
 			if err := engine.Outbox().Run(ctx); err != nil && ctx.Err() == nil {
 				d.Log.Error("outbox worker stopped", "error", err)
 			}

@@ -9,7 +9,8 @@
 // for its procurement lead), an offer of 3200.00 EUR for calibrating 20
 // pressure transmitters, the acceptance approved by the buyer's principal,
 // the agreement committed, the supplier's obligation issued, performance
-// asserted with a third-party certificate, and accepted: settlement_pending.
+// asserted with a third-party certificate, and accepted; paid on the
+// sandbox rail and closed: completed.
 // Each side then exports its record and verifies it.
 package demo
 
@@ -117,7 +118,8 @@ func Setup(ctx context.Context, out string, buyerPorts, supplierPorts Ports) (bu
 		p.TransactionID = txn
 		return nil
 	}
-	if err := issue(buyer, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected"}, supplier.Org,
+	if err := issue(buyer, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected",
+		"settlement.instruct", "transaction.complete"}, supplier.Org,
 		[]map[string]any{{
 			"id":                    "r_acceptance_needs_procurement_lead",
 			"when":                  map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
@@ -126,7 +128,7 @@ func Setup(ctx context.Context, out string, buyerPorts, supplierPorts Ports) (bu
 		}}); err != nil {
 		return nil, nil, fmt.Errorf("buyer mandate: %w", err)
 	}
-	if err := issue(supplier, []string{"offer.submit", "agreement.sign", "performance.declared"}, buyer.Org, nil); err != nil {
+	if err := issue(supplier, []string{"offer.submit", "agreement.sign", "performance.declared", "transaction.complete"}, buyer.Org, nil); err != nil {
 		return nil, nil, fmt.Errorf("supplier mandate: %w", err)
 	}
 	return buyer, supplier, nil
@@ -391,7 +393,49 @@ func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, app
 	if rs["state"] != "settlement_pending" {
 		return txn, steps, fmt.Errorf("the walkthrough ended in %v", rs["state"])
 	}
+	// The buyer pays on the sandbox rail; the rail's answer lands in both
+	// records as a receipt; the supplier closes the deal.
+	pay, err := buyer.Call(ctx, "instruct_settlement", map[string]any{"mandate_id": bm, "obligation_id": oblID, "rail": "rail_test_sandbox",
+		"idempotency_key": "pay-" + txn, "request_id": "pay-1"})
+	if err != nil {
+		return txn, steps, err
+	}
+	add(buyer, "instruct_settlement", fmt.Sprint(pay["state"]), fmt.Sprint(pay["objects"].(map[string]any)["settlement_instruction"]))
+	if err := awaitReceipt(ctx, supplier, txn); err != nil {
+		return txn, steps, err
+	}
+	add(supplier, "settlement_status", "succeeded", "receipt in both records")
+	done, err := supplier.Call(ctx, "complete_transaction", map[string]any{"mandate_id": sm, "transaction_id": txn, "request_id": "complete-1"})
+	if err != nil {
+		return txn, steps, err
+	}
+	add(supplier, "complete_transaction", fmt.Sprint(done["state"]), fmt.Sprint(done["objects"].(map[string]any)["event"]))
+	if done["state"] != "completed" {
+		return txn, steps, fmt.Errorf("the walkthrough ended in %v (%v)", done["state"], done["waiting_for"])
+	}
 	return txn, steps, nil
+}
+
+// awaitReceipt waits until a side's record holds a succeeded receipt of
+// the transaction's payment (the rail's answer travels as its own message).
+func awaitReceipt(ctx context.Context, a *Agent, txn string) error {
+	for i := 0; i < 100; i++ {
+		st, err := a.Call(ctx, "settlement_status", map[string]any{"transaction_id": txn})
+		if err != nil {
+			return err
+		}
+		if list, _ := st["settlements"].([]any); len(list) > 0 {
+			if s, _ := list[len(list)-1].(map[string]any); s["state"] == "succeeded" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no succeeded receipt of %s reached %s", txn, a.Party.Name)
 }
 
 // Verification is one side's bundle and its report counts.

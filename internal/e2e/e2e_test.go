@@ -151,10 +151,10 @@ func setup(t *testing.T) (buyer, supplier *demo.Party) {
 		}
 		p.MandateID = m["id"].(string)
 	}
-	issue(buyer, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected"}, supplier.Org,
+	issue(buyer, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete"}, supplier.Org,
 		[]any{map[string]any{"id": "r_acceptance", "when": map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
 			"approver": map[string]any{"organization_id": buyer.Org, "role": "procurement_lead"}, "expires_after_seconds": 3600}})
-	issue(supplier, []string{"offer.submit", "agreement.sign", "performance.declared"}, buyer.Org, nil)
+	issue(supplier, []string{"offer.submit", "agreement.sign", "performance.declared", "transaction.complete"}, buyer.Org, nil)
 	return buyer, supplier
 }
 
@@ -238,7 +238,7 @@ func TestTwoServeProcessesWalkthrough(t *testing.T) {
 	if !approved || len(steps) == 0 {
 		t.Fatal("the buyer's acceptance was not held for its principal's approval")
 	}
-	records(t, buyer, supplier, txn, 5)
+	records(t, buyer, supplier, txn, 7)
 
 	// No private key material in any tool result, log or database.
 	for _, p := range []*demo.Party{buyer, supplier} {
@@ -502,7 +502,7 @@ func TestComposeMandatesWithScriptedAgents(t *testing.T) {
 	serve(t, dirs["delta"])
 	cmd := exec.Command(twoPartyBin, "--connect", strings.Join(urls, ","), "--tokens-dir", filepath.Join(root, "tokens"))
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "reached settlement_pending") {
+	if err != nil || !strings.Contains(string(out), "reached completed") {
 		t.Fatalf("scripted agents: %v\n%s", err, out)
 	}
 }

@@ -1,6 +1,8 @@
 package instance
 
 import (
+	"github.com/partyd/party/internal/rails"
+
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -188,6 +190,7 @@ func Init(dir string, o InitOptions) (Summary, error) {
 		PublicURL:      o.PublicURL,
 		AdminAddr:      o.AdminAddr,
 		LogLevel:       "info",
+		Rails:          []rails.Config{{ID: "rail_test_sandbox", Kind: "sandbox"}},
 	}
 	if err := writeConfig(dir, cfg); err != nil {
 		return Summary{}, err

@@ -24,6 +24,8 @@
 package instance
 
 import (
+	"github.com/partyd/party/internal/rails"
+
 	"bytes"
 	"crypto"
 	"crypto/rand"
@@ -89,6 +91,10 @@ type Config struct {
 	AdminAddr string `json:"admin_addr"`
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string `json:"log_level"`
+	// Rails are the settlement rails this instance offers and accepts
+	// payment on (package rails): a sandbox rail by default; a webhook
+	// rail reaches the organisation's own payment system.
+	Rails []rails.Config `json:"rails,omitempty"`
 }
 
 // Paths resolves a state directory's files.
