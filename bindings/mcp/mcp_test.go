@@ -18,7 +18,6 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/orgtest"
-	"github.com/partyd/party/internal/principal"
 )
 
 func setup(t *testing.T) (*orgtest.Node, *sdk.Server, string) {
@@ -26,7 +25,7 @@ func setup(t *testing.T) (*orgtest.Node, *sdk.Server, string) {
 	ctx := context.Background()
 	n := orgtest.New(t, "org_northstar", nil, true)
 	now := time.Now().UTC()
-	m, err := principal.New(n.Org).IssueMandate(ctx, authority.IssueRequest{
+	m, err := n.Principal(t).IssueMandate(ctx, authority.IssueRequest{
 		ValidFrom: envelope.Timestamp(now.Add(-time.Minute)), ValidUntil: envelope.Timestamp(now.Add(24 * time.Hour)),
 		Actions:       []string{"offer.accept"},
 		Scope:         map[string]any{"categories": []any{"services.calibration"}},
@@ -145,11 +144,11 @@ func TestToolsOverInMemoryTransport(t *testing.T) {
 	if out, isErr := callJSON(t, cs, "request_approval", other); !isErr || out["outcome"] != "refused" {
 		t.Fatalf("request_id reused with other arguments: %v", out)
 	}
-	if reqs, _ := principal.New(n.Org).Approvals(context.Background(), true); len(reqs) != 1 {
+	if reqs, _ := n.Principal(t).Approvals(context.Background(), true); len(reqs) != 1 {
 		t.Fatalf("%d pending requests, want 1", len(reqs))
 	}
 	// The agent has no tool to approve; the principal's surface decides.
-	if _, err := principal.New(n.Org).Decide(context.Background(), first["approval_request_id"].(string), true, nil); err != nil {
+	if _, err := n.Principal(t).Decide(context.Background(), first["approval_request_id"].(string), true, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := callJSON(t, cs, "approval_status", map[string]any{"approval_request_id": first["approval_request_id"]})

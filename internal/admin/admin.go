@@ -46,7 +46,6 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/instance"
-	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -92,13 +91,15 @@ type handler struct {
 	log   *slog.Logger
 }
 
-// Handler returns the admin surface of o. adminToken opens it; agentToken
-// is recognised only to be refused with 403.
-func Handler(o *org.Org, adminToken, agentToken string, log *slog.Logger) http.Handler {
+// Handler returns the admin surface over the principal's surface p, the
+// one value in a serve process that signs as the principal (see package
+// principal, "Roles in the types"). adminToken opens it; agentToken is
+// recognised only to be refused with 403.
+func Handler(p *principal.Surface, adminToken, agentToken string, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{p: principal.New(o), org: o.Config().OrganizationID, admin: adminToken, agent: agentToken, csrf: FormToken(adminToken), log: log}
+	h := &handler{p: p, org: p.Config().OrganizationID, admin: adminToken, agent: agentToken, csrf: FormToken(adminToken), log: log}
 
 	private := http.NewServeMux()
 	private.HandleFunc("GET /{$}", h.page)

@@ -69,14 +69,15 @@ func request(now time.Time, id string) authority.IssueRequest {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	n := orgtest.New(t, "org_acme", nil, true)
-	m, err := principal.New(n.Org).IssueMandate(context.Background(), request(time.Now().UTC(), ""))
+	p := n.Principal(t)
+	m, err := p.IssueMandate(context.Background(), request(time.Now().UTC(), ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{n: n, agent: agent.New(n.Org), mandate: m["id"].(string)}
 	f.adminTok, _ = instance.LoadToken(n.Dir, instance.AdminTokenFile)
 	f.agentTok, _ = instance.LoadToken(n.Dir, instance.AgentTokenFile)
-	f.srv = httptest.NewServer(admin.Handler(n.Org, f.adminTok, f.agentTok, nil))
+	f.srv = httptest.NewServer(admin.Handler(p, f.adminTok, f.agentTok, nil))
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -247,7 +248,7 @@ func TestAgentTokenForbidden(t *testing.T) {
 	if st := f.status(t, r.ApprovalRequestID); st != "pending" {
 		t.Fatalf("request became %s", st)
 	}
-	ms, _ := principal.New(f.n.Org).Mandates(context.Background())
+	ms, _ := f.n.Principal(t).Mandates(context.Background())
 	for _, m := range ms {
 		if m.ID == "mnd_0123456789abcdef0123dddd" {
 			t.Fatal("the agent token issued a mandate")

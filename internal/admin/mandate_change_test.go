@@ -19,7 +19,7 @@ import (
 func TestMandateChangeErrors(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	p := principal.New(f.n.Org)
+	p := f.n.Principal(t)
 
 	// A mandate this instance holds but did not issue.
 	foreign := "mnd_0123456789abcdef0123dddd"

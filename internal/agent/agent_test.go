@@ -58,7 +58,7 @@ func TestVerifyApproveAllow(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	n := orgtest.New(t, "org_northstar", c.now, true)
-	p := principal.New(n.Org)
+	p := n.Principal(t)
 	a := agent.New(n.Org)
 	m, err := p.IssueMandate(ctx, walkthroughMandate(c.t))
 	if err != nil {
@@ -144,7 +144,7 @@ func TestRevocationDeniesThroughLiveStatus(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	n := orgtest.New(t, "org_northstar", c.now, true)
-	p := principal.New(n.Org)
+	p := n.Principal(t)
 	a := agent.New(n.Org)
 	req := walkthroughMandate(c.t)
 	req.ApprovalRules = nil

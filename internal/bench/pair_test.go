@@ -64,7 +64,11 @@ func issue(ctx context.Context, p *demo.Party, actions []string, counterparty st
 	}
 	defer o.Close()
 	now := time.Now().UTC()
-	m, err := principal.New(o).IssueMandate(ctx, authority.IssueRequest{
+	ps, err := principal.Open(o)
+	if err != nil {
+		return "", err
+	}
+	m, err := ps.IssueMandate(ctx, authority.IssueRequest{
 		ValidFrom:     envelope.Timestamp(now.Add(-time.Minute)),
 		ValidUntil:    envelope.Timestamp(now.Add(30 * 24 * time.Hour)),
 		Actions:       actions,

@@ -104,15 +104,21 @@ func cliLogger(stderr io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// openPrincipal opens the organisation in dir for one principal command.
-// It opens the record directly, so it works whether or not `party serve`
-// is running: the database serialises the two processes' writes.
+// openPrincipal opens the organisation in dir for one principal command,
+// with the principal's key loaded beside it (principal.Open). It opens the
+// record directly, so it works whether or not `party serve` is running:
+// the database serialises the two processes' writes.
 func openPrincipal(dir string, stderr io.Writer) (*org.Org, *principal.Surface, error) {
 	o, err := org.Open(dir, org.Options{Logger: cliLogger(stderr)})
 	if err != nil {
 		return nil, nil, err
 	}
-	return o, principal.New(o), nil
+	p, err := principal.Open(o)
+	if err != nil {
+		o.Close()
+		return nil, nil, err
+	}
+	return o, p, nil
 }
 
 // failure reports err and returns exit status 1. A refusal is printed with

@@ -3,44 +3,44 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/partyd/party/bindings/mcp"
-	"github.com/partyd/party/internal/daemon"
-	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/bindings/mcp/bridge"
+	"github.com/partyd/party/internal/instance"
 )
 
 func init() {
-	register("mcp", "serve the agent's tools over stdio, for an MCP client that launches a process", runMCP)
+	register("mcp", "connect an MCP client that launches a process (stdio) to the running serve", runMCP)
 }
 
 const mcpUsage = `Usage: party mcp --dir DIR [--log-level LEVEL]
 
-Serves the agent's MCP tools over standard input and output, for an agent
-client that launches the server as a process. Standard output carries
-only the protocol; logs are JSON lines on standard error.
+Connects an agent client that launches its MCP server as a process to the
+running 'party serve' of DIR: a bridge between standard input and output
+and serve's MCP endpoint (config.json's mcp_addr, path /mcp), which it
+calls with the agent token in DIR/tokens/agent. Every message is
+forwarded both ways, notifications included, so the client sees exactly
+the tools serve offers, acting on the one record engine serve runs.
+Standard output carries only the protocol; logs are JSON lines on
+standard error, and never hold the token. Of DIR it reads config.json and
+tokens/agent, nothing else.
 
-The tools are the same as on 'party serve's MCP endpoint, over the same
-record, and the process needs no token: whoever can start it can already
-read the state directory. Run 'party serve' beside it: it serves the
-mandate status endpoints the evaluator resolves (without them every act
-is denied with A202-MANDATE-STATUS-UNRESOLVED) and receives the
-counterparty's messages. A warning is logged when the peer listener does
-not answer.
+Start 'party serve --dir DIR' first: when nothing answers at mcp_addr,
+party mcp says so on standard error and exits 1.
 
 The process ends when the client closes standard input, or on SIGINT or
-SIGTERM.
+SIGTERM; it ends with status 1 when serve stops, restarts (its sessions
+are gone: restart the client) or refuses the token.
 
-Exit status: 0 after a clean end, 1 when the instance cannot be opened or
-the server fails, 2 on a usage error.
+Exit status: 0 after a clean end, 1 when serve cannot be reached or the
+bridge fails, 2 on a usage error.
 `
 
-func runMCP(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := newFlags("party mcp", mcpUsage)
 	dir, log, code, ok := c.longRunning(args, stdout, stderr)
 	if !ok {
@@ -48,32 +48,27 @@ func runMCP(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o, err := org.Open(dir, org.Options{Logger: log})
+	cfg, err := instance.LoadConfig(dir)
 	if err != nil {
-		log.Error("party mcp: opening the instance", "error", err)
+		log.Error("party mcp: reading the instance", "error", err)
 		return 1
 	}
-	defer o.Close()
-	peerAddr := o.Config().PeerAddr
-	if conn, err := net.DialTimeout("tcp", peerAddr, 2*time.Second); err != nil {
-		log.Warn("the peer listener does not answer; start 'party serve' so mandate status resolves and counterparties can reach this instance",
-			"peer_addr", peerAddr)
-	} else {
-		conn.Close()
-	}
-	tools, err := daemon.Tools(ctx, o, log, serveMounts)
+	token, err := instance.LoadToken(dir, instance.AgentTokenFile)
 	if err != nil {
-		log.Error("party mcp: mounting tools", "error", err)
+		log.Error("party mcp: reading the agent token", "error", err)
 		return 1
 	}
-	server := mcp.NewServer(tools, o.Store, log)
-	log.Info("party mcp serving on stdio", "organization_id", o.Config().OrganizationID, "tools", len(tools))
-	// ServeStdio uses the process's own standard streams, which are the
-	// ones Main was given whenever it runs as the party binary.
-	if err := mcp.ServeStdio(ctx, server); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		log.Error("party mcp: server", "error", err)
-		return 1
+	addr := loopback(cfg.MCPAddr)
+	err = bridge.Run(ctx, stdin, stdout, bridge.Options{Endpoint: "http://" + addr + "/mcp", Token: token, Logger: log})
+	switch {
+	case err == nil, ctx.Err() != nil && errors.Is(err, context.Canceled):
+		log.Info("party mcp stopped")
+		return 0
+	case errors.Is(err, bridge.ErrNotRunning):
+		log.Error(fmt.Sprintf("party serve is not running: nothing answers at %s (mcp_addr); start it with: party serve --dir %s", addr, dir),
+			"mcp_addr", addr, "error", err)
+	default:
+		log.Error("party mcp failed", "error", err)
 	}
-	log.Info("party mcp stopped")
-	return 0
+	return 1
 }

@@ -18,15 +18,16 @@ func init() {
 	register("serve", "run the instance: MCP, peer and admin listeners, until interrupted", runServe)
 }
 
-// serveMounts are the parts `party serve` and `party mcp` add to the
-// daemon beyond the agent's surface and the status endpoints: the record
-// engine, the carriers and their tools. Other files of this package
-// register theirs from an init function with addServeMount, so that a new
-// carrier needs no edit here.
+// serveMounts are the parts `party serve` adds to the daemon beyond the
+// agent's surface and the status endpoints: the record engine, the
+// carriers and their tools. Other files of this package register theirs
+// from an init function with addServeMount, so that a new carrier needs no
+// edit here. (`party mcp` mounts nothing: it is a bridge to serve's MCP
+// endpoint, so one engine runs per database.)
 var serveMounts []daemon.Mounter
 
-// addServeMount registers m for every serve and mcp process. Call it from
-// an init function only: the list is read without a lock.
+// addServeMount registers m for every serve process. Call it from an init
+// function only: the list is read without a lock.
 func addServeMount(m daemon.Mounter) { serveMounts = append(serveMounts, m) }
 
 const serveUsage = `Usage: party serve --dir DIR [--log-level LEVEL]

@@ -10,6 +10,15 @@
 //   - The admin listener (config admin_addr, loopback, plain HTTP): the
 //     principal's approvals page behind the admin token.
 //
+// Roles. The agent's listener and the peer listener are served from the
+// organisation's runtime (*org.Org) and what the Mounters build on it —
+// the Daemon value, the agent's surface, the record engine — none of which
+// holds the principal's key. The admin listener alone is served from a
+// principal.Surface, which Run builds from the runtime and the principal
+// key it loads separately (principal.Open); that value is handed to the
+// admin handler and to nothing else, so no agent tool and no part of the
+// record engine can reach it (package principal, "Roles in the types").
+//
 // Shutdown is graceful: when the context ends, listeners stop accepting,
 // requests in flight finish (for at most ShutdownGrace), and the record is
 // closed. Nothing is lost by a hard stop either: every act is written in
@@ -33,6 +42,7 @@ import (
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
+	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/status"
 )
@@ -53,7 +63,8 @@ type Options struct {
 type Addrs struct{ MCP, Peer, Admin string }
 
 // Daemon is a running instance's parts, for the peer-facing handlers that
-// other packages mount (see Mount).
+// other packages mount (see Mount). It is the agent's side of the
+// instance: it holds no principal key and no principal surface.
 type Daemon struct {
 	Org   *org.Org
 	Agent *agent.Surface
@@ -87,6 +98,11 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	}
 	defer o.Close()
 	cfg := o.Config()
+	// The principal's surface, for the admin listener only: kept out of d.
+	principalSurface, err := principal.Open(o)
+	if err != nil {
+		return err
+	}
 	agentTok, err := instance.LoadToken(dir, instance.AgentTokenFile)
 	if err != nil {
 		return err
@@ -136,7 +152,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	servers := []*http.Server{
 		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: d.peerMux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: admin.Handler(o, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
 	}
 	lns := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}

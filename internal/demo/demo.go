@@ -104,7 +104,11 @@ func Setup(ctx context.Context, out string, buyerPorts, supplierPorts Ports) (bu
 			return err
 		}
 		defer o.Close()
-		m, err := principal.New(o).IssueMandate(ctx, authority.IssueRequest{
+		ps, err := principal.Open(o)
+		if err != nil {
+			return err
+		}
+		m, err := ps.IssueMandate(ctx, authority.IssueRequest{
 			ValidFrom: envelope.Timestamp(now.Add(-time.Minute)), ValidUntil: envelope.Timestamp(now.Add(30 * 24 * time.Hour)),
 			Actions:       actions,
 			Scope:         map[string]any{"transaction_ids": []any{txn}, "counterparty_organization_ids": []any{counterparty}},

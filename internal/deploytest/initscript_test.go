@@ -17,7 +17,6 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/orgtest"
-	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -91,7 +90,7 @@ func issueRequest(t *testing.T, org, file string) {
 	req.ValidFrom = envelope.Timestamp(now)
 	req.ValidUntil = envelope.Timestamp(now.AddDate(0, 0, 90))
 	node := orgtest.New(t, org, nil, false)
-	m, err := principal.New(node.Org).IssueMandate(context.Background(), req)
+	m, err := node.Principal(t).IssueMandate(context.Background(), req)
 	if err != nil {
 		t.Fatalf("%s: the principal cannot issue it: %v", file, err)
 	}

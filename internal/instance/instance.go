@@ -1,55 +1,97 @@
 package instance
 
 import (
+	"context"
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
 )
 
-// Instance is an opened state directory: configuration, keys and record.
-// It is what the serve process, the stdio MCP server and the principal's
-// command-line calls all build on.
+// Instance is an opened state directory: configuration, the agent's key,
+// the principal's public key, and the record. It is what the serve
+// process, the agent's surfaces and the principal's command-line calls all
+// build on. It never holds the principal's private key (see the package
+// documentation, "Roles in the types").
 type Instance struct {
 	Dir    string
 	Config Config
 	Store  *store.Store
 
-	principal crypto.Signer
-	agent     crypto.Signer
+	agent           crypto.Signer
+	principalPublic crypto.PublicKey
 }
 
-// Open loads a state directory made by Init.
+// Open loads a state directory made by Init: config.json, keys/agent.pem
+// and the record. keys/principal.pem is not read; the principal's public
+// key comes from its key record in the record.
 func Open(dir string) (*Instance, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
 	p := Paths{dir}
-	principal, err := loadSigner(p.Join(PrincipalKeyFile))
+	agent, err := keys.ReadPrivateFile(p.Join(AgentKeyFile))
 	if err != nil {
-		return nil, err
-	}
-	agent, err := loadSigner(p.Join(AgentKeyFile))
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("instance: %w", err)
 	}
 	st, err := store.Open(p.Join(DatabaseFile))
 	if err != nil {
 		return nil, err
 	}
-	return &Instance{Dir: dir, Config: cfg, Store: st, principal: principal, agent: agent}, nil
+	pub, err := ownPrincipalKey(context.Background(), st, cfg)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &Instance{Dir: dir, Config: cfg, Store: st, agent: agent, principalPublic: pub}, nil
+}
+
+// ownPrincipalKey reads the public key of this organisation's principal
+// from the key record bootstrap stored under its key id. The record must
+// name this organisation as controller and carry a valid signature by the
+// key it describes (bootstrap signs it so); anything else means the
+// database is not this state directory's, and the instance does not open.
+func ownPrincipalKey(ctx context.Context, st *store.Store, cfg Config) (crypto.PublicKey, error) {
+	raw, err := st.GetObject(ctx, cfg.PrincipalKeyID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("instance: the record holds no key record for the principal key %s (was it made by `party init`?)", cfg.PrincipalKeyID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	obj, err := canonical.DecodeObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("instance: principal key record %s: %w", cfg.PrincipalKeyID, err)
+	}
+	payload, _ := obj["payload"].(map[string]any)
+	if obj["object_type"] != "key_record" || payload == nil || payload["controller_organization_id"] != cfg.OrganizationID {
+		return nil, fmt.Errorf("instance: object %s is not a key record of %s", cfg.PrincipalKeyID, cfg.OrganizationID)
+	}
+	pub, err := keys.ParseJWK(payload["public_key_jwk"])
+	if err != nil {
+		return nil, fmt.Errorf("instance: principal key record %s: %w", cfg.PrincipalKeyID, err)
+	}
+	if err := signature.VerifyEntry(obj, 0, pub); err != nil {
+		return nil, fmt.Errorf("instance: principal key record %s is not signed by the key it describes: %w", cfg.PrincipalKeyID, err)
+	}
+	return pub, nil
 }
 
 // Close closes the record.
 func (in *Instance) Close() error { return in.Store.Close() }
 
-// PrincipalKey returns the principal's signing key. Only the principal's
-// surface (CLI and admin listener) may call it; the agent's tools never do.
-func (in *Instance) PrincipalKey() crypto.Signer { return in.principal }
+// PrincipalPublicKey returns the principal's public key, as its key record
+// states it. The private key is not here: package principal loads it for
+// the principal's surface only.
+func (in *Instance) PrincipalPublicKey() crypto.PublicKey { return in.principalPublic }
 
 // AgentKey returns the agent's signing key.
 func (in *Instance) AgentKey() crypto.Signer { return in.agent }

@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/store"
 )
 
 func TestInitCreatesStateDirectory(t *testing.T) {
@@ -156,13 +159,22 @@ func TestInitIssuesInstanceMandateAndKeyRecords(t *testing.T) {
 	if !IsInstanceMandate(m) {
 		t.Fatal("the init mandate is not the instance mandate")
 	}
-	if err := signature.VerifyMandateProof(m, in.PrincipalKey().Public()); err != nil {
+	// The principal key is read from its file: the opened instance holds
+	// its public half only, as the key record states it.
+	principal, err := keys.ReadPrivateFile(filepath.Join(dir, PrincipalKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !principal.Public().(*ecdsa.PublicKey).Equal(in.PrincipalPublicKey()) {
+		t.Fatal("the instance's principal public key is not the key file's")
+	}
+	if err := signature.VerifyMandateProof(m, principal.Public()); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for _, b := range recs {
 		obj, _ := canonical.DecodeObject(b)
-		if err := signature.VerifyEntry(obj, 0, in.PrincipalKey().Public()); err != nil {
+		if err := signature.VerifyEntry(obj, 0, principal.Public()); err != nil {
 			t.Fatal(err)
 		}
 		if obj["created_by"].(map[string]any)["mandate_id"] != m["id"] {
@@ -172,5 +184,75 @@ func TestInitIssuesInstanceMandateAndKeyRecords(t *testing.T) {
 	}
 	if !seen[sum.AgentKeyID] || !seen[sum.PrincipalKeyID] {
 		t.Fatalf("key records %v", seen)
+	}
+}
+
+// TestOpenNeverReadsThePrincipalKey: the instance every runtime builds on
+// opens, with the principal's public key, when keys/principal.pem is
+// gone; its public key comes from the principal's key record, which must
+// be signed by that key and controlled by this organisation.
+func TestOpenNeverReadsThePrincipalKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	if _, err := Init(dir, InitOptions{OrganizationID: "org_delta"}); err != nil {
+		t.Fatal(err)
+	}
+	principal, err := keys.ReadPrivateFile(filepath.Join(dir, PrincipalKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, PrincipalKeyFile), filepath.Join(t.TempDir(), "elsewhere.pem")); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open without the principal key file: %v", err)
+	}
+	if !principal.Public().(*ecdsa.PublicKey).Equal(in.PrincipalPublicKey()) {
+		t.Fatal("the principal's public key is not the one its key file held")
+	}
+
+	in.Close()
+
+	// config.json naming a principal key id whose key record is missing,
+	// is not signed by the key it describes (the agent's, signed by the
+	// principal), or is another organisation's: the record is not this
+	// state directory's, and the instance does not open.
+	ctx := context.Background()
+	other := filepath.Join(t.TempDir(), "o")
+	osum, err := Init(other, InitOptions{OrganizationID: "org_bravo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oin, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := oin.Store.GetObject(ctx, osum.PrincipalKeyID)
+	oin.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutObject(ctx, foreign, "peer"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keyID := range []string{"key_0123456789abcdef01234567", cfg.AgentKeyID, osum.PrincipalKeyID} {
+		c := cfg
+		c.PrincipalKeyID = keyID
+		if err := writeConfig(dir, c); err != nil {
+			t.Fatal(err)
+		}
+		if in, err := Open(dir); err == nil {
+			in.Close()
+			t.Errorf("opened with principal_key_id %s", keyID)
+		}
 	}
 }

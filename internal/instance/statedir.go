@@ -21,13 +21,23 @@
 // token opens the MCP surface only, the admin token the principal's surface
 // only: an agent can ask, verify and act under a mandate, never approve or
 // issue one (decisions.md 9).
+//
+// Roles in the types. Open, which every runtime of the instance builds on,
+// loads the agent key and never reads keys/principal.pem: an opened
+// Instance holds the principal's public key only, taken from the
+// principal's own key record in the database (signed by that key, checked
+// when the instance opens), which is what key resolution needs. The
+// principal's private key is read by package principal alone
+// (principal.LoadKey), for the principal's surface: `party mandate`,
+// `party approve`/`reject`/`approvals` and the admin listener. Init is the
+// one other place that holds it: it generates the key, signs the key
+// records and the instance mandate with it, and writes it to its file.
 package instance
 
 import (
 	"github.com/partyd/party/internal/rails"
 
 	"bytes"
-	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -41,8 +51,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/partyd/party/internal/keys"
 )
 
 // File names inside a state directory.
@@ -156,26 +164,6 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
-}
-
-// loadSigner reads a private key file, refusing one that others can read.
-func loadSigner(path string) (crypto.Signer, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("instance: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("instance: %s is readable by others (mode %v); chmod 600 it", path, st.Mode().Perm())
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("instance: %w", err)
-	}
-	k, err := keys.ParsePrivatePEM(data)
-	if err != nil {
-		return nil, fmt.Errorf("instance: %s: %w", path, err)
-	}
-	return k, nil
 }
 
 // newToken returns 32 random bytes as base64url: a bearer token.

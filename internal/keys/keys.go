@@ -8,6 +8,7 @@
 //   - MarshalPrivatePEM and ParsePrivatePEM store a private key as a PKCS#8
 //     PEM block. Whoever writes the file makes it mode 0600; this package
 //     never writes files and never puts key material in an error.
+//     ReadPrivateFile reads such a file, refusing one that others can read.
 //   - PublicJWK and ParseJWK convert a public key to and from its JWK form
 //     (RFC 7517), the form a key_record carries in public_key_jwk. Import
 //     is strict: only EC P-256 and OKP Ed25519, only the public members,
@@ -28,6 +29,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Algorithm names of the two registered signature suites (kernel schema
@@ -101,6 +103,28 @@ func ParsePrivatePEM(data []byte) (crypto.Signer, error) {
 	default:
 		return nil, fmt.Errorf("keys: private key type %T is not P-256 ECDSA or Ed25519", k)
 	}
+}
+
+// ReadPrivateFile reads a private key file written with MarshalPrivatePEM,
+// refusing one whose mode lets anyone but its owner read or write it: a key
+// others could read is no longer this instance's alone, so it is not used.
+func ReadPrivateFile(path string) (crypto.Signer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("keys: %s is readable by others (mode %v); chmod 600 it", path, st.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
+	}
+	k, err := ParsePrivatePEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
 }
 
 // Algorithm returns the signature algorithm a public key verifies: "ES256"

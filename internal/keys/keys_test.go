@@ -304,6 +304,44 @@ func TestPrivatePEMRoundTrip(t *testing.T) {
 	}
 }
 
+// TestReadPrivateFile reads a key file of mode 0600 and refuses the same
+// file once its group or others may read it, or when it holds no key,
+// without putting key material in the error.
+func TestReadPrivateFile(t *testing.T) {
+	k := mustGenerate(t)
+	data, _ := MarshalPrivatePEM(k)
+	path := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadPrivateFile(path)
+	if err != nil || !k.Equal(got) {
+		t.Fatalf("read back %v", err)
+	}
+	body := strings.Split(string(data), "\n")[1]
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o660} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadPrivateFile(path)
+		if err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("mode %v: %v", mode, err)
+		}
+	}
+	if err := os.WriteFile(path, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPrivateFile(path); err == nil || strings.Contains(err.Error(), body[:16]) {
+		t.Errorf("not a key: %v", err)
+	}
+	if _, err := ReadPrivateFile(filepath.Join(t.TempDir(), "absent.pem")); err == nil {
+		t.Error("a missing file read")
+	}
+}
+
 func TestPrivatePEMRefusals(t *testing.T) {
 	k := mustGenerate(t)
 	good, _ := MarshalPrivatePEM(k)

@@ -4,10 +4,18 @@
 // mandate resolver, the live status client and the policy evaluator.
 //
 // Everything that acts for the organisation builds on an *Org: the
-// principal's surface (package principal), the agent's surface (package
-// agent), the record protocol and the serve process. An Org never holds
-// another organisation's private key; it cannot, because the only private
-// keys it can reach are the two files of its own state directory.
+// agent's surface (package agent), the record protocol, the serve process,
+// and the principal's surface (package principal), which adds the
+// principal's key to it.
+//
+// An Org is the agent's side of the organisation. The only private keys it
+// holds are the agent's signing key and, for mutual TLS with peers, the
+// instance's TLS key. It never holds the principal's private key, nor any
+// other organisation's: the principal's key is loaded apart, by package
+// principal, into the principal's surface alone, and an Org resolves the
+// principal's key id to the public key its key record states (see package
+// principal, "Roles in the types"). So nothing built on an Org alone can
+// issue a mandate, change a mandate's status or approve an act.
 package org
 
 import (
@@ -149,20 +157,15 @@ func (o *Org) AgentSigner() (signature.Signer, error) {
 	return signature.NewSigner(o.In.Config.AgentKeyID, o.In.AgentKey())
 }
 
-// PrincipalSigner signs as this organisation's principal. Only the
-// principal's surface calls it.
-func (o *Org) PrincipalSigner() (signature.Signer, error) {
-	return signature.NewSigner(o.In.Config.PrincipalKeyID, o.In.PrincipalKey())
-}
-
-// ResolveKey implements authority.KeyResolver: this organisation's two keys,
+// ResolveKey implements authority.KeyResolver: this organisation's two keys
+// (public halves: the principal's from its key record),
 // then the principal keys a pinned peer file carries, then the agent keys
 // a pinned principal vouched for in a key record.
 func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, error) {
 	cfg := o.In.Config
 	switch keyID {
 	case cfg.PrincipalKeyID:
-		return authority.Key{Public: o.In.PrincipalKey().Public(), OrganizationID: cfg.OrganizationID, HolderID: cfg.PrincipalID, Status: o.keyStatus(ctx, keyID)}, nil
+		return authority.Key{Public: o.In.PrincipalPublicKey(), OrganizationID: cfg.OrganizationID, HolderID: cfg.PrincipalID, Status: o.keyStatus(ctx, keyID)}, nil
 	case cfg.AgentKeyID:
 		return authority.Key{Public: o.In.AgentKey().Public(), OrganizationID: cfg.OrganizationID, HolderID: cfg.AgentID, Status: o.keyStatus(ctx, keyID)}, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
+	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/status"
 )
 
@@ -61,6 +62,18 @@ func New(t testing.TB, orgID string, clock func() time.Time, serveStatus bool) *
 		n.serveStatus(t)
 	}
 	return n
+}
+
+// Principal returns the principal's surface of the node: its runtime with
+// the principal key loaded beside it, as `party mandate` and the admin
+// listener have it. Node.Org itself holds no principal key.
+func (n *Node) Principal(t testing.TB) *principal.Surface {
+	t.Helper()
+	p, err := principal.Open(n.Org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func (n *Node) serveStatus(t testing.TB) {

@@ -169,10 +169,10 @@ func TestTrustKeyRecord(t *testing.T) {
 	refuse("signed by an unpinned principal key", unpinned, rec)
 	// A record under the principal's key_id carrying another key, even
 	// signed by the pinned principal, does not rebind the principal.
-	rec, _ = peering.IssueKeyRecord(spec(a.Instance.Config.PrincipalKeyID, fresh.Public()), a.Instance.Config.PrincipalKeyID, a.Instance.PrincipalKey(), now)
+	rec, _ = peering.IssueKeyRecord(spec(a.Instance.Config.PrincipalKeyID, fresh.Public()), a.Instance.Config.PrincipalKeyID, a.PrincipalKey(t), now)
 	refuse("principal key_id with another key", a.Info, rec)
 	// The allow direction of the same construction: a new key signed by the pinned principal.
-	rec, _ = peering.IssueKeyRecord(spec("key_fresh_three", fresh.Public()), a.Instance.Config.PrincipalKeyID, a.Instance.PrincipalKey(), now)
+	rec, _ = peering.IssueKeyRecord(spec("key_fresh_three", fresh.Public()), a.Instance.Config.PrincipalKeyID, a.PrincipalKey(t), now)
 	if _, _, err := peering.TrustKeyRecord(a.Info, rec); err != nil {
 		t.Fatalf("fresh key signed by the pinned principal: %v", err)
 	}
@@ -213,7 +213,7 @@ func TestTrustedKeysRefuseKeyChange(t *testing.T) {
 	}
 	// Even the pinned principal cannot rebind a key_id: refused and logged.
 	logs.Reset()
-	rec, _ = peering.IssueKeyRecord(spec, a.Instance.Config.PrincipalKeyID, a.Instance.PrincipalKey(), now)
+	rec, _ = peering.IssueKeyRecord(spec, a.Instance.Config.PrincipalKeyID, a.PrincipalKey(t), now)
 	if _, err := tk.Add(ctx, a.Info, rec); !errors.Is(err, peering.ErrUntrustedKey) {
 		t.Fatalf("key change: %v", err)
 	}

@@ -15,29 +15,158 @@
 // state directory's files) and the admin listener (with the admin token)
 // do. That separation is decisions.md 9: an agent can ask for approval but
 // can never approve.
+//
+// # Roles in the types
+//
+// That separation is a fact of the types, not a convention. The
+// organisation's runtime (*org.Org, over *instance.Instance) holds the
+// agent's private key and the principal's public key, never the
+// principal's private key: instance.Open does not read keys/principal.pem.
+// This package is the only reader of that file (LoadKey), and what it reads
+// it keeps in a Key, whose fields are unexported and which has no method
+// that signs or hands the private key out. A Surface is built from the two
+// separately, the way golang.org/x/mod's sumdb server is built from a narrow
+// ServerOps rather than from the whole of its storage:
+//
+//	o, _ := org.Open(dir, org.Options{})   // the agent runtime: no principal key
+//	k, _ := principal.LoadKey(dir)         // the principal's key, apart
+//	p, _ := principal.New(o, k)            // the one value that signs as the principal
+//
+// (Open does the last two steps.) Only the Surface's own acts sign with the
+// key: IssueMandate, Suspend, Reinstate, Revoke and Decide. New fails
+// closed when the key is not the one the instance's configuration names
+// and its key record states.
+//
+// What keeps the agent from it: the packages of the agent's side (org,
+// instance, agent, record, delivery, peering, status, store, bindings/mcp
+// and its bridge, bindings/a2a, bindings/https) import neither this
+// package nor the admin listener, and none of them names the principal
+// key file; the agent runtime's types (Org, Instance, agent.Surface,
+// record.Engine, daemon.Daemon) have no field through which a Key or a
+// Surface can be reached; and in a running `party serve`, which does load
+// the key for its admin listener, no private key reachable from the
+// values handed to the agent's tools and the record engine is the
+// principal's. roles_test.go and internal/daemon's tests check all three.
+// What the types cannot stop is code that reads the file itself: whoever
+// can read keys/ is that organisation (README, "Security model").
 package principal
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/status"
 	"github.com/partyd/party/internal/store"
 )
 
-// Surface is the principal's surface over one organisation.
-type Surface struct{ o *org.Org }
+// Key is an organisation's principal key, as LoadKey reads it from the
+// state directory. It signs nothing by itself: only a Surface built with
+// New signs with it, and only its own acts. Its printed and logged forms
+// name the key id alone.
+type Key struct {
+	id     string
+	public crypto.PublicKey
+	signer signature.Signer
+}
 
-// New returns the principal's surface of o.
-func New(o *org.Org) *Surface { return &Surface{o: o} }
+// LoadKey reads the principal's key from the state directory dir
+// (instance.PrincipalKeyFile, which must be mode 0600), under the key id
+// config.json names.
+func LoadKey(dir string) (*Key, error) {
+	cfg, err := instance.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	k, err := keys.ReadPrivateFile(instance.Paths{Dir: dir}.Join(instance.PrincipalKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("principal: %w", err)
+	}
+	signer, err := signature.NewSigner(cfg.PrincipalKeyID, k)
+	if err != nil {
+		return nil, fmt.Errorf("principal: %w", err)
+	}
+	return &Key{id: cfg.PrincipalKeyID, public: k.Public(), signer: signer}, nil
+}
+
+// KeyID is the key's key_id.
+func (k *Key) KeyID() string { return k.id }
+
+// Public is the key's public half.
+func (k *Key) Public() crypto.PublicKey { return k.public }
+
+// String names the key by its id only.
+func (k *Key) String() string { return "principal key " + k.id }
+
+// GoString, like String, names the key by its id only, so that %#v never
+// walks into the private key.
+func (k *Key) GoString() string { return k.String() }
+
+// LogValue logs the key as its id.
+func (k *Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// Surface is the principal's surface over one organisation: the agent
+// runtime o, to read the record and resolve keys and mandates, and the
+// principal's key, to sign.
+type Surface struct {
+	o   *org.Org
+	key *Key
+}
+
+// ErrWrongKey is returned by New for a key that is not this
+// organisation's principal key.
+var ErrWrongKey = errors.New("principal: the key is not this organisation's principal key")
+
+// New returns the principal's surface of o, signing with key. The key
+// must be the one o's configuration names and its key record in the
+// record states; any other is refused, so that nothing is signed under a
+// key id that belongs to a different key.
+func New(o *org.Org, key *Key) (*Surface, error) {
+	if o == nil || key == nil {
+		return nil, errors.New("principal: New needs the organisation and its principal key")
+	}
+	cfg := o.Config()
+	if key.id != cfg.PrincipalKeyID {
+		return nil, fmt.Errorf("%w: it is %s, the configuration names %s", ErrWrongKey, key.id, cfg.PrincipalKeyID)
+	}
+	own, err := o.PublicKey(context.Background(), cfg.PrincipalKeyID)
+	if err != nil {
+		return nil, err
+	}
+	if !samePublic(own, key.public) {
+		return nil, fmt.Errorf("%w: %s in %s does not match the key record %s", ErrWrongKey, instance.PrincipalKeyFile, o.In.Dir, cfg.PrincipalKeyID)
+	}
+	return &Surface{o: o, key: key}, nil
+}
+
+// Open loads the principal key from o's own state directory and returns
+// the principal's surface of o.
+func Open(o *org.Org) (*Surface, error) {
+	key, err := LoadKey(o.In.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return New(o, key)
+}
+
+func samePublic(a, b crypto.PublicKey) bool {
+	eq, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && eq.Equal(b)
+}
+
+// Config is the instance configuration.
+func (s *Surface) Config() instance.Config { return s.o.Config() }
 
 // IssueMandate completes req with this instance's defaults and issues it:
 // the issuer is this organisation's principal and key; the represented
@@ -71,10 +200,6 @@ func (s *Surface) IssueMandate(ctx context.Context, req authority.IssueRequest) 
 	if req.StatusEndpoint == "" {
 		req.StatusEndpoint = status.EndpointFor(cfg.PublicURL, req.MandateID)
 	}
-	signer, err := s.o.PrincipalSigner()
-	if err != nil {
-		return nil, err
-	}
 	now := s.o.Clock()
 	var m map[string]any
 	if req.ParentMandateID != nil {
@@ -82,13 +207,12 @@ func (s *Surface) IssueMandate(ctx context.Context, req authority.IssueRequest) 
 		if err != nil {
 			return nil, reason.Refusef(reason.MandateDelegationWidening, "parent mandate %s: %v", *req.ParentMandateID, err)
 		}
-		m, err = authority.IssueDelegated(req, parent, signer, now)
-		if err != nil {
+		if m, err = authority.IssueDelegated(req, parent, s.key.signer, now); err != nil {
 			return nil, err
 		}
 	} else {
-		m, err = authority.Issue(req, signer, now)
-		if err != nil {
+		var err error
+		if m, err = authority.Issue(req, s.key.signer, now); err != nil {
 			return nil, err
 		}
 	}
@@ -168,16 +292,12 @@ func (s *Surface) change(ctx context.Context, mandateID, from, to, why string) e
 	if why == "" {
 		why = "status changed by the issuing principal"
 	}
-	signer, err := s.o.PrincipalSigner()
-	if err != nil {
-		return err
-	}
 	now := s.o.Clock()
 	record, err := status.NewRevocationRecord(status.RevocationSpec{
 		SubjectType: "mandate", SubjectID: mandateID, Status: to, EffectiveAt: now, Reason: why,
 		CreatedBy: envelope.Actor{OrganizationID: s.o.Config().OrganizationID, AgentID: agent, MandateID: mandateID},
 		CreatedAt: now,
-	}, signer)
+	}, s.key.signer)
 	if err != nil {
 		return err
 	}
@@ -277,10 +397,6 @@ func (s *Surface) Decide(ctx context.Context, requestID string, approve bool, co
 	if !approve {
 		decision = authority.Rejected
 	}
-	signer, err := s.o.PrincipalSigner()
-	if err != nil {
-		return nil, err
-	}
 	obj, err := authority.NewApproval(ctx, authority.ApprovalRequest{
 		ActionHash:    r.ActionHash,
 		TransactionID: r.TransactionID,
@@ -289,7 +405,7 @@ func (s *Surface) Decide(ctx context.Context, requestID string, approve bool, co
 		Decision:      decision,
 		Rules:         v.Rules,
 		Conditions:    conditions,
-	}, signer, s.o, s.o.Clock())
+	}, s.key.signer, s.o, s.o.Clock())
 	if err != nil {
 		return nil, err
 	}

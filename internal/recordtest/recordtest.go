@@ -204,7 +204,11 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 	c.t = time.Now().UTC().Truncate(time.Second)
 	c.mu.Unlock()
 	mk := func(n *orgtest.Node, actions []string, counterparty string, rules []map[string]any) *Side {
-		m, err := principal.New(n.Org).IssueMandate(ctx, authority.IssueRequest{
+		princ, err := principal.Open(n.Org)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := princ.IssueMandate(ctx, authority.IssueRequest{
 			ValidFrom: envelope.Timestamp(c.t.Add(-time.Minute)), ValidUntil: envelope.Timestamp(c.t.Add(30 * 24 * time.Hour)),
 			Actions:       actions,
 			Scope:         map[string]any{"categories": []any{"services.calibration"}, "counterparty_organization_ids": []any{counterparty}},
@@ -214,7 +218,7 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &Side{Node: n, Agent: agent.New(n.Org), Princ: principal.New(n.Org), Mandate: m["id"].(string)}
+		return &Side{Node: n, Agent: agent.New(n.Org), Princ: princ, Mandate: m["id"].(string)}
 	}
 	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete"}, "org_delta",
 		[]map[string]any{{

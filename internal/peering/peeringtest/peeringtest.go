@@ -1,7 +1,7 @@
 // Package peeringtest builds real party instances for tests of the layers
 // that talk between instances: a state directory made by instance.Init on
-// a free loopback port, its TLS certificate, principal-signed key records
-// for both of its keys in its record, and helpers to pin two instances to
+// a free loopback port, its TLS certificate, the principal-signed key
+// records of both of its keys that init stored in its record, and helpers to pin two instances to
 // each other and to serve a handler on the instance's own listener.
 //
 // Ports are picked by listening on 127.0.0.1:0 and kept open, so the
@@ -10,6 +10,7 @@
 package peeringtest
 
 import (
+	"crypto"
 	"crypto/tls"
 	"errors"
 	"log"
@@ -21,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/peering"
 )
 
@@ -90,39 +91,25 @@ func NewNode(t testing.TB, org string) *Node {
 
 func issueKeyRecords(t testing.TB, n *Node) [][]byte {
 	t.Helper()
-	// instance.Init issues the instance's key records itself (under its
-	// instance mandate); use those when present.
-	if held, err := n.Instance.Store.ObjectsOfType(t.Context(), "key_record"); err == nil && len(held) > 0 {
-		return held
+	// instance.Init issues the instance's key records itself, signed by
+	// the principal under the instance mandate.
+	held, err := n.Instance.Store.ObjectsOfType(t.Context(), "key_record")
+	if err != nil || len(held) != 2 {
+		t.Fatalf("instance.Init left %d key records (%v), want the principal's and the agent's", len(held), err)
 	}
-	cfg := n.Instance.Config
-	mandate, err := envelope.NewID("mnd")
+	return held
+}
+
+// PrincipalKey reads the node's principal key from its state directory, as
+// the principal's own tooling would, for tests that issue further key
+// records. The instance never holds it (package principal).
+func (n *Node) PrincipalKey(t testing.TB) crypto.Signer {
+	t.Helper()
+	k, err := keys.ReadPrivateFile(filepath.Join(n.Dir, filepath.FromSlash(instance.PrincipalKeyFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().Add(-time.Minute)
-	by := envelope.Actor{OrganizationID: n.Org, AgentID: cfg.AgentID, MandateID: mandate}
-	var out [][]byte
-	for _, k := range []struct {
-		id  string
-		pub any
-	}{
-		{cfg.PrincipalKeyID, n.Instance.PrincipalKey().Public()},
-		{cfg.AgentKeyID, n.Instance.AgentKey().Public()},
-	} {
-		rec, err := peering.IssueKeyRecord(envelope.KeyRecordSpec{
-			KeyID: k.id, Controller: n.Org, PublicKey: k.pub,
-			ValidFrom: now, CreatedBy: by, CreatedAt: now,
-		}, cfg.PrincipalKeyID, n.Instance.PrincipalKey(), now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := n.Instance.Store.PutObject(t.Context(), rec, "local"); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, rec)
-	}
-	return out
+	return k
 }
 
 // Pin adds other's peer file to n's peers/ folder, as `party peer add`
