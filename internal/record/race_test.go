@@ -8,7 +8,6 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
-	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
@@ -28,7 +27,7 @@ func TestBothAppendAtOnePosition(t *testing.T) {
 			b, s, c := recordtest.Pair(t)
 			txn := recordtest.Form(t, b, s, "3200.00")
 			// The supplier may issue the buyer's duty too.
-			m, err := principal.New(s.Node.Org).IssueMandate(ctx, authority.IssueRequest{
+			m, err := s.Princ.IssueMandate(ctx, authority.IssueRequest{
 				ValidFrom: envelope.Timestamp(c.Now().Add(-time.Minute)), ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)),
 				Actions:       []string{"obligation.activated"},
 				Scope:         map[string]any{"transaction_ids": []any{txn}, "counterparty_organization_ids": []any{"org_northstar"}},
