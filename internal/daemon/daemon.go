@@ -37,14 +37,15 @@ import (
 	"time"
 
 	"github.com/partyd/party/bindings/mcp"
+	"github.com/partyd/party/bindings/peer"
 	"github.com/partyd/party/internal/admin"
 	"github.com/partyd/party/internal/agent"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/record"
-	"github.com/partyd/party/internal/status"
 )
 
 // ShutdownGrace bounds how long requests in flight may run after a stop.
@@ -71,17 +72,16 @@ type Daemon struct {
 	Log   *slog.Logger
 	// Engine is the record engine, once the Record mounter ran.
 	Engine *record.Engine
+	// Receiver receives counterparties' messages on the peer listener's
+	// carriers (the record engine), once the Record mounter ran.
+	Receiver delivery.InboxReceiver
 
-	peerMux  *http.ServeMux
 	mcpTools []mcp.Tool
 }
 
 // Mounter adds handlers and tools to a daemon before it serves, and may
 // start background work bound to the daemon's context (Daemon.Go).
 type Mounter func(ctx context.Context, d *Daemon) error
-
-// HandlePeer mounts h on the peer listener at pattern.
-func (d *Daemon) HandlePeer(pattern string, h http.Handler) { d.peerMux.Handle(pattern, h) }
 
 // AddTools adds agent tools to the MCP server.
 func (d *Daemon) AddTools(t ...mcp.Tool) { d.mcpTools = append(d.mcpTools, t...) }
@@ -115,21 +115,19 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	d := &Daemon{Org: o, Agent: agent.New(o), Log: log, peerMux: http.NewServeMux()}
+	d := &Daemon{Org: o, Agent: agent.New(o), Log: log}
 	d.mcpTools = append(mcp.AgentTools(d.Agent), mcp.VerifyTools(o.Store)...)
-
-	sh, err := status.NewHandler(o.StatusStore(), o.Clock, 0)
-	if err != nil {
-		return err
-	}
-	d.HandlePeer("/v1/mandates/", sh)
-	d.HandlePeer(peering.KeyRecordsPath, peering.KeyRecordsHandler(o.Peers, peering.OwnKeyRecords(o.Store, cfg.OrganizationID), log))
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	for _, m := range opt.Mount {
 		if err := m(bg, d); err != nil {
 			return err
 		}
+	}
+	// Every route a counterparty reaches, in the one binding that owns them.
+	peerHandler, err := peer.Handler(peer.Config{Org: o, Receiver: d.Receiver, Logger: log})
+	if err != nil {
+		return err
 	}
 
 	mcpLn, err := net.Listen("tcp", cfg.MCPAddr)
@@ -151,7 +149,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	server := mcp.NewServer(d.mcpTools, o.Store, log)
 	servers := []*http.Server{
 		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
-		{Handler: d.peerMux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
+		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
 		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
 	}
 	lns := []net.Listener{mcpLn, peerLn, adminLn}

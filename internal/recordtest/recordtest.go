@@ -5,6 +5,8 @@
 package recordtest
 
 import (
+	"github.com/partyd/party/bindings/peer"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -232,7 +234,7 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 	supplier.Out = &Link{from: "org_delta"}
 	for _, s := range []*Side{buyer, supplier} {
 		s.Engine = NewEngine(t, s.Node, s.Out)
-		s.Node.Mux.Handle(record.MandatesPath, record.MandatesHandler(s.Node.Org.Store, s.Node.Org.Peers, nil))
+		s.Node.Mux.Handle(peer.MandatesPath, peer.MandatesHandler(s.Node.Org.Store, s.Node.Org.Peers, nil))
 	}
 	buyer.Out.to = supplier.Engine
 	supplier.Out.to = buyer.Engine
@@ -251,7 +253,7 @@ func NewEngine(t testing.TB, n *orgtest.Node, link *Link, opts ...func(*record.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := record.Options{Transport: link, Mandates: record.HTTPMandates{Clients: n.Org.Clients}, Outbox: Outbox, Rails: reg}
+	o := record.Options{Transport: link, Mandates: peer.HTTPMandates{Clients: n.Org.Clients}, Outbox: Outbox, Rails: reg}
 	for _, f := range opts {
 		f(&o)
 	}

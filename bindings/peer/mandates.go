@@ -1,4 +1,4 @@
-package record
+package peer
 
 import (
 	"context"
@@ -115,4 +115,14 @@ func (h HTTPMandates) FetchMandate(ctx context.Context, org, id string) ([]byte,
 		return nil, errors.New("mandate fetch: " + resp.Status)
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+func sub(m map[string]any, k string) map[string]any {
+	s, _ := m[k].(map[string]any)
+	if s == nil {
+		return map[string]any{}
+	}
+	return s
 }
