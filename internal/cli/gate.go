@@ -16,6 +16,7 @@ import (
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
+	"github.com/partyd/party/internal/verify"
 )
 
 func init() {
@@ -26,8 +27,12 @@ const gateUsage = `Usage: party gate [--json] [--rules-version V] PATH...
 
 Judges each file with the A202 gate: an envelope object, a mandate, a
 conformance grade, or a published fixture (bundle, mandate_chain,
-declaration). A directory means every *.json file under it, recursively,
-in sorted order. Nothing is contacted: no daemon, database or network.
+declaration). A bundle fixture's objects are judged as one record by the
+seven-step verifier of party verify, under the fixture's context and
+without keys: signature values are not checked, and what the verifier
+cannot check is not a refusal. A directory means every *.json file under
+it, recursively, in sorted order. Nothing is contacted: no daemon,
+database or network.
 
 Output is one line per file: the path, accepted or refused, the reason
 codes, and the first problem. With --json each line is a JSON object
@@ -87,7 +92,9 @@ func runGate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	opt := gate.Options{RulesVersion: *version}
+	// A bundle is a set of objects judged as one record: the verifier's
+	// judge, the one implementation of the set-level rules.
+	opt := gate.Options{RulesVersion: *version, JudgeSet: verify.JudgeSet}
 	status := 0
 	worsen := func(s int) {
 		if s > status {

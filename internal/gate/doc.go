@@ -1,8 +1,8 @@
 // Package gate judges A202 documents: one envelope object, a mandate, a
 // mandate chain, a carrier capability declaration, a conformance grade, or
-// a set of objects. It answers accepted, or refused with every registered
-// reason code that applies and a Problem for each thing found. It needs no
-// daemon, database, network or keys.
+// a bundle of objects. It answers accepted, or refused with every
+// registered reason code that applies and a Problem for each thing found.
+// It needs no daemon, database, network or keys.
 //
 // # Entry points
 //
@@ -15,13 +15,24 @@
 //	Narrowing(parent, child)     monotonic narrowing on every axis (mandate §7)
 //	Declaration(local, card)     carrier capability compatibility (binding §3.2, §4)
 //	Grade(doc, opt)              role scope, expiry, then coverage (role scopes §3.2, §6)
-//	Set(objects, ctx)            every object, then the cross-object checks
 //
-// Set is the sum of exported checks that the seven-step verifier reuses:
-// CheckHashes, CheckSignatures (purposes and counts; Set runs them inside
-// each object's own judgment), CheckVersionChains, CheckStreams,
-// CheckTransitions (over package rules), CheckBindings,
-// CheckConditionCycles and CheckReport.
+// # Sets
+//
+// A set of objects judged as one record (a bundle fixture) is judged by
+// the seven-step verifier, not here: every set-level rule (content
+// hashes, version chains, stream continuity, replay, disputes and
+// determinations, disclosure) has one implementation, package verify's.
+// Package gate does not import verify (verify imports gate), so the set
+// judge is injected: File and Document hand a bundle fixture's objects
+// and its context (ContextFromFixture) to Options.JudgeSet, a SetJudge,
+// and a caller that judges bundles passes verify.JudgeSet, as `party
+// gate` does. With no JudgeSet a bundle is refused, without a code, with
+// a problem saying so; everything else is judged as before.
+//
+// What gate keeps are the parts a set judge is made of: Envelope (each
+// object's own judgment), SetContext, and the cross-object rules the
+// verifier asks the gate for, rule by rule, over the objects each relates
+// (CheckBindings, CheckConditionCycles, CheckReport).
 //
 // # Two layers
 //
@@ -47,9 +58,9 @@
 //     Party itself never emits them.
 //   - Single objects are not hash-recomputed. The published single-object
 //     fixtures carry synthetic content hashes (manifest fixture_kinds), so
-//     Envelope checks only the hash's form; Set recomputes. An agreement's
-//     terms_hash is recomputed everywhere, because it depends on nothing
-//     outside the object.
+//     Envelope checks only the hash's form; the set judge (the verifier's
+//     step 1) recomputes. An agreement's terms_hash is recomputed
+//     everywhere, because it depends on nothing outside the object.
 //   - Signature counts are by distinct key: two entries by one key are one
 //     party's signature, so an agreement needs two keys. A bare
 //     transaction_event needs one signature (C5); the countersignature of
@@ -86,22 +97,24 @@
 //     transaction stream other than its own transaction's is
 //     A202-STREAM-MISMATCH. Any *.deleted event is
 //     A202-STATE-TRANSITION-DENIED: nothing in the protocol is deleted.
-//   - Replay (EVV §4 step 5). Each event is read against the rules version
-//     the context states for it, else the set's, else Options.RulesVersion
-//     (default 1.3, decisions.md item 11). Besides the table, an event's
-//     from_state must be the state the stream's previous event left, an
-//     agreement.direct must not coexist with a session stream or follow
-//     its offer's expiry, and a policy decision the set holds must be an
-//     allow over the event's action hash. Transaction-stream events whose
-//     data names an obligation and whose states are obligation states are
-//     read against the obligation machine. Package rules documents the
-//     prose rows kept beyond the runner's tables (C4).
+//   - Replay (EVV §4 step 5). The set judge replays each event against
+//     the rules version the context states for it, else the set's, else
+//     Options.RulesVersion (default 1.3, decisions.md item 11); what the
+//     replay asks besides the table is the verifier's (package verify,
+//     step 5). A rules version that is not registered makes nothing legal
+//     under it: an event read under one is refused
+//     (A202-EVIDENCE-TRANSITION-ILLEGAL), not left unchecked. Package
+//     rules documents the prose rows kept beyond the runner's tables (C4).
 //   - Disclosure. A reference to an object the set lacks is a boundary,
 //     except a response's assertion and a determination's dispute, which
 //     must be disclosed or named in the context's stated gaps
 //     (A202-EVIDENCE-DISCLOSURE-INCOMPLETE). A dispute whose subject is a
 //     stated gap is not refused for it. A dispute's window runs from the
-//     context's subject_act_at, else from the subject's created_at.
+//     context's subject_act_at, else from the subject's created_at. A
+//     determination's question cites the rules version the context states
+//     in force (rules_version_in_force); a context that states none leaves
+//     that unchecked, whatever version replay assumes. These two are the
+//     context's, so the set judge takes them from CheckBindings.
 //   - Delegation (C7, D25). Beyond the list of mandate §7, a child must
 //     act for its parent's organisation, keep every parent constraint at
 //     least as strict (deny stays deny; one_of may shrink; none_of may

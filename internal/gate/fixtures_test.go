@@ -14,6 +14,7 @@ import (
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/spectest"
+	"github.com/partyd/party/internal/verify"
 )
 
 // expectation is one fixture's expected outcome, as the manifest
@@ -145,18 +146,21 @@ func firstProblems(j gate.Judgment, n int) string {
 	return strings.Join(out, "; ")
 }
 
+// judgeFixture judges a fixture as `party gate` does: gate.File, with the
+// verifier as the judge of bundle fixtures.
 func judgeFixture(t *testing.T, rel string) gate.Judgment {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(spectest.FixturesDir(t), filepath.FromSlash(rel)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gate.File(data, gate.Options{})
+	return gate.File(data, gate.Options{JudgeSet: verify.JudgeSet})
 }
 
 // TestBilateralFixtures runs every fixture of the bilateral scope through
-// gate.File: every valid one accepted, every invalid one refused, with the
-// manifest's declared code among the codes when it declares one.
+// gate.File, bundles judged by verify.JudgeSet: every valid one accepted,
+// every invalid one refused, with the manifest's declared code among the
+// codes when it declares one.
 func TestBilateralFixtures(t *testing.T) {
 	rows := loadScope(t, "fixtures-bilateral.txt")
 	var bad []string
@@ -172,8 +176,9 @@ func TestBilateralFixtures(t *testing.T) {
 }
 
 // TestBilateralFixturesWithoutSchemaLayer repeats the run with the schema
-// layer off: every declared code, and every refusal the manifest declares
-// without a code, must come from the gate's own normative checks.
+// layer off, for the objects of a bundle too (verify.JudgeSet judges each
+// through gate.Envelope): every declared code, and every refusal the
+// manifest declares without a code, must come from a normative check.
 func TestBilateralFixturesWithoutSchemaLayer(t *testing.T) {
 	rows := loadScope(t, "fixtures-bilateral.txt")
 	gate.WithoutSchemaLayer(t)
@@ -203,4 +208,35 @@ func TestOperatedFixtures(t *testing.T) {
 		}
 	}
 	t.Logf("operated fixtures: %d/%d agree with the manifest (out of scope, reported only)", agree, len(rows))
+}
+
+// TestBundleNeedsASetJudge: package gate judges no set itself. Without
+// Options.JudgeSet a bundle fixture is refused, with no code and a problem
+// that names the judge to pass; with it, the verifier's judgment is the
+// bundle's.
+func TestBundleNeedsASetJudge(t *testing.T) {
+	const rel = "valid-agreement-direct-formation.json"
+	data, err := os.ReadFile(filepath.Join(spectest.FixturesDir(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := gate.File(data, gate.Options{})
+	if j.Accepted() || j.Kind != gate.KindBundle || len(j.Codes) != 0 || len(j.Problems) != 1 ||
+		!strings.Contains(j.Problems[0].Detail, "verify.JudgeSet") {
+		t.Errorf("a bundle without a set judge: %s %s %v %s", j.Kind, j.Outcome, j.Codes, firstProblems(j, 3))
+	}
+	if j := gate.File(data, gate.Options{JudgeSet: verify.JudgeSet}); !j.Accepted() || j.Kind != gate.KindBundle {
+		t.Errorf("with verify.JudgeSet: %s %s %v %s", j.Kind, j.Outcome, j.Codes, firstProblems(j, 3))
+	}
+	called := false
+	judge := func(objects []map[string]any, ctx gate.SetContext) gate.Judgment {
+		called = true
+		if len(objects) == 0 || ctx.RulesVersion != "1.3" {
+			t.Errorf("the judge got %d objects under rules %q", len(objects), ctx.RulesVersion)
+		}
+		return gate.Judgment{Kind: gate.KindBundle, Outcome: gate.Refused, Problems: []gate.Problem{{Code: reason.EvidenceChainGap, Detail: "x"}}}
+	}
+	if j := gate.File(data, gate.Options{JudgeSet: judge}); !called || !j.Has(reason.EvidenceChainGap) {
+		t.Errorf("the injected judge was not the bundle's: called %v, %v", called, j.Codes)
+	}
 }

@@ -11,9 +11,11 @@ import (
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/spectest"
+	"github.com/partyd/party/internal/verify"
 )
 
-// FuzzGate runs gate.File over arbitrary bytes, seeded with every
+// FuzzGate runs gate.File over arbitrary bytes, bundles judged by
+// verify.JudgeSet as `party gate` judges them, seeded with every
 // published fixture (read at test time) and the committed corpus in
 // testdata/fuzz/FuzzGate. It never panics, and its answer is coherent:
 // refused exactly when there is a problem, codes registered, sorted and
@@ -39,7 +41,7 @@ func FuzzGate(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		j := gate.File(data, gate.Options{})
+		j := gate.File(data, gate.Options{JudgeSet: verify.JudgeSet})
 		if j.Accepted() != (len(j.Problems) == 0) {
 			t.Fatalf("outcome %s with %d problems", j.Outcome, len(j.Problems))
 		}

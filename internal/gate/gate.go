@@ -146,6 +146,11 @@ type Options struct {
 	// is judged except the minimum number of signatures. The caller must
 	// never record such an object until it is complete.
 	AwaitingSignatures bool
+	// JudgeSet judges a bundle fixture's objects as one record under its
+	// context (File, Document). The set-level rules are the verifier's, so
+	// package gate has no judge of its own: a caller that judges bundles
+	// passes verify.JudgeSet. Nil refuses a bundle, saying so.
+	JudgeSet SetJudge
 	// OwnObject judges an object this instance built from parts it had
 	// already judged (the agent's validated inputs, objects it holds): the
 	// normative checks run, the JSON Schema layer does not, because every
@@ -233,8 +238,13 @@ func Document(doc map[string]any, opt Options) Judgment {
 }
 
 // bundle judges a published bundle fixture: {fixture_kind, note, context,
-// objects}.
+// objects}. The gate reads the fixture's shape and its context; the set
+// is judged by opt.JudgeSet.
 func bundle(doc map[string]any, opt Options) Judgment {
+	if opt.JudgeSet == nil {
+		return judge(KindBundle, []Problem{{Path: "/fixture_kind",
+			Detail: "a bundle is a set of objects judged as one record by the verifier (verify.JudgeSet); package gate judges no set itself, and none was given (Options.JudgeSet)"}})
+	}
 	var ps problems
 	raw, ok := arrAt(doc, "objects")
 	if !ok {
@@ -250,7 +260,7 @@ func bundle(doc map[string]any, opt Options) Judgment {
 		objects = append(objects, m)
 	}
 	ctx := ContextFromFixture(doc["context"], opt)
-	j := Set(objects, ctx)
+	j := opt.JudgeSet(objects, ctx)
 	return judge(KindBundle, append(ps, j.Problems...))
 }
 

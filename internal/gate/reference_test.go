@@ -11,6 +11,7 @@ import (
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/spectest"
+	"github.com/partyd/party/internal/verify"
 )
 
 // referenceFiles lists the *.json files of one directory of the reference
@@ -85,21 +86,23 @@ func bundleContext(t *testing.T, opt gate.Options) gate.SetContext {
 	return gate.ContextFromFixture(v, opt)
 }
 
-// TestReferenceRecordAsSet replays the whole reference record: it passes
-// under the rules version its bundle states (1.3), and under 1.2 exactly
-// one event is illegal, the agreement.direct that 1.3 registered.
+// TestReferenceRecordAsSet judges the whole reference record as one set,
+// with the verifier as the set judge under the context its bundle.json
+// gives (ContextFromFixture): it passes under the rules version the
+// bundle states (1.3), and under 1.2 exactly one event is illegal, the
+// agreement.direct that 1.3 registered.
 func TestReferenceRecordAsSet(t *testing.T) {
 	objects := referenceRecord(t)
 	ctx := bundleContext(t, gate.Options{})
 	if ctx.RulesVersion != "1.3" {
 		t.Fatalf("bundle.json states rules %q, expected 1.3", ctx.RulesVersion)
 	}
-	if j := gate.Set(objects, ctx); !j.Accepted() {
+	if j := verify.JudgeSet(objects, ctx); !j.Accepted() {
 		t.Fatalf("reference record refused under 1.3 %v:\n%s", j.Codes, firstProblems(j, 20))
 	}
 
 	ctx.RulesVersion = "1.2"
-	j := gate.Set(objects, ctx)
+	j := verify.JudgeSet(objects, ctx)
 	if j.Accepted() || len(j.Codes) != 1 || j.Codes[0] != reason.EvidenceTransitionIllegal {
 		t.Fatalf("under 1.2: %s %v, want refused with exactly A202-EVIDENCE-TRANSITION-ILLEGAL:\n%s", j.Outcome, j.Codes, firstProblems(j, 20))
 	}
@@ -118,9 +121,9 @@ func TestReferenceRecordAsSet(t *testing.T) {
 	if payload["event_type"] != "agreement.direct" {
 		t.Errorf("under 1.2 the flagged event is %v, want the agreement.direct event", payload["event_type"])
 	}
-	// The set-level checks alone agree with the whole judgment.
-	if ps := gate.CheckTransitions(objects, ctx); len(ps) != 1 || ps[0].Object != flagged[0] {
-		t.Errorf("CheckTransitions under 1.2 = %v", ps)
+	// It is the verifier's replay that refuses it.
+	if d := j.Problems[0].Detail; !strings.HasPrefix(d, "transition_legality ") {
+		t.Errorf("under 1.2 the problem is not the replay's: %s", d)
 	}
 }
 
@@ -150,7 +153,7 @@ func TestReferenceRecordTamperedTerms(t *testing.T) {
 	if !tampered {
 		t.Fatal("the reference record holds no agreement")
 	}
-	j := gate.Set(objects, bundleContext(t, gate.Options{}))
+	j := verify.JudgeSet(objects, bundleContext(t, gate.Options{}))
 	for _, c := range []reason.Code{reason.EvidenceHashMismatch, reason.AgreementHashMismatch} {
 		if !j.Has(c) {
 			t.Errorf("tampered terms: codes %v lack %s", j.Codes, c)
