@@ -564,7 +564,15 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		// This instance's own deny stays here: the counterparty learns
 		// only that the agreement is not signed.
 		e.log.Info("own policy does not allow signing the agreement", "transaction_id", r.txn, "codes", reason.CodesOf(err))
-		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement")
+		// This instance's agent is told (the transaction's notice), and so
+		// is the counterparty's, by the refusal: formation cannot finish,
+		// and either party cancels (cancel_transaction).
+		told := refusef(reason.PolicyDenied, "your own policy does not allow signing agreement %s (%v); the transaction stays agreement_pending until either party cancels it (cancel_transaction)",
+			agr.ID(), reason.CodesOf(err))
+		if nerr := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
+			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
+		}
+		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement; the transaction cannot be committed, and either party may cancel it (cancel_transaction)")
 	}
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	signed, err := e.countersign(agr, protocol.PurposeAgreementCommitment, now)
