@@ -47,7 +47,9 @@ import (
 //	                                                     consideration}
 //	obligation_response reject   acceptance.rejected     as granted, the asserted quantity      assertion_id
 //	obligation_response waive    obligation.waive        core{quantity, unit_code, total}       obligation_id
-//	                                                     of the obligation waived
+//	                                                     of the obligation waived; total is
+//	                                                     its consideration, or zero in the
+//	                                                     agreement's currency when it has none
 //
 // A waiver travelling on its own (no event) is evaluated by the same
 // document.
@@ -266,11 +268,36 @@ func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs m
 			if op == nil {
 				return protocol.ActObligationWaive, nil, nil, why
 			}
-			return protocol.ActObligationWaive, CoreTerms(str(op["quantity"]), str(op["unit_code"]), op["consideration"]), map[string]any{"obligation_id": p["obligation_id"]}, ""
+			total, why := WaivedConsideration(op, get)
+			if why != "" {
+				return protocol.ActObligationWaive, nil, nil, why
+			}
+			return protocol.ActObligationWaive, CoreTerms(str(op["quantity"]), str(op["unit_code"]), total), map[string]any{"obligation_id": p["obligation_id"]}, ""
 		}
 		return "", nil, nil, fmt.Sprintf("response type %q records no act", str(p["response_type"]))
 	}
 	return "", nil, nil, fmt.Sprintf("a %s records no act of its own", typeOf(obj))
+}
+
+// WaivedConsideration is the total of a waiver's act document: what the
+// waiver releases in money, the obligation's consideration, or, for an
+// obligation that carries none (a partial acceptance's remainder, whose
+// consideration stays on the duty it came from), zero in the agreement's
+// currency, so that a mandate's limits on $.proposed_terms.core.total
+// evaluate a waiver as they evaluate every other act.
+func WaivedConsideration(obligation map[string]any, get Lookup) (any, string) {
+	if c, ok := obligation["consideration"].(map[string]any); ok && len(c) > 0 {
+		return c, ""
+	}
+	agr := get(str(obligation["agreement_id"]))
+	if typeOf(agr) != protocol.Agreement {
+		return nil, fmt.Sprintf("the agreement %s is not held, so the act cannot be rebuilt", orNone(str(obligation["agreement_id"])))
+	}
+	p, _ := agr["payload"].(map[string]any)
+	terms, _ := p["terms"].(map[string]any)
+	core, _ := terms["core"].(map[string]any)
+	total, _ := core["total"].(map[string]any)
+	return map[string]any{"currency": str(total["currency"]), "amount": "0"}, ""
 }
 
 func typeOf(o map[string]any) protocol.ObjectType {

@@ -3,15 +3,18 @@ package record_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/verify"
 )
 
 // Walking away and changing course (issue 15): cancellation before
@@ -194,4 +197,358 @@ func TestCancelNamingAnotherOfferRefused(t *testing.T) {
 	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
 		t.Fatalf("the genuine cancellation: %v", err)
 	}
+}
+
+// partial brings a pair to settlement_pending with a remainder: the
+// supplier asserts 20, the buyer accepts 15, the remainder owes 5.
+func partial(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, obl, rem string) {
+	t.Helper()
+	b, s, c, txn, obl = committed(t)
+	assertPerformance(t, s, obl, "20")
+	out, err := b.Engine.Respond(context.Background(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
+	if err != nil || out.State != "settlement_pending" || out.Objects["remainder_obligation"] == "" {
+		t.Fatalf("partial acceptance: %+v %v", out, err)
+	}
+	return b, s, c, txn, obl, out.Objects["remainder_obligation"]
+}
+
+func TestWaivedRemainderThenCompletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl, rem := partial(t)
+	if out, err := instruct(b, obl, "pay-remainder-0001")(); err != nil || out.Status != record.StatusRecorded {
+		t.Fatalf("instruct: %+v %v", out, err)
+	}
+	// The remainder cannot be performed in settlement_pending, and blocks
+	// completion while it is owed.
+	refused(t, "completion with the remainder owed", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+		return err
+	})
+	out, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
+	if err != nil || out.Status != record.StatusDelivered || out.State != "settlement_pending" {
+		t.Fatalf("waive: %+v %v", out, err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[rem] != "waived" || st[obl] != "accepted" {
+			t.Fatalf("%s: %v", sd.Node.Org.Config().OrganizationID, st)
+		}
+	}
+	refused(t, "a second waiver", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
+		return err
+	})
+	out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+	if err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+	types := recordtest.SameRecord(t, b, s, txn, 7)
+	if types[6] != "transaction.completed" {
+		t.Fatalf("events %v", types)
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+func TestWaiverRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, obl, rem := partial(t)
+	refused(t, "the obligor waives", b, s, txn, reason.ObligationResponseUnauthorized, func() error {
+		_, err := s.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: s.Mandate, ObligationID: rem})
+		return err
+	})
+	refused(t, "waiving an accepted obligation", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
+		return err
+	})
+	// A waiver signed by the obligor, built by hand, is refused by the
+	// obligee's instance.
+	obr, obrRaw := forge(t, s, c, "obligation_response", txn, "object_issuance", map[string]any{"obligation_id": rem, "response_type": "waive"})
+	_ = obr
+	_, polRaw := forge(t, s, c, "policy_decision", txn, "policy_decision", map[string]any{
+		"action_hash": canonical.SHA256Hex([]byte("waive")), "decision": "allow", "reason_codes": []any{}, "evaluated_at": envelope.Timestamp(c.Now()),
+		"mandate_ids": []any{s.Mandate}, "stream": map[string]any{"kind": "transaction", "id": txn}, "stream_sequence": 6, "visibility": "transaction_parties",
+	})
+	refusedWith(t, "a waiver by the obligor", b, s, txn, reason.ObligationResponseUnauthorized, func() error {
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, [][]byte{obrRaw, polRaw})
+		return err
+	})
+	// The obligee's genuine waiver, edited to release the obligation it
+	// accepted and signed again with its valid key, is refused by the
+	// obligor's instance.
+	msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
+		return b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
+	})
+	forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+		payloadOf(ofType(t, objs, "obligation_response"))["obligation_id"] = obl
+		return objs
+	})
+	refusedWith(t, "a waiver of an accepted obligation", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		return err
+	})
+	// Nor may a waiver name an obligation of no transaction held.
+	forged = reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+		payloadOf(ofType(t, objs, "obligation_response"))["obligation_id"] = "obl_0123456789abcdef01234567"
+		return objs
+	})
+	refusedWith(t, "a waiver of an unknown obligation", b, s, txn, reason.ObligationSubjectUnreferenced, func() error {
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		return err
+	})
+	// The genuine waiver still goes through.
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+		t.Fatalf("the genuine waiver: %v", err)
+	}
+	if st := obligationStates(t, s, txn); st[rem] != "waived" {
+		t.Fatalf("supplier: %v", st)
+	}
+}
+
+func TestWaiverOfOutstandingAssertionRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := committed(t)
+	assertPerformance(t, s, obl, "20")
+	refused(t, "waiving an outstanding assertion", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
+		return err
+	})
+	// After a rejection the duty is still owed, and may be waived.
+	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[obl] != "waived" {
+			t.Fatalf("%v", st)
+		}
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+// terminate has the buyer propose and the supplier agree to end txn, and
+// checks both records: terminated, the given obligations released, the
+// rest as they were, both verifying clean, and the termination illegal
+// replayed under rules 1.1 (test 25).
+func terminate(t *testing.T, b, s *recordtest.Side, txn string, events int, released []string) {
+	t.Helper()
+	ctx := context.Background()
+	before := obligationStates(t, b, txn)
+	out, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
+	if err != nil || out.Status != record.StatusDelivered {
+		t.Fatalf("propose: %+v %v", out, err)
+	}
+	hash := out.Objects["termination_record_hash"]
+	var current []record.TerminationView
+	for _, p := range stateOf(t, s, txn).TerminationProposals {
+		if p.Current {
+			current = append(current, p)
+		}
+	}
+	if len(current) != 1 || current[0].TerminationRecordHash != hash {
+		t.Fatalf("the supplier sees %+v", current)
+	}
+	ds, _ := current[0].Record["dispositions"].([]any)
+	if len(ds) != len(released) {
+		t.Fatalf("the record names %v, want %v", ds, released)
+	}
+	// The proposer cannot agree to its own proposal.
+	if _, err := b.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
+		t.Fatalf("the proposer agrees: %v", err)
+	}
+	out, err = s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+	if err != nil || out.State != "terminated" || out.Status != record.StatusRecorded {
+		t.Fatalf("agree: %+v %v", out, err)
+	}
+	types := recordtest.SameRecord(t, b, s, txn, events+1)
+	if types[events] != "termination.agreed" {
+		t.Fatalf("events %v", types)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		st := obligationStates(t, sd, txn)
+		for id, was := range before {
+			want := was
+			if slices.Contains(released, id) {
+				want = "released"
+			}
+			if st[id] != want {
+				t.Fatalf("%s: obligation %s is %s, want %s (%v)", sd.Node.Org.Config().OrganizationID, id, st[id], want, st)
+			}
+		}
+		if len(stateOf(t, sd, txn).TerminationProposals) != 0 {
+			t.Fatal("a terminated transaction lists proposals")
+		}
+		verifiesClean(t, sd, txn)
+		c, _, err := export.Collect(ctx, sd.Node.Org.Store, txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := verify.Verify(verify.Input{Objects: c.Objects, Mandates: c.Mandates, Keys: c.Keys}, verify.Options{RulesVersion: "1.1"})
+		illegal := false
+		for _, ch := range rep.Checks {
+			if ch.Name == "transition_legality" && ch.Result == verify.Failed && ch.Code == reason.EvidenceTransitionIllegal && strings.Contains(ch.Detail, "termination.agreed") {
+				illegal = true
+			}
+		}
+		if !illegal {
+			t.Fatalf("%s: under rules 1.1 the termination replays legal", sd.Node.Org.Config().OrganizationID)
+		}
+	}
+	// Nothing follows a terminated transaction.
+	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
+		t.Fatalf("propose after termination: %v", err)
+	}
+}
+
+func TestTerminationFromEachCommittedState(t *testing.T) {
+	ctx := context.Background()
+	t.Run("committed", func(t *testing.T) {
+		t.Parallel()
+		b, s, _ := recordtest.Pair(t)
+		txn := recordtest.Form(t, b, s, "3200.00")
+		terminate(t, b, s, txn, 2, nil)
+	})
+	t.Run("in_performance", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, obl := committed(t)
+		terminate(t, b, s, txn, 3, []string{obl})
+	})
+	t.Run("acceptance_pending", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, obl := committed(t)
+		assertPerformance(t, s, obl, "20")
+		terminate(t, b, s, txn, 4, []string{obl})
+	})
+	t.Run("in_performance after a rejection", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, obl := committed(t)
+		assertPerformance(t, s, obl, "20")
+		if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
+			t.Fatal(err)
+		}
+		terminate(t, b, s, txn, 5, []string{obl})
+	})
+	t.Run("settlement_pending", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, _, rem := partial(t)
+		terminate(t, b, s, txn, 5, []string{rem})
+	})
+}
+
+func TestTerminationOneSignatureRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, _ := committed(t)
+	// The buyer's proposal reaches the supplier but never stood in the
+	// buyer's own record (the buyer's instance removed it): the supplier's
+	// genuine agreement carries the supplier's signature only, as far as
+	// the buyer's record holds.
+	prop := recordtest.Capture(t, b, func() (record.Outcome, error) {
+		return b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
+	})
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, prop); err != nil {
+		t.Fatal(err)
+	}
+	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
+		return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+	})
+	refusedWith(t, "a termination the buyer never signed", b, s, txn, reason.EvidenceSignatureInvalid, func() error {
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, msg)
+		return err
+	})
+	// Nor does the supplier's signature alone make one: without it, the
+	// event binds a record nobody signed in the message.
+	bare := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any { return without(objs, "evidence") })
+	refusedWith(t, "a termination carrying no signature", b, s, txn, reason.EvidenceSignatureInvalid, func() error {
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, bare)
+		return err
+	})
+}
+
+func TestTerminationUnnamedObligationRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := committed(t)
+	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+		t.Fatal(err)
+	}
+	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
+		return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+	})
+	// The supplier's genuine agreement, edited to bind a record that names
+	// no disposition for the open obligation, both its signature and the
+	// event signed again with the supplier's valid key.
+	evs, _ := b.Node.Org.Store.Events(ctx, txn)
+	agrs, _ := b.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
+	agr, _ := canonical.DecodeObject(agrs[0])
+	for name, open := range map[string][]string{"no obligation named": nil, "another obligation named": {"obl_0123456789abcdef01234567"}} {
+		unnamed, err := verify.TerminationRecordHash(txn, agr["id"].(string), evs[len(evs)-1].ContentHash, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
+			payloadOf(ofType(t, objs, "evidence"))["artifact_hash"] = unnamed
+			payloadOf(event(t, objs))["data"].(map[string]any)["termination_record_hash"] = unnamed
+			return objs
+		})
+		refusedWith(t, "a termination record with "+name, b, s, txn, reason.StateTransitionDenied, func() error {
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			return err
+		})
+	}
+	// The genuine agreement releases the obligation.
+	if _, err := b.Engine.Receive(ctx, "org_delta", txn, msg); err != nil {
+		t.Fatalf("the genuine termination: %v", err)
+	}
+	if st := obligationStates(t, b, txn); st[obl] != "released" {
+		t.Fatalf("buyer: %v", st)
+	}
+}
+
+func TestTerminationStaleOrTerminalRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, obl := committed(t)
+	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+		t.Fatal(err)
+	}
+	// The record moves on after the proposal: it no longer names what is
+	// open where it stands.
+	assertPerformance(t, s, obl, "20")
+	refused(t, "agreeing to a stale proposal", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+		return err
+	})
+	if v := stateOf(t, s, txn); len(v.TerminationProposals) != 1 || v.TerminationProposals[0].Current {
+		t.Fatalf("the stale proposal: %+v", v.TerminationProposals)
+	}
+	// Proposed again where the record stands, it is agreed.
+	terminate(t, b, s, txn, 4, []string{obl})
+
+	// From a terminal state the rules give no termination.agreed: a
+	// termination of a cancelled transaction, built by hand and signed
+	// with the buyer's valid key, is refused.
+	b2, s2, _ := recordtest.Pair(t)
+	o := recordtest.Offer(t, s2, "3200.00")
+	if _, err := s2.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: s2.Mandate, TransactionID: o.TransactionID}); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, "proposing to end a cancelled transaction", b2, s2, o.TransactionID, reason.StateTransitionDenied, func() error {
+		_, err := b2.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b2.Mandate, TransactionID: o.TransactionID})
+		return err
+	})
+	evs, _ := b2.Node.Org.Store.Events(ctx, o.TransactionID)
+	_, raw := forge(t, b2, c, "transaction_event", o.TransactionID, "event_append", map[string]any{
+		"stream": map[string]any{"kind": "transaction", "id": o.TransactionID}, "sequence": 2, "event_type": "termination.agreed",
+		"occurred_at": envelope.Timestamp(c.Now()), "previous_event_hash": evs[0].ContentHash,
+		"action_hash": canonical.SHA256Hex([]byte("act")), "policy_decision_id": "pol_0123456789abcdef01234567",
+		"from_state": "cancelled", "to_state": "terminated", "data": map[string]any{"termination_record_hash": canonical.SHA256Hex([]byte("record"))},
+	})
+	refused(t, "termination.agreed from cancelled", b2, s2, o.TransactionID, reason.StateTransitionDenied, func() error {
+		_, err := s2.Engine.Receive(ctx, "org_northstar", o.TransactionID, [][]byte{raw})
+		return err
+	})
 }

@@ -60,11 +60,13 @@ package record
 //
 // Waiver (§5.2, §6.1: pending, due, asserted or rejected → waived) is an
 // obligation transition with no aggregate event in the pilot state machine
-// (§6.2 lists none), so there is no event to record it by: Respond refuses
-// response_type waive with A202-STATE-TRANSITION-DENIED, and a
-// countersigner refuses a waive response whatever event carries it. Rule 1
-// (only the obligee responds, a waiver included) is checked first, so an
-// obligor's waiver is A202-OBLIGATION-RESPONSE-UNAUTHORIZED.
+// (§6.2 lists none): it is an act of its own, recorded by its objects
+// (waiver.go), never an answer to an assertion. Respond refuses
+// response_type waive with A202-STATE-TRANSITION-DENIED and points to
+// waive_obligation, and a countersigner refuses a waive response on a
+// response event. Rule 1 (only the obligee responds, a waiver included) is
+// checked first, so an obligor's waiver is
+// A202-OBLIGATION-RESPONSE-UNAUTHORIZED.
 
 import (
 	"context"
@@ -116,8 +118,8 @@ type RespondInput struct {
 	MandateID    string `json:"mandate_id"`
 	ObligationID string `json:"obligation_id"`
 	// ResponseType is accept or reject. A waiver (waive) is refused with
-	// A202-STATE-TRANSITION-DENIED: the transaction's state machine has no
-	// event to record it by.
+	// A202-STATE-TRANSITION-DENIED: it is an act of its own
+	// (WaiveObligation).
 	ResponseType string `json:"response_type"`
 	// AssertionID and AssertionHash bind the exact assertion answered;
 	// when empty, the latest assertion is answered and its hash taken.
@@ -524,8 +526,8 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 			switch in.ResponseType {
 			case "accept", "reject":
 			case "waive":
-				return refusef(reason.StateTransitionDenied, "a waiver moves the obligation to waived (obligation §6.1), but the transaction's state machine (rules %s) has no event for it, "+
-					"so there is nothing to record it by; answer with accept or reject", RulesVersion)
+				return refusef(reason.StateTransitionDenied, "a waiver is not an answer to an assertion: the transaction's state machine (rules %s) has no response event for it; "+
+					"release the obligation with waive_obligation, or answer the assertion with accept or reject", RulesVersion)
 			default:
 				return refusef(reason.StateTransitionDenied, "response_type %q: answer an assertion with accept or reject", in.ResponseType)
 			}

@@ -52,7 +52,11 @@ type TransactionView struct {
 	Objects       []ObjectView     `json:"objects"`
 	Obligations   []ObligationView `json:"obligations"`
 	Forks         []ForkView       `json:"forks"`
-	Pending       string           `json:"pending,omitempty"`
+	// TerminationProposals are termination records one party signed and
+	// the other has not agreed to yet (propose_termination); one that is
+	// current is agreed to with agree_termination.
+	TerminationProposals []TerminationView `json:"termination_proposals"`
+	Pending              string            `json:"pending,omitempty"`
 	// Notice says what became of an act that did not complete as it
 	// returned (refused after it was queued, or no longer allowed).
 	Notice *Notice `json:"notice,omitempty"`
@@ -144,6 +148,9 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 	}
 	for _, ob := range obls {
 		v.Obligations = append(v.Obligations, ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions})
+	}
+	if v.TerminationProposals, err = e.terminationProposals(ctx, t); err != nil {
+		return v, err
 	}
 	if n, err := e.o.Store.Notice(ctx, id); err == nil && n != "" {
 		var nt Notice

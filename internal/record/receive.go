@@ -161,12 +161,17 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return e.receiveOffer(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWithdrawal(ctx, r)
+	case len(r.objs) == 2 && r.one(protocol.ObligationResponse) != nil && r.one(protocol.PolicyDecision) != nil:
+		return e.receiveWaiver(ctx, r)
+	case len(r.objs) == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil:
+		return e.receiveTerminationProposal(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
 		return e.receiveAgreement(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.AdapterReceipt) != nil:
 		return e.receiveReceipt(ctx, r)
 	}
-	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, an agreement to sign, an adapter receipt, or an event with its objects")
+	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, a waiver, a termination proposal, " +
+		"an agreement to sign, an adapter receipt, or an event with its objects")
 }
 
 // Reply returns the reply recorded for a message from org (the plain

@@ -341,3 +341,39 @@ func (r *run) waiverState(o *object) {
 	}
 	r.add(5, "waiver_state", o.subject, Verified, "", fmt.Sprintf("%s was still owed: neither accepted, waived nor released before", oblID))
 }
+
+// recordSignature recognises a signed_document that is a party's signature
+// over a termination record of its transaction (a proposal, or a
+// termination's second signature): its artifact_hash is the record after
+// some event of the transaction stream, as the bundle's objects show that
+// record when the signature was made. Such a signature supports the
+// termination it proposes or agrees to, which no id names, so it is not
+// unreferenced evidence (step 7).
+func (r *run) recordSignature(o *object) {
+	if str(o.payload, "evidence_type") != "signed_document" {
+		return
+	}
+	txn := str(o.val, "transaction_id")
+	at, ok := timeAt(o.val, "created_at")
+	s, disclosed := r.streamBy["transaction:"+txn]
+	if !ok || !disclosed {
+		return
+	}
+	want := str(o.payload, "artifact_hash")
+	open := r.openAt(txn, at)
+	for k := len(s.events) - 1; k >= 0; k-- {
+		e := s.events[k]
+		if t, ok := timeAt(e.payload, "occurred_at"); !ok || t.After(at) || e.hashErr != nil {
+			continue
+		}
+		agr := agreementInForce(s, k+1)
+		if agr == "" {
+			continue
+		}
+		if h, err := TerminationRecordHash(txn, agr, e.recomputed, open); err == nil && h == want {
+			r.referenced[o.id] = true
+			r.add(5, "termination_signature", o.subject, Verified, "", fmt.Sprintf("%s signs the termination record of %s after event %d (%s)", createdBy(o), txn, k+1, short(want)))
+			return
+		}
+	}
+}

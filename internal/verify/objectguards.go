@@ -52,6 +52,8 @@ func (r *run) objectGuards() {
 				}
 				r.acyclic(o, cyclic[o.id])
 			}
+		case "evidence":
+			r.recordSignature(o)
 		case "obligation_response":
 			switch str(o.payload, "response_type") {
 			case "accept":
