@@ -128,6 +128,8 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		types = append(types, protocol.Agreement)
 	case event != nil && event.EventType() == protocol.EvTerminationAgreed:
 		types = append(types, protocol.Evidence)
+	case event != nil && event.EventType() == protocol.EvTransactionCompleted:
+		types = append(types, protocol.Settlement, protocol.AdapterReceipt) // every obligation's payment
 	}
 	for _, t := range types {
 		list, err := e.ofType(ctx, txn, t)

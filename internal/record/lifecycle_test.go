@@ -552,3 +552,170 @@ func TestTerminationStaleOrTerminalRefused(t *testing.T) {
 		return err
 	})
 }
+
+// twoDeliverables are the walkthrough's 20 transmitters performed as two
+// obligations: 12 calibrated (1920.00 EUR) and the certificates for 8
+// (1280.00 EUR).
+func twoDeliverables() []record.DeliverableInput {
+	return []record.DeliverableInput{
+		{Quantity: "12", Consideration: &record.Money{Currency: "EUR", Amount: "1920.00"}},
+		{TermPath: "$.terms.profile_terms.acceptance.certificate_required", Quantity: "8", Consideration: &record.Money{Currency: "EUR", Amount: "1280.00"}},
+	}
+}
+
+func TestTwoObligationsPerformedAndAcceptedSeparately(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	txn := recordtest.Form(t, b, s, "3200.00")
+	// Together they must owe exactly the terms.
+	short := twoDeliverables()
+	short[1].Quantity = "7"
+	refused(t, "obligations owing less than the terms", b, s, txn, reason.ObligationTermsMutated, func() error {
+		_, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: short})
+		return err
+	})
+	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+	if err != nil || out.State != "in_performance" {
+		t.Fatalf("issue: %+v %v", out, err)
+	}
+	oblA, oblB := out.Objects["obligation"], out.Objects["obligation_2"]
+	if oblA == "" || oblB == "" {
+		t.Fatalf("issue: %+v", out)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[oblA] != "pending" || st[oblB] != "pending" {
+			t.Fatalf("%v", st)
+		}
+	}
+	// One declaration asserts every obligation still owed.
+	refused(t, "a declaration leaving an owed obligation out", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated")})
+		return err
+	})
+	out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
+		Assertions: []record.AssertionInput{{ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates")}}})
+	if err != nil || out.State != "acceptance_pending" {
+		t.Fatalf("assert: %+v %v", out, err)
+	}
+	// The buyer accepts the first, rejects the second: acceptance.rejected,
+	// back to in_performance, the first accepted for good.
+	refused(t, "a response event leaving an outstanding assertion unanswered", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept"})
+		return err
+	})
+	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept",
+		Responses: []record.ResponseInput{{ObligationID: oblB, ResponseType: "reject", ReasonCode: "evidence_insufficient"}}})
+	if err != nil || out.State != "in_performance" {
+		t.Fatalf("respond: %+v %v", out, err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[oblA] != "accepted" || st[oblB] != "rejected" {
+			t.Fatalf("%v", st)
+		}
+	}
+	// The second is performed again, on its own, and accepted.
+	out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates, reissued")})
+	if err != nil || out.State != "acceptance_pending" {
+		t.Fatalf("assert again: %+v %v", out, err)
+	}
+	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblB, ResponseType: "accept"})
+	if err != nil || out.State != "settlement_pending" {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+	// Each is paid on its own, then the transaction completes.
+	for i, obl := range []string{oblA, oblB} {
+		if out, err := instruct(b, obl, "pay-deliverable-000"+string(rune('1'+i)))(); err != nil || out.Status != record.StatusRecorded {
+			t.Fatalf("instruct %s: %+v %v", obl, out, err)
+		}
+	}
+	out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+	if err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+	types := recordtest.SameRecord(t, b, s, txn, 10)
+	want := []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.rejected",
+		"performance.declared", "acceptance.granted", "settlement.instructed", "settlement.instructed", "transaction.completed"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %v", types)
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+func TestSeveralObligationsHostile(t *testing.T) {
+	ctx := context.Background()
+	t.Run("activation owing other than the terms", func(t *testing.T) {
+		t.Parallel()
+		b, s, _ := recordtest.Pair(t)
+		txn := recordtest.Form(t, b, s, "3200.00")
+		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
+			return b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+		})
+		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			for _, o := range objs {
+				if o["object_type"] == "obligation" && payloadOf(o)["quantity"] == "8" {
+					payloadOf(o)["quantity"] = "9"
+				}
+			}
+			return objs
+		})
+		refusedWith(t, "obligations owing 21 of 20", b, s, txn, reason.ObligationTermsMutated, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+		// A further obligation whose decision was left out.
+		var riderDecision string
+		for _, raw := range msg {
+			o, _ := canonical.DecodeObject(raw)
+			if o["object_type"] == "transaction_event" {
+				riderDecision = payloadOf(o)["policy_decision_id"].(string)
+			}
+		}
+		dropped := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			return slices.DeleteFunc(objs, func(o map[string]any) bool { return o["object_type"] == "policy_decision" && o["id"] != riderDecision })
+		})
+		refusedWith(t, "a further obligation with no decision of its own", b, s, txn, reason.PolicyDenied, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, dropped)
+			return err
+		})
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+			t.Fatalf("the genuine activation: %v", err)
+		}
+	})
+	t.Run("declaration leaving an owed obligation out", func(t *testing.T) {
+		t.Parallel()
+		b, s, _ := recordtest.Pair(t)
+		txn := recordtest.Form(t, b, s, "3200.00")
+		out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		oblA, oblB := out.Objects["obligation"], out.Objects["obligation_2"]
+		msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
+			return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
+				Assertions: []record.AssertionInput{{ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates")}}})
+		})
+		var leadDecision, prfB, evdB string
+		for _, raw := range msg {
+			o, _ := canonical.DecodeObject(raw)
+			switch p := payloadOf(o); o["object_type"] {
+			case "transaction_event":
+				leadDecision = p["policy_decision_id"].(string)
+			case "performance_event":
+				if p["obligation_id"] == oblB {
+					prfB = o["id"].(string)
+					evdB = p["evidence_refs"].([]any)[0].(map[string]any)["evidence_id"].(string)
+				}
+			}
+		}
+		forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
+			return slices.DeleteFunc(objs, func(o map[string]any) bool {
+				return o["id"] == prfB || o["id"] == evdB || (o["object_type"] == "policy_decision" && o["id"] != leadDecision)
+			})
+		})
+		refusedWith(t, "a declaration leaving the second obligation unasserted", b, s, txn, reason.StateTransitionDenied, func() error {
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			return err
+		})
+	})
+}
