@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -717,5 +718,198 @@ func TestSeveralObligationsHostile(t *testing.T) {
 			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
 			return err
 		})
+	})
+}
+
+// amendmentOffer has the supplier offer new terms on a committed
+// transaction: 24 transmitters for 3760.00 EUR.
+func amendmentOffer(t *testing.T, s *recordtest.Side, c *recordtest.Clock, txn, supersedes string) string {
+	t.Helper()
+	terms := recordtest.Terms("3760.00")
+	terms["core"].(map[string]any)["quantity"] = "24"
+	terms["core"].(map[string]any)["description"] = "Calibration and digital certificates for 24 pressure transmitters"
+	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn, SupersedesOfferID: supersedes})
+	if err != nil || out.Status != record.StatusDelivered {
+		t.Fatalf("amendment offer: %+v %v", out, err)
+	}
+	return out.Objects["offer"]
+}
+
+func TestAmendmentChangesPriceAndAddsDuty(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, obl1 := committed(t)
+	v1raw, _ := b.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
+	off := amendmentOffer(t, s, c, txn, "")
+	inbox, err := b.Engine.Inbox(ctx, b.Mandate, 10)
+	if err != nil || len(inbox) != 1 || !inbox[0].Amendment || inbox[0].OfferID != off || inbox[0].AcceptanceAct["action_type"] != "agreement.amend" {
+		t.Fatalf("inbox: %+v %v", inbox, err)
+	}
+	// The added duty: the 4 more transmitters, for the 560.00 EUR more.
+	out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+		AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
+	if err != nil || out.Status != record.StatusRecorded || out.State != "in_performance" {
+		t.Fatalf("amend: %+v %v", out, err)
+	}
+	v2, obl2 := out.Objects["agreement"], out.Objects["obligation"]
+	types := recordtest.SameRecord(t, b, s, txn, 4)
+	if types[3] != "agreement.amended" {
+		t.Fatalf("events %v", types)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		agrs, _ := sd.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
+		if len(agrs) != 2 || string(agrs[0]) != string(v1raw[0]) {
+			t.Fatalf("%s: the superseded version is not kept unchanged", sd.Node.Org.Config().OrganizationID)
+		}
+		a2, _ := canonical.DecodeObject(agrs[1])
+		if a2["id"] != v2 || a2["previous_version_id"] != mustDecode(t, v1raw[0])["id"] || a2["version"] != json.Number("2") {
+			t.Fatalf("version 2: %v", a2["previous_version_id"])
+		}
+		if sigs := a2["signatures"].([]any); len(sigs) != 2 {
+			t.Fatalf("version 2 carries %d signatures", len(sigs))
+		}
+		o1, _ := sd.Node.Org.Store.GetObject(ctx, obl1)
+		o2, _ := sd.Node.Org.Store.GetObject(ctx, obl2)
+		if payloadOf(mustDecode(t, o1))["subject"].(map[string]any)["terms_hash"] != payloadOf(mustDecode(t, v1raw[0]))["terms_hash"] ||
+			payloadOf(mustDecode(t, o2))["subject"].(map[string]any)["terms_hash"] != payloadOf(a2)["terms_hash"] {
+			t.Fatal("the obligations do not keep their version's terms_hash")
+		}
+		if st := obligationStates(t, sd, txn); st[obl1] != "pending" || st[obl2] != "pending" {
+			t.Fatalf("%v", st)
+		}
+	}
+	bothVerifyClean(t, b, s, txn)
+	// The amended deal is performed, paid and completed.
+	if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl1, AssertedQuantity: "20", Evidence: evidence("20 calibrated"),
+		Assertions: []record.AssertionInput{{ObligationID: obl2, AssertedQuantity: "4", Evidence: evidence("4 more calibrated")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl1, ResponseType: "accept",
+		Responses: []record.ResponseInput{{ObligationID: obl2, ResponseType: "accept"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, obl := range []string{obl1, obl2} {
+		if _, err := instruct(b, obl, "pay-amended-0000"+string(rune('1'+i)))(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := b.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+func mustDecode(t *testing.T, raw []byte) map[string]any {
+	t.Helper()
+	o, err := canonical.DecodeObject(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestAmendmentDropsADutyByWaiver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, obl1 := committed(t)
+	off := amendmentOffer(t, s, c, txn, "")
+	// A new version whose obligations do not owe its terms is refused.
+	refused(t, "an amendment leaving the obligations owing the old terms", b, s, txn, reason.ObligationTermsMutated, func() error {
+		_, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off})
+		return err
+	})
+	out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off, WaiveObligationIDs: []string{obl1},
+		AddObligations: []record.DeliverableInput{{Quantity: "24", Consideration: &record.Money{Currency: "EUR", Amount: "3760.00"}}}})
+	if err != nil || out.State != "in_performance" {
+		t.Fatalf("amend: %+v %v", out, err)
+	}
+	obl2 := out.Objects["obligation"]
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[obl1] != "waived" || st[obl2] != "pending" {
+			t.Fatalf("%v", st)
+		}
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+func TestAmendmentRefusals(t *testing.T) {
+	ctx := context.Background()
+	t.Run("reusing the acceptance", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, _ := committed(t)
+		off := amendmentOffer(t, s, c, txn, "")
+		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
+			return b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+				AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
+		})
+		agrs, _ := b.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
+		v1 := payloadOf(mustDecode(t, agrs[0]))
+		for name, edit := range map[string]func(p, data map[string]any){
+			"the prior acceptance": func(p, data map[string]any) {
+				p["acceptance_id"] = v1["acceptance_id"]
+				data["acceptance_id"] = v1["acceptance_id"]
+			},
+			"the prior offer and acceptance": func(p, data map[string]any) {
+				for _, k := range []string{"acceptance_id", "accepted_offer_id", "accepted_offer_hash"} {
+					p[k] = v1[k]
+				}
+				data["acceptance_id"], data["offer_id"] = v1["acceptance_id"], v1["accepted_offer_id"]
+			},
+		} {
+			forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+				edit(payloadOf(ofType(t, objs, "agreement")), payloadOf(event(t, objs))["data"].(map[string]any))
+				return objs
+			})
+			refusedWith(t, "an amendment reusing "+name, b, s, txn, reason.AgreementAmendmentUnaccepted, func() error {
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				return err
+			})
+		}
+		// The genuine amendment goes through.
+		reply, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+		if err != nil || len(reply) != 3 {
+			t.Fatalf("the genuine amendment: %d objects, %v", len(reply), err)
+		}
+	})
+	t.Run("from acceptance_pending", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, obl := committed(t)
+		assertPerformance(t, s, obl, "20")
+		terms := recordtest.Terms("3760.00")
+		refused(t, "an amendment offer in acceptance_pending", b, s, txn, reason.StateTransitionDenied, func() error {
+			_, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+				ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn})
+			return err
+		})
+	})
+	t.Run("a counter-offer within the amendment", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, obl := committed(t)
+		first := amendmentOffer(t, s, c, txn, "")
+		// A second amendment offer supersedes the first, or is stale.
+		terms := recordtest.Terms("3100.00")
+		refused(t, "an amendment offer superseding nothing while one is open", b, s, txn, reason.OfferStale, func() error {
+			_, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+				ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn})
+			return err
+		})
+		second, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+			ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn, SupersedesOfferID: first})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, "accepting the superseded amendment offer", b, s, txn, reason.OfferStale, func() error {
+			_, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: first})
+			return err
+		})
+		// A price cut on the same quantity: the one obligation is waived
+		// and reissued at the new price.
+		out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: second.Objects["offer"], WaiveObligationIDs: []string{obl},
+			AddObligations: []record.DeliverableInput{{Quantity: "20", Consideration: &record.Money{Currency: "EUR", Amount: "3100.00"}}}})
+		if err != nil || out.State != "in_performance" {
+			t.Fatalf("amend: %+v %v", out, err)
+		}
+		bothVerifyClean(t, b, s, txn)
 	})
 }

@@ -225,21 +225,31 @@ type InboxItem struct {
 	Terms         map[string]any `json:"terms"`
 	// AcceptanceAct is the act document accept_offer evaluates under the
 	// given mandate: pass it to verify_mandate (and request_approval).
+	// For an amendment offer it is accept_amendment's (agreement.amend).
 	AcceptanceAct map[string]any `json:"acceptance_act,omitempty"`
+	// Amendment says the offer amends the agreement in force (named by
+	// AmendsAgreementID): accept it with accept_amendment.
+	Amendment         bool   `json:"amendment,omitempty"`
+	AmendsAgreementID string `json:"amends_agreement_id,omitempty"`
 }
 
 // Inbox lists the counterparties' offers this agent can still accept: the
-// latest offer of each draft transaction, made by the counterparty, not
-// lapsed and not withdrawn. With mandateID, each item carries the
+// latest offer of each draft transaction, and each amendment offer of a
+// committed or in_performance one, made by the counterparty, not lapsed
+// and not withdrawn. With mandateID, each item carries the
 // acceptance act document. It reads draft transactions only, by the state
 // index, a page at a time (limit, default 50).
 func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]InboxItem, error) {
 	if limit <= 0 {
 		limit = 50
 	}
-	ts, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(protocol.Draft), Limit: 500})
-	if err != nil {
-		return nil, err
+	var ts []store.Transaction
+	for _, state := range []protocol.State{protocol.Draft, protocol.Committed, protocol.InPerformance} {
+		page, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(state), Limit: 500})
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, page...)
 	}
 	now := e.o.Clock()
 	out := []InboxItem{}
@@ -255,7 +265,18 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 			continue
 		}
 		it := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
-		if mandateID != "" {
+		if protocol.State(t.State) != protocol.Draft {
+			open, agr, err := e.openAmendment(ctx, t)
+			if err != nil || open == nil || open.ID() != last.ID() {
+				continue // the agreed offer, not an amendment
+			}
+			it.Amendment, it.AmendsAgreementID = true, agr.ID()
+			if mandateID != "" {
+				if act, err := e.AmendmentAct(ctx, mandateID, last.ID()); err == nil {
+					it.AcceptanceAct = act
+				}
+			}
+		} else if mandateID != "" {
 			if act, err := e.AcceptanceAct(ctx, mandateID, last.ID()); err == nil {
 				it.AcceptanceAct = act
 			}
