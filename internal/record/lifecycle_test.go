@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
@@ -909,6 +910,121 @@ func TestAmendmentRefusals(t *testing.T) {
 			AddObligations: []record.DeliverableInput{{Quantity: "20", Consideration: &record.Money{Currency: "EUR", Amount: "3100.00"}}}})
 		if err != nil || out.State != "in_performance" {
 			t.Fatalf("amend: %+v %v", out, err)
+		}
+		bothVerifyClean(t, b, s, txn)
+	})
+}
+
+// approving is a buyer mandate whose principal holds every act of issue 15
+// for its procurement lead's approval.
+func approving(t *testing.T, b *recordtest.Side, c *recordtest.Clock) string {
+	t.Helper()
+	var rules []map[string]any
+	for _, a := range []string{"transaction.cancel", "termination.agree", "obligation.waive", "agreement.amend"} {
+		rules = append(rules, map[string]any{
+			"id":                    "r_" + strings.ReplaceAll(a, ".", "_"),
+			"when":                  map[string]any{"path": "$.action_type", "operator": "equals", "value": a},
+			"approver":              map[string]any{"organization_id": "org_northstar", "role": "procurement_lead"},
+			"expires_after_seconds": 3600,
+		})
+	}
+	return mandateFor(t, b, c, []string{"transaction.cancel", "termination.agree", "obligation.waive", "agreement.amend", "obligation.activated"}, rules)
+}
+
+// approve has b's principal approve exactly the act doc under mandate.
+func approve(t *testing.T, b *recordtest.Side, mandate string, doc map[string]any) string {
+	t.Helper()
+	ctx := context.Background()
+	v, err := b.Agent.VerifyMandate(ctx, agent.VerifyInput{MandateID: mandate, ProposedAction: doc})
+	if err != nil || v.Decision != authority.RequireApproval {
+		t.Fatalf("verify %v: %+v %v", doc["action_type"], v, err)
+	}
+	req, err := b.Agent.RequestApproval(ctx, agent.VerifyInput{MandateID: mandate, ProposedAction: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := b.Princ.Decide(ctx, req.ApprovalRequestID, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ap["id"].(string)
+}
+
+// act is the document of an act of b under mandate (docs/authority.md).
+func actOf(t *testing.T, b *recordtest.Side, mandate string, name, txn string, terms, refs map[string]any) map[string]any {
+	t.Helper()
+	m, err := b.Agent.Mandate(context.Background(), mandate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return authority.Document(name, txn, "org_delta", terms, refs, m)
+}
+
+func TestApprovalsReleaseLifecycleActs(t *testing.T) {
+	ctx := context.Background()
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		b, s, c := recordtest.Pair(t)
+		m := approving(t, b, c)
+		o := recordtest.Offer(t, s, "3200.00")
+		refused(t, "a cancellation held for approval", b, s, o.TransactionID, reason.ApprovalRequired, func() error {
+			_, err := b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: m, TransactionID: o.TransactionID})
+			return err
+		})
+		apr := approve(t, b, m, actOf(t, b, m, "transaction.cancel", o.TransactionID, recordtest.Terms("3200.00"), nil))
+		if out, err := b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: m, TransactionID: o.TransactionID, ApprovalID: apr}); err != nil || out.State != "cancelled" {
+			t.Fatalf("cancel with the approval: %+v %v", out, err)
+		}
+		bothVerifyClean(t, b, s, o.TransactionID)
+	})
+	t.Run("waive", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, _, rem := partial(t)
+		m := approving(t, b, c)
+		refused(t, "a waiver held for approval", b, s, txn, reason.ApprovalRequired, func() error {
+			_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: m, ObligationID: rem})
+			return err
+		})
+		doc := actOf(t, b, m, "obligation.waive", txn, authority.CoreTerms("5", "H87", map[string]any{"currency": "EUR", "amount": "0"}), map[string]any{"obligation_id": rem})
+		apr := approve(t, b, m, doc)
+		if out, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: m, ObligationID: rem, ApprovalID: apr}); err != nil || out.Status != record.StatusDelivered {
+			t.Fatalf("waive with the approval: %+v %v", out, err)
+		}
+		if st := obligationStates(t, s, txn); st[rem] != "waived" {
+			t.Fatalf("supplier: %v", st)
+		}
+	})
+	t.Run("amend and terminate", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, _ := committed(t)
+		m := approving(t, b, c)
+		off := amendmentOffer(t, s, c, txn, "")
+		add := []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}
+		refused(t, "an amendment held for approval", b, s, txn, reason.ApprovalRequired, func() error {
+			_, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: m, OfferID: off, AddObligations: add})
+			return err
+		})
+		doc, err := b.Engine.AmendmentAct(ctx, m, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apr := approve(t, b, m, doc)
+		out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: m, OfferID: off, AddObligations: add, ApprovalID: apr})
+		if err != nil || out.Status != record.StatusRecorded {
+			t.Fatalf("amend with the approval: %+v %v", out, err)
+		}
+		agrs, _ := b.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
+		v2 := mustDecode(t, agrs[1])
+		refused(t, "a termination proposal held for approval", b, s, txn, reason.ApprovalRequired, func() error {
+			_, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: m, TransactionID: txn})
+			return err
+		})
+		apr = approve(t, b, m, actOf(t, b, m, "termination.agree", txn, payloadOf(v2)["terms"].(map[string]any), map[string]any{"agreement_id": v2["id"]}))
+		if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: m, TransactionID: txn, ApprovalID: apr}); err != nil {
+			t.Fatalf("propose with the approval: %v", err)
+		}
+		if out, err := s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
+			t.Fatalf("agree: %+v %v", out, err)
 		}
 		bothVerifyClean(t, b, s, txn)
 	})

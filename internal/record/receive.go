@@ -151,19 +151,24 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", txn, st.t.Counterparty, from)
 	}
 	events := r.byType(protocol.TransactionEvent)
+	// An act held for approval travels with the approval that released it;
+	// acts recorded by their objects alone that take one (a waiver, a
+	// termination proposal) are told apart by their other objects.
+	approvals := len(r.byType(protocol.Approval))
+	n := len(r.objs) - approvals
 	switch {
 	case len(events) > 0:
 		if len(events) != 1 || r.objs[len(r.objs)-1] != events[0] {
 			return nil, reason.Refuse("a message carries one event, last")
 		}
 		return e.receiveEvent(ctx, r)
-	case len(r.objs) == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
+	case approvals == 0 && len(r.objs) == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveOffer(ctx, r)
-	case len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
+	case approvals == 0 && len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWithdrawal(ctx, r)
-	case len(r.objs) == 2 && r.one(protocol.ObligationResponse) != nil && r.one(protocol.PolicyDecision) != nil:
+	case approvals <= 1 && n == 2 && r.one(protocol.ObligationResponse) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWaiver(ctx, r)
-	case len(r.objs) == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil:
+	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveTerminationProposal(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
 		return e.receiveAgreement(ctx, r)

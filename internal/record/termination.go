@@ -216,7 +216,7 @@ func (e *Engine) receiveTerminationProposal(ctx context.Context, r *receipt) ([]
 			evd.P("artifact_hash"), rec.hash, r.st.t.HeadSequence, rec.open)
 	}
 	a := actDoc{name: protocol.ActTerminationAgree, terms: rec.agreement.Terms(), refs: map[string]any{"agreement_id": rec.agreement.ID()}}
-	if err := e.checkDecision(ctx, r.from, evd, pol, a, r.txn, nil, false); err != nil {
+	if err := e.checkDecision(ctx, r.from, evd, pol, a, r.txn, r.one(protocol.Approval), false); err != nil {
 		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {

@@ -172,7 +172,7 @@ func (e *Engine) receiveWaiver(ctx context.Context, r *receipt) ([][]byte, error
 	if err != nil {
 		return nil, err
 	}
-	if err := e.checkDecision(ctx, r.from, obr, pol, actDoc{name: protocol.ActObligationWaive, terms: terms, refs: refs}, r.txn, nil, false); err != nil {
+	if err := e.checkDecision(ctx, r.from, obr, pol, actDoc{name: protocol.ActObligationWaive, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), false); err != nil {
 		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
