@@ -53,10 +53,16 @@ package record
 // settlement_pending, so the remainder cannot be asserted there, and
 // AssertPerformance refuses it with A202-STATE-TRANSITION-DENIED. The
 // aggregate returns to in_performance only through exception.opened and
-// remediation.accepted; otherwise the remainder ends by termination.agreed
-// (released) or a waiver. This package implements none of those, so here
-// the remainder stays pending, and visible, in both records. No transition
-// is invented for it.
+// remediation.accepted, which this package does not implement; so the
+// remainder ends by a waiver of its obligee (waiver.go), after which the
+// transaction completes, or by termination.agreed (released;
+// termination.go). No transition is invented for it.
+//
+// An agreement may be performed as several obligations (deliverables.go):
+// they are issued together, asserted together by one declaration (each by
+// its own assertion) and answered together by one response event (each by
+// its own response), since the aggregate machine has one performance
+// cycle.
 //
 // Waiver (§5.2, §6.1: pending, due, asserted or rejected → waived) is an
 // obligation transition with no aggregate event in the pilot state machine
