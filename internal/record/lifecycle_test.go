@@ -1029,3 +1029,147 @@ func TestApprovalsReleaseLifecycleActs(t *testing.T) {
 		bothVerifyClean(t, b, s, txn)
 	})
 }
+
+// bundleOf collects sd's record of txn as a third party receives it.
+func bundleOf(t *testing.T, sd *recordtest.Side, txn string) verify.Input {
+	t.Helper()
+	c, _, err := export.Collect(context.Background(), sd.Node.Org.Store, txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verify.Input{Objects: c.Objects, Mandates: c.Mandates, Keys: c.Keys}
+}
+
+// checksNamed returns the checks of rep named name.
+func checksNamed(rep *verify.Report, name string) []verify.Check {
+	var out []verify.Check
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// failedWith reports whether a check named name failed with code.
+func failedWith(rep *verify.Report, name string, code reason.Code) bool {
+	for _, c := range checksNamed(rep, name) {
+		if c.Result == verify.Failed && c.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// TestVerifierJudgesLifecycleGuards: the verifier decides the new
+// transitions' guards from a bundle's objects, and a bundle that lacks what
+// a guard rests on, or holds what breaks it, fails with the guard's code.
+func TestVerifierJudgesLifecycleGuards(t *testing.T) {
+	ctx := context.Background()
+	t.Run("termination", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, _, rem := partial(t)
+		terminate(t, b, s, txn, 5, []string{rem})
+		in := bundleOf(t, b, txn)
+		for _, name := range []string{"transition_guard", "termination_signatures", "termination_signature"} {
+			if len(checksNamed(verify.Verify(in, verify.Options{RulesVersion: record.RulesVersion}), name)) == 0 {
+				t.Fatalf("no %s check", name)
+			}
+		}
+		// Without the proposer's signature, one party signed.
+		var fewer []map[string]any
+		for _, o := range in.Objects {
+			p, _ := o["payload"].(map[string]any)
+			by, _ := o["created_by"].(map[string]any)
+			if o["object_type"] == "evidence" && p["evidence_type"] == "signed_document" && by["organization_id"] == "org_northstar" {
+				continue
+			}
+			fewer = append(fewer, o)
+		}
+		rep := verify.Verify(verify.Input{Objects: fewer, Mandates: in.Mandates, Keys: in.Keys}, verify.Options{RulesVersion: record.RulesVersion})
+		if !failedWith(rep, "termination_signatures", reason.EvidenceSignatureInvalid) {
+			t.Fatalf("one signature: %+v", checksNamed(rep, "termination_signatures"))
+		}
+		// Without the remainder, the bundle shows no open obligation, and the
+		// record, which names it, is not the record of what the bundle shows.
+		var noRemainder []map[string]any
+		var termination string
+		for _, o := range in.Objects {
+			if o["id"] == rem {
+				continue
+			}
+			if p, _ := o["payload"].(map[string]any); o["object_type"] == "transaction_event" && p["event_type"] == "termination.agreed" {
+				termination = o["id"].(string)
+			}
+			noRemainder = append(noRemainder, o)
+		}
+		rep = verify.Verify(verify.Input{Objects: noRemainder, Mandates: in.Mandates, Keys: in.Keys}, verify.Options{RulesVersion: record.RulesVersion})
+		guard := false
+		for _, c := range checksNamed(rep, "transition_guard") {
+			if c.Subject == termination && c.Result == verify.Failed && c.Code == reason.EvidenceTransitionIllegal {
+				guard = true
+			}
+		}
+		if !guard {
+			t.Fatalf("a record naming an obligation the bundle does not show open: %+v", checksNamed(rep, "transition_guard"))
+		}
+		// Stated as withheld, it is a gap, not a failure.
+		rep = verify.Verify(verify.Input{Objects: noRemainder, Mandates: in.Mandates, Keys: in.Keys, Disclosure: &verify.Disclosure{StatedGaps: []string{rem}}},
+			verify.Options{RulesVersion: record.RulesVersion})
+		for _, c := range checksNamed(rep, "transition_guard") {
+			if c.Subject == termination && c.Result != verify.NotCheckable {
+				t.Fatalf("the termination's guard with the remainder withheld: %+v", c)
+			}
+		}
+	})
+	t.Run("waiver of an accepted obligation", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, obl, _ := partial(t)
+		in := bundleOf(t, b, txn)
+		w, _ := forge(t, b, c, "obligation_response", txn, "object_issuance", map[string]any{"obligation_id": obl, "response_type": "waive"})
+		rep := verify.Verify(verify.Input{Objects: append(in.Objects, w), Mandates: in.Mandates, Keys: in.Keys}, verify.Options{RulesVersion: record.RulesVersion})
+		if !failedWith(rep, "waiver_state", reason.EvidenceTransitionIllegal) {
+			t.Fatalf("waiver after acceptance: %+v", checksNamed(rep, "waiver_state"))
+		}
+		_ = s
+	})
+	t.Run("amendment", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, _ := committed(t)
+		off := amendmentOffer(t, s, c, txn, "")
+		if _, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+			AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		in := bundleOf(t, s, txn)
+		// The amendment's guard needs its acceptance: withheld, the guard
+		// is not established, never verified.
+		var noAcceptance []map[string]any
+		var amended string
+		for _, o := range in.Objects {
+			p, _ := o["payload"].(map[string]any)
+			if o["object_type"] == "acceptance" && p["offer_id"] == off {
+				continue
+			}
+			if o["object_type"] == "transaction_event" && p["event_type"] == "agreement.amended" {
+				amended = o["id"].(string)
+			}
+			noAcceptance = append(noAcceptance, o)
+		}
+		rep := verify.Verify(verify.Input{Objects: noAcceptance, Mandates: in.Mandates, Keys: in.Keys}, verify.Options{RulesVersion: record.RulesVersion})
+		for _, ch := range checksNamed(rep, "transition_guard") {
+			if ch.Subject == amended && ch.Result != verify.NotCheckable {
+				t.Fatalf("the amendment's guard without its acceptance: %+v", ch)
+			}
+		}
+		// Under rules 1.1 the amendment is not a row.
+		rep = verify.Verify(in, verify.Options{RulesVersion: "1.1"})
+		illegal := false
+		for _, ch := range checksNamed(rep, "transition_legality") {
+			illegal = illegal || ch.Subject == amended && ch.Result == verify.Failed
+		}
+		if !illegal {
+			t.Fatal("agreement.amended replays legal under rules 1.1")
+		}
+	})
+}
