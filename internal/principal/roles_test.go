@@ -350,9 +350,10 @@ func TestServeKeepsThePrincipalKeyFromTheAgent(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- daemon.Run(ctx, n.Dir, daemon.Options{
-			Logger: slog.New(slog.DiscardHandler),
-			Mount:  []daemon.Mounter{daemon.Record(daemon.PeerOptions{}), inspect},
-			Ready:  func(daemon.Addrs) { cancel() },
+			Logger:    slog.New(slog.DiscardHandler),
+			Mount:     []daemon.Mounter{daemon.Record(daemon.PeerOptions{}), inspect},
+			Listeners: daemon.Listeners{MCP: n.Sockets.MCP, Peer: n.Sockets.Peer, Admin: n.Sockets.Admin},
+			Ready:     func(daemon.Addrs) { cancel() },
 		})
 	}()
 	select {
