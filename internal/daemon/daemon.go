@@ -2,7 +2,8 @@
 // runtime and serves its three listeners until its context ends.
 //
 //   - The MCP listener (config mcp_addr, loopback, plain HTTP): the agent's
-//     tools at /mcp behind the agent token, and the RFC 9728 metadata.
+//     tools at /mcp behind the agent token, the record's resources with
+//     their update notifications, and the RFC 9728 metadata.
 //   - The peer listener (config peer_addr, HTTPS with the instance's
 //     certificate, client certificates requested and pinned per peer): the
 //     mandate status endpoints /v1/mandates/{id}/status (public), the key
@@ -146,7 +147,12 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return fmt.Errorf("daemon: admin listener: %w", err)
 	}
 	mcpBase := "http://" + mcpLn.Addr().String()
-	server := mcp.NewServer(d.mcpTools, o.Store, log)
+	var mcpOpts []mcp.Option
+	if d.Engine != nil {
+		// Each transaction and the inbox as resources, with notifications.
+		mcpOpts = append(mcpOpts, mcp.WithResources(bg, d.Engine))
+	}
+	server := mcp.NewServer(d.mcpTools, o.Store, log, mcpOpts...)
 	servers := []*http.Server{
 		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
