@@ -153,10 +153,15 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		mcpOpts = append(mcpOpts, mcp.WithResources(bg, d.Engine))
 	}
 	server := mcp.NewServer(d.mcpTools, o.Store, log, mcpOpts...)
+	var adminOpts []admin.Option
+	if d.Engine != nil {
+		// The transaction pages read the record through the engine.
+		adminOpts = append(adminOpts, admin.WithRecord(d.Engine))
+	}
 	servers := []*http.Server{
 		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log, adminOpts...), ReadHeaderTimeout: 10 * time.Second},
 	}
 	lns := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}
