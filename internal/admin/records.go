@@ -45,11 +45,11 @@ type timelineView struct {
 
 // eventRow is one event of the timeline.
 type eventRow struct {
-	Sequence                                   int
-	ID, Type, Phrase, From, To, When, Status   string
-	AppendedBy, Countersigned, Hash            string
-	Data                                       []item
-	Behind                                     []objectLink
+	Sequence                                 int
+	ID, Type, Phrase, From, To, When, Status string
+	AppendedBy, Countersigned, Hash          string
+	Data                                     []item
+	Behind                                   []objectLink
 }
 
 // objectLink names an object an event's data refers to.

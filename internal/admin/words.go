@@ -213,7 +213,7 @@ var conditionOperators = map[string]string{
 
 // pathWords read the act paths rules use most.
 var pathWords = map[string]string{
-	"$.action_type":                     "the act",
+	"$.action_type":                      "the act",
 	"$.proposed_terms.core.total.amount": "the total amount",
 	"$.proposed_terms.core.quantity":     "the quantity",
 	"$.counterparty_organization_id":     "the counterparty",
@@ -311,7 +311,6 @@ func rulesOf(m map[string]any) map[string]map[string]any {
 	}
 	return out
 }
-
 
 // lookupContext builds the summary context from the record, when the
 // admin listener has it.
