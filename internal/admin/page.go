@@ -208,12 +208,12 @@ the action hash is the SHA-256 of the act's canonical form, and an approval is b
 {{range .Obligations}}<div class="ev"><dl><dt>Obligation</dt><dd><a class="mono" href="#{{.ObligationID}}">{{.ObligationID}}</a></dd><dt>State</dt><dd><span class="state">{{.State}}</span></dd>{{range .Assertions}}<dt>Assertion</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}</dl></div>{{end}}
 {{end}}
 <h2>Objects ({{len .Objects}})</h2>
+<p>Every object of the record as this instance holds it, in the order it was stored. Open one to read it in words and as signed.</p>
 {{range .Objects}}
-<section class="obj" id="{{.ID}}">
-<h3>{{.Type}} <span class="mono">{{.ID}}</span></h3>
-<dl><dt>Created by</dt><dd>{{.CreatedBy}}</dd><dt>Created</dt><dd>{{.CreatedAt}}</dd>{{template "items" .Words}}<dt>Content hash</dt><dd class="mono">{{.Hash}}</dd></dl>
+<details class="obj" id="{{.ID}}"><summary><b>{{.Type}}</b> <span class="mono">{{.ID}}</span> · {{.CreatedBy}} · {{.CreatedAt}}</summary>
+<dl>{{template "items" .Words}}<dt>Content hash</dt><dd class="mono">{{.Hash}}</dd></dl>
 <details><summary>As held (canonical JSON)</summary><pre>{{.JSON}}</pre></details>
-</section>
+</details>
 {{end}}
 {{end}}
 {{define "verify"}}
