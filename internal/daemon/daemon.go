@@ -43,6 +43,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/notify"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/principal"
@@ -147,6 +148,20 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return fmt.Errorf("daemon: admin listener: %w", err)
 	}
 	mcpBase := "http://" + mcpLn.Addr().String()
+	// The principal's webhook, when configured: approval requests and
+	// final states, delivered best effort beside the acts (package notify).
+	hook, err := notify.Open(dir, cfg, notify.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	if hook != nil {
+		d.Agent.OnApprovalRequest(hook.ApprovalRequested)
+		if d.Engine != nil {
+			cancel := d.Engine.Subscribe(hook.Changed)
+			defer cancel()
+		}
+		go hook.Run(bg)
+	}
 	var mcpOpts []mcp.Option
 	if d.Engine != nil {
 		// Each transaction and the inbox as resources, with notifications.
