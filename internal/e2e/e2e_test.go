@@ -395,7 +395,10 @@ func secrets(t *testing.T, path string) [][]byte {
 	if !ok {
 		t.Fatalf("%s is not a P-256 key", path)
 	}
-	d := ek.D.FillBytes(make([]byte, 32))
+	d, err := ek.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	body := strings.Join(lines[1:len(lines)-1], "")
 	return [][]byte{[]byte(body[:48]), []byte(base64.RawURLEncoding.EncodeToString(d)), []byte(base64.StdEncoding.EncodeToString(d)[:40]), []byte(hex.EncodeToString(d))}
