@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/bundle"
+	"github.com/partyd/party/internal/cli"
+	"github.com/partyd/party/internal/verify"
+	"github.com/partyd/party/internal/verify/verifytest"
+)
+
+// verifyEvents is the size of the record the verify benchmarks check: a
+// bilateral record of 5 000 events, every one signed by its appender and
+// countersigned (verifytest.Large).
+const verifyEvents = 5000
+
+// ReferenceDirEnv names a checkout of the public repository
+// a202-protocol/a202, whose Python reference verifier
+// BenchmarkVerifyCommand runs beside party verify when it is set.
+const ReferenceDirEnv = "A202_REFERENCE_DIR"
+
+// verifyEnv is what the verify benchmarks share within one process: the
+// party binary, built once; the record and its bundle directory, made
+// once; and the floor of its signatures.
+type verifyEnv struct {
+	bin   string // the party binary
+	dir   string // the bundle directory
+	rec   *verifytest.Record
+	floor *verifytest.Floor
+}
+
+var (
+	verifyOnce   sync.Once
+	verifyShared *verifyEnv
+	verifyErr    error
+	verifyRoot   string // removed by TestMain
+)
+
+// TestMain removes what the verify benchmarks made.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if verifyRoot != "" {
+		os.RemoveAll(verifyRoot)
+	}
+	os.Exit(code)
+}
+
+// sharedVerifyEnv builds the binary and the bundle the first time it is
+// called, in a temporary directory TestMain removes.
+func sharedVerifyEnv(b *testing.B) *verifyEnv {
+	b.Helper()
+	verifyOnce.Do(func() {
+		verifyShared, verifyErr = newVerifyEnv()
+	})
+	if verifyErr != nil {
+		b.Fatal(verifyErr)
+	}
+	return verifyShared
+}
+
+func newVerifyEnv() (*verifyEnv, error) {
+	root, err := os.MkdirTemp("", "party-verify-bench-*")
+	if err != nil {
+		return nil, err
+	}
+	verifyRoot = root
+	e := &verifyEnv{bin: filepath.Join(root, "party"), dir: filepath.Join(root, "bundle")}
+	build := exec.Command("go", "build", "-o", e.bin, "github.com/partyd/party/cmd/party")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	if e.rec, err = verifytest.Large(verifyEvents); err != nil {
+		return nil, err
+	}
+	if err := bundle.Write(e.dir, e.rec.Contents(), bundle.WriteOptions{}); err != nil {
+		return nil, err
+	}
+	if e.floor, err = verifytest.NewFloor(e.rec); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// procRun is one measured run of a process.
+type procRun struct {
+	wall, cpu time.Duration
+	maxRSS    int64 // bytes
+	stdout    []byte
+}
+
+// runProc runs cmd to completion and reads its wall time, its CPU time
+// (user + system) and its peak resident set from the kernel's rusage.
+func runProc(cmd *exec.Cmd) (procRun, error) {
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	t0 := time.Now()
+	err := cmd.Run()
+	wall := time.Since(t0)
+	if err != nil {
+		return procRun{}, fmt.Errorf("%s: %v\n%s%s", cmd.Path, err, out.Bytes(), errOut.Bytes())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return procRun{}, fmt.Errorf("no rusage for %s", cmd.Path)
+	}
+	return procRun{
+		wall:   wall,
+		cpu:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		maxRSS: ru.Maxrss * 1024, // kilobytes on Linux
+		stdout: out.Bytes(),
+	}, nil
+}
+
+// verifyCommand is `party verify DIR` with default options, on as many
+// cores as the benchmark runs on.
+func (e *verifyEnv) verifyCommand() *exec.Cmd {
+	cmd := exec.Command(e.bin, "verify", e.dir)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", runtime.GOMAXPROCS(0)))
+	return cmd
+}
+
+// wantClean fails b unless a party verify summary reports no failed and
+// no unchecked check.
+func wantClean(b *testing.B, summary []byte) {
+	b.Helper()
+	if !bytes.Contains(summary, []byte(", 0 failed, 0 not checkable")) {
+		b.Fatalf("the record does not verify cleanly:\n%s", summary)
+	}
+}
+
+// BenchmarkVerifyCommand runs `party verify DIR` end to end as a process
+// (start, read and strictly decode the bundle directory, the seven steps,
+// the summary on stdout) over a 5 000-event record, alternating each run
+// with the floor: one bare ES256 verification per signature of the record
+// (mandate proofs included) over precomputed digests, spread over
+// GOMAXPROCS goroutines of this process. The child gets the same
+// GOMAXPROCS, so run it with -cpu to compare both on one core count:
+//
+//	go test -run '^$' -bench VerifyCommand -benchtime 5x -count 3 -cpu 1,2 ./internal/bench
+//
+// ns/op is the mean wall time of one party verify. floor/verify is the
+// floor's time over the command's (1.0 would be a verifier costing nothing
+// but its signatures); MB-peak-rss the largest resident set any run
+// reached (ru_maxrss); cpu-ms/op the command's user plus system time.
+//
+// With A202_REFERENCE_DIR naming a checkout of a202-protocol/a202, each
+// iteration also runs the published Python reference verifier over the
+// same bundle (testdata/reference_verify.py, which imports it from there)
+// and reports reference/verify, its wall time over the command's. Without
+// it that part is skipped, and the log says so.
+func BenchmarkVerifyCommand(b *testing.B) {
+	e := sharedVerifyEnv(b)
+	ref := os.Getenv(ReferenceDirEnv)
+	var refScript string
+	if ref == "" {
+		b.Logf("%s is not set: the Python reference verifier is not run (set it to a checkout of a202-protocol/a202)", ReferenceDirEnv)
+	} else {
+		var err error
+		if refScript, err = filepath.Abs(filepath.Join("testdata", "reference_verify.py")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	// One untimed run of each warms the page cache and the binary.
+	first, err := runProc(e.verifyCommand())
+	if err != nil {
+		b.Fatal(err)
+	}
+	wantClean(b, first.stdout)
+	var tv, tf, tr, cpu time.Duration
+	var peak int64
+	for b.Loop() {
+		v, err := runProc(e.verifyCommand())
+		if err != nil {
+			b.Fatal(err)
+		}
+		wantClean(b, v.stdout)
+		t0 := time.Now()
+		if err := e.floor.Run(workers); err != nil {
+			b.Fatal(err)
+		}
+		tf += time.Since(t0)
+		tv, cpu, peak = tv+v.wall, cpu+v.cpu, max(peak, v.maxRSS)
+		if refScript != "" {
+			cmd := exec.Command("python3", refScript, e.dir)
+			cmd.Env = append(os.Environ(), ReferenceDirEnv+"="+ref)
+			p, err := runProc(cmd)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tr += p.wall
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tv.Nanoseconds())/n, "ns/op")
+	b.ReportMetric(float64(cpu.Milliseconds())/n, "cpu-ms/op")
+	b.ReportMetric(float64(tf.Nanoseconds())/float64(tv.Nanoseconds()), "floor/verify")
+	b.ReportMetric(float64(tf.Milliseconds())/n, "floor-ms/op")
+	b.ReportMetric(float64(peak)/(1<<20), "MB-peak-rss")
+	b.ReportMetric(float64(e.floor.Len()), "sigs")
+	if refScript != "" {
+		b.ReportMetric(float64(tr.Nanoseconds())/float64(tv.Nanoseconds()), "reference/verify")
+		b.ReportMetric(float64(tr.Milliseconds())/n, "reference-ms/op")
+	}
+}
+
+// BenchmarkVerifyInProcess times the same record without a process
+// around it, each run alternated with the floor like the command:
+//
+//   - verify: verify.Verify over the bundle as read (no disk, no
+//     decoding), with the command's options;
+//
+//   - command: cli.Main("verify", DIR) in this process, reading and
+//     decoding the directory and writing the summary to io.Discard.
+//
+//     go test -run '^$' -bench VerifyInProcess -benchtime 5x -count 3 -cpu 1,2 ./internal/bench
+func BenchmarkVerifyInProcess(b *testing.B) {
+	e := sharedVerifyEnv(b)
+	bd, err := bundle.Read(e.dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := verify.BundleInput(bd)
+	opt := verify.Options{RulesVersion: bd.Manifest.RulesVersion}
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"verify", func() error {
+			rep := verify.Verify(in, opt)
+			if rep.Results.Failed != 0 || rep.Results.NotCheckable != 0 {
+				return fmt.Errorf("%d failed, %d not checkable", rep.Results.Failed, rep.Results.NotCheckable)
+			}
+			return nil
+		}},
+		{"command", func() error {
+			var out strings.Builder
+			if code := cli.Main([]string{"verify", e.dir}, nil, &out, io.Discard); code != 0 {
+				return fmt.Errorf("party verify exited %d:\n%s", code, out.String())
+			}
+			if !strings.Contains(out.String(), ", 0 failed, 0 not checkable") {
+				return fmt.Errorf("the record does not verify cleanly:\n%s", out.String())
+			}
+			return nil
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			workers := runtime.GOMAXPROCS(0)
+			if err := c.run(); err != nil { // untimed: warms caches and compiles the profile schemas
+				b.Fatal(err)
+			}
+			var tv, tf time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if err := c.run(); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := e.floor.Run(workers); err != nil {
+					b.Fatal(err)
+				}
+				tv, tf = tv+t1.Sub(t0), tf+time.Since(t1)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(tv.Nanoseconds())/n, "ns/op")
+			b.ReportMetric(float64(tf.Nanoseconds())/float64(tv.Nanoseconds()), "floor/verify")
+			b.ReportMetric(float64(e.floor.Len())*n/tv.Seconds(), "sigs/s")
+		})
+	}
+}
