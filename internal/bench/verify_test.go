@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -47,8 +48,13 @@ var (
 	verifyRoot   string // removed by TestMain
 )
 
-// TestMain removes what the verify benchmarks made.
+// TestMain removes what the verify benchmarks made. Started with
+// launchEnv set, the test binary is instead the launcher of one measured
+// process (launch).
 func TestMain(m *testing.M) {
+	if argv := os.Getenv(launchEnv); argv != "" {
+		os.Exit(launch(argv))
+	}
 	code := m.Run()
 	if verifyRoot != "" {
 		os.RemoveAll(verifyRoot)
@@ -99,35 +105,110 @@ type procRun struct {
 	stdout    []byte
 }
 
-// runProc runs cmd to completion and reads its wall time, its CPU time
-// (user + system) and its peak resident set from the kernel's rusage.
-func runProc(cmd *exec.Cmd) (procRun, error) {
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+// Measuring a process's peak resident set.
+//
+// The kernel's rusage of a child (ru_maxrss) counts the memory of the
+// process that started it: Go starts a child with vfork, so the child
+// runs in its parent's address space until it execs, and the high-water
+// mark of that space becomes the child's. This benchmark process holds
+// the whole record and its floor, a few hundred megabytes, which a child
+// started from it would report as its own peak. So every measured
+// process is started by a launcher, this test binary again with
+// launchEnv set, which has done nothing but start: the child's ru_maxrss
+// is then its own, or the launcher's when larger (a few tens of
+// megabytes), and the launcher reports it with the child's wall and CPU
+// time on its last line of standard error.
+
+// launchEnv carries the command line (JSON) the launcher runs.
+const launchEnv = "PARTY_BENCH_LAUNCH"
+
+const rusageLine = "bench-rusage "
+
+// launch runs the command argv (a JSON array) with this process's
+// standard streams and environment, and reports its rusage.
+func launch(argv string) int {
+	var args []string
+	if err := json.Unmarshal([]byte(argv), &args); err != nil || len(args) == 0 {
+		fmt.Fprintf(os.Stderr, "%s is not a JSON command line: %q\n", launchEnv, argv)
+		return 2
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, launchEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	t0 := time.Now()
 	err := cmd.Run()
 	wall := time.Since(t0)
+	if cmd.ProcessState == nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	fmt.Fprintf(os.Stderr, "\n%s%d %d %d\n", rusageLine, wall.Nanoseconds(), ru.Utime.Nano()+ru.Stime.Nano(), ru.Maxrss)
+	return cmd.ProcessState.ExitCode()
+}
+
+// runProc runs cmd to completion through the launcher and reads its wall
+// time, its CPU time (user + system) and its peak resident set.
+func runProc(cmd *exec.Cmd) (procRun, error) {
+	argv, err := json.Marshal(cmd.Args)
 	if err != nil {
+		return procRun{}, err
+	}
+	l := exec.Command(os.Args[0])
+	l.Env = append(cmd.Environ(), launchEnv+"="+string(argv))
+	var out, errOut bytes.Buffer
+	l.Stdout, l.Stderr = &out, &errOut
+	if err := l.Run(); err != nil {
 		return procRun{}, fmt.Errorf("%s: %v\n%s%s", cmd.Path, err, out.Bytes(), errOut.Bytes())
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return procRun{}, fmt.Errorf("no rusage for %s", cmd.Path)
+	i := bytes.LastIndex(errOut.Bytes(), []byte(rusageLine))
+	var wall, cpu, kb int64
+	if i < 0 {
+		return procRun{}, fmt.Errorf("%s: the launcher reported no rusage:\n%s", cmd.Path, errOut.Bytes())
+	}
+	if _, err := fmt.Sscanf(string(errOut.Bytes()[i+len(rusageLine):]), "%d %d %d", &wall, &cpu, &kb); err != nil {
+		return procRun{}, fmt.Errorf("%s: %v", cmd.Path, err)
 	}
 	return procRun{
-		wall:   wall,
-		cpu:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
-		maxRSS: ru.Maxrss * 1024, // kilobytes on Linux
+		wall:   time.Duration(wall),
+		cpu:    time.Duration(cpu),
+		maxRSS: kb * 1024, // kilobytes on Linux
 		stdout: out.Bytes(),
 	}, nil
 }
 
-// verifyCommand is `party verify DIR` with default options, on as many
-// cores as the benchmark runs on.
-func (e *verifyEnv) verifyCommand() *exec.Cmd {
+// verifyCommand is `party verify DIR` with default options, on cores
+// cores (GOMAXPROCS).
+func (e *verifyEnv) verifyCommand(cores int) *exec.Cmd {
 	cmd := exec.Command(e.bin, "verify", e.dir)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", runtime.GOMAXPROCS(0)))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", cores))
 	return cmd
+}
+
+// coreCounts are the core counts the verify benchmarks compare on: one,
+// and every core of the machine.
+func coreCounts() []int {
+	if n := runtime.NumCPU(); n > 1 {
+		return []int{1, n}
+	}
+	return []int{1}
+}
+
+// onCores runs f as a sub-benchmark cores=N with GOMAXPROCS set to N for
+// this process (the floor, the in-process verifier) and for the command,
+// then restored. The benchmark sets it itself rather than through -cpu,
+// which the first run of a b.Loop benchmark does not honour.
+func onCores(b *testing.B, f func(b *testing.B, cores int)) {
+	for _, n := range coreCounts() {
+		b.Run(fmt.Sprintf("cores=%d", n), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+			f(b, n)
+		})
+	}
 }
 
 // wantClean fails b unless a party verify summary reports no failed and
@@ -143,11 +224,12 @@ func wantClean(b *testing.B, summary []byte) {
 // (start, read and strictly decode the bundle directory, the seven steps,
 // the summary on stdout) over a 5 000-event record, alternating each run
 // with the floor: one bare ES256 verification per signature of the record
-// (mandate proofs included) over precomputed digests, spread over
-// GOMAXPROCS goroutines of this process. The child gets the same
-// GOMAXPROCS, so run it with -cpu to compare both on one core count:
+// (mandate proofs included) over precomputed digests, spread over as many
+// goroutines of this process as the command has cores. Both run on one
+// core (cores=1) and on all of them (cores=2 on a 2-core machine),
+// GOMAXPROCS set for the command and for this process alike:
 //
-//	go test -run '^$' -bench VerifyCommand -benchtime 5x -count 3 -cpu 1,2 ./internal/bench
+//	go test -run '^$' -bench VerifyCommand -benchtime 5x -count 3 ./internal/bench
 //
 // ns/op is the mean wall time of one party verify. floor/verify is the
 // floor's time over the command's (1.0 would be a verifier costing nothing
@@ -160,6 +242,10 @@ func wantClean(b *testing.B, summary []byte) {
 // and reports reference/verify, its wall time over the command's. Without
 // it that part is skipped, and the log says so.
 func BenchmarkVerifyCommand(b *testing.B) {
+	onCores(b, benchVerifyCommand)
+}
+
+func benchVerifyCommand(b *testing.B, cores int) {
 	e := sharedVerifyEnv(b)
 	ref := os.Getenv(ReferenceDirEnv)
 	var refScript string
@@ -171,9 +257,8 @@ func BenchmarkVerifyCommand(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	workers := runtime.GOMAXPROCS(0)
-	// One untimed run of each warms the page cache and the binary.
-	first, err := runProc(e.verifyCommand())
+	// One untimed run warms the page cache and the binary.
+	first, err := runProc(e.verifyCommand(cores))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -181,13 +266,13 @@ func BenchmarkVerifyCommand(b *testing.B) {
 	var tv, tf, tr, cpu time.Duration
 	var peak int64
 	for b.Loop() {
-		v, err := runProc(e.verifyCommand())
+		v, err := runProc(e.verifyCommand(cores))
 		if err != nil {
 			b.Fatal(err)
 		}
 		wantClean(b, v.stdout)
 		t0 := time.Now()
-		if err := e.floor.Run(workers); err != nil {
+		if err := e.floor.Run(cores); err != nil {
 			b.Fatal(err)
 		}
 		tf += time.Since(t0)
@@ -216,15 +301,17 @@ func BenchmarkVerifyCommand(b *testing.B) {
 }
 
 // BenchmarkVerifyInProcess times the same record without a process
-// around it, each run alternated with the floor like the command:
+// around it, each run alternated with the floor like the command, on one
+// core and on all (cores=N):
 //
 //   - verify: verify.Verify over the bundle as read (no disk, no
 //     decoding), with the command's options;
-//
 //   - command: cli.Main("verify", DIR) in this process, reading and
 //     decoding the directory and writing the summary to io.Discard.
 //
-//     go test -run '^$' -bench VerifyInProcess -benchtime 5x -count 3 -cpu 1,2 ./internal/bench
+// Run it as:
+//
+//	go test -run '^$' -bench VerifyInProcess -benchtime 5x -count 3 ./internal/bench
 func BenchmarkVerifyInProcess(b *testing.B) {
 	e := sharedVerifyEnv(b)
 	bd, err := bundle.Read(e.dir)
@@ -256,26 +343,27 @@ func BenchmarkVerifyInProcess(b *testing.B) {
 		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			workers := runtime.GOMAXPROCS(0)
-			if err := c.run(); err != nil { // untimed: warms caches and compiles the profile schemas
-				b.Fatal(err)
-			}
-			var tv, tf time.Duration
-			for b.Loop() {
-				t0 := time.Now()
-				if err := c.run(); err != nil {
+			onCores(b, func(b *testing.B, cores int) {
+				if err := c.run(); err != nil { // untimed: warms caches and compiles the profile schemas
 					b.Fatal(err)
 				}
-				t1 := time.Now()
-				if err := e.floor.Run(workers); err != nil {
-					b.Fatal(err)
+				var tv, tf time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					if err := c.run(); err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					if err := e.floor.Run(cores); err != nil {
+						b.Fatal(err)
+					}
+					tv, tf = tv+t1.Sub(t0), tf+time.Since(t1)
 				}
-				tv, tf = tv+t1.Sub(t0), tf+time.Since(t1)
-			}
-			n := float64(b.N)
-			b.ReportMetric(float64(tv.Nanoseconds())/n, "ns/op")
-			b.ReportMetric(float64(tf.Nanoseconds())/float64(tv.Nanoseconds()), "floor/verify")
-			b.ReportMetric(float64(e.floor.Len())*n/tv.Seconds(), "sigs/s")
+				n := float64(b.N)
+				b.ReportMetric(float64(tv.Nanoseconds())/n, "ns/op")
+				b.ReportMetric(float64(tf.Nanoseconds())/float64(tv.Nanoseconds()), "floor/verify")
+				b.ReportMetric(float64(e.floor.Len())*n/tv.Seconds(), "sigs/s")
+			})
 		})
 	}
 }
