@@ -155,6 +155,7 @@ type decoder struct {
 	// and arrays it is inside, from which each is built at its exact size
 	// once complete.
 	strs    *[internSlots]interned
+	nums    numbers          // the integers it decoded last, boxed
 	leaves  *[leafSlots]leaf // made on the first decode with Options.Shared
 	seed    maphash.Seed
 	members []member
@@ -192,6 +193,37 @@ const (
 	maxInternLen = 32
 	internSlots  = 4096 // a power of two
 )
+
+// numbers are the short integers a decoder decoded last, each as the
+// json.Number in an interface it returned (a record repeats "version": 1
+// in every object), direct-mapped by their last digit and length.
+type numbers [64]struct {
+	lit string
+	v   any
+}
+
+const maxNumberLen = 8
+
+func numberSlot(b string) int { return (len(b)*10 + int(b[len(b)-1]-'0')) & 63 }
+
+func (t *numbers) get(raw []byte) (any, bool) {
+	if len(raw) == 0 || len(raw) > maxNumberLen || raw[len(raw)-1] < '0' || raw[len(raw)-1] > '9' {
+		return nil, false
+	}
+	e := &t[numberSlot(string(raw))]
+	return e.v, e.v != nil && e.lit == string(raw)
+}
+
+func (t *numbers) put(lit string) any {
+	v := any(json.Number(lit))
+	if len(lit) <= maxNumberLen {
+		t[numberSlot(lit)] = struct {
+			lit string
+			v   any
+		}{lit, v}
+	}
+	return v
+}
 
 // leaf is one slot of a decoder's table of shared leaves (Options.Shared):
 // the hash of a leaf's bytes once they have been seen, and from their
@@ -693,7 +725,11 @@ func (d *decoder) number() (any, error) {
 			return nil, d.fail("number with an empty exponent")
 		}
 	}
-	lit := string(d.data[start:d.pos])
+	raw := d.data[start:d.pos]
+	if v, ok := d.nums.get(raw); ok && integer && !d.opt.AllowFloats {
+		return v, nil // an integer accepted before, with the same digits
+	}
+	lit := string(raw)
 	if !d.opt.AllowFloats {
 		if !integer {
 			return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("number %s is not an integer (A202 carries amounts and decimals as strings)", lit)}
@@ -705,7 +741,7 @@ func (d *decoder) number() (any, error) {
 		if err != nil || n > MaxSafeInteger || n < -MaxSafeInteger {
 			return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("integer %s is outside ±(2^53−1)", lit)}
 		}
-		return json.Number(lit), nil
+		return d.nums.put(lit), nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil {
