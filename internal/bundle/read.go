@@ -39,7 +39,7 @@ func ReadValues(dir string) (*Bundle, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrNotBundle, dir)
 	}
-	b, err := readFS(os.DirFS(dir), false)
+	b, err := readFS(hostDir{FS: os.DirFS(dir), root: dir}, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -69,6 +69,9 @@ func readFiles(fsys fs.FS, dir string, names []string, keep bool) ([]Document, e
 				var err error
 				if keep {
 					data, err = fs.ReadFile(fsys, p)
+				} else if h, ok := fsys.(hostDir); ok {
+					buf, err = h.readInto(p, buf[:0])
+					data = buf
 				} else {
 					buf, err = readInto(fsys, p, buf[:0])
 					data = buf
@@ -119,3 +122,17 @@ func readInto(fsys fs.FS, name string, buf []byte) ([]byte, error) {
 		}
 	}
 }
+
+// hostDir is os.DirFS(root) for ReadValues, which knows the directory is
+// on this machine and can read its files with system calls of its own
+// (read_linux.go): a file opened through package os is a *os.File, with a
+// finalizer and an attempt to register it with the poller, which for
+// thousands of small files cost more than reading them.
+type hostDir struct {
+	fs.FS
+	root string
+}
+
+func (h hostDir) ReadDir(name string) ([]fs.DirEntry, error) { return fs.ReadDir(h.FS, name) }
+func (h hostDir) ReadFile(name string) ([]byte, error)       { return fs.ReadFile(h.FS, name) }
+func (h hostDir) Stat(name string) (fs.FileInfo, error)      { return fs.Stat(h.FS, name) }
