@@ -151,3 +151,23 @@ func indexed(base string, i int) string {
 	}
 	return fmt.Sprintf("%s[%d]", base, i)
 }
+
+// validDetails holds the detail of a valid signature, which says only
+// under which key and for which purpose it is valid: one string for each
+// pair, however many signatures share it. The examining workers share it.
+type validDetails struct {
+	mu sync.Mutex
+	m  map[[2]string]string
+}
+
+func (v *validDetails) detail(sc sigCheck) string {
+	k := [2]string{sc.keyID, sc.purpose}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	d, ok := v.m[k]
+	if !ok {
+		d = validDetail(sc)
+		v.m[k] = d
+	}
+	return d
+}

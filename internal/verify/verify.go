@@ -171,7 +171,8 @@ type run struct {
 	undisclosed  map[string]bool
 	unregistered map[string]bool
 	referenced   map[string]bool // evidence ids some object references
-	details      *detailTable    // this run's or fork's own (scratch.go)
+	details      *detailTable    // this run's or fork's own (costs.go)
+	valid        *validDetails   // shared by the run and its forks (costs.go)
 }
 
 func newRun(in Input, opt Options) *run {
@@ -186,6 +187,7 @@ func newRun(in Input, opt Options) *run {
 		parties:    map[string][2]string{},
 		unresolved: map[string]bool{}, undisclosed: map[string]bool{}, unregistered: map[string]bool{},
 		referenced: map[string]bool{},
+		valid:      &validDetails{m: map[[2]string]string{}},
 	}
 }
 
@@ -219,7 +221,6 @@ func (r *run) prepare() {
 	first := make(map[string]map[string]any, len(r.in.Objects))
 	r.byID = make(map[string]*object, len(r.in.Objects))
 	r.byHash = make(map[string]*object, len(r.in.Objects))
-	r.byDeclared = make(map[string]*object, len(r.in.Objects))
 	for i, v := range r.in.Objects {
 		if v == nil {
 			continue
@@ -260,7 +261,6 @@ func (r *run) prepare() {
 		r.mandates = append(r.mandates, m)
 	}
 
-	r.checks = make([]Check, 0, expectedChecks(len(r.objs)+len(r.mandates)))
 	r.parallel(len(r.objs)+len(r.mandates), func(i int) {
 		if i < len(r.objs) {
 			r.examine(r.objs[i])
@@ -269,6 +269,9 @@ func (r *run) prepare() {
 		}
 	})
 
+	// The report's list is made once the signatures are verified, so that
+	// it is not part of the heap through the long parallel phase.
+	r.checks = make([]Check, 0, expectedChecks(len(r.objs)+len(r.mandates)))
 	for _, o := range r.objs {
 		if o.id != "" {
 			if _, taken := r.byID[o.id]; !taken {
@@ -280,7 +283,10 @@ func (r *run) prepare() {
 				r.byHash[o.recomputed] = o
 			}
 		}
-		if o.declared != "" {
+		// byDeclared is asked only about a hash no object's bytes have
+		// (byHash first), so it needs only the objects that declare
+		// another hash than theirs.
+		if o.declared != "" && o.declared != o.recomputed {
 			if _, taken := r.byDeclared[o.declared]; !taken {
 				r.byDeclared[o.declared] = o
 			}
@@ -407,13 +413,13 @@ func (r *run) examine(o *object) {
 	// input for all of them; anything else is attributed entry by entry.
 	if pending == len(list) && r.allVerify(o, in) {
 		for i := range o.sigs {
-			o.sigs[i].result, o.sigs[i].detail = Verified, validDetail(o.sigs[i])
+			o.sigs[i].result, o.sigs[i].detail = Verified, r.valid.detail(o.sigs[i])
 		}
 		return
 	}
 	for i := range o.sigs {
 		if o.sigs[i].result == "" {
-			o.sigs[i] = settle(o.sigs[i], signature.VerifyEntry(o.val, i, pubs[i]), validDetail(o.sigs[i]))
+			o.sigs[i] = settle(o.sigs[i], signature.VerifyEntry(o.val, i, pubs[i]), r.valid.detail(o.sigs[i]))
 		}
 	}
 }
@@ -532,7 +538,7 @@ func (r *run) report() *Report {
 	}
 	rep.Scope.TransactionID = r.in.TransactionID
 	rep.Scope.Objects = []string{}
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(r.objs))
 	var first, last time.Time
 	note := func(t time.Time, ok bool) {
 		if !ok {
