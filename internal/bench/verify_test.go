@@ -26,6 +26,11 @@ import (
 // countersigned (verifytest.Large).
 const verifyEvents = 5000
 
+// BinEnv, when set, names the party binary BenchmarkVerifyCommand runs
+// instead of building this tree's: another version's, to compare the two
+// on one record and one floor.
+const BinEnv = "PARTY_BENCH_BIN"
+
 // ReferenceDirEnv names a checkout of the public repository
 // a202-protocol/a202, whose Python reference verifier
 // BenchmarkVerifyCommand runs beside party verify when it is set.
@@ -81,10 +86,13 @@ func newVerifyEnv() (*verifyEnv, error) {
 		return nil, err
 	}
 	verifyRoot = root
-	e := &verifyEnv{bin: filepath.Join(root, "party"), dir: filepath.Join(root, "bundle")}
-	build := exec.Command("go", "build", "-o", e.bin, "github.com/partyd/party/cmd/party")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	e := &verifyEnv{bin: os.Getenv(BinEnv), dir: filepath.Join(root, "bundle")}
+	if e.bin == "" {
+		e.bin = filepath.Join(root, "party")
+		build := exec.Command("go", "build", "-o", e.bin, "github.com/partyd/party/cmd/party")
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build: %v\n%s", err, out)
+		}
 	}
 	if e.rec, err = verifytest.Large(verifyEvents); err != nil {
 		return nil, err
