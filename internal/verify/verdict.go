@@ -2,7 +2,6 @@ package verify
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -53,11 +52,3 @@ func (v *verdict) result() (Result, string) {
 	return Verified, strings.Join(v.passed, "; ")
 }
 
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

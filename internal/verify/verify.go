@@ -335,13 +335,6 @@ func (r *run) fork() *run {
 	return &c
 }
 
-func (r *run) join(c *run) {
-	r.checks = append(r.checks, c.checks...)
-	for k := range c.unresolved {
-		r.unresolved[k] = true
-	}
-}
-
 // forEach runs f over n items on forks of r, in parallel, and joins what
 // they found in item order (items.go).
 func (r *run) forEach(n int, f func(c *run, i int)) {
