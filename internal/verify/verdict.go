@@ -51,4 +51,3 @@ func (v *verdict) result() (Result, string) {
 	}
 	return Verified, strings.Join(v.passed, "; ")
 }
-
