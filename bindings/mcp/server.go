@@ -16,6 +16,11 @@
 //   - any other failure: isError, {"outcome": "error", "detail": ...};
 //   - an unknown tool or malformed request: a protocol error, from the SDK.
 //
+// With WithResources, every transaction is also a resource
+// (party://transactions/{id}), as are the inbox and the transaction list;
+// a subscribed client is sent notifications/resources/updated when a
+// commit changes them (resources.go).
+//
 // Write tools take an optional request_id. Repeating a call with the same
 // request_id and arguments returns the first result and records nothing
 // twice; the same request_id with other arguments is refused.
@@ -76,13 +81,20 @@ type Tool struct {
 	Run            func(ctx context.Context, args json.RawMessage) (any, error)
 }
 
-// NewServer returns an MCP server exposing tools.
-func NewServer(tools []Tool, st *store.Store, logger *slog.Logger) *sdk.Server {
+// NewServer returns an MCP server exposing tools; WithResources adds the
+// record's resources and their notifications.
+func NewServer(tools []Tool, st *store.Store, logger *slog.Logger, opts ...Option) *sdk.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "party", Title: "party: A202 instance", Version: Version},
-		&sdk.ServerOptions{Instructions: Instructions, Logger: logger})
+	setup := &serverSetup{opts: &sdk.ServerOptions{Instructions: Instructions, Logger: logger}}
+	for _, o := range opts {
+		o(setup)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "party", Title: "party: A202 instance", Version: Version}, setup.opts)
+	for _, f := range setup.after {
+		f(s)
+	}
 	for _, t := range tools {
 		t := t
 		out, err := jsonschema.ForType(t.OutputType, &jsonschema.ForOptions{})
@@ -262,12 +274,6 @@ func Handler(server *sdk.Server, agentToken, adminToken string) http.Handler {
 	mux.Handle("/mcp", RequireToken(agentToken, adminToken, "", h))
 	mux.Handle(ProtectedResourcePath, ProtectedResourceMetadata(""))
 	return mux
-}
-
-// ServeStdio runs server over standard input and output until ctx ends or
-// the client disconnects.
-func ServeStdio(ctx context.Context, server *sdk.Server) error {
-	return server.Run(ctx, &sdk.StdioTransport{})
 }
 
 // AgentTools returns the tools over the agent's surface a.

@@ -446,7 +446,7 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	if err != nil {
 		e.log.Info("own policy does not allow signing the amendment", "transaction_id", r.txn, "codes", reason.CodesOf(err))
 		told := refusef(reason.PolicyDenied, "your own policy does not allow signing amendment %s (%v)", v2.ID(), reason.CodesOf(err))
-		if nerr := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
+		if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
 			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
 		}
 		return nil, nil, refusef(reason.PolicyDenied, "the counterparty does not sign this amendment")

@@ -248,7 +248,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err := e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err := e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if !r.st.known {
 			if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
 				return err
@@ -424,7 +424,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 	}
 	e.point("agreement.before-commit")
 	var id int64
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, t.ID, func(tx *store.Txn) error {
 		if err := tx.PutVerified(agr.info(), agr.raw, originLocal); err != nil {
 			return err
 		}
@@ -506,7 +506,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 	// agreement signed by both is kept, the commitment waits, and the
 	// agent is told why.
 	e.log.Info("own policy does not allow committing the agreement now", "transaction_id", m.TransactionID, "codes", reason.CodesOf(err))
-	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	return e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if err := store1(tx); err != nil {
 			return err
 		}
@@ -610,7 +610,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		// and either party cancels (cancel_transaction).
 		told := refusef(reason.PolicyDenied, "your own policy does not allow signing agreement %s (%v); the transaction stays agreement_pending until either party cancels it (cancel_transaction)",
 			agr.ID(), reason.CodesOf(err))
-		if nerr := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
+		if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
 			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
 		}
 		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement; the transaction cannot be committed, and either party may cancel it (cancel_transaction)")
@@ -631,7 +631,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		return nil, err
 	}
 	e.point("cosign.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
 			return err
 		}

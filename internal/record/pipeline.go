@@ -265,7 +265,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	}
 	e.point(string(spec.name) + ".before-commit")
 	var id int64
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, spec.txn, func(tx *store.Txn) error {
 		if !st.known {
 			o := spec.open
 			if err := tx.CreateTransaction(spec.txn, o.counterparty, string(o.role), o.session, string(protocol.Draft)); err != nil {
@@ -431,7 +431,7 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 		if len(reply) != 0 {
 			return errf("%s answered a message that carries no event with %d objects", m.Peer, len(reply))
 		}
-		err := e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		err := e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 			// What an act recorded by its objects alone moves (a waiver)
 			// counts here once the counterparty has taken it.
 			if err := e.applyObjects(tx, objs); err != nil {
@@ -465,7 +465,7 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 			return err
 		}
 	}
-	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	return e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if also != nil {
 			if err := also(tx); err != nil {
 				return err
@@ -558,7 +558,7 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 	if len(m.Act) > 0 {
 		_ = json.Unmarshal(m.Act, &pa)
 	}
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		removed := false
 		for _, o := range objs {
 			if pa.Act == protocol.ActOfferWithdraw {
@@ -737,7 +737,7 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 		raws[i] = o.raw
 	}
 	next := now.Add(e.out.Backoff(m.Attempts + 1))
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if err := tx.DeleteObject(oldPol.ID()); err != nil {
 			return err
 		}

@@ -223,7 +223,7 @@ func (e *Engine) receiveTerminationProposal(ctx context.Context, r *receipt) ([]
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		for _, o := range r.objs {
 			if err := putReceived(tx, o, r.from); err != nil {
 				return err
