@@ -265,8 +265,7 @@ func TestWaiverRefusals(t *testing.T) {
 	})
 	// A waiver signed by the obligor, built by hand, is refused by the
 	// obligee's instance.
-	obr, obrRaw := forge(t, s, c, "obligation_response", txn, "object_issuance", map[string]any{"obligation_id": rem, "response_type": "waive"})
-	_ = obr
+	_, obrRaw := forge(t, s, c, "obligation_response", txn, "object_issuance", map[string]any{"obligation_id": rem, "response_type": "waive"})
 	_, polRaw := forge(t, s, c, "policy_decision", txn, "policy_decision", map[string]any{
 		"action_hash": canonical.SHA256Hex([]byte("waive")), "decision": "allow", "reason_codes": []any{}, "evaluated_at": envelope.Timestamp(c.Now()),
 		"mandate_ids": []any{s.Mandate}, "stream": map[string]any{"kind": "transaction", "id": txn}, "stream_sequence": 6, "visibility": "transaction_parties",
@@ -1124,14 +1123,13 @@ func TestVerifierJudgesLifecycleGuards(t *testing.T) {
 	})
 	t.Run("waiver of an accepted obligation", func(t *testing.T) {
 		t.Parallel()
-		b, s, c, txn, obl, _ := partial(t)
+		b, _, c, txn, obl, _ := partial(t)
 		in := bundleOf(t, b, txn)
 		w, _ := forge(t, b, c, "obligation_response", txn, "object_issuance", map[string]any{"obligation_id": obl, "response_type": "waive"})
 		rep := verify.Verify(verify.Input{Objects: append(in.Objects, w), Mandates: in.Mandates, Keys: in.Keys}, verify.Options{RulesVersion: record.RulesVersion})
 		if !failedWith(rep, "waiver_state", reason.EvidenceTransitionIllegal) {
 			t.Fatalf("waiver after acceptance: %+v", checksNamed(rep, "waiver_state"))
 		}
-		_ = s
 	})
 	t.Run("amendment", func(t *testing.T) {
 		t.Parallel()
@@ -1170,6 +1168,129 @@ func TestVerifierJudgesLifecycleGuards(t *testing.T) {
 		}
 		if !illegal {
 			t.Fatal("agreement.amended replays legal under rules 1.1")
+		}
+	})
+}
+
+func TestMoreHostileLifecycleMessages(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a proposal over another record", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, _ := committed(t)
+		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
+			return b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
+		})
+		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			payloadOf(ofType(t, objs, "evidence"))["artifact_hash"] = canonical.SHA256Hex([]byte("a record naming nothing"))
+			return objs
+		})
+		refusedWith(t, "a termination proposal over a record this copy does not produce", b, s, txn, reason.StateTransitionDenied, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+			t.Fatalf("the genuine proposal: %v", err)
+		}
+	})
+	t.Run("a termination naming another agreement", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, _ := committed(t)
+		if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+			t.Fatal(err)
+		}
+		msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
+			return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+		})
+		forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
+			payloadOf(event(t, objs))["data"].(map[string]any)["agreement_id"] = "agr_0123456789abcdef01234567"
+			return objs
+		})
+		refusedWith(t, "a termination naming an agreement not in force", b, s, txn, reason.StateTransitionDenied, func() error {
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			return err
+		})
+	})
+	t.Run("an amendment not carrying the offer's terms", func(t *testing.T) {
+		t.Parallel()
+		b, s, c, txn, _ := committed(t)
+		off := amendmentOffer(t, s, c, txn, "")
+		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
+			return b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+				AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
+		})
+		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			p := payloadOf(ofType(t, objs, "agreement"))
+			p["terms"].(map[string]any)["core"].(map[string]any)["total"] = map[string]any{"currency": "EUR", "amount": "3000.00"}
+			h, err := canonical.Hash(p["terms"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			p["terms_hash"] = h
+			return objs
+		})
+		refusedWith(t, "an amendment restating other terms than the offer's", b, s, txn, reason.AgreementHashMismatch, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+		// An added duty owing more than the new terms.
+		forged = reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			payloadOf(ofType(t, objs, "obligation"))["quantity"] = "5"
+			return objs
+		})
+		refusedWith(t, "an amendment whose obligations owe 25 of 24", b, s, txn, reason.ObligationTermsMutated, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+	})
+	t.Run("a response event leaving an assertion unanswered", func(t *testing.T) {
+		t.Parallel()
+		b, s, _ := recordtest.Pair(t)
+		txn := recordtest.Form(t, b, s, "3200.00")
+		out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		oblA, oblB := out.Objects["obligation"], out.Objects["obligation_2"]
+		if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
+			Assertions: []record.AssertionInput{{ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates")}}}); err != nil {
+			t.Fatal(err)
+		}
+		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
+			return b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept",
+				Responses: []record.ResponseInput{{ObligationID: oblB, ResponseType: "accept"}}})
+		})
+		var lead string
+		for _, raw := range msg {
+			if o := mustDecode(t, raw); o["object_type"] == "transaction_event" {
+				lead = payloadOf(o)["policy_decision_id"].(string)
+			}
+		}
+		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			return slices.DeleteFunc(objs, func(o map[string]any) bool {
+				return (o["object_type"] == "obligation_response" && payloadOf(o)["obligation_id"] == oblB) || (o["object_type"] == "policy_decision" && o["id"] != lead)
+			})
+		})
+		refusedWith(t, "an acceptance leaving the second assertion unanswered", b, s, txn, reason.StateTransitionDenied, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+		// A rejection among the responses recorded as acceptance.granted.
+		forged = reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+			for _, o := range objs {
+				if o["object_type"] == "obligation_response" && payloadOf(o)["obligation_id"] == oblB {
+					p := payloadOf(o)
+					delete(p, "accepted_quantity")
+					p["response_type"], p["reason_code"] = "reject", "evidence_insufficient"
+				}
+			}
+			return objs
+		})
+		refusedWith(t, "a rejection recorded as acceptance.granted", b, s, txn, reason.StateTransitionDenied, func() error {
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			return err
+		})
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+			t.Fatalf("the genuine response: %v", err)
 		}
 	})
 }
