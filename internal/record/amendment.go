@@ -466,17 +466,33 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 	if !ok {
 		return nil, errf("agreement %s is not held", ev.Data("agreement_id"))
 	}
-	out := [][]byte{v2.raw}
+	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
+	if !ok {
+		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
+	}
+	mandate, err := e.ownMandate(ctx, offer.Mandate())
+	if err != nil {
+		return nil, err
+	}
+	t, err := e.o.Store.GetTransaction(ctx, txn)
+	if err != nil {
+		return nil, err
+	}
+	h, err := authority.ActionHash(authority.Document(string(protocol.ActAgreementAmend), txn, t.Counterparty, v2.Terms(),
+		map[string]any{"agreement_id": str(v2.m["previous_version_id"])}, mandate))
+	if err != nil {
+		return nil, err
+	}
 	pols, err := e.ofType(ctx, txn, protocol.PolicyDecision)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range pols {
-		if p.Org() == e.o.Config().OrganizationID && intOf(p.Payload()["stream_sequence"]) == ev.Seq() {
-			out = append(out, p.raw)
+		if p.Org() == e.o.Config().OrganizationID && intOf(p.Payload()["stream_sequence"]) == ev.Seq() && p.P("action_hash") == h {
+			return [][]byte{v2.raw, p.raw}, nil
 		}
 	}
-	return out, nil
+	return nil, errf("this instance's decision to sign %s is not held", v2.ID())
 }
 
 // settleAmendment checks, on the appending side, what the offeror answered

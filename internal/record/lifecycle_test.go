@@ -871,6 +871,19 @@ func TestAmendmentRefusals(t *testing.T) {
 		if err != nil || len(reply) != 3 {
 			t.Fatalf("the genuine amendment: %d objects, %v", len(reply), err)
 		}
+		// The same event again, under another message key (its objects in
+		// another order), is answered as the first time: the countersigned
+		// event, the new version signed by both, the decision to sign it.
+		again := append([][]byte{msg[1], msg[0]}, msg[2:]...)
+		reply2, err := s.Engine.Receive(ctx, "org_northstar", txn, again)
+		if err != nil || len(reply2) != 3 {
+			t.Fatalf("the same amendment again: %d objects, %v", len(reply2), err)
+		}
+		for i := range reply {
+			if string(reply[i]) != string(reply2[i]) {
+				t.Fatalf("object %d of the answer differs the second time", i)
+			}
+		}
 	})
 	t.Run("from acceptance_pending", func(t *testing.T) {
 		t.Parallel()
