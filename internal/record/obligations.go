@@ -85,54 +85,62 @@ import (
 
 // ObligationInput is what the obligee issues (obligation §3).
 type ObligationInput struct {
-	MandateID     string `json:"mandate_id"`
-	TransactionID string `json:"transaction_id"`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists obligation.activated."`
+	TransactionID string `json:"transaction_id" jsonschema:"The committed transaction (txn_...)."`
 	// TermPath is the term the duty discharges, under $.terms.core or
 	// $.terms.profile_terms; default $.terms.core.quantity.
-	TermPath string `json:"term_path,omitempty"`
+	TermPath string `json:"term_path,omitempty" jsonschema:"The term discharged, e.g. $.terms.core.quantity (default)."`
 	// DueCondition is a registered due condition (obligation §4); default
 	// due_at_time 21 days from now.
-	DueCondition map[string]any `json:"due_condition,omitempty"`
+	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition, e.g. {type: due_at_time, at: ...} (default 21 days)."`
 }
 
 // AssertInput is the obligor's assertion of performance (obligation §5.1).
 type AssertInput struct {
-	MandateID        string          `json:"mandate_id"`
-	ObligationID     string          `json:"obligation_id"`
-	AssertedQuantity string          `json:"asserted_quantity,omitempty"`
-	Evidence         []EvidenceInput `json:"evidence"`
+	MandateID        string   `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists performance.declared."`
+	ObligationID     string   `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
+	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed, a base-10 string (default: the obligation's)."`
+	Evidence         Evidence `json:"evidence" jsonschema:"The evidence presented, at least one item (else A202-OBLIGATION-ASSERTION-UNEVIDENCED)."`
 }
+
+// Evidence is the evidence an assertion presents: at least one item
+// (obligation §5.1; A202-OBLIGATION-ASSERTION-UNEVIDENCED otherwise).
+type Evidence []EvidenceInput
 
 // EvidenceInput describes one evidence object the obligor presents.
 type EvidenceInput struct {
-	EvidenceType string `json:"evidence_type"`
-	Claim        string `json:"claim"`
-	ArtifactHash string `json:"artifact_hash"`
-	LocatorHint  string `json:"locator_hint,omitempty"`
+	EvidenceType string `json:"evidence_type" jsonschema:"A registered evidence type, e.g. third_party_certificate, delivery_confirmation, inspection_result."`
+	Claim        string `json:"claim" jsonschema:"What the evidence shows, as inert text."`
+	ArtifactHash string `json:"artifact_hash" jsonschema:"SHA-256 (64 lowercase hex) of the artifact."`
+	LocatorHint  string `json:"locator_hint,omitempty" jsonschema:"Where the artifact can be fetched; never a secret."`
 }
+
+// ResponseTypes are the responses Respond records: a waiver has no event
+// in the transaction's state machine (see RespondInput).
+var ResponseTypes = []protocol.ResponseType{protocol.ResponseAccept, protocol.ResponseReject}
 
 // RespondInput is the obligee's answer to an assertion (obligation §5.2).
 type RespondInput struct {
-	MandateID    string `json:"mandate_id"`
-	ObligationID string `json:"obligation_id"`
+	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists acceptance.granted / acceptance.rejected."`
+	ObligationID string `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
 	// ResponseType is accept or reject. A waiver (waive) is refused with
 	// A202-STATE-TRANSITION-DENIED: the transaction's state machine has no
 	// event to record it by.
-	ResponseType string `json:"response_type"`
+	ResponseType protocol.ResponseType `json:"response_type" jsonschema:"accept or reject."`
 	// AssertionID and AssertionHash bind the exact assertion answered;
 	// when empty, the latest assertion is answered and its hash taken.
-	AssertionID   string `json:"assertion_id,omitempty"`
-	AssertionHash string `json:"assertion_hash,omitempty"`
+	AssertionID   string `json:"assertion_id,omitempty" jsonschema:"The assertion answered (prf_...); default the latest."`
+	AssertionHash string `json:"assertion_hash,omitempty" jsonschema:"Its content hash; when given it must match."`
 	// AcceptedQuantity (accept) defaults to the asserted quantity; less
 	// than owed issues a remainder obligation for the difference.
-	AcceptedQuantity string `json:"accepted_quantity,omitempty"`
+	AcceptedQuantity string `json:"accepted_quantity,omitempty" jsonschema:"For accept: quantity accepted (default: asserted)."`
 	// RemainderDue is the remainder's due condition (default 21 days).
-	RemainderDue map[string]any `json:"remainder_due_condition,omitempty"`
+	RemainderDue map[string]any `json:"remainder_due_condition,omitempty" jsonschema:"For a partial accept: the remainder's due condition."`
 	// ReasonCode (reject) is one of obligation §5.5.
-	ReasonCode string `json:"reason_code,omitempty"`
+	ReasonCode protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"For reject: the reason, from the closed list of obligation §5.5."`
 	// ApprovalID is an approval of exactly this response, when the
 	// mandate holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this response, when your mandate holds it for approval."`
 }
 
 func init() {
@@ -509,9 +517,9 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 	var eventType protocol.EventType
 	var actName protocol.Act
 	switch in.ResponseType {
-	case "accept":
+	case protocol.ResponseAccept:
 		eventType, actName = protocol.EvAcceptanceGranted, protocol.ActAcceptanceGranted
-	case "reject":
+	case protocol.ResponseReject:
 		eventType, actName = protocol.EvAcceptanceRejected, protocol.ActAcceptanceRejected
 	}
 	return e.perform(ctx, actSpec{
@@ -522,8 +530,8 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 				return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)
 			}
 			switch in.ResponseType {
-			case "accept", "reject":
-			case "waive":
+			case protocol.ResponseAccept, protocol.ResponseReject:
+			case protocol.ResponseWaive:
 				return refusef(reason.StateTransitionDenied, "a waiver moves the obligation to waived (obligation §6.1), but the transaction's state machine (rules %s) has no event for it, "+
 					"so there is nothing to record it by; answer with accept or reject", RulesVersion)
 			default:
@@ -551,7 +559,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 				return refusef(reason.ObligationResponseHashMismatch, "assertion_hash %s is not the content hash of %s (%s)", in.AssertionHash, last, prf.Hash())
 			}
 			switch in.ResponseType {
-			case "accept":
+			case protocol.ResponseAccept:
 				qty = in.AcceptedQuantity
 				if qty == "" {
 					qty = prf.P("asserted_quantity")
@@ -564,7 +572,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 				if acc.Cmp(asserted) > 0 {
 					return refusef(reason.ObligationTermsMutated, "accepted quantity %s exceeds the asserted %s", qty, prf.P("asserted_quantity"))
 				}
-			case "reject":
+			case protocol.ResponseReject:
 				qty = prf.P("asserted_quantity")
 				if in.ReasonCode == "" {
 					return refusef(reason.ObligationRejectionReasonUnknown, "a rejection states a reason_code from the closed list of obligation §5.5")
@@ -576,8 +584,8 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 			return authority.CoreTerms(qty, obl.P("unit_code"), op["consideration"]), map[string]any{"assertion_id": last}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			payload := map[string]any{"obligation_id": in.ObligationID, "response_type": in.ResponseType, "assertion_id": last, "assertion_hash": prf.Hash()}
-			if in.ResponseType == "accept" {
+			payload := map[string]any{"obligation_id": in.ObligationID, "response_type": string(in.ResponseType), "assertion_id": last, "assertion_hash": prf.Hash()}
+			if in.ResponseType == protocol.ResponseAccept {
 				payload["accepted_quantity"] = qty
 				acc, _ := decimal.ParseQuantity(qty)
 				owed, err := decimal.ParseQuantity(obl.P("quantity"))
@@ -593,7 +601,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 					b.name("remainder_obligation", rem.ID())
 				}
 			} else {
-				payload["reason_code"] = in.ReasonCode
+				payload["reason_code"] = string(in.ReasonCode)
 			}
 			// The gate on the response refuses an unregistered reason_code
 			// (A202-OBLIGATION-REJECTION-REASON-UNKNOWN), as the

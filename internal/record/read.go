@@ -173,17 +173,21 @@ type TransactionPage struct {
 
 // ListFilter selects a page of transactions.
 type ListFilter struct {
-	State        string `json:"state,omitempty"`
-	Counterparty string `json:"counterparty_organization_id,omitempty"`
-	Limit        int    `json:"limit,omitempty"`
-	Cursor       string `json:"cursor,omitempty"`
+	State        string    `json:"state,omitempty" jsonschema:"Only transactions in this state, e.g. committed."`
+	Counterparty string    `json:"counterparty_organization_id,omitempty" jsonschema:"Only transactions with this organisation (org_...)."`
+	Limit        PageLimit `json:"limit,omitempty" jsonschema:"Page size (default 50)."`
+	Cursor       string    `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page."`
 }
+
+// PageLimit bounds a page of a list: 1 to store.MaxPage; zero takes the
+// default (store.DefaultPage).
+type PageLimit int
 
 // ListTransactions returns one page of the transactions this instance
 // holds, filtered and paged in SQL: the cost of a page does not depend on
 // how many transactions the instance holds.
 func (e *Engine) ListTransactions(ctx context.Context, f ListFilter) (TransactionPage, error) {
-	ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: f.Limit, Before: f.Cursor})
+	ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: int(f.Limit), Before: f.Cursor})
 	if err != nil {
 		return TransactionPage{}, reason.Refuse("list_transactions: " + err.Error())
 	}
@@ -228,9 +232,9 @@ type InboxItem struct {
 // index, a page at a time (limit, default 50).
 func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]InboxItem, error) {
 	if limit <= 0 {
-		limit = 50
+		limit = store.DefaultPage
 	}
-	ts, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(protocol.Draft), Limit: 500})
+	ts, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(protocol.Draft), Limit: store.MaxPage})
 	if err != nil {
 		return nil, err
 	}
