@@ -51,11 +51,13 @@ func (a *Surface) Org() *org.Org { return a.o }
 type MandateInfo struct {
 	MandateID  string   `json:"mandate_id"`
 	Status     string   `json:"status"`
-	Actions    []string `json:"actions"`
-	Scope      any      `json:"scope"`
-	ValidFrom  string   `json:"valid_from"`
-	ValidUntil string   `json:"valid_until"`
-	ParentID   any      `json:"parent_mandate_id"`
+	Actions    []string       `json:"actions"`
+	Scope      map[string]any `json:"scope"`
+	ValidFrom  string         `json:"valid_from"`
+	ValidUntil string         `json:"valid_until"`
+	// ParentID is the mandate this one was delegated from; omitted for a
+	// root mandate.
+	ParentID string `json:"parent_mandate_id,omitempty"`
 }
 
 // WhoamiResult says who the agent is and what it holds.
@@ -90,13 +92,18 @@ func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 		if until, err := envelope.ParseTimestamp(fmt.Sprint(doc["valid_until"])); err == nil && !now.Before(until) && st == store.StatusActive {
 			st = "expired"
 		}
-		var acts []string
+		acts := []string{}
 		for _, x := range doc["actions"].([]any) {
 			acts = append(acts, fmt.Sprint(x))
 		}
+		scope, _ := doc["scope"].(map[string]any)
+		if scope == nil {
+			scope = map[string]any{}
+		}
+		parent, _ := doc["parent_mandate_id"].(string)
 		res.Mandates = append(res.Mandates, MandateInfo{
-			MandateID: m.ID, Status: st, Actions: acts, Scope: doc["scope"],
-			ValidFrom: fmt.Sprint(doc["valid_from"]), ValidUntil: fmt.Sprint(doc["valid_until"]), ParentID: doc["parent_mandate_id"],
+			MandateID: m.ID, Status: st, Actions: acts, Scope: scope,
+			ValidFrom: fmt.Sprint(doc["valid_from"]), ValidUntil: fmt.Sprint(doc["valid_until"]), ParentID: parent,
 		})
 	}
 	for _, p := range a.o.Peers.Peers() {
