@@ -49,8 +49,8 @@ func (a *Surface) Org() *org.Org { return a.o }
 
 // MandateInfo is a mandate held by this agent.
 type MandateInfo struct {
-	MandateID  string   `json:"mandate_id"`
-	Status     string   `json:"status"`
+	MandateID  string         `json:"mandate_id"`
+	Status     string         `json:"status"`
 	Actions    []string       `json:"actions"`
 	Scope      map[string]any `json:"scope"`
 	ValidFrom  string         `json:"valid_from"`
