@@ -317,12 +317,6 @@ func Handler(server *sdk.Server, agentToken, adminToken string) http.Handler {
 	return mux
 }
 
-// ServeStdio runs server over standard input and output until ctx ends or
-// the client disconnects.
-func ServeStdio(ctx context.Context, server *sdk.Server) error {
-	return server.Run(ctx, &sdk.StdioTransport{})
-}
-
 // AgentTools returns the tools over the agent's surface a.
 func AgentTools(a *agent.Surface) []Tool {
 	return agentTools(a)

@@ -56,21 +56,24 @@ func main() {
 	}
 }
 
-func freePorts(n int) ([]string, error) {
+// listen binds n loopback listeners on port 0. They stay open and are
+// handed to the daemons (daemon.Options.Listeners), so no address is probed
+// and released before use.
+func listen(n int) ([]net.Listener, []string, error) {
 	var ls []net.Listener
 	var addrs []string
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, nil, err
 		}
 		ls = append(ls, l)
 		addrs = append(addrs, l.Addr().String())
 	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return addrs, nil
+	return ls, addrs, nil
 }
 
 func run(out string, keep bool, amount string, w io.Writer) error {
@@ -87,12 +90,15 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 	if err := os.MkdirAll(out, 0o700); err != nil {
 		return err
 	}
-	ports, err := freePorts(6)
+	lns, ports, err := listen(6)
 	if err != nil {
 		return err
 	}
 	buyer, supplier, err := demo.Setup(ctx, out, demo.Ports{MCP: ports[0], Peer: ports[1], Admin: ports[2]}, demo.Ports{MCP: ports[3], Peer: ports[4], Admin: ports[5]})
 	if err != nil {
+		for _, l := range lns {
+			l.Close()
+		}
 		return err
 	}
 	fmt.Fprintf(w, "northstar (buyer)    %s  mandate %s\n", buyer.Dir, buyer.MandateID)
@@ -102,7 +108,7 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 	runCtx, stopInstances := context.WithCancel(ctx)
 	defer stopInstances()
 	done := make(chan error, 2)
-	for _, p := range []*demo.Party{buyer, supplier} {
+	for i, p := range []*demo.Party{buyer, supplier} {
 		logf, err := os.OpenFile(filepath.Join(p.Dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return err
@@ -111,9 +117,10 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 		ready := make(chan struct{})
 		go func() {
 			done <- daemon.Run(runCtx, p.Dir, daemon.Options{
-				Logger: slog.New(slog.NewJSONHandler(logf, nil)),
-				Ready:  func(daemon.Addrs) { close(ready) },
-				Mount:  []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+				Logger:    slog.New(slog.NewJSONHandler(logf, nil)),
+				Ready:     func(daemon.Addrs) { close(ready) },
+				Mount:     []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+				Listeners: daemon.Listeners{MCP: lns[3*i], Peer: lns[3*i+1], Admin: lns[3*i+2]},
 			})
 		}()
 		select {

@@ -58,6 +58,9 @@ type Options struct {
 	Ready func(Addrs)
 	// Mount adds the record engine, the carriers and their tools.
 	Mount []Mounter
+	// Listeners, where set, are served instead of binding config's
+	// addresses (Activated; tests' port-0 listeners).
+	Listeners Listeners
 }
 
 // Addrs are the bound listener addresses.
@@ -86,12 +89,36 @@ type Mounter func(ctx context.Context, d *Daemon) error
 // AddTools adds agent tools to the MCP server.
 func (d *Daemon) AddTools(t ...mcp.Tool) { d.mcpTools = append(d.mcpTools, t...) }
 
+// bind returns the three listeners: those given, and the rest bound from
+// their config addresses. On an error it closes them all.
+func bind(mcpAddr, peerAddr, adminAddr string, given Listeners) (Listeners, error) {
+	l := given
+	for _, x := range []struct {
+		slot       *net.Listener
+		addr, name string
+	}{{&l.MCP, mcpAddr, "MCP"}, {&l.Peer, peerAddr, "peer"}, {&l.Admin, adminAddr, "admin"}} {
+		if *x.slot != nil {
+			continue
+		}
+		ln, err := net.Listen("tcp", x.addr)
+		if err != nil {
+			l.closeAll()
+			return Listeners{}, fmt.Errorf("daemon: %s listener: %w", x.name, err)
+		}
+		*x.slot = ln
+	}
+	return l, nil
+}
+
 // Run serves the instance in dir until ctx ends.
 func Run(ctx context.Context, dir string, opt Options) error {
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	// Given listeners are closed on any return before bind takes them.
+	given := opt.Listeners
+	defer func() { given.closeAll() }()
 	o, err := org.Open(dir, org.Options{Logger: log})
 	if err != nil {
 		return err
@@ -130,21 +157,13 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return err
 	}
 
-	mcpLn, err := net.Listen("tcp", cfg.MCPAddr)
+	lns, err := bind(cfg.MCPAddr, cfg.PeerAddr, cfg.AdminAddr, given)
+	given = Listeners{} // bind owns them now
 	if err != nil {
-		return fmt.Errorf("daemon: MCP listener: %w", err)
+		return err
 	}
-	peerLn, err := tls.Listen("tcp", cfg.PeerAddr, peering.ServerTLSConfig(cert))
-	if err != nil {
-		mcpLn.Close()
-		return fmt.Errorf("daemon: peer listener: %w", err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		mcpLn.Close()
-		peerLn.Close()
-		return fmt.Errorf("daemon: admin listener: %w", err)
-	}
+	mcpLn, adminLn := lns.MCP, lns.Admin
+	peerLn := tls.NewListener(lns.Peer, peering.ServerTLSConfig(cert))
 	mcpBase := "http://" + mcpLn.Addr().String()
 	server := mcp.NewServer(d.mcpTools, o.Store, log)
 	servers := []*http.Server{
@@ -152,7 +171,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
 		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
 	}
-	lns := []net.Listener{mcpLn, peerLn, adminLn}
+	serving := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}
 	log.Info("party serving", "organization_id", cfg.OrganizationID, "mcp", mcpBase+"/mcp",
 		"peer", "https://"+addrs.Peer, "admin", "http://"+addrs.Admin+"/")
@@ -163,7 +182,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.Serve(serving[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()

@@ -76,12 +76,6 @@ var transactionFree = map[string]bool{
 	"intent": true,
 }
 
-// ValidPrefix reports whether prefix is registered. It accepts the
-// three-letter form ("off") and the form with its underscore ("off_").
-func ValidPrefix(prefix string) bool {
-	return prefixes[strings.TrimSuffix(prefix, "_")]
-}
-
 // PrefixFor returns the registered prefix (without underscore) of
 // objectType's identifiers, and false for a type the table gives none.
 func PrefixFor(objectType string) (string, bool) {

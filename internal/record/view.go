@@ -214,8 +214,6 @@ func (e *Engine) ofType(ctx context.Context, txn string, t protocol.ObjectType) 
 	return out, nil
 }
 
-type object = map[string]any
-
 func str(v any) string { s, _ := v.(string); return s }
 
 func sub(m map[string]any, k string) map[string]any {
