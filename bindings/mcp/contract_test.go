@@ -26,7 +26,7 @@ import (
 	"github.com/partyd/party/internal/recordtest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/contract.txtar from what the server says now")
+var updateGolden = flag.Bool("update", false, "rewrite testdata/contract.txtar from what the server says now")
 
 // servedTools are the tools `party serve` exposes (daemon: the agent's
 // surface and verify_evidence, then the record engine's tools).
@@ -82,12 +82,15 @@ func normalise(b []byte) []byte {
 func TestContractGolden(t *testing.T) {
 	t.Parallel()
 	n := orgtest.New(t, "org_delta", nil, false)
-	srv := mcp.NewServer(servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// As the daemon builds it: the served tools, and the record's
+	// resources (which add to the instructions and the capabilities).
+	e := record.New(n.Org, record.Options{})
+	srv := mcp.NewServer(servedTools(n, e), n.Org.Store, nil, mcp.WithResources(ctx, e))
 
 	toServer, clientOut := io.Pipe()
 	clientIn, fromServer := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	ss, err := srv.Connect(ctx, &sdk.IOTransport{Reader: toServer, Writer: fromServer}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +118,7 @@ func TestContractGolden(t *testing.T) {
 	got := txtar.Format(ar)
 
 	path := filepath.Join("testdata", "contract.txtar")
-	if *update {
+	if *updateGolden {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,11 @@
 //   - any other failure: isError, {"outcome": "error", "detail": ...};
 //   - an unknown tool or malformed request: a protocol error, from the SDK.
 //
+// With WithResources, every transaction is also a resource
+// (party://transactions/{id}), as are the inbox and the transaction list;
+// a subscribed client is sent notifications/resources/updated when a
+// commit changes them (resources.go).
+//
 // Write tools take an optional request_id. Repeating a call with the same
 // request_id and arguments returns the first result and records nothing
 // twice; the same request_id with other arguments is refused.
@@ -145,15 +150,22 @@ func Typed[In, Out any](t Tool, run func(context.Context, In) (Out, error)) Tool
 // NoArgs is the input of a tool that takes no arguments.
 type NoArgs struct{}
 
-// NewServer returns an MCP server exposing tools. It panics on a tool
-// whose schemas cannot be inferred, as on any other programming error in
-// the tool list: every test that builds a server finds it.
-func NewServer(tools []Tool, st *store.Store, logger *slog.Logger) *sdk.Server {
+// NewServer returns an MCP server exposing tools; WithResources adds the
+// record's resources and their notifications. It panics on a tool whose
+// schemas cannot be inferred, as on any other programming error in the
+// tool list: every test that builds a server finds it.
+func NewServer(tools []Tool, st *store.Store, logger *slog.Logger, opts ...Option) *sdk.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "party", Title: "party: A202 instance", Version: Version},
-		&sdk.ServerOptions{Instructions: Instructions, Logger: logger})
+	setup := &serverSetup{opts: &sdk.ServerOptions{Instructions: Instructions, Logger: logger}}
+	for _, o := range opts {
+		o(setup)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "party", Title: "party: A202 instance", Version: Version}, setup.opts)
+	for _, f := range setup.after {
+		f(s)
+	}
 	for _, t := range tools {
 		t := t
 		if t.run == nil {

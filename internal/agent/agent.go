@@ -39,7 +39,18 @@ import (
 )
 
 // Surface is the agent's surface over one organisation.
-type Surface struct{ o *org.Org }
+type Surface struct {
+	o *org.Org
+	// requested hears of each approval request stored (OnApprovalRequest).
+	requested []func(store.ApprovalRequest)
+}
+
+// OnApprovalRequest registers fn to be called with each approval request
+// once it is stored (the principal's webhook, package notify). fn must not
+// block. Register before the surface serves.
+func (a *Surface) OnApprovalRequest(fn func(store.ApprovalRequest)) {
+	a.requested = append(a.requested, fn)
+}
 
 // New returns the agent's surface of o.
 func New(o *org.Org) *Surface { return &Surface{o: o} }
@@ -273,6 +284,13 @@ func (a *Surface) RequestApproval(ctx context.Context, in VerifyInput) (Approval
 		return ApprovalRequestResult{}, err
 	}
 	a.o.Log.Info("approval requested", "approval_request_id", id, "mandate_id", in.MandateID, "action_hash", r.ActionHash)
+	if len(a.requested) > 0 {
+		if stored, err := a.o.Store.GetApprovalRequest(ctx, id); err == nil {
+			for _, fn := range a.requested {
+				fn(stored)
+			}
+		}
+	}
 	return ApprovalRequestResult{ApprovalRequestID: id, ActionHash: r.ActionHash, Status: store.ApprovalPending}, nil
 }
 

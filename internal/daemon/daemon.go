@@ -2,7 +2,8 @@
 // runtime and serves its three listeners until its context ends.
 //
 //   - The MCP listener (config mcp_addr, loopback, plain HTTP): the agent's
-//     tools at /mcp behind the agent token, and the RFC 9728 metadata.
+//     tools at /mcp behind the agent token, the record's resources with
+//     their update notifications, and the RFC 9728 metadata.
 //   - The peer listener (config peer_addr, HTTPS with the instance's
 //     certificate, client certificates requested and pinned per peer): the
 //     mandate status endpoints /v1/mandates/{id}/status (public), the key
@@ -42,6 +43,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/notify"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/principal"
@@ -165,11 +167,35 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	mcpLn, adminLn := lns.MCP, lns.Admin
 	peerLn := tls.NewListener(lns.Peer, peering.ServerTLSConfig(cert))
 	mcpBase := "http://" + mcpLn.Addr().String()
-	server := mcp.NewServer(d.mcpTools, o.Store, log)
+	// The principal's webhook, when configured: approval requests and
+	// final states, delivered best effort beside the acts (package notify).
+	hook, err := notify.Open(dir, cfg, notify.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	if hook != nil {
+		d.Agent.OnApprovalRequest(hook.ApprovalRequested)
+		if d.Engine != nil {
+			cancel := d.Engine.Subscribe(hook.Changed)
+			defer cancel()
+		}
+		go hook.Run(bg)
+	}
+	var mcpOpts []mcp.Option
+	if d.Engine != nil {
+		// Each transaction and the inbox as resources, with notifications.
+		mcpOpts = append(mcpOpts, mcp.WithResources(bg, d.Engine))
+	}
+	server := mcp.NewServer(d.mcpTools, o.Store, log, mcpOpts...)
+	var adminOpts []admin.Option
+	if d.Engine != nil {
+		// The transaction pages read the record through the engine.
+		adminOpts = append(adminOpts, admin.WithRecord(d.Engine))
+	}
 	servers := []*http.Server{
 		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log, adminOpts...), ReadHeaderTimeout: 10 * time.Second},
 	}
 	serving := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}

@@ -220,7 +220,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err := e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err := e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
 			return err
 		}
@@ -394,7 +394,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 	}
 	e.point("agreement.before-commit")
 	var id int64
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, t.ID, func(tx *store.Txn) error {
 		if err := tx.PutVerified(agr.info(), agr.raw, originLocal); err != nil {
 			return err
 		}
@@ -476,7 +476,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 	// agreement signed by both is kept, the commitment waits, and the
 	// agent is told why.
 	e.log.Info("own policy does not allow committing the agreement now", "transaction_id", m.TransactionID, "codes", reason.CodesOf(err))
-	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	return e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if err := store1(tx); err != nil {
 			return err
 		}
@@ -593,7 +593,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		return nil, err
 	}
 	e.point("cosign.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
 			return err
 		}

@@ -210,7 +210,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	}
 	e.point(string(spec.name) + ".before-commit")
 	var id int64
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, spec.txn, func(tx *store.Txn) error {
 		if !st.known {
 			o := spec.open
 			if err := tx.CreateTransaction(spec.txn, o.counterparty, string(o.role), o.session, string(protocol.Draft)); err != nil {
@@ -376,7 +376,7 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 		if len(reply) != 0 {
 			return errf("%s answered a message that carries no event with %d objects", m.Peer, len(reply))
 		}
-		if err := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {
+		if err := e.update(ctx, m.TransactionID, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {
 			return err
 		}
 	}
@@ -393,7 +393,7 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 	if err != nil {
 		return err
 	}
-	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	return e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		held, err := tx.GetObject(ours.ID())
 		if err != nil {
 			return err
@@ -481,7 +481,7 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 	if len(m.Act) > 0 {
 		_ = json.Unmarshal(m.Act, &pa)
 	}
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		removed := false
 		for _, o := range objs {
 			if pa.Act == protocol.ActOfferWithdraw {
@@ -634,7 +634,7 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 		raws[i] = o.raw
 	}
 	next := now.Add(e.out.Backoff(m.Attempts + 1))
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if err := tx.DeleteObject(oldPol.ID()); err != nil {
 			return err
 		}

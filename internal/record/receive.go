@@ -233,7 +233,7 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 		EventType: string(ev.EventType()), FromState: r.st.t.State, ToState: string(ev.To()), AppendedBy: r.from, Status: store.EventPending,
 	}
 	e.point("receive.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := e.yieldPosition(tx, r); err != nil {
 			return err
 		}
@@ -294,7 +294,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 			return [][]byte{held}, nil, true // the same event again: the same answer
 		case x.Status == store.EventRecorded:
 			detail := fmt.Sprintf("event %s at position %d of %s conflicts with event %s held there", ev.ID(), seq, r.txn, x.EventID)
-			_ = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+			_ = e.update(ctx, r.txn, func(tx *store.Txn) error {
 				return tx.RecordFork(r.txn, seq, ev.ID(), ev.Hash(), ev.raw, r.from, detail)
 			})
 			e.log.Warn("fork refused and kept", "transaction_id", r.txn, "sequence", seq, "event_id", ev.ID(), "held", x.EventID)

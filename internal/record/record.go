@@ -82,6 +82,17 @@
 // accepts (acceptance.granted → settlement_pending) or rejects
 // (acceptance.rejected → in_performance).
 //
+// # Changes
+//
+// Every commit that changes a transaction's record goes through one
+// function (update), which, once the commit is durable, tells the
+// subscribers (Subscribe) which transaction changed and the state it is
+// in. Both sides announce: an instance hears of its own acts, of the
+// counterparty's acts it countersigned, and of the countersignatures it
+// stored. The MCP binding turns these into notifications/resources/updated
+// and the principal's webhook into deliveries; neither can hold an act up,
+// because a subscriber only queues what it heard.
+//
 // Mandates travel by pull, like key records: an instance serves its trading
 // mandates to the pinned counterparty they name at MandatesPath.
 package record
@@ -126,6 +137,8 @@ type Engine struct {
 	keys   keyCache
 	// settle wakes the settlement worker: an instruction was recorded.
 	railWake chan struct{}
+	// subs are the change subscribers (Subscribe).
+	subs subscribers
 }
 
 // Options configure an Engine.

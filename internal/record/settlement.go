@@ -451,7 +451,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	}
 	e.point("receipt.before-commit")
 	var id int64
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, s.TransactionID, func(tx *store.Txn) error {
 		if err := tx.PutVerified(rcp.info(), rcp.raw, originLocal); err != nil {
 			return err
 		}
@@ -505,7 +505,7 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := putReceived(tx, rcp, r.from); err != nil {
 			return err
 		}

@@ -94,7 +94,7 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := putReceived(tx, pol, r.from); err != nil {
 			return err
 		}

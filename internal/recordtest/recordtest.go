@@ -399,3 +399,31 @@ func SameRecord(t testing.TB, b, s *Side, txn string, want int) []string {
 	}
 	return types
 }
+
+// Complete takes a committed transaction of the walkthrough to completed:
+// the buyer issues the supplier's obligation, the supplier asserts
+// performance of all 20 with a certificate, the buyer accepts it and pays
+// on the sandbox rail, and the supplier closes the transaction.
+func Complete(t testing.TB, b, s *Side, txn string) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	if err != nil || out.State != "in_performance" {
+		t.Fatalf("issue: %+v %v", out, err)
+	}
+	obl := out.Objects["obligation"]
+	claim := "calibration certificates, 20 transmitters"
+	if out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20",
+		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}}); err != nil || out.State != "acceptance_pending" {
+		t.Fatalf("assert: %+v %v", out, err)
+	}
+	if out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+	if out, err = b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-" + txn}); err != nil {
+		t.Fatalf("instruct: %+v %v", out, err)
+	}
+	if out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+}
