@@ -33,6 +33,7 @@ type keyVersion struct {
 	trusted    bool   // hash and at least one signature verify
 	why        string // why it is not trusted
 	pub        crypto.PublicKey
+	desc       string // describe's text, made once: every signature by the key quotes it
 }
 
 // keyChain is the version chain of one key_id.
@@ -124,6 +125,7 @@ func (r *run) keyVersionOf(o *object) *keyVersion {
 			v.why = fmt.Sprintf("no signature of key_record %s v%d verifies", o.subject, v.version)
 		}
 	}
+	v.desc = v.describe()
 	return v
 }
 
@@ -132,6 +134,9 @@ func (v *keyVersion) covers(t time.Time) bool {
 }
 
 func (v *keyVersion) describe() string {
+	if v.desc != "" {
+		return v.desc
+	}
 	until := "no end"
 	if !v.until.IsZero() {
 		until = "until " + envelope.Timestamp(v.until)
@@ -180,7 +185,7 @@ func (r *run) atSigning(keyID, signedAt string) (Result, string) {
 	if governing.status != envelope.KeyActive {
 		return Failed, fmt.Sprintf("the key was %s when it signed at %s (%s)", governing.status, signedAt, governing.describe())
 	}
-	return Verified, fmt.Sprintf("active at %s (%s)", signedAt, governing.describe())
+	return Verified, "active at " + signedAt + " (" + governing.describe() + ")"
 }
 
 // current resolves the key's status at verification time: the latest

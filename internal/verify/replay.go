@@ -59,32 +59,28 @@ func (r *run) step5() {
 			slots = append(slots, slot{s, i})
 		}
 	}
-	legal := make([]*run, len(slots))
+	legal := r.newItems(len(slots), 1)
 	n := 0
 	for _, s := range r.streams {
 		state := map[string]string{}
 		for i, e := range s.events {
-			legal[n] = r.fork()
-			legal[n].legality(s, i, e, state)
+			legal.do(0, n, func(c *run) { c.legality(s, i, e, state) })
 			n++
 		}
 	}
-	rest := make([]*run, len(slots))
-	r.parallel(len(slots), func(k int) {
-		c := r.fork()
-		s, i := slots[k].s, slots[k].i
-		e := s.events[i]
-		c.guard(s, i, e, session)
-		a := c.actOf(e)
-		c.authority(e, a)
-		c.decision(e)
-		c.approval(e, a)
-		rest[k] = c
+	rest := r.newItems(len(slots), r.workers(len(slots)))
+	r.parallelW(len(slots), func(w, k int) {
+		rest.do(w, k, func(c *run) {
+			s, i := slots[k].s, slots[k].i
+			e := s.events[i]
+			c.guard(s, i, e, session)
+			a := c.actOf(e)
+			c.authority(e, a)
+			c.decision(e)
+			c.approval(e, a)
+		})
 	})
-	for k := range slots {
-		r.join(legal[k])
-		r.join(rest[k])
-	}
+	r.joinItems(legal, rest)
 	r.obligationVersions()
 	r.objectGuards()
 }
