@@ -706,5 +706,10 @@ func (e *Engine) AcceptanceAct(ctx context.Context, mandateID, offerID string) (
 	if err != nil {
 		return nil, err
 	}
-	return authority.Document(string(protocol.ActOfferAccept), offer.Txn(), offer.Org(), offer.Terms(), nil, m), nil
+	return acceptanceAct(offer, m), nil
+}
+
+// acceptanceAct is the act document of accepting offer under mandate m.
+func acceptanceAct(offer *Obj, m map[string]any) map[string]any {
+	return authority.Document(string(protocol.ActOfferAccept), offer.Txn(), offer.Org(), offer.Terms(), nil, m)
 }

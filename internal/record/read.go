@@ -239,6 +239,11 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 		return nil, err
 	}
 	now := e.o.Clock()
+	// The mandate is read once for the page, not once per offer.
+	var mandate map[string]any
+	if mandateID != "" {
+		mandate, _ = e.ownMandate(ctx, mandateID) // unknown: items without an act, as AcceptanceAct would refuse
+	}
 	out := []InboxItem{}
 	for _, t := range ts {
 		if len(out) >= limit {
@@ -252,10 +257,8 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 			continue
 		}
 		it := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
-		if mandateID != "" {
-			if act, err := e.AcceptanceAct(ctx, mandateID, last.ID()); err == nil {
-				it.AcceptanceAct = act
-			}
+		if mandate != nil {
+			it.AcceptanceAct = acceptanceAct(last, mandate)
 		}
 		out = append(out, it)
 	}
