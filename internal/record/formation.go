@@ -14,30 +14,41 @@ import (
 )
 
 // OfferInput is what the offeror's agent proposes.
+//
+// The jsonschema tags of this file's input types are what the MCP tools
+// tell a model about each member (bindings/mcp derives the tools' input
+// schemas from these types).
 type OfferInput struct {
-	MandateID string `json:"mandate_id"`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.submit."`
 	// Counterparty is the offeree organisation (org_...).
-	Counterparty string `json:"counterparty_organization_id"`
+	Counterparty string `json:"counterparty_organization_id" jsonschema:"The offeree organisation (org_...), a peered counterparty."`
 	// Terms is the complete terms object {profile, core, profile_terms}.
-	Terms map[string]any `json:"terms"`
+	Terms Terms `json:"terms" jsonschema:"The complete terms {profile, core, profile_terms}. profile is a registered transaction profile such as a202-profile/calibration-service/0.1; core is {description, quantity, unit_code, unit_name?, total: {currency, amount}}; amounts and quantities are base-10 strings, never numbers."`
 	// ValidUntil is when the offer lapses (YYYY-MM-DDTHH:MM:SSZ).
-	ValidUntil string `json:"valid_until"`
+	ValidUntil string `json:"valid_until" jsonschema:"When the offer lapses, YYYY-MM-DDTHH:MM:SSZ, in the future."`
 	// TransactionID continues a transaction (a counter-offer), or opens a
 	// new one under an identifier agreed beforehand (a mandate scoped to
 	// it); empty opens a new one under a fresh identifier.
-	TransactionID string `json:"transaction_id,omitempty"`
+	TransactionID string `json:"transaction_id,omitempty" jsonschema:"For a counter-offer: the transaction it continues."`
 	// SupersedesOfferID names the offer this counter-offer answers: it must
 	// be the immediately preceding offer of the session.
-	SupersedesOfferID string `json:"supersedes_offer_id,omitempty"`
+	SupersedesOfferID string `json:"supersedes_offer_id,omitempty" jsonschema:"For a counter-offer: the session's latest offer."`
 	// EvidenceRefs are short-form evidence references (evd_...).
-	EvidenceRefs []string `json:"evidence_refs,omitempty"`
+	EvidenceRefs []string `json:"evidence_refs,omitempty" jsonschema:"Short-form evidence references (evd_...)."`
 }
+
+// Terms is a complete terms object {profile, core, profile_terms}
+// (canonical model §7), as an agent proposes it.
+type Terms map[string]any
+
+// TermsMembers are the members every terms object carries.
+var TermsMembers = []string{"profile", "core", "profile_terms"}
 
 // AcceptInput is what the offeree's agent accepts.
 type AcceptInput struct {
-	MandateID  string `json:"mandate_id"`
-	OfferID    string `json:"offer_id"`
-	ApprovalID string `json:"approval_id,omitempty"`
+	MandateID  string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.accept and agreement.sign."`
+	OfferID    string `json:"offer_id" jsonschema:"The offer (off_...) from list_inbox."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this acceptance, when the mandate holds acceptances for approval."`
 }
 
 func init() {
@@ -166,7 +177,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 				"session_id":          session,
 				"supersedes_offer_id": supersedes,
 				"valid_until":         in.ValidUntil,
-				"terms":               in.Terms,
+				"terms":               map[string]any(in.Terms),
 				"evidence_refs":       refs,
 			}, protocol.PurposeOfferSubmission)
 			if err != nil {
@@ -744,5 +755,10 @@ func (e *Engine) AcceptanceAct(ctx context.Context, mandateID, offerID string) (
 	if err != nil {
 		return nil, err
 	}
-	return authority.Document(string(protocol.ActOfferAccept), offer.Txn(), offer.Org(), offer.Terms(), nil, m), nil
+	return acceptanceAct(offer, m), nil
+}
+
+// acceptanceAct is the act document of accepting offer under mandate m.
+func acceptanceAct(offer *Obj, m map[string]any) map[string]any {
+	return authority.Document(string(protocol.ActOfferAccept), offer.Txn(), offer.Org(), offer.Terms(), nil, m)
 }

@@ -93,88 +93,96 @@ import (
 
 // ObligationInput is what the obligee issues (obligation §3).
 type ObligationInput struct {
-	MandateID     string `json:"mandate_id"`
-	TransactionID string `json:"transaction_id"`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists obligation.activated."`
+	TransactionID string `json:"transaction_id" jsonschema:"The committed transaction (txn_...)."`
 	// TermPath is the term the duty discharges, under $.terms.core or
 	// $.terms.profile_terms; default $.terms.core.quantity.
-	TermPath string `json:"term_path,omitempty"`
+	TermPath string `json:"term_path,omitempty" jsonschema:"The term discharged, e.g. $.terms.core.quantity (default)."`
 	// DueCondition is a registered due condition (obligation §4); default
 	// due_at_time 21 days from now.
-	DueCondition map[string]any `json:"due_condition,omitempty"`
+	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition, e.g. {type: due_at_time, at: ...} (default 21 days)."`
 	// Deliverables performs the agreement as several obligations, each its
 	// own; together they owe exactly the terms (deliverables.go). Empty:
 	// one obligation for the whole terms, at TermPath and DueCondition.
-	Deliverables []DeliverableInput `json:"deliverables,omitempty"`
+	Deliverables []DeliverableInput `json:"deliverables,omitempty" jsonschema:"Perform the agreement as several obligations, one per deliverable, issued together; their quantities sum to the terms' quantity and their considerations to its total (else A202-OBLIGATION-TERMS-MUTATED). Each further obligation is an obligation.activated act of its own. Omitted: one obligation for the whole terms."`
 	// ApprovalID is an approval of exactly this act, when the mandate
 	// holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
 }
 
 // AssertInput is the obligor's assertion of performance (obligation §5.1).
 type AssertInput struct {
-	MandateID        string          `json:"mandate_id"`
-	ObligationID     string          `json:"obligation_id"`
-	AssertedQuantity string          `json:"asserted_quantity,omitempty"`
-	Evidence         []EvidenceInput `json:"evidence"`
+	MandateID        string   `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists performance.declared."`
+	ObligationID     string   `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
+	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed, a base-10 string (default: the obligation's)."`
+	Evidence         Evidence `json:"evidence" jsonschema:"The evidence presented, at least one item (else A202-OBLIGATION-ASSERTION-UNEVIDENCED)."`
 	// Assertions are the assertions of the transaction's other obligations
 	// still owed, declared together with this one (deliverables.go).
-	Assertions []AssertionInput `json:"assertions,omitempty"`
+	Assertions []AssertionInput `json:"assertions,omitempty" jsonschema:"With several obligations: one declaration asserts every obligation still owed (pending or rejected), each with its own evidence; one left out is refused with A202-STATE-TRANSITION-DENIED naming it."`
 	// ApprovalID is an approval of exactly this act, when the mandate
 	// holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
 }
 
 // AssertionInput is one further assertion of a declaration.
 type AssertionInput struct {
-	ObligationID     string          `json:"obligation_id"`
-	AssertedQuantity string          `json:"asserted_quantity,omitempty"`
-	Evidence         []EvidenceInput `json:"evidence"`
+	ObligationID     string   `json:"obligation_id" jsonschema:"Another obligation still owed (obl_...)."`
+	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed (default: the obligation's)."`
+	Evidence         Evidence `json:"evidence" jsonschema:"The evidence presented for it, at least one item."`
 }
+
+// Evidence is the evidence an assertion presents: at least one item
+// (obligation §5.1; A202-OBLIGATION-ASSERTION-UNEVIDENCED otherwise).
+type Evidence []EvidenceInput
 
 // EvidenceInput describes one evidence object the obligor presents.
 type EvidenceInput struct {
-	EvidenceType string `json:"evidence_type"`
-	Claim        string `json:"claim"`
-	ArtifactHash string `json:"artifact_hash"`
-	LocatorHint  string `json:"locator_hint,omitempty"`
+	EvidenceType string `json:"evidence_type" jsonschema:"A registered evidence type, e.g. third_party_certificate, delivery_confirmation, inspection_result."`
+	Claim        string `json:"claim" jsonschema:"What the evidence shows, as inert text."`
+	ArtifactHash string `json:"artifact_hash" jsonschema:"SHA-256 (64 lowercase hex) of the artifact."`
+	LocatorHint  string `json:"locator_hint,omitempty" jsonschema:"Where the artifact can be fetched; never a secret."`
 }
+
+// ResponseTypes are the responses Respond records: a waiver has no event
+// in the transaction's state machine (see RespondInput).
+var ResponseTypes = []protocol.ResponseType{protocol.ResponseAccept, protocol.ResponseReject}
 
 // RespondInput is the obligee's answer to an assertion (obligation §5.2).
 type RespondInput struct {
-	MandateID    string `json:"mandate_id"`
-	ObligationID string `json:"obligation_id"`
+	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists acceptance.granted / acceptance.rejected."`
+	ObligationID string `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
 	// ResponseType is accept or reject. A waiver (waive) is refused with
 	// A202-STATE-TRANSITION-DENIED: it is an act of its own
 	// (WaiveObligation).
-	ResponseType string `json:"response_type"`
+	ResponseType protocol.ResponseType `json:"response_type" jsonschema:"accept or reject."`
 	// AssertionID and AssertionHash bind the exact assertion answered;
 	// when empty, the latest assertion is answered and its hash taken.
-	AssertionID   string `json:"assertion_id,omitempty"`
-	AssertionHash string `json:"assertion_hash,omitempty"`
+	AssertionID   string `json:"assertion_id,omitempty" jsonschema:"The assertion answered (prf_...); default the latest."`
+	AssertionHash string `json:"assertion_hash,omitempty" jsonschema:"Its content hash; when given it must match."`
 	// AcceptedQuantity (accept) defaults to the asserted quantity; less
 	// than owed issues a remainder obligation for the difference.
-	AcceptedQuantity string `json:"accepted_quantity,omitempty"`
+	AcceptedQuantity string `json:"accepted_quantity,omitempty" jsonschema:"For accept: quantity accepted (default: asserted)."`
 	// RemainderDue is the remainder's due condition (default 21 days).
-	RemainderDue map[string]any `json:"remainder_due_condition,omitempty"`
+	RemainderDue map[string]any `json:"remainder_due_condition,omitempty" jsonschema:"For a partial accept: the remainder's due condition."`
 	// ReasonCode (reject) is one of obligation §5.5.
-	ReasonCode string `json:"reason_code,omitempty"`
+	ReasonCode protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"For reject: the reason, from the closed list of obligation §5.5."`
 	// ApprovalID is an approval of exactly this response, when the
 	// mandate holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this response, when your mandate holds it for approval."`
 	// Responses answer the transaction's other outstanding assertions in
 	// the same event (deliverables.go).
-	Responses []ResponseInput `json:"responses,omitempty"`
+	Responses []ResponseInput `json:"responses,omitempty" jsonschema:"With several obligations: one response event answers every outstanding assertion, each by its own response; one rejection makes it acceptance.rejected (→ in_performance, the accepted ones stay accepted)."`
 }
 
 // ResponseInput is one further answer of a response event.
 type ResponseInput struct {
-	ObligationID     string         `json:"obligation_id"`
-	ResponseType     string         `json:"response_type"`
-	AssertionID      string         `json:"assertion_id,omitempty"`
-	AssertionHash    string         `json:"assertion_hash,omitempty"`
-	AcceptedQuantity string         `json:"accepted_quantity,omitempty"`
-	RemainderDue     map[string]any `json:"remainder_due_condition,omitempty"`
-	ReasonCode       string         `json:"reason_code,omitempty"`
+	ObligationID     string                   `json:"obligation_id" jsonschema:"Another obligation with an outstanding assertion (obl_...)."`
+	ResponseType     protocol.ResponseType    `json:"response_type" jsonschema:"accept or reject."`
+	AssertionID      string                   `json:"assertion_id,omitempty" jsonschema:"The assertion answered (prf_...); default the outstanding one."`
+	AssertionHash    string                   `json:"assertion_hash,omitempty" jsonschema:"Its content hash; when given it must match."`
+	AcceptedQuantity string                   `json:"accepted_quantity,omitempty" jsonschema:"For accept: quantity accepted (default: asserted)."`
+	RemainderDue     map[string]any           `json:"remainder_due_condition,omitempty" jsonschema:"For a partial accept: the remainder's due condition."`
+	ReasonCode       protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"For reject: the reason, from the closed list of obligation §5.5."`
 }
 
 func init() {
@@ -616,7 +624,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 	// rejection: it leads.
 	eventType, actName := protocol.EvAcceptanceGranted, protocol.ActAcceptanceGranted
 	for i, it := range items {
-		if it.in.ResponseType == "reject" {
+		if it.in.ResponseType == protocol.ResponseReject {
 			eventType, actName = protocol.EvAcceptanceRejected, protocol.ActAcceptanceRejected
 			items[0], items[i] = items[i], items[0]
 			break
@@ -647,12 +655,12 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			for i, it := range items {
-				payload := map[string]any{"obligation_id": it.obl.ID(), "response_type": it.in.ResponseType, "assertion_id": it.last, "assertion_hash": it.prf.Hash()}
+				payload := map[string]any{"obligation_id": it.obl.ID(), "response_type": string(it.in.ResponseType), "assertion_id": it.last, "assertion_hash": it.prf.Hash()}
 				suffix := ""
 				if i > 0 {
 					suffix = fmt.Sprintf("_%d", i+1)
 				}
-				if it.in.ResponseType == "accept" {
+				if it.in.ResponseType == protocol.ResponseAccept {
 					payload["accepted_quantity"] = it.qty
 					acc, _ := decimal.ParseQuantity(it.qty)
 					owed, err := decimal.ParseQuantity(it.obl.P("quantity"))
@@ -668,7 +676,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 						b.name("remainder_obligation"+suffix, rem.ID())
 					}
 				} else {
-					payload["reason_code"] = it.in.ReasonCode
+					payload["reason_code"] = string(it.in.ReasonCode)
 				}
 				// The gate on the response refuses an unregistered
 				// reason_code (A202-OBLIGATION-REJECTION-REASON-UNKNOWN), as
@@ -700,8 +708,8 @@ func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 		return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)
 	}
 	switch in.ResponseType {
-	case "accept", "reject":
-	case "waive":
+	case protocol.ResponseAccept, protocol.ResponseReject:
+	case protocol.ResponseWaive:
 		return refusef(reason.StateTransitionDenied, "a waiver is not an answer to an assertion: the transaction's state machine (rules %s) has no response event for it; "+
 			"release the obligation with waive_obligation, or answer the assertion with accept or reject", RulesVersion)
 	default:
@@ -729,7 +737,7 @@ func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 		return refusef(reason.ObligationResponseHashMismatch, "assertion_hash %s is not the content hash of %s (%s)", in.AssertionHash, it.last, it.prf.Hash())
 	}
 	switch in.ResponseType {
-	case "accept":
+	case protocol.ResponseAccept:
 		it.qty = in.AcceptedQuantity
 		if it.qty == "" {
 			it.qty = it.prf.P("asserted_quantity")
@@ -742,7 +750,7 @@ func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 		if acc.Cmp(asserted) > 0 {
 			return refusef(reason.ObligationTermsMutated, "accepted quantity %s exceeds the asserted %s", it.qty, it.prf.P("asserted_quantity"))
 		}
-	case "reject":
+	case protocol.ResponseReject:
 		it.qty = it.prf.P("asserted_quantity")
 		if in.ReasonCode == "" {
 			return refusef(reason.ObligationRejectionReasonUnknown, "a rejection states a reason_code from the closed list of obligation §5.5")

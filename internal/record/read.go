@@ -180,17 +180,21 @@ type TransactionPage struct {
 
 // ListFilter selects a page of transactions.
 type ListFilter struct {
-	State        string `json:"state,omitempty"`
-	Counterparty string `json:"counterparty_organization_id,omitempty"`
-	Limit        int    `json:"limit,omitempty"`
-	Cursor       string `json:"cursor,omitempty"`
+	State        string    `json:"state,omitempty" jsonschema:"Only transactions in this state, e.g. committed."`
+	Counterparty string    `json:"counterparty_organization_id,omitempty" jsonschema:"Only transactions with this organisation (org_...)."`
+	Limit        PageLimit `json:"limit,omitempty" jsonschema:"Page size (default 50)."`
+	Cursor       string    `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page."`
 }
+
+// PageLimit bounds a page of a list: 1 to store.MaxPage; zero takes the
+// default (store.DefaultPage).
+type PageLimit int
 
 // ListTransactions returns one page of the transactions this instance
 // holds, filtered and paged in SQL: the cost of a page does not depend on
 // how many transactions the instance holds.
 func (e *Engine) ListTransactions(ctx context.Context, f ListFilter) (TransactionPage, error) {
-	ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: f.Limit, Before: f.Cursor})
+	ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: int(f.Limit), Before: f.Cursor})
 	if err != nil {
 		return TransactionPage{}, reason.Refuse("list_transactions: " + err.Error())
 	}
@@ -241,17 +245,22 @@ type InboxItem struct {
 // index, a page at a time (limit, default 50).
 func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]InboxItem, error) {
 	if limit <= 0 {
-		limit = 50
+		limit = store.DefaultPage
 	}
 	var ts []store.Transaction
 	for _, state := range []protocol.State{protocol.Draft, protocol.Committed, protocol.InPerformance} {
-		page, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(state), Limit: 500})
+		page, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(state), Limit: store.MaxPage})
 		if err != nil {
 			return nil, err
 		}
 		ts = append(ts, page...)
 	}
 	now := e.o.Clock()
+	// The mandate is read once for the page, not once per offer.
+	var mandate map[string]any
+	if mandateID != "" {
+		mandate, _ = e.ownMandate(ctx, mandateID) // unknown: items without an act, as AcceptanceAct would refuse
+	}
 	out := []InboxItem{}
 	for _, t := range ts {
 		if len(out) >= limit {
@@ -271,15 +280,11 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 				continue // the agreed offer, not an amendment
 			}
 			it.Amendment, it.AmendsAgreementID = true, agr.ID()
-			if mandateID != "" {
-				if act, err := e.AmendmentAct(ctx, mandateID, last.ID()); err == nil {
-					it.AcceptanceAct = act
-				}
+			if mandate != nil {
+				it.AcceptanceAct = amendmentAct(last, agr, mandate)
 			}
-		} else if mandateID != "" {
-			if act, err := e.AcceptanceAct(ctx, mandateID, last.ID()); err == nil {
-				it.AcceptanceAct = act
-			}
+		} else if mandate != nil {
+			it.AcceptanceAct = acceptanceAct(last, mandate)
 		}
 		out = append(out, it)
 	}

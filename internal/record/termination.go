@@ -59,11 +59,11 @@ import (
 
 // TerminationInput names the transaction to end by agreement.
 type TerminationInput struct {
-	MandateID     string `json:"mandate_id"`
-	TransactionID string `json:"transaction_id"`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists termination.agree."`
+	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
 	// ApprovalID is an approval of exactly this act, when the mandate
 	// holds termination.agree for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
 }
 
 func init() {

@@ -17,8 +17,8 @@ const ActOfferWithdraw = string(protocol.ActOfferWithdraw)
 
 // WithdrawInput names the offer to withdraw.
 type WithdrawInput struct {
-	MandateID string `json:"mandate_id"`
-	OfferID   string `json:"offer_id"`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.withdraw."`
+	OfferID   string `json:"offer_id" jsonschema:"Your offer (off_...)."`
 }
 
 // WithdrawOffer withdraws this organisation's latest offer of a session
