@@ -31,6 +31,17 @@ type OfferInput struct {
 	SupersedesOfferID string `json:"supersedes_offer_id,omitempty"`
 	// EvidenceRefs are short-form evidence references (evd_...).
 	EvidenceRefs []string `json:"evidence_refs,omitempty"`
+	// Role is the side this organisation takes in the transaction: buyer
+	// (a purchase order, a request for quote answered with terms) or
+	// supplier. It is chosen by the offer that opens a transaction (empty:
+	// supplier) and kept by every later offer of the session, whichever
+	// party makes it; a later offer naming another side is refused with
+	// A202-STREAM-MISMATCH. The offer states it in the act its decision
+	// binds (authority.OfferRefs).
+	Role protocol.Role `json:"role,omitempty"`
+	// ApprovalID is an approval of exactly this offer, when the mandate
+	// holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // AcceptInput is what the offeree's agent accepts.
@@ -101,10 +112,17 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 	if err != nil {
 		return Outcome{}, err
 	}
+	role := in.Role
+	switch {
+	case role == "":
+		role = protocol.Supplier
+	case !role.Valid():
+		return Outcome{}, refusef(reason.TermsInvalid, "role %q is neither buyer nor supplier", in.Role)
+	}
 	var supersedes any
 	return e.perform(ctx, actSpec{
-		name: protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID,
-		open: &opening{counterparty: in.Counterparty, role: protocol.Supplier, session: session},
+		name: protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		open: &opening{counterparty: in.Counterparty, role: role, session: session},
 		check: func(ctx context.Context, st *state) error {
 			if !st.known {
 				if in.SupersedesOfferID != "" {
@@ -115,6 +133,10 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			if st.t.Counterparty != in.Counterparty {
 				return refusef(reason.StreamMismatch, "transaction %s is held with %s", txn, st.t.Counterparty)
 			}
+			if in.Role != "" && in.Role != st.Role() {
+				return refusef(reason.StreamMismatch, "in transaction %s this organisation is the %s; an offer in it cannot make it the %s", txn, st.t.Role, in.Role)
+			}
+			role = st.Role()
 			if st.State() != protocol.Draft {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft", txn, st.t.State)
 			}
@@ -130,7 +152,9 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			}
 			return nil
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return in.Terms, nil, nil },
+		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
+			return in.Terms, authority.OfferRefs(role), nil
+		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			peerAgent, err := e.peerAgent(ctx, in.Counterparty)
 			if err != nil {
@@ -181,7 +205,11 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		return nil, refusef(reason.OfferExpired, "offer %s lapsed at %s", offer.ID(), offer.P("valid_until"))
 	}
 	session := offer.P("session_id")
-	role := protocol.Buyer
+	stated, err := e.statedOfferorRole(ctx, r, offer, pol)
+	if err != nil {
+		return nil, err
+	}
+	role := stated.Other()
 	if r.st.known {
 		if r.st.t.SessionID != session {
 			return nil, refusef(reason.StreamMismatch, "transaction %s is held in session %s", r.txn, r.st.t.SessionID)
@@ -189,7 +217,9 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		if r.st.State() != protocol.Draft {
 			return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft", r.txn, r.st.t.State)
 		}
-		role = r.st.Role()
+		if role != r.st.Role() {
+			return nil, refusef(reason.StreamMismatch, "offer %s states its offeror %s is the %s; in transaction %s %s is the %s", offer.ID(), r.from, stated, r.txn, r.from, r.st.Role().Other())
+		}
 		last, err := e.latestOffer(ctx, r.txn)
 		if err != nil {
 			return nil, err
@@ -202,14 +232,14 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	} else {
 		r.st.t.ID, r.st.t.Counterparty = r.txn, r.from
 	}
-	if err := e.checkDecision(ctx, r.from, offer, pol, actDoc{name: protocol.ActOfferSubmit, terms: offer.Terms()}, r.txn, nil, false); err != nil {
+	if err := e.checkDecision(ctx, r.from, offer, pol, actDoc{name: protocol.ActOfferSubmit, terms: offer.Terms(), refs: authority.OfferRefs(stated)}, r.txn, r.one(protocol.Approval), false); err != nil {
 		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err := e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
 		if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
 			return err
 		}
@@ -226,6 +256,29 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	e.point("receive.after-store")
 	e.log.Info("offer received", "transaction_id", r.txn, "offer_id", offer.ID(), "from", r.from)
 	return [][]byte{}, nil
+}
+
+// statedOfferorRole reads the side an offer's offeror states it takes
+// (authority.OfferRefs) off the action hash its policy decision binds: the
+// offer.submit act rebuilt under the offeror's mandate with each side in
+// turn, of which exactly one can hash to the decision's. A decision that
+// binds neither is left for checkDecision to refuse; its side is taken to
+// be the supplier's, the side of an offer that states none.
+func (e *Engine) statedOfferorRole(ctx context.Context, r *receipt, offer, pol *Obj) (protocol.Role, error) {
+	if pol == nil {
+		return protocol.Supplier, nil
+	}
+	m, err := e.peerMandate(ctx, r.from, offer.Mandate())
+	if err != nil {
+		return "", err
+	}
+	for _, role := range []protocol.Role{protocol.Supplier, protocol.Buyer} {
+		doc := authority.Document(string(protocol.ActOfferSubmit), r.txn, e.o.Config().OrganizationID, offer.Terms(), authority.OfferRefs(role), m)
+		if h, err := authority.ActionHash(doc); err == nil && h == pol.P("action_hash") {
+			return role, nil
+		}
+	}
+	return protocol.Supplier, nil
 }
 
 // AcceptOffer accepts the counterparty's latest offer: the acceptance over
