@@ -54,10 +54,12 @@ func RecordTools(e *record.Engine) []Tool {
 		{
 			Name:  "propose_offer",
 			Title: "Propose an offer to a counterparty",
-			Description: "Supplier side, first act of a transaction. Signs an offer with the complete terms and delivers it to the counterparty's instance; " +
+			Description: "Either side, first act of a transaction, or a counter-offer or revision in it. Signs an offer with the complete terms and delivers it to the counterparty's instance; " +
 				"opens a new transaction unless transaction_id continues one with a counter-offer (then supersedes_offer_id must name the session's latest offer, " +
-				"else A202-OFFER-STALE). The instance evaluates the act document {action_type: offer.submit, transaction_id, counterparty_organization_id, " +
-				"proposed_terms: <terms>, category?} under your mandate before signing; a deny records nothing. Returns the transaction id, the offer id and " +
+				"else A202-OFFER-STALE). role says which side you take when you open (buyer for a purchase order or request for quote, supplier by default); " +
+				"later offers keep the session's sides. The instance evaluates the act document {action_type: offer.submit, transaction_id, counterparty_organization_id, " +
+				"proposed_terms: <terms>, category?, offeror_role: buyer (only when you are the buyer)} under your mandate before signing; a deny records nothing, " +
+				"and a hold for approval names the approval request to poll (take the act again with the same transaction_id once approved). Returns the transaction id, the offer id and " +
 				"status delivered or pending.",
 			Input: obj([]string{"mandate_id", "counterparty_organization_id", "terms", "valid_until"}, map[string]any{
 				"mandate_id":                   str("Your mandate (mnd_...) that lists offer.submit."),
@@ -67,6 +69,8 @@ func RecordTools(e *record.Engine) []Tool {
 				"transaction_id":               str("For a counter-offer: the transaction it continues."),
 				"supersedes_offer_id":          str("For a counter-offer: the session's latest offer."),
 				"evidence_refs":                map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Short-form evidence references (evd_...)."},
+				"role":                         map[string]any{"enum": []string{"buyer", "supplier"}, "description": "The side you take in a transaction you open (default supplier); a later offer may only repeat it."},
+				"approval_id":                  str("The approval (apr_...) for exactly this offer, when your mandate holds it for approval."),
 			}),
 			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -81,8 +85,9 @@ func RecordTools(e *record.Engine) []Tool {
 				"{action_type: offer.withdraw, transaction_id, counterparty_organization_id, proposed_terms: <the offer's terms>, offer_id}; your " +
 				"mandate must list offer.withdraw.",
 			Input: obj([]string{"mandate_id", "offer_id"}, map[string]any{
-				"mandate_id": str("Your mandate (mnd_...) that lists offer.withdraw."),
-				"offer_id":   str("Your offer (off_...)."),
+				"mandate_id":  str("Your mandate (mnd_...) that lists offer.withdraw."),
+				"offer_id":    str("Your offer (off_...)."),
+				"approval_id": str("The approval (apr_...) for exactly this withdrawal, when your mandate holds it for approval."),
 			}),
 			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -138,6 +143,7 @@ func RecordTools(e *record.Engine) []Tool {
 				"transaction_id": str("The committed transaction (txn_...)."),
 				"term_path":      str("The term discharged, e.g. $.terms.core.quantity (default)."),
 				"due_condition":  map[string]any{"type": "object", "description": "A registered due condition, e.g. {type: due_at_time, at: ...} (default 21 days)."},
+				"approval_id":    str("The approval (apr_...) for exactly this act, when your mandate holds it for approval."),
 			}),
 			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -160,6 +166,7 @@ func RecordTools(e *record.Engine) []Tool {
 					"artifact_hash": str("SHA-256 (64 lowercase hex) of the artifact."),
 					"locator_hint":  str("Where the artifact can be fetched; never a secret."),
 				})},
+				"approval_id": str("The approval (apr_...) for exactly this assertion, when your mandate holds it for approval."),
 			}),
 			OutputType: typeOf[record.Outcome](), Write: true, OwnIdempotency: true, OpenWorld: true,
 			Run: func(ctx context.Context, raw json.RawMessage) (any, error) {

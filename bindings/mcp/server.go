@@ -50,7 +50,7 @@ const Instructions = `This server is your organisation's A202 instance. It signs
 Call order:
 1. whoami: your organisation, your agent id and the mandates you hold.
 2. verify_mandate for the exact act you intend to take. It answers allow, deny or require_approval, with the act's action_hash.
-3. On require_approval: request_approval with the same arguments, poll approval_status until your principal decides, then verify_mandate again with the approval_id. You can ask for an approval; you can never give one.
+3. On require_approval: request_approval with the same arguments, poll approval_status until your principal decides, then verify_mandate again with the approval_id. You can ask for an approval; you can never give one. An act tool whose act your mandate holds files the request itself: its refusal names the approval_request_id; once approved, take the same act again.
 4. Take the act with the tool for it. Every recording tool re-evaluates your mandate at that moment and refuses an act it does not allow.
 5. get_transaction_record and list_transactions show where transactions stand; verify_evidence checks a record.
 
@@ -217,6 +217,9 @@ type Refused struct {
 	Outcome     string        `json:"outcome"`
 	ReasonCodes []reason.Code `json:"reason_codes"`
 	Detail      string        `json:"detail"`
+	// ApprovalRequestID names the approval request an act held for your
+	// principal's approval waits under: poll approval_status with it.
+	ApprovalRequestID string `json:"approval_request_id,omitempty"`
 }
 
 // result maps a tool's output or error to an MCP result. It is the only
@@ -228,6 +231,7 @@ func result(out any, err error) *sdk.CallToolResult {
 		if errors.As(err, &r) {
 			payload.Outcome = "refused"
 			payload.Detail = r.Detail
+			payload.ApprovalRequestID = r.ApprovalRequestID
 			if r.Codes != nil {
 				payload.ReasonCodes = r.Codes
 			}

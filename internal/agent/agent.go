@@ -17,7 +17,9 @@
 //  3. On require_approval: RequestApproval, then ApprovalStatus until the
 //     principal decides, then VerifyMandate again with the approval_id.
 //  4. The acts themselves (offers, acceptances, obligations), which
-//     re-evaluate the mandate at the moment they record anything.
+//     re-evaluate the mandate at the moment they record anything. An act
+//     the mandate holds files its approval request itself (the refusal
+//     names it); once the principal approves, the same act is released.
 //
 // Every refusal is a *reason.Refusal with registered codes, and means
 // nothing was recorded.
@@ -25,7 +27,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -240,26 +241,11 @@ func (a *Surface) RequestApproval(ctx context.Context, in VerifyInput) (Approval
 		// An approval never releases a deny (mandate §8).
 		return ApprovalRequestResult{}, r.Err()
 	}
-	act, err := canonical.Marshal(in.ProposedAction)
+	req, err := a.o.FileApproval(ctx, in.MandateID, in.ProposedAction, r)
 	if err != nil {
 		return ApprovalRequestResult{}, err
 	}
-	rules, err := json.Marshal(r.ApprovalRulesMatched)
-	if err != nil {
-		return ApprovalRequestResult{}, err
-	}
-	id, err := envelope.NewID("req")
-	if err != nil {
-		return ApprovalRequestResult{}, err
-	}
-	txn, _ := in.ProposedAction["transaction_id"].(string)
-	if err := a.o.Store.PutApprovalRequest(ctx, store.ApprovalRequest{
-		ID: id, MandateID: in.MandateID, TransactionID: txn, ActionHash: r.ActionHash, Act: act, Rules: string(rules),
-	}); err != nil {
-		return ApprovalRequestResult{}, err
-	}
-	a.o.Log.Info("approval requested", "approval_request_id", id, "mandate_id", in.MandateID, "action_hash", r.ActionHash)
-	return ApprovalRequestResult{ApprovalRequestID: id, ActionHash: r.ActionHash, Status: store.ApprovalPending}, nil
+	return ApprovalRequestResult{ApprovalRequestID: req.ID, ActionHash: r.ActionHash, Status: store.ApprovalPending}, nil
 }
 
 // ApprovalStatusResult is what ApprovalStatus returns.

@@ -10,6 +10,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
@@ -105,12 +106,25 @@ type decision struct {
 	pol *Obj
 	res authority.Result
 	doc map[string]any // the act document evaluated
+	// approval is the approval that released a hold: the one presented,
+	// or the one the principal gave for this exact act (found by its
+	// action hash). It travels with the act.
+	approval *Obj
 }
 
 // ownDecision evaluates this organisation's own act and, on allow, returns
 // the shareable signed policy decision for it, made for position seq of
 // the transaction stream. A deny or hold stays here: only its codes are
 // returned, as a refusal, to the agent.
+//
+// Approvals on every act (issue 16): an act the mandate holds for approval
+// goes through here whoever takes it, the agent through a tool or this
+// instance in answer to the counterparty (the offeror's agreement.sign,
+// the acceptor's commit). Without a presented approval, the latest request
+// for this exact act decides: approved, its approval releases the hold
+// (and travels with the act); pending or rejected, the act stays held; and
+// with none, a pending request is filed for the principal's surfaces to
+// show. The refusal names the request (reason.Refusal.ApprovalRequestID).
 func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act protocol.Act, txn, counterparty string, terms, refs map[string]any, approval *Obj, seq int) (decision, error) {
 	doc := authority.Document(string(act), txn, counterparty, terms, refs, mandate)
 	cfg := e.o.Config()
@@ -122,7 +136,14 @@ func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act pr
 		req.Approval = approval.m
 	}
 	res := e.o.Evaluator().Evaluate(ctx, req)
-	d := decision{res: res, doc: doc}
+	d := decision{res: res, doc: doc, approval: approval}
+	if res.Decision == authority.RequireApproval && approval == nil {
+		held, err := e.releaseHold(ctx, &d, req)
+		if err != nil || held != nil {
+			return d, orErr(held, err)
+		}
+	}
+	res = d.res
 	if res.Decision != authority.Allow {
 		return d, res.Err()
 	}
@@ -136,6 +157,50 @@ func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act pr
 	}
 	d.pol, err = viewOf(pol)
 	return d, err
+}
+
+func orErr(a, b error) error {
+	if b != nil {
+		return b
+	}
+	return a
+}
+
+// releaseHold settles an act d's evaluation holds for approval, with no
+// approval presented: the principal's approval of this exact act, if given,
+// is presented now (d is re-evaluated with it); otherwise held returns the
+// refusal naming the request the act waits under, filed here when there
+// was none.
+func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Request) (held error, err error) {
+	mandateID := str(req.Mandate["id"])
+	prior, apr, found, err := e.o.LatestApproval(ctx, mandateID, d.res.ActionHash)
+	if err != nil {
+		return nil, err
+	}
+	if apr != nil {
+		req.Approval = apr
+		res := e.o.Evaluator().Evaluate(ctx, req)
+		if res.Decision == authority.Allow {
+			o, err := viewOf(apr)
+			if err != nil {
+				return nil, err
+			}
+			d.res, d.approval = res, o
+			return nil, nil
+		}
+	}
+	if found && prior.Status != store.ApprovalApproved {
+		return org.Held(d.res, prior), nil
+	}
+	// No request yet, or an approval that no longer releases the act (it
+	// expired): the principal is asked again.
+	e.point("approval.request.before-commit")
+	filed, err := e.o.FileApproval(ctx, mandateID, d.doc, d.res)
+	if err != nil {
+		return nil, err
+	}
+	e.point("approval.request.after-commit")
+	return org.Held(d.res, filed), nil
 }
 
 // actDoc is an act as the counterparty's instance rebuilds it.

@@ -2,11 +2,14 @@ package record
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -120,7 +123,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 		return Outcome{}, refusef(reason.TermsInvalid, "role %q is neither buyer nor supplier", in.Role)
 	}
 	var supersedes any
-	return e.perform(ctx, actSpec{
+	out, err := e.perform(ctx, actSpec{
 		name: protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		open: &opening{counterparty: in.Counterparty, role: role, session: session},
 		check: func(ctx context.Context, st *state) error {
@@ -189,6 +192,15 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			return nil
 		},
 	})
+	var r *reason.Refusal
+	if in.TransactionID == "" && heldRequest(err) != "" && errors.As(err, &r) {
+		// The act held is the offer in this transaction: only the same
+		// act again is released by its approval.
+		held := *r
+		held.Detail += " Take it again with transaction_id " + txn + ": the approval binds the act in that transaction."
+		return out, &held
+	}
+	return out, err
 }
 
 // receiveOffer is the offeree's side of an offer.
@@ -458,7 +470,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 // message.
 func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours *Obj, reply [][]byte) error {
 	now := e.o.Clock().UTC().Truncate(time.Second)
-	var agr, cmt, pol *Obj
+	var agr, cmt, pol, apr *Obj
 	for _, b := range reply {
 		o, err := parse(b)
 		if err != nil {
@@ -471,16 +483,29 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 			cmt = o
 		case protocol.PolicyDecision:
 			pol = o
+		case protocol.Approval:
+			apr = o
+		default:
+			return refusef(reason.AgreementHashMismatch, "%s's answer to agreement %s carries %s %s", m.Peer, ours.ID(), o.Type(), o.ID())
 		}
 	}
 	if agr == nil || cmt == nil || pol == nil || agr.ID() != ours.ID() || agr.Hash() != ours.Hash() {
 		return refusef(reason.AgreementHashMismatch, "%s's answer does not carry agreement %s as proposed, its commitment and its decision", m.Peer, ours.ID())
 	}
+	supporting := []*Obj{cmt, pol}
+	if apr != nil {
+		// The counterparty's principal released its signature: the
+		// approval binds the decision's act.
+		if apr.P("action_hash") != pol.P("action_hash") {
+			return refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
+		}
+		supporting = append(supporting, apr)
+	}
 	entries, mine := agr.Signatures(), ours.Signatures()
 	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
 		return refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", m.Peer)
 	}
-	if err := e.checkAuthors(ctx, m.Peer, []*Obj{cmt, pol}); err != nil {
+	if err := e.checkAuthors(ctx, m.Peer, supporting); err != nil {
 		return err
 	}
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
@@ -492,17 +517,21 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 	if err != nil {
 		return err
 	}
-	if err := e.extend(ctx, st, []*Obj{agr, cmt, pol}); err != nil {
+	if err := e.extend(ctx, st, append([]*Obj{agr}, supporting...)); err != nil {
 		return err
 	}
 	store1 := func(tx *store.Txn) error {
 		if err := tx.ReplaceVerified(agr.info(), ours.raw, agr.raw); err != nil {
 			return err
 		}
-		for _, o := range []*Obj{cmt, pol} {
+		for _, o := range supporting {
 			if err := putReceived(tx, o, m.Peer); err != nil {
 				return err
 			}
+		}
+		// Signed: a notice that the signature waited is answered.
+		if err := tx.SetNotice(m.TransactionID, ""); err != nil {
+			return err
 		}
 		return tx.Delivered(m.ID)
 	}
@@ -614,6 +643,15 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	}
 	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementSign, r.txn, r.from, terms, map[string]any{"agreement_id": agr.ID()}, nil, r.st.t.HeadSequence+1)
 	if err != nil {
+		if req := heldRequest(err); req != "" && !e.rejected(ctx, req) {
+			// Held for this instance's principal (issue 16): nothing is
+			// stored but the request, the counterparty is told the
+			// signature waits, and its outbox asks again; the first
+			// attempt after the principal approved is signed.
+			e.log.Info("signing the agreement waits for the principal's approval", "transaction_id", r.txn, "agreement_id", agr.ID(), "approval_request_id", req)
+			return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable,
+				refusef(reason.ApprovalRequired, "the counterparty holds its signature on agreement %s for its principal's approval; ask again", agr.ID()))
+		}
 		// This instance's own deny stays here: the counterparty learns
 		// only that the agreement is not signed.
 		e.log.Info("own policy does not allow signing the agreement", "transaction_id", r.txn, "codes", reason.CodesOf(err))
@@ -634,6 +672,17 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if err != nil {
 		return nil, err
 	}
+	answer := []*Obj{signed, cmt, d.pol}
+	if d.approval != nil {
+		// The principal's approval that released the signature travels
+		// with it: the counterparty's verifier asks for it at commit.
+		answer = append(answer, d.approval)
+	}
+	answerIDs := make([]string, len(answer))
+	raws := make([][]byte, len(answer))
+	for i, o := range answer {
+		answerIDs[i], raws[i] = o.ID(), o.raw
+	}
 	e.point("cosign.before-store")
 	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
 		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
@@ -644,14 +693,30 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 				return err
 			}
 		}
-		return tx.PutInbox(r.from, r.key, r.txn, []string{agr.ID(), cmt.ID(), d.pol.ID()}, r.now)
+		return tx.PutInbox(r.from, r.key, r.txn, answerIDs, r.now)
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.point("cosign.after-store")
 	e.log.Info("agreement signed", "transaction_id", r.txn, "agreement_id", agr.ID(), "commitment_id", cmt.ID(), "decision", d.pol.ID())
-	return [][]byte{signed.raw, cmt.raw, d.pol.raw}, nil
+	return raws, nil
+}
+
+// heldRequest returns the approval request a refusal says its act is held
+// under, or "".
+func heldRequest(err error) string {
+	var r *reason.Refusal
+	if errors.As(err, &r) && slices.Contains(r.Codes, reason.ApprovalRequired) {
+		return r.ApprovalRequestID
+	}
+	return ""
+}
+
+// rejected reports whether the principal rejected the approval request id.
+func (e *Engine) rejected(ctx context.Context, id string) bool {
+	r, err := e.o.Store.GetApprovalRequest(ctx, id)
+	return err == nil && r.Status == store.ApprovalRejected
 }
 
 // cosignedAnswer rebuilds the answer to an agreement signed before: the
@@ -672,9 +737,20 @@ func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]
 		return nil, err
 	}
 	cfg := e.o.Config()
+	var hash string
 	for _, p := range pols {
 		if p.Org() == cfg.OrganizationID && intOf(p.Payload()["stream_sequence"]) == 2 {
 			out = append(out, p.raw)
+			hash = p.P("action_hash")
+		}
+	}
+	aprs, err := e.ofType(ctx, txn, protocol.Approval)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range aprs {
+		if hash != "" && a.Org() == cfg.OrganizationID && a.P("action_hash") == hash {
+			out = append(out, a.raw)
 		}
 	}
 	return out, nil

@@ -93,6 +93,9 @@ type ObligationInput struct {
 	// DueCondition is a registered due condition (obligation §4); default
 	// due_at_time 21 days from now.
 	DueCondition map[string]any `json:"due_condition,omitempty"`
+	// ApprovalID is an approval of exactly this act, when the mandate
+	// holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // AssertInput is the obligor's assertion of performance (obligation §5.1).
@@ -101,6 +104,9 @@ type AssertInput struct {
 	ObligationID     string          `json:"obligation_id"`
 	AssertedQuantity string          `json:"asserted_quantity,omitempty"`
 	Evidence         []EvidenceInput `json:"evidence"`
+	// ApprovalID is an approval of exactly this act, when the mandate
+	// holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // EvidenceInput describes one evidence object the obligor presents.
@@ -177,7 +183,7 @@ func resolvePath(agr *Obj, path string) bool {
 func (e *Engine) IssueObligation(ctx context.Context, in ObligationInput) (Outcome, error) {
 	var agr *Obj
 	return e.perform(ctx, actSpec{
-		name: protocol.ActObligationActivated, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated,
+		name: protocol.ActObligationActivated, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.Committed {
 				return refusef(reason.StateTransitionDenied, "obligation.activated moves committed → in_performance; transaction %s is %s", st.t.ID, st.t.State)
@@ -362,7 +368,7 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 		qty = obl.P("quantity")
 	}
 	return e.perform(ctx, actSpec{
-		name: protocol.ActPerformanceDeclared, txn: obl.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
+		name: protocol.ActPerformanceDeclared, txn: obl.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
 			if !sameParty(obl.PSub("obligor"), party(cfg.OrganizationID, cfg.AgentID)) {

@@ -182,8 +182,10 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 		return Outcome{}, err
 	}
 	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, now: now, data: map[string]any{}}
-	if approval != nil {
-		b.carried = append(b.carried, approval)
+	approvalID := ""
+	if d.approval != nil {
+		b.carried = append(b.carried, d.approval)
+		approvalID = d.approval.ID()
 	}
 	if spec.build != nil {
 		if err := spec.build(ctx, st, b); err != nil {
@@ -200,7 +202,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 		}
 		b.name("event", ev.ID())
 	}
-	act, err := json.Marshal(pendingAct{Act: spec.name, MandateID: spec.mandateID, Document: d.doc, ApprovalID: spec.approvalID, Seq: seq})
+	act, err := json.Marshal(pendingAct{Act: spec.name, MandateID: spec.mandateID, Document: d.doc, ApprovalID: approvalID, Seq: seq})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -337,6 +339,15 @@ func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
 		}
 		return nil
 	case errors.Is(err, delivery.ErrQueued):
+		if slices.Contains(reason.CodesOf(err), reason.ApprovalRequired) {
+			// The counterparty holds its part for its principal's
+			// approval; the message is asked again, and the agent is told
+			// why it waits.
+			now := e.o.Clock()
+			if err := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.SetNotice(m.TransactionID, notice(err, now)) }); err != nil {
+				e.log.Warn("could not note that the counterparty holds an act for approval", "transaction_id", m.TransactionID, "error", err)
+			}
+		}
 		return nil
 	default:
 		return e.refused(ctx, m, err)

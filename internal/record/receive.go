@@ -138,15 +138,17 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", txn, st.t.Counterparty, from)
 	}
 	events := r.byType(protocol.TransactionEvent)
+	// An act released by its principal's approval carries the approval.
+	approvals := len(r.byType(protocol.Approval))
 	switch {
 	case len(events) > 0:
 		if len(events) != 1 || r.objs[len(r.objs)-1] != events[0] {
 			return nil, reason.Refuse("a message carries one event, last")
 		}
 		return e.receiveEvent(ctx, r)
-	case len(r.objs) == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
+	case approvals <= 1 && len(r.objs) == 2+approvals && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveOffer(ctx, r)
-	case len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
+	case approvals <= 1 && len(r.objs) == 1+approvals && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWithdrawal(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
 		return e.receiveAgreement(ctx, r)

@@ -126,6 +126,9 @@ type Engine struct {
 	keys   keyCache
 	// settle wakes the settlement worker: an instruction was recorded.
 	railWake chan struct{}
+
+	releasedMu sync.Mutex
+	released   map[string]bool // approval requests ReleaseHeld acted on
 }
 
 // Options configure an Engine.
@@ -193,7 +196,24 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.Resume(ctx)
 	go e.RunSettlements(ctx)
+	go e.runReleases(ctx)
 	return e.out.Run(ctx)
+}
+
+// runReleases continues approved held acts (ReleaseHeld) every two
+// seconds until ctx ends: a principal decides in another process (the
+// CLI) as often as on this one's admin page.
+func (e *Engine) runReleases(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.ReleaseHeld(ctx)
+		}
+	}
 }
 
 // RunSettlements does the rail work as it falls due (WorkSettlements),

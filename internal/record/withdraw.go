@@ -19,6 +19,9 @@ const ActOfferWithdraw = string(protocol.ActOfferWithdraw)
 type WithdrawInput struct {
 	MandateID string `json:"mandate_id"`
 	OfferID   string `json:"offer_id"`
+	// ApprovalID is an approval of exactly this withdrawal, when the
+	// mandate holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // WithdrawOffer withdraws this organisation's latest offer of a session
@@ -37,7 +40,7 @@ func (e *Engine) WithdrawOffer(ctx context.Context, in WithdrawInput) (Outcome, 
 	}
 	txn := offer.Txn()
 	return e.perform(ctx, actSpec{
-		name: protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID,
+		name: protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if offer.Org() != e.o.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
@@ -87,7 +90,7 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 		return nil, refusef(reason.OfferStale, "the session's latest offer is not %s's", r.from)
 	}
 	a := actDoc{name: protocol.ActOfferWithdraw, terms: last.Terms(), refs: map[string]any{"offer_id": last.ID()}}
-	if err := e.checkDecision(ctx, r.from, pol, pol, a, r.txn, nil, false); err != nil {
+	if err := e.checkDecision(ctx, r.from, pol, pol, a, r.txn, r.one(protocol.Approval), false); err != nil {
 		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
@@ -95,8 +98,10 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	}
 	e.point("receive.before-store")
 	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
-		if err := putReceived(tx, pol, r.from); err != nil {
-			return err
+		for _, o := range r.objs {
+			if err := putReceived(tx, o, r.from); err != nil {
+				return err
+			}
 		}
 		if err := tx.Withdraw(last.ID(), r.txn, pol.ID()); err != nil {
 			return err
