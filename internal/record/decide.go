@@ -15,6 +15,7 @@ import (
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // newObject builds, seals and signs an envelope object as this
@@ -73,6 +74,36 @@ func gateCheck(o *Obj, own bool) error {
 		return refusef(reason.AnnotationForged, "%s %s carries kernel_annotations, which no bilateral object carries", o.Type(), o.ID())
 	}
 	return gate.Envelope(o.m, opt).Err()
+}
+
+// liveKey is the key status rule for a signature on a message this
+// instance is asked to take into its record (canonical model §4 rules
+// 6–7), judged by the functions the verifier judges with, over the key
+// records held (refreshed from the counterparty at most KeyRefresh ago,
+// and whenever it names a key not held): the key was active when it
+// signed, at the entry's signed_at, by the version of its key record chain
+// that governed then (else A202-EVIDENCE-SIGNATURE-INVALID); and it is
+// active now (else A202-MANDATE-INACTIVE): a key revoked or expired since
+// does not void what it signed before, which stays in both records and
+// verifies, but it signs no new act.
+func (e *Engine) liveKey(ctx context.Context, o *Obj, entry map[string]any, k authority.Key) error {
+	kid := str(entry["key_id"])
+	ks, err := e.o.KeyStanding(ctx, kid, str(entry["signed_at"]))
+	if err != nil {
+		return err
+	}
+	if ks.AtSigning == verify.NotCheckable && k.Status == envelope.KeyActive {
+		// A pinned principal key of the counterparty, with no key record
+		// here: the peer file vouches for it, active.
+		return nil
+	}
+	if ks.AtSigning != verify.Verified {
+		return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %s, which was not active when it signed: %s", o.ID(), kid, ks.AtSigningDetail)
+	}
+	if ks.Now != envelope.KeyActive {
+		return refusef(reason.MandateInactive, "%s is signed with key %s, which is %s now and signs no new act: %s", o.ID(), kid, ks.Now, ks.NowDetail)
+	}
+	return nil
 }
 
 // countersign adds this agent's signature to an object and returns its
@@ -346,11 +377,11 @@ func (e *Engine) checkAuthors(ctx context.Context, from string, objs []*Obj) err
 		}
 		for _, s := range o.Signatures() {
 			k, err := e.o.ResolveKey(ctx, str(s["key_id"]))
-			switch {
-			case err != nil || k.OrganizationID != from:
+			if err != nil || k.OrganizationID != from {
 				return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %v, which %s has not vouched for", o.ID(), s["key_id"], from)
-			case k.Status != envelope.KeyActive:
-				return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %v, which is %s", o.ID(), s["key_id"], k.Status)
+			}
+			if err := e.liveKey(ctx, o, s, k); err != nil {
+				return err
 			}
 		}
 		m, err := e.peerMandate(ctx, from, o.Mandate())

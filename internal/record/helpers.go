@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -40,8 +39,8 @@ func (e *Engine) verifyEntry(ctx context.Context, o *Obj, i int, org, holderPref
 	if err != nil || k.OrganizationID != org || !isHolder(k.HolderID, holderPrefix) {
 		return refusef(reason.EvidenceSignatureInvalid, "signature %d of %s is not by a key of %s's %s", i, o.ID(), org, holderPrefix)
 	}
-	if k.Status != envelope.KeyActive {
-		return refusef(reason.EvidenceSignatureInvalid, "signature %d of %s is by key %v, which is %s", i, o.ID(), entries[i]["key_id"], k.Status)
+	if err := e.liveKey(ctx, o, entries[i], k); err != nil {
+		return err
 	}
 	return signature.VerifyEntry(o.m, i, k.Public)
 }

@@ -298,8 +298,8 @@ func (r *run) approverSigned(o *object, org, principal string) (bad, open []stri
 // names as the key's controller, or "".
 func (r *run) recordController(keyID string) string {
 	for _, v := range r.chain(keyID).versions {
-		if v.trusted && v.controller != "" {
-			return v.controller
+		if v.Trusted && v.Controller != "" {
+			return v.Controller
 		}
 	}
 	return ""
