@@ -36,6 +36,7 @@ import (
 
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 )
@@ -74,6 +75,34 @@ type Tool struct {
 	// claim is skipped.
 	OwnIdempotency bool
 	Run            func(ctx context.Context, args json.RawMessage) (any, error)
+	// scope is the idempotency scope of the tool's request_ids (default
+	// its name): an agent's own (NewAgentServer).
+	scope string
+}
+
+func (t Tool) idemScope() string {
+	if t.scope != "" {
+		return t.scope
+	}
+	return t.Name
+}
+
+// NewAgentServer returns the MCP server of one of the instance's agents:
+// tools (built over that agent's surface, agent.NewFor) run with the agent
+// named as the one their calls act for (org.WithAgent), so every mandate
+// they read or act under must be issued to it; its request_ids are its
+// own.
+func NewAgentServer(agentID string, tools []Tool, st *store.Store, logger *slog.Logger) *sdk.Server {
+	scoped := make([]Tool, len(tools))
+	for i, t := range tools {
+		run := t.Run
+		t.Run = func(ctx context.Context, args json.RawMessage) (any, error) {
+			return run(org.WithAgent(ctx, agentID), args)
+		}
+		t.scope = agentID + "/" + t.Name
+		scoped[i] = t
+	}
+	return NewServer(scoped, st, logger)
 }
 
 // NewServer returns an MCP server exposing tools.
@@ -163,10 +192,11 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 	if rid == "" || st == nil {
 		return t.Run(ctx, clean)
 	}
+	scope := t.idemScope()
 	if t.OwnIdempotency {
-		return t.Run(context.WithValue(ctx, requestKey{}, Request{Scope: t.Name, ID: rid, ArgsHash: canonical.SHA256Hex(clean)}), clean)
+		return t.Run(context.WithValue(ctx, requestKey{}, Request{Scope: scope, ID: rid, ArgsHash: canonical.SHA256Hex(clean)}), clean)
 	}
-	prior, found, err := st.Claim(ctx, t.Name, rid, canonical.SHA256Hex(clean))
+	prior, found, err := st.Claim(ctx, scope, rid, canonical.SHA256Hex(clean))
 	switch {
 	case errors.Is(err, store.ErrRequestReused):
 		return nil, reason.Refuse("request_id " + rid + " was already used with other arguments; choose a new request_id for a new request")
@@ -184,14 +214,14 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 	out, err := t.Run(ctx, clean)
 	if err != nil {
 		// A refused call recorded nothing; the id may be used again.
-		_ = st.Release(ctx, t.Name, rid)
+		_ = st.Release(ctx, scope, rid)
 		return nil, err
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Finish(ctx, t.Name, rid, b); err != nil {
+	if err := st.Finish(ctx, scope, rid, b); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -261,9 +291,21 @@ func decode(raw json.RawMessage, v any) error {
 // URL the client used. adminToken is recognised only to answer 403: the
 // principal's token opens nothing here.
 func Handler(server *sdk.Server, agentToken, adminToken string) http.Handler {
+	return AgentsHandler(map[string]*sdk.Server{agentToken: server}, adminToken)
+}
+
+// AgentsHandler serves the MCP endpoint of several agents at /mcp: the
+// bearer token authenticates the agent, and its requests reach that
+// agent's server alone (servers maps each agent's token to its server).
+// adminToken is recognised only to answer 403.
+func AgentsHandler(servers map[string]*sdk.Server, adminToken string) http.Handler {
 	mux := http.NewServeMux()
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{})
-	mux.Handle("/mcp", RequireToken(agentToken, adminToken, "", h))
+	routes := map[string]http.Handler{}
+	for tok, srv := range servers {
+		srv := srv
+		routes[tok] = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{})
+	}
+	mux.Handle("/mcp", RequireTokens(routes, adminToken, ""))
 	mux.Handle(ProtectedResourcePath, ProtectedResourceMetadata(""))
 	return mux
 }

@@ -39,11 +39,25 @@ import (
 	"github.com/partyd/party/internal/store"
 )
 
-// Surface is the agent's surface over one organisation.
-type Surface struct{ o *org.Org }
+// Surface is one agent's surface over its organisation: it sees and acts
+// only under the mandates issued to that agent.
+type Surface struct {
+	o     *org.Org
+	agent string
+}
 
-// New returns the agent's surface of o.
-func New(o *org.Org) *Surface { return &Surface{o: o} }
+// New returns the surface of o's primary agent.
+func New(o *org.Org) *Surface { return &Surface{o: o, agent: o.Config().AgentID} }
+
+// NewFor returns the surface of agentID, one of o's agents.
+func NewFor(o *org.Org, agentID string) *Surface { return &Surface{o: o, agent: agentID} }
+
+// AgentID is the agent the surface acts for.
+func (a *Surface) AgentID() string { return a.agent }
+
+// Context names the surface's agent as the one ctx acts for
+// (org.WithAgent): what the engine's acts and checks read.
+func (a *Surface) Context(ctx context.Context) context.Context { return org.WithAgent(ctx, a.agent) }
 
 // Org returns the organisation runtime behind the surface.
 func (a *Surface) Org() *org.Org { return a.o }
@@ -73,7 +87,8 @@ type WhoamiResult struct {
 // still resolves live status at every act), and the pinned counterparties.
 func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 	cfg := a.o.Config()
-	res := WhoamiResult{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, AgentKeyID: cfg.AgentKeyID, Mandates: []MandateInfo{}, Peers: []string{}}
+	kid, _ := cfg.KeyOf(a.agent)
+	res := WhoamiResult{OrganizationID: cfg.OrganizationID, AgentID: a.agent, AgentKeyID: kid, Mandates: []MandateInfo{}, Peers: []string{}}
 	ms, err := a.o.Store.Mandates(ctx, "local")
 	if err != nil {
 		return res, err
@@ -84,7 +99,7 @@ func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if instance.IsInstanceMandate(doc) || m.SubjectAgentID != cfg.AgentID {
+		if instance.IsInstanceMandate(doc) || m.SubjectAgentID != a.agent {
 			continue
 		}
 		st := m.Status
@@ -138,7 +153,7 @@ type VerifyResult struct {
 
 // Mandate returns a mandate held by this agent (org.AgentMandate).
 func (a *Surface) Mandate(ctx context.Context, id string) (map[string]any, error) {
-	return a.o.AgentMandate(ctx, id)
+	return a.o.AgentMandate(a.Context(ctx), id)
 }
 
 // Evaluate runs the evaluator over one act under one of this agent's
@@ -163,10 +178,11 @@ func (a *Surface) Evaluate(ctx context.Context, mandateID string, act map[string
 		}
 	}
 	cfg := a.o.Config()
+	kid, _ := cfg.KeyOf(a.agent)
 	return a.o.Evaluator().Evaluate(ctx, authority.Request{
 		Mandate:  m,
 		Act:      act,
-		Actor:    authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID},
+		Actor:    authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: a.agent, KeyID: kid},
 		Approval: approval,
 	}), nil
 }
@@ -261,9 +277,14 @@ type ApprovalStatusResult struct {
 // (approved, but the approval's life has run out).
 func (a *Surface) ApprovalStatus(ctx context.Context, requestID string) (ApprovalStatusResult, error) {
 	r, err := a.o.Store.GetApprovalRequest(ctx, requestID)
+	if err == nil {
+		if _, merr := a.Mandate(ctx, r.MandateID); merr != nil {
+			err = store.ErrNotFound // another agent's request: not this agent's to see
+		}
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return ApprovalStatusResult{}, reason.Refuse(fmt.Sprintf("no approval request %s; call request_approval first", requestID))
+			return ApprovalStatusResult{}, reason.Refuse(fmt.Sprintf("no approval request %s of yours; call request_approval first", requestID))
 		}
 		return ApprovalStatusResult{}, err
 	}

@@ -36,6 +36,8 @@ import (
 	"sync"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/partyd/party/bindings/mcp"
 	"github.com/partyd/party/bindings/peer"
 	"github.com/partyd/party/internal/admin"
@@ -103,10 +105,6 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	agentTok, err := instance.LoadToken(dir, instance.AgentTokenFile)
-	if err != nil {
-		return err
-	}
 	adminTok, err := instance.LoadToken(dir, instance.AdminTokenFile)
 	if err != nil {
 		return err
@@ -116,7 +114,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return err
 	}
 	d := &Daemon{Org: o, Agent: agent.New(o), Log: log}
-	d.mcpTools = append(mcp.AgentTools(d.Agent), mcp.VerifyTools(o.Store)...)
+	d.mcpTools = mcp.VerifyTools(o.Store)
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	for _, m := range opt.Mount {
@@ -146,11 +144,26 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return fmt.Errorf("daemon: admin listener: %w", err)
 	}
 	mcpBase := "http://" + mcpLn.Addr().String()
-	server := mcp.NewServer(d.mcpTools, o.Store, log)
+	// One MCP server per agent, behind its own token: each agent sees and
+	// acts only under its own mandates.
+	agentServers := map[string]*sdk.Server{}
+	var agentToks []string
+	for _, id := range cfg.AgentIDs() {
+		tok, err := instance.LoadToken(dir, cfg.AgentTokenPath(id))
+		if err != nil {
+			mcpLn.Close()
+			peerLn.Close()
+			adminLn.Close()
+			return err
+		}
+		tools := append(mcp.AgentTools(agent.NewFor(o, id)), d.mcpTools...)
+		agentServers[tok] = mcp.NewAgentServer(id, tools, o.Store, log)
+		agentToks = append(agentToks, tok)
+	}
 	servers := []*http.Server{
-		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: mcp.AgentsHandler(agentServers, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: admin.Handler(principalSurface, adminTok, agentToks, log), ReadHeaderTimeout: 10 * time.Second},
 	}
 	lns := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}

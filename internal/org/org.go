@@ -100,6 +100,7 @@ func Open(dir string, o Options) (*Org, error) {
 	}
 	clients := peering.NewClients(cert, peers, 10*time.Second)
 	trusted := peering.NewTrustedKeys(in.Store, clients, log)
+	trusted.SetClock(clock)
 	if err := trusted.Load(context.Background(), peers); err != nil {
 		in.Close()
 		return nil, err

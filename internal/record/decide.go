@@ -23,18 +23,18 @@ import (
 // the object (a commitment whose id the agreement named); empty draws one.
 func (e *Engine) newObject(t protocol.ObjectType, txn, mandateID string, payload map[string]any, purpose string, now time.Time, id string) (*Obj, error) {
 	cfg := e.o.Config()
+	agent, s, err := e.actorOf(context.Background(), mandateID)
+	if err != nil {
+		return nil, err
+	}
 	m, err := envelope.New(envelope.Spec{
 		ObjectType: string(t), ID: id, TransactionID: txn, CreatedAt: now, Payload: payload,
-		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, MandateID: mandateID},
+		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, MandateID: mandateID},
 	})
 	if err != nil {
 		return nil, err
 	}
 	if err := envelope.Seal(m); err != nil {
-		return nil, err
-	}
-	s, err := e.o.AgentSigner()
-	if err != nil {
 		return nil, err
 	}
 	if err := signature.Sign(m, s, purpose, now); err != nil {
@@ -127,9 +127,52 @@ func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error
 	return &Obj{raw: b, m: m}, nil
 }
 
-// ownMandate returns one of this agent's mandates.
+// ownMandate returns one of this instance's agents' mandates (the acting
+// agent's, when ctx names it: org.AgentMandate).
 func (e *Engine) ownMandate(ctx context.Context, id string) (map[string]any, error) {
 	return e.o.AgentMandate(ctx, id)
+}
+
+// actorOf returns the agent that acts under one of this instance's
+// mandates, its subject, and that agent's signer, whose key must be the
+// one the mandate names: a mandate issued before its agent's key was
+// rotated names the old key, and its successor is to be used instead
+// (principal.RotateAgentKey).
+func (e *Engine) actorOf(ctx context.Context, mandateID string) (string, signature.Signer, error) {
+	subj, err := e.subjectOf(ctx, mandateID)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := e.o.SignerFor(subj.AgentID)
+	if err != nil {
+		return "", nil, refusef(reason.PolicyDenied, "mandate %s is issued to %s, which does not act on this instance", mandateID, subj.AgentID)
+	}
+	if s.KeyID() != subj.KeyID {
+		return "", nil, refusef(reason.MandateInactive, "mandate %s binds key %s, but agent %s signs with %s now: its key was rotated; act under the mandate reissued to the new key (whoami)", mandateID, subj.KeyID, subj.AgentID, s.KeyID())
+	}
+	return subj.AgentID, s, nil
+}
+
+// subjectOf reads the subject of one of this instance's mandates (a
+// mandate never changes, so it is read once).
+func (e *Engine) subjectOf(ctx context.Context, mandateID string) (authority.Subject, error) {
+	if v, ok := e.subjects.Load(mandateID); ok {
+		return v.(authority.Subject), nil
+	}
+	rec, err := e.o.Store.GetMandate(ctx, mandateID)
+	if err != nil || rec.Origin != originLocal {
+		return authority.Subject{}, refusef(reason.PolicyDenied, "mandate %s is not one this instance issued", mandateID)
+	}
+	m, err := canonical.DecodeObject(rec.Body)
+	if err != nil {
+		return authority.Subject{}, err
+	}
+	subj := authority.Subject{AgentID: str(sub(m, "subject")["agent_id"]), KeyID: str(sub(m, "subject")["key_id"])}
+	if subj.AgentID == "" {
+		return authority.Subject{}, refusef(reason.PolicyDenied, "mandate %s is issued to a principal; an agent acts only under its own", mandateID)
+	}
+	e.subjects.Store(mandateID, subj)
+	return subj, nil
 }
 
 // decision is an act decided by this organisation's own evaluator.
@@ -159,9 +202,13 @@ type decision struct {
 func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act protocol.Act, txn, counterparty string, terms, refs map[string]any, approval *Obj, seq int) (decision, error) {
 	doc := authority.Document(string(act), txn, counterparty, terms, refs, mandate)
 	cfg := e.o.Config()
+	agent, s, err := e.actorOf(ctx, str(mandate["id"]))
+	if err != nil {
+		return decision{doc: doc}, err
+	}
 	req := authority.Request{
 		Mandate: mandate, Act: doc,
-		Actor: authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID},
+		Actor: authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, KeyID: s.KeyID()},
 	}
 	if approval != nil {
 		req.Approval = approval.m
@@ -177,10 +224,6 @@ func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act pr
 	res = d.res
 	if res.Decision != authority.Allow {
 		return d, res.Err()
-	}
-	s, err := e.o.AgentSigner()
-	if err != nil {
-		return d, err
 	}
 	pol, err := authority.NewSharedDecision(res, s, seq)
 	if err != nil {

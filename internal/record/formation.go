@@ -45,6 +45,9 @@ type OfferInput struct {
 	// ApprovalID is an approval of exactly this offer, when the mandate
 	// holds it for approval.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// OffereeAgentID addresses the offer to one of the counterparty's
+	// agents (it must accept it); empty: its primary agent.
+	OffereeAgentID string `json:"offeree_agent_id,omitempty"`
 }
 
 // AcceptInput is what the offeree's agent accepts.
@@ -64,8 +67,11 @@ func init() {
 	}
 }
 
-// peerAgent returns the agent of org that acts in its key records.
-func (e *Engine) peerAgent(ctx context.Context, org string) (string, error) {
+// peerAgent returns the agent of org an offer is addressed to: want, when
+// a key record of org names it as the holder of one of its keys, else
+// org's primary agent, the one that published the record of its pinned
+// principal key (instance bootstrap).
+func (e *Engine) peerAgent(ctx context.Context, org, want string) (string, error) {
 	if err := e.o.Trusted.EnsureKeys(ctx, org); err != nil {
 		return "", fmt.Errorf("record: learning %s's agent: %w", org, err)
 	}
@@ -73,12 +79,31 @@ func (e *Engine) peerAgent(ctx context.Context, org string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	p, err := e.o.Peers.Peer(org)
+	if err != nil {
+		return "", err
+	}
+	first := ""
 	for _, o := range krs {
-		if o.P("controller_organization_id") == org && o.Agent() != "" {
+		if o.P("controller_organization_id") != org || o.Agent() == "" {
+			continue
+		}
+		switch _, pinned := p.PrincipalKeys[o.ID()]; {
+		case want != "" && o.Agent() == want:
+			return want, nil
+		case want == "" && pinned:
 			return o.Agent(), nil
+		case first == "":
+			first = o.Agent()
 		}
 	}
-	return "", fmt.Errorf("record: no key record of %s names its agent", org)
+	if want != "" {
+		return "", refusef(reason.StreamMismatch, "no key record of %s names agent %s", org, want)
+	}
+	if first == "" {
+		return "", fmt.Errorf("record: no key record of %s names its agent", org)
+	}
+	return first, nil
 }
 
 // latestOffer returns the session's latest offer of a transaction, or nil.
@@ -159,7 +184,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			return in.Terms, authority.OfferRefs(role), nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			peerAgent, err := e.peerAgent(ctx, in.Counterparty)
+			peerAgent, err := e.peerAgent(ctx, in.Counterparty, in.OffereeAgentID)
 			if err != nil {
 				return err
 			}
@@ -172,7 +197,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			}
 			cfg := e.o.Config()
 			offer, err := b.add(protocol.Offer, map[string]any{
-				"offeror":             party(cfg.OrganizationID, cfg.AgentID),
+				"offeror":             party(cfg.OrganizationID, b.agent),
 				"offeree":             party(in.Counterparty, peerAgent),
 				"session_id":          session,
 				"supersedes_offer_id": supersedes,
@@ -210,8 +235,8 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	if offer.PartyOrg("offeror") != r.from || offer.PartyOrg("offeree") != cfg.OrganizationID {
 		return nil, refusef(reason.StreamMismatch, "offer %s is not from %s to %s", offer.ID(), r.from, cfg.OrganizationID)
 	}
-	if str(offer.PSub("offeree")["agent_id"]) != cfg.AgentID {
-		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %v, not %s", offer.ID(), offer.PSub("offeree")["agent_id"], cfg.AgentID)
+	if to := str(offer.PSub("offeree")["agent_id"]); !slices.Contains(cfg.AgentIDs(), to) {
+		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %v, which does not act for %s", offer.ID(), to, cfg.OrganizationID)
 	}
 	if offer.expired(r.now) {
 		return nil, refusef(reason.OfferExpired, "offer %s lapsed at %s", offer.ID(), offer.P("valid_until"))
@@ -328,11 +353,16 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
 		build: func(ctx context.Context, st *state, b *builder) error {
 			cfg := e.o.Config()
+			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
+				// The acceptance is by the offeree the offer names
+				// (canonical model §10 step 3).
+				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", in.OfferID, to, b.agent)
+			}
 			acc, err := b.add(protocol.Acceptance, map[string]any{
 				"offer_id":        in.OfferID,
 				"offer_hash":      offer.Hash(),
 				"session_id":      offer.P("session_id"),
-				"accepting_party": party(cfg.OrganizationID, cfg.AgentID),
+				"accepting_party": party(cfg.OrganizationID, b.agent),
 			}, protocol.PurposeOfferAcceptance)
 			if err != nil {
 				return err
@@ -419,7 +449,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 		return err
 	}
 	cfg := e.o.Config()
-	me := party(cfg.OrganizationID, cfg.AgentID)
+	me := party(cfg.OrganizationID, ev1.Agent())
 	them := offer.PSub("offeror")
 	if str(them["organization_id"]) == cfg.OrganizationID {
 		them = offer.PSub("offeree")
@@ -470,6 +500,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 // message.
 func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours *Obj, reply [][]byte) error {
 	now := e.o.Clock().UTC().Truncate(time.Second)
+	e.learnKeys(ctx, m.Peer, reply)
 	var agr, cmt, pol, apr *Obj
 	for _, b := range reply {
 		o, err := parse(b)
@@ -585,7 +616,6 @@ func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj,
 // policy check, and issues its commitment.
 func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, error) {
 	agr := r.one(protocol.Agreement)
-	cfg := e.o.Config()
 	if !r.st.known {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
 	}
@@ -616,7 +646,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	offered, _ := canonical.Marshal(offer.Terms())
 	proposed, _ := canonical.Marshal(terms)
 	termsHash, _ := canonical.Hash(terms)
-	me := party(cfg.OrganizationID, cfg.AgentID)
+	me := offer.PSub("offeror") // this instance's agent that made the offer
 	mine, theirs := protocol.Role(r.st.t.Role), protocol.Role(r.st.t.Role).Other()
 	switch {
 	case agr.P("accepted_offer_id") != offer.ID() || agr.P("accepted_offer_hash") != offer.Hash() || agr.P("acceptance_id") != ev1.Data("acceptance_id"):

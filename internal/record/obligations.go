@@ -216,11 +216,8 @@ func (e *Engine) IssueObligation(ctx context.Context, in ObligationInput) (Outco
 				due = map[string]any{"type": "due_at_time", "at": envelope.Timestamp(b.now.Add(21 * 24 * time.Hour))}
 			}
 			cfg := e.o.Config()
-			me := party(cfg.OrganizationID, cfg.AgentID)
-			obligor := agr.PSub("supplier")
-			if sameParty(obligor, me) {
-				obligor = agr.PSub("buyer")
-			}
+			me := party(cfg.OrganizationID, b.agent)
+			obligor := agr.PSub(string(st.Role().Other()))
 			ids, _ := agr.Payload()["commitment_ids"].([]any)
 			if len(ids) == 0 {
 				return refusef(reason.ObligationSubjectUnreferenced, "agreement %s names no commitment for the obligation to decompose", agr.ID())
@@ -329,8 +326,7 @@ func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	if agr == nil {
 		return refusef(reason.ObligationSubjectUnreferenced, "transaction %s has no agreement", r.txn)
 	}
-	cfg := e.o.Config()
-	me := party(cfg.OrganizationID, cfg.AgentID)
+	me := agr.PSub(r.st.t.Role) // this organisation's party to the agreement
 	op := obl.Payload()
 	subj := obl.PSub("subject")
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
@@ -371,7 +367,7 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 		name: protocol.ActPerformanceDeclared, txn: obl.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
-			if !sameParty(obl.PSub("obligor"), party(cfg.OrganizationID, cfg.AgentID)) {
+			if obl.PartyOrg("obligor") != cfg.OrganizationID {
 				// The guard of performance.declared is an obligor-signed
 				// assertion (obligation §6.1); a guard that fails is an
 				// illegal transition.
@@ -421,7 +417,7 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 					return asRefusal(err, reason.EvidenceTypeUnknown)
 				}
 				ref := map[string]any{"evidence_id": eo.ID(), "content_hash": eo.Hash(), "evidence_type": ev.EvidenceType,
-					"signed_by": party(cfg.OrganizationID, cfg.AgentID)}
+					"signed_by": party(cfg.OrganizationID, b.agent)}
 				if ev.LocatorHint != "" {
 					ref["locator_hint"] = ev.LocatorHint
 				}
@@ -524,7 +520,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 		name: actName, txn: obl.Txn(), mandateID: in.MandateID, event: eventType, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
-			if !sameParty(obl.PSub("obligee"), party(cfg.OrganizationID, cfg.AgentID)) {
+			if obl.PartyOrg("obligee") != cfg.OrganizationID {
 				return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)
 			}
 			switch in.ResponseType {

@@ -89,6 +89,7 @@ type builder struct {
 	st        *state
 	txn       string
 	mandateID string
+	agent     string // the acting agent: the mandate's subject
 	now       time.Time
 	created   []*Obj // the act's new objects, in message order
 	carried   []*Obj // objects held before that travel with it (an approval)
@@ -181,7 +182,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, now: now, data: map[string]any{}}
+	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, agent: str(sub(mandate, "subject")["agent_id"]), now: now, data: map[string]any{}}
 	approvalID := ""
 	if d.approval != nil {
 		b.carried = append(b.carried, d.approval)
@@ -427,6 +428,7 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 
 // checkCountersigned finds our event in a reply, countersigned.
 func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj, reply [][]byte) (*Obj, error) {
+	e.learnKeys(ctx, peer, reply)
 	var got *Obj
 	for _, b := range reply {
 		if o, err := parse(b); err == nil && o.ID() == ours.ID() {
@@ -456,6 +458,18 @@ func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj,
 		return nil, err
 	}
 	return got, nil
+}
+
+// learnKeys fetches peer's key records again when a reply names a key not
+// held (the peer rotated one since the last fetch); a failure leaves the
+// check that needs the key to refuse.
+func (e *Engine) learnKeys(ctx context.Context, peer string, raw [][]byte) {
+	if e.o.Trusted == nil {
+		return
+	}
+	if err := e.o.Trusted.EnsureKnown(ctx, peer, signingKeys(raw)); err != nil {
+		e.log.Warn("fetching the key records a reply names failed", "peer", peer, "error", err)
+	}
 }
 
 // refused settles a refusal of one of this instance's messages. A refusal
@@ -582,8 +596,12 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 	if err != nil {
 		return false, err
 	}
+	agent, s, err := e.actorOf(ctx, pa.MandateID)
+	if err != nil {
+		return false, err
+	}
 	req := authority.Request{Mandate: mandate, Act: pa.Document,
-		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: e.o.Config().AgentID, KeyID: e.o.Config().AgentKeyID}}
+		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()}}
 	if pa.ApprovalID != "" {
 		if apr, ok := e.getTyped(ctx, pa.ApprovalID, protocol.Approval); ok {
 			req.Approval = apr.m
@@ -592,10 +610,6 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 	res := e.o.Evaluator().Evaluate(ctx, req)
 	if res.Decision != authority.Allow {
 		return false, res.Err()
-	}
-	s, err := e.o.AgentSigner()
-	if err != nil {
-		return false, err
 	}
 	pm, err := authority.NewSharedDecision(res, s, pa.Seq)
 	if err != nil {

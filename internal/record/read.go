@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -247,6 +248,9 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 		if w, _ := e.o.Store.Withdrawn(ctx, last.ID()); w {
 			continue
 		}
+		if agent, named := org.ActingAgent(ctx); named && str(last.PSub("offeree")["agent_id"]) != agent {
+			continue // addressed to another agent of this organisation
+		}
 		it := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
 		if mandateID != "" {
 			if act, err := e.AcceptanceAct(ctx, mandateID, last.ID()); err == nil {
@@ -258,12 +262,6 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 	return out, nil
 }
 
-// Resume continues every transaction with unfinished work, found by
-// indexes rather than by walking every transaction: messages waiting in
-// the outbox are due at once (Start voided the dead process's leases) and
-// the worker delivers them; a transaction left in agreement_pending by
-// this instance's own formation continues where it stands. It is
-// idempotent.
 // ReleaseHeld continues the acts this instance takes by itself that its
 // principal has since approved: formation's commit, which a mandate's rule
 // on agreement.sign holds until the principal approves it (the acts an
@@ -304,6 +302,12 @@ func (e *Engine) ReleaseHeld(ctx context.Context) {
 	}
 }
 
+// Resume continues every transaction with unfinished work, found by
+// indexes rather than by walking every transaction: messages waiting in
+// the outbox are due at once (Start voided the dead process's leases) and
+// the worker delivers them; a transaction left in agreement_pending by
+// this instance's own formation continues where it stands. It is
+// idempotent.
 func (e *Engine) Resume(ctx context.Context) {
 	ts, err := e.o.Store.TransactionsInState(ctx, string(protocol.AgreementPending))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
@@ -97,6 +98,9 @@ const lockWait = 2 * time.Second
 // one is checked and what it moves is stored with its reply, in one
 // database transaction.
 func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
+	// What the instance takes in answer to the counterparty it takes for
+	// itself, under its own mandates, not for any agent's call.
+	ctx = org.WithAgent(ctx, "")
 	if err := delivery.CheckMessage(txn, raw); err != nil {
 		return nil, err
 	}
@@ -105,7 +109,13 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return reply, nil
 	}
 	if e.o.Trusted != nil {
+		// The sender's key records, current within KeyRefresh, and fetched
+		// again at once when the message names a key not held: a key the
+		// sender rotated or revoked is judged by its latest record.
 		if err := e.o.Trusted.EnsureKeys(ctx, from); err != nil {
+			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
+		}
+		if err := e.o.Trusted.EnsureKnown(ctx, from, signingKeys(raw)); err != nil {
 			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
 		}
 	}
@@ -156,6 +166,21 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return e.receiveReceipt(ctx, r)
 	}
 	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, an agreement to sign, an adapter receipt, or an event with its objects")
+}
+
+// signingKeys lists the key ids a message's signatures name.
+func signingKeys(raw [][]byte) []string {
+	var out []string
+	for _, b := range raw {
+		o, err := parse(b)
+		if err != nil {
+			continue
+		}
+		for _, s := range o.Signatures() {
+			out = append(out, str(s["key_id"]))
+		}
+	}
+	return out
 }
 
 // Reply returns the reply recorded for a message from org (the plain

@@ -129,6 +129,7 @@ type Engine struct {
 
 	releasedMu sync.Mutex
 	released   map[string]bool // approval requests ReleaseHeld acted on
+	subjects   sync.Map        // mandate id → authority.Subject (subjectOf)
 }
 
 // Options configure an Engine.
