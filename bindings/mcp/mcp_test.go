@@ -78,7 +78,30 @@ func callJSON(t *testing.T, cs *sdk.ClientSession, name string, args any) (map[s
 	if err := json.Unmarshal([]byte(text), &again); err != nil || len(again) != len(out) {
 		t.Fatalf("%s: text content is not the same JSON: %s", name, text)
 	}
+	// Every result that is not an error is what the tool's output schema
+	// announced, with no null in it.
+	if !res.IsError {
+		if err := mcp.Conforms(outputSchema(t, cs, name), res.StructuredContent); err != nil {
+			t.Fatalf("%s: the result does not conform to its output schema: %v\n%.800s", name, err, b)
+		}
+	}
 	return out, res.IsError
+}
+
+// outputSchema is the output schema tools/list announces for name.
+func outputSchema(t *testing.T, cs *sdk.ClientSession, name string) any {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == name {
+			return tl.OutputSchema
+		}
+	}
+	t.Fatalf("no tool %s", name)
+	return nil
 }
 
 func connect(t *testing.T, srv *sdk.Server) *sdk.ClientSession {

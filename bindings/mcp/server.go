@@ -16,9 +16,61 @@
 //   - any other failure: isError, {"outcome": "error", "detail": ...};
 //   - an unknown tool or malformed request: a protocol error, from the SDK.
 //
+// With WithResources, every transaction is also a resource
+// (party://transactions/{id}), as are the inbox and the transaction list;
+// a subscribed client is sent notifications/resources/updated when a
+// commit changes them (resources.go).
+//
 // Write tools take an optional request_id. Repeating a call with the same
 // request_id and arguments returns the first result and records nothing
 // twice; the same request_id with other arguments is refused.
+//
+// # The contract comes from the Go types
+//
+// A tool is one typed input struct and one handler:
+//
+//	Typed(Tool{Name: "settlement_status", Title: ..., Description: ..., ReadOnly: true},
+//		func(ctx context.Context, in TransactionArgs) (SettlementsResult, error) { ... })
+//
+// NewServer infers both schemas from the handler's types with the SDK's
+// schema library (github.com/google/jsonschema-go, what go-sdk's typed
+// tools use): member names from the json tags, required members from the
+// absence of omitempty, descriptions from the jsonschema tags, and
+// additionalProperties false on every struct, so the schema a model reads
+// and the decoder that refuses an unknown member are the same type. The
+// input type is where the member is defined: an act's is the record
+// engine's input (record.OfferInput, ...), a read tool's a small struct
+// here (TransactionArgs, InboxArgs). A record act is actTool(e, Tool{...},
+// e.TheAct), which adds request_id, the write and open-world annotations
+// and the engine's own idempotency.
+//
+// What a Go type cannot say is carried by a named type whose schema is
+// written once, in typeSchemas (schema.go): a closed set of values
+// (protocol.ResponseType, protocol.RejectionReason, their values taken
+// from the lists the engine and the gate check against), a bound
+// (record.PageLimit, 1 to store.MaxPage), the required members of an open
+// object (record.Terms), a minimum count (record.Evidence). A new field of
+// one of these types needs nothing more; a new kind of constraint is a new
+// named type and one entry there.
+//
+// Every schema is single-typed: Go slices and pointers infer as
+// ["null", X], and schemaFor makes them X, because party never sends null
+// (an empty list is [], a member with no value is omitted) — output types
+// must hold to that, which Conforms checks on every result in the tests,
+// the end-to-end run and the walkthrough. testdata/contract.txtar pins the
+// whole contract (initialize, tools/list, a refusal); a change to a tool's
+// name, description, annotations or either schema fails TestContractGolden
+// until the file is regenerated with -update and the diff reviewed.
+//
+// The handlers are registered with the SDK's untyped Server.AddTool, not
+// its typed AddTool, on purpose: the typed path validates arguments
+// against the schema before the handler runs, which would answer a bad
+// value with a generic error where the engine answers with its registered
+// A202 code (an empty evidence list is A202-OBLIGATION-ASSERTION-UNEVIDENCED,
+// an unknown reason_code A202-OBLIGATION-REJECTION-REASON-UNKNOWN); it
+// wraps a handler's error as text, where result gives a refusal its
+// structured shape; and it would fail a recorded act's answer on an output
+// mismatch after the fact. The schemas describe; the engine decides.
 package mcp
 
 import (
@@ -31,7 +83,6 @@ import (
 	"net/http"
 	"reflect"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/partyd/party/internal/agent"
@@ -57,13 +108,13 @@ Call order:
 
 A refusal is a result with outcome "refused" and registered A202 reason codes; it means nothing was recorded. Money, percentages and quantities are always base-10 strings, never numbers.`
 
-// Tool is one agent tool.
+// Tool is one agent tool: what a model is told about it, and its handler,
+// bound by Typed. A Tool that did not come from Typed has no handler and
+// NewServer refuses it.
 type Tool struct {
 	Name        string
 	Title       string
 	Description string
-	Input       map[string]any // JSON Schema of the arguments
-	OutputType  reflect.Type   // Go type whose schema is the output schema
 	ReadOnly    bool
 	Idempotent  bool
 	OpenWorld   bool // reaches the counterparty's instance
@@ -74,7 +125,9 @@ type Tool struct {
 	// acts): the tool reads the request from RequestOf and the generic
 	// claim is skipped.
 	OwnIdempotency bool
-	Run            func(ctx context.Context, args json.RawMessage) (any, error)
+
+	in, out reflect.Type // the handler's input and output types
+	run     func(ctx context.Context, args json.RawMessage) (any, error)
 	// scope is the idempotency scope of the tool's request_ids (default
 	// its name): an agent's own (NewAgentServer).
 	scope string
@@ -92,35 +145,70 @@ func (t Tool) idemScope() string {
 // named as the one their calls act for (org.WithAgent), so every mandate
 // they read or act under must be issued to it; its request_ids are its
 // own.
-func NewAgentServer(agentID string, tools []Tool, st *store.Store, logger *slog.Logger) *sdk.Server {
+func NewAgentServer(agentID string, tools []Tool, st *store.Store, logger *slog.Logger, opts ...Option) *sdk.Server {
 	scoped := make([]Tool, len(tools))
 	for i, t := range tools {
-		run := t.Run
-		t.Run = func(ctx context.Context, args json.RawMessage) (any, error) {
-			return run(org.WithAgent(ctx, agentID), args)
+		run := t.run
+		if run != nil {
+			t.run = func(ctx context.Context, args json.RawMessage) (any, error) {
+				return run(org.WithAgent(ctx, agentID), args)
+			}
 		}
 		t.scope = agentID + "/" + t.Name
 		scoped[i] = t
 	}
-	return NewServer(scoped, st, logger)
+	return NewServer(scoped, st, logger, opts...)
 }
 
-// NewServer returns an MCP server exposing tools.
-func NewServer(tools []Tool, st *store.Store, logger *slog.Logger) *sdk.Server {
+// Typed returns t answering with run. The arguments are decoded strictly
+// into In (a member In does not define is refused) and In's JSON Schema is
+// the tool's input schema; Out's is its output schema. Both are inferred
+// from the Go types by NewServer (schemaFor): member names from the json
+// tags, required members from the absence of omitempty, descriptions from
+// the jsonschema tags, value sets and bounds from typeSchemas.
+func Typed[In, Out any](t Tool, run func(context.Context, In) (Out, error)) Tool {
+	t.in, t.out = reflect.TypeFor[In](), reflect.TypeFor[Out]()
+	t.run = func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var in In
+		if err := decode(raw, &in); err != nil {
+			return nil, err
+		}
+		return run(ctx, in)
+	}
+	return t
+}
+
+// NoArgs is the input of a tool that takes no arguments.
+type NoArgs struct{}
+
+// NewServer returns an MCP server exposing tools; WithResources adds the
+// record's resources and their notifications. It panics on a tool whose
+// schemas cannot be inferred, as on any other programming error in the
+// tool list: every test that builds a server finds it.
+func NewServer(tools []Tool, st *store.Store, logger *slog.Logger, opts ...Option) *sdk.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "party", Title: "party: A202 instance", Version: Version},
-		&sdk.ServerOptions{Instructions: Instructions, Logger: logger})
+	setup := &serverSetup{opts: &sdk.ServerOptions{Instructions: Instructions, Logger: logger}}
+	for _, o := range opts {
+		o(setup)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "party", Title: "party: A202 instance", Version: Version}, setup.opts)
+	for _, f := range setup.after {
+		f(s)
+	}
 	for _, t := range tools {
 		t := t
-		out, err := jsonschema.ForType(t.OutputType, &jsonschema.ForOptions{})
+		if t.run == nil {
+			panic(fmt.Sprintf("mcp: tool %s has no handler; build it with Typed", t.Name))
+		}
+		in, err := inputSchema(t.in, t.Write)
+		if err != nil {
+			panic(fmt.Sprintf("mcp: input schema of %s: %v", t.Name, err))
+		}
+		out, err := schemaFor(t.out)
 		if err != nil {
 			panic(fmt.Sprintf("mcp: output schema of %s: %v", t.Name, err))
-		}
-		in := t.Input
-		if t.Write {
-			in = withRequestID(in)
 		}
 		open := t.OpenWorld
 		s.AddTool(&sdk.Tool{
@@ -149,27 +237,6 @@ func NewServer(tools []Tool, st *store.Store, logger *slog.Logger) *sdk.Server {
 
 func boolPtr(b bool) *bool { return &b }
 
-func withRequestID(in map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range in {
-		out[k] = v
-	}
-	props := map[string]any{}
-	if p, ok := in["properties"].(map[string]any); ok {
-		for k, v := range p {
-			props[k] = v
-		}
-	}
-	props["request_id"] = map[string]any{
-		"type":        "string",
-		"minLength":   1,
-		"maxLength":   128,
-		"description": "Optional id you choose for this call. Repeating the call with the same request_id and arguments returns the first result and records nothing twice; reusing it with other arguments is refused.",
-	}
-	out["properties"] = props
-	return out
-}
-
 // call decodes arguments strictly and runs the tool, through the
 // idempotency record when the tool writes and a request_id is given.
 func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (any, error) {
@@ -181,7 +248,7 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 		return nil, reason.Refuse("arguments: " + err.Error())
 	}
 	if !t.Write {
-		return t.Run(ctx, raw)
+		return t.run(ctx, raw)
 	}
 	rid, _ := args["request_id"].(string)
 	delete(args, "request_id")
@@ -190,13 +257,12 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 		return nil, reason.Refuse("arguments: " + err.Error())
 	}
 	if rid == "" || st == nil {
-		return t.Run(ctx, clean)
+		return t.run(ctx, clean)
 	}
-	scope := t.idemScope()
 	if t.OwnIdempotency {
-		return t.Run(context.WithValue(ctx, requestKey{}, Request{Scope: scope, ID: rid, ArgsHash: canonical.SHA256Hex(clean)}), clean)
+		return t.run(context.WithValue(ctx, requestKey{}, Request{Scope: t.idemScope(), ID: rid, ArgsHash: canonical.SHA256Hex(clean)}), clean)
 	}
-	prior, found, err := st.Claim(ctx, scope, rid, canonical.SHA256Hex(clean))
+	prior, found, err := st.Claim(ctx, t.idemScope(), rid, canonical.SHA256Hex(clean))
 	switch {
 	case errors.Is(err, store.ErrRequestReused):
 		return nil, reason.Refuse("request_id " + rid + " was already used with other arguments; choose a new request_id for a new request")
@@ -211,17 +277,17 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 		}
 		return out, nil
 	}
-	out, err := t.Run(ctx, clean)
+	out, err := t.run(ctx, clean)
 	if err != nil {
 		// A refused call recorded nothing; the id may be used again.
-		_ = st.Release(ctx, scope, rid)
+		_ = st.Release(ctx, t.idemScope(), rid)
 		return nil, err
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Finish(ctx, scope, rid, b); err != nil {
+	if err := st.Finish(ctx, t.idemScope(), rid, b); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -308,12 +374,6 @@ func AgentsHandler(servers map[string]*sdk.Server, adminToken string) http.Handl
 	mux.Handle("/mcp", RequireTokens(routes, adminToken, ""))
 	mux.Handle(ProtectedResourcePath, ProtectedResourceMetadata(""))
 	return mux
-}
-
-// ServeStdio runs server over standard input and output until ctx ends or
-// the client disconnects.
-func ServeStdio(ctx context.Context, server *sdk.Server) error {
-	return server.Run(ctx, &sdk.StdioTransport{})
 }
 
 // AgentTools returns the tools over the agent's surface a.

@@ -29,10 +29,7 @@ func serve(t *testing.T, n *orgtest.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := tls.Listen("tcp", n.Org.Config().PeerAddr, peering.ServerTLSConfig(cert))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := tls.NewListener(n.Sockets.Peer, peering.ServerTLSConfig(cert))
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })

@@ -7,6 +7,16 @@
 // and prints a timeline. It exits 0 only if everything held.
 //
 //	go run ./examples/two-party [--out DIR] [--keep-running]
+//
+// The walkthrough stays on the happy path. With --keep-running both
+// instances stay up; once each principal has issued its agent a mandate
+// listing them (party mandate issue; the walkthrough's own mandates cover
+// its one transaction), an agent can try the acts that walk away or change
+// course: cancel_transaction, propose_termination and agree_termination,
+// waive_obligation, propose_amendment and accept_amendment, and several
+// deliverables per agreement. docs/cli.md, "After the walkthrough", shows
+// each call; internal/record/lifecycle_test.go runs each between two
+// instances.
 package main
 
 import (
@@ -56,21 +66,24 @@ func main() {
 	}
 }
 
-func freePorts(n int) ([]string, error) {
+// listen binds n loopback listeners on port 0. They stay open and are
+// handed to the daemons (daemon.Options.Listeners), so no address is probed
+// and released before use.
+func listen(n int) ([]net.Listener, []string, error) {
 	var ls []net.Listener
 	var addrs []string
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, nil, err
 		}
 		ls = append(ls, l)
 		addrs = append(addrs, l.Addr().String())
 	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return addrs, nil
+	return ls, addrs, nil
 }
 
 func run(out string, keep bool, amount string, w io.Writer) error {
@@ -87,12 +100,15 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 	if err := os.MkdirAll(out, 0o700); err != nil {
 		return err
 	}
-	ports, err := freePorts(6)
+	lns, ports, err := listen(6)
 	if err != nil {
 		return err
 	}
 	buyer, supplier, err := demo.Setup(ctx, out, demo.Ports{MCP: ports[0], Peer: ports[1], Admin: ports[2]}, demo.Ports{MCP: ports[3], Peer: ports[4], Admin: ports[5]})
 	if err != nil {
+		for _, l := range lns {
+			l.Close()
+		}
 		return err
 	}
 	fmt.Fprintf(w, "northstar (buyer)    %s  mandate %s\n", buyer.Dir, buyer.MandateID)
@@ -102,7 +118,7 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 	runCtx, stopInstances := context.WithCancel(ctx)
 	defer stopInstances()
 	done := make(chan error, 2)
-	for _, p := range []*demo.Party{buyer, supplier} {
+	for i, p := range []*demo.Party{buyer, supplier} {
 		logf, err := os.OpenFile(filepath.Join(p.Dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return err
@@ -111,9 +127,10 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 		ready := make(chan struct{})
 		go func() {
 			done <- daemon.Run(runCtx, p.Dir, daemon.Options{
-				Logger: slog.New(slog.NewJSONHandler(logf, nil)),
-				Ready:  func(daemon.Addrs) { close(ready) },
-				Mount:  []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+				Logger:    slog.New(slog.NewJSONHandler(logf, nil)),
+				Ready:     func(daemon.Addrs) { close(ready) },
+				Mount:     []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+				Listeners: daemon.Listeners{MCP: lns[3*i], Peer: lns[3*i+1], Admin: lns[3*i+2]},
 			})
 		}()
 		select {

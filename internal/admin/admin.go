@@ -1,6 +1,16 @@
 // Package admin is the principal's surface over HTTP, on the admin
-// listener: a small approvals page for a person, and the same decisions
-// (plus the mandate acts) as JSON for scripts.
+// listener: pages for a person (the approvals, each held act summarised in
+// words before its exact canonical form and action hash; the transactions
+// and each one's timeline; the verification of a record), and the same
+// decisions (plus the mandate acts) as JSON for scripts.
+//
+// The pages are server-rendered (html/template), use no external asset and
+// run no script (the Content-Security-Policy admits the one stylesheet by
+// hash); they are laid out for a phone-width screen first. The approvals
+// page reloads itself (a meta refresh, RefreshSeconds) so a new request
+// shows without a click. Events and objects are rendered from their types
+// and members, so the acts later lifecycle work adds show without a change
+// here (words.go, records.go).
 //
 // Every request but the sign-in form needs the admin token, presented as
 // "Authorization: Bearer <token>" (scripts) or as the HttpOnly,
@@ -21,6 +31,9 @@
 //	POST /login                                 sign in (form field "token")
 //	POST /logout                                sign out
 //	GET  /                                      the approvals page
+//	GET  /transactions[?state=S]                the transactions, filtered by state
+//	GET  /transactions/{id}                     one transaction's timeline and objects
+//	GET  /transactions/{id}/verify              the seven steps over its record, as a report
 //	POST /approvals/{id}/approve|reject         the page's buttons
 //	GET  /api/approvals[?all=1]                 approval requests as JSON
 //	POST /api/approvals/{id}/approve|reject     decide; body {"conditions": [...]} optional
@@ -48,6 +61,7 @@ import (
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -89,22 +103,39 @@ type handler struct {
 	agents []string
 	csrf   string
 	log    *slog.Logger
+	rec    *record.Engine // nil: no transaction pages
+}
+
+// Option adjusts Handler.
+type Option func(*handler)
+
+// WithRecord adds the transaction pages over the record engine e: the
+// list, each transaction's timeline and the verification of its record.
+// Without it those pages say that no record is mounted.
+func WithRecord(e *record.Engine) Option {
+	return func(h *handler) { h.rec = e }
 }
 
 // Handler returns the admin surface over the principal's surface p, the
 // one value in a serve process that signs as the principal (see package
 // principal, "Roles in the types"). adminToken opens it; the agents'
 // tokens are recognised only to be refused with 403.
-func Handler(p *principal.Surface, adminToken string, agentTokens []string, log *slog.Logger) http.Handler {
+func Handler(p *principal.Surface, adminToken string, agentTokens []string, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{p: p, org: p.Config().OrganizationID, admin: adminToken, agents: agentTokens, csrf: FormToken(adminToken), log: log}
+	for _, o := range opts {
+		o(h)
+	}
 
 	private := http.NewServeMux()
 	private.HandleFunc("GET /{$}", h.page)
 	private.HandleFunc("POST /approvals/{id}/{decision}", h.decideForm)
 	private.HandleFunc("POST /logout", h.logout)
+	private.HandleFunc("GET /transactions", h.transactions)
+	private.HandleFunc("GET /transactions/{id}", h.transaction)
+	private.HandleFunc("GET /transactions/{id}/verify", h.verifyRecord)
 	private.HandleFunc("GET /api/approvals", h.apiApprovals)
 	private.HandleFunc("POST /api/approvals/{id}/{decision}", h.apiDecide)
 	private.HandleFunc("GET /api/mandates", h.apiMandates)

@@ -14,20 +14,33 @@ import (
 	"github.com/partyd/party/internal/store"
 )
 
-// style is the page's only styling. The Content-Security-Policy admits it
-// by hash, so no other inline style or any script can run on the page.
-const style = `body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:60rem;padding:0 1rem;color:#222}
-h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:2rem}
-.req{border:1px solid #bbb;border-radius:6px;padding:1rem;margin:1rem 0}
+// style is the pages' only styling. The Content-Security-Policy admits it
+// by hash, so no other inline style or any script can run on a page. It
+// is written for a phone first: one column, nothing wider than the
+// screen (long identifiers and documents wrap or scroll in their box).
+const style = `*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:.8rem;color:#222;line-height:1.4}
+h1{font-size:1.3rem;margin:.4rem 0}h2{font-size:1.1rem;margin-top:1.6rem}h3{font-size:1rem;margin:.2rem 0}
+nav{display:flex;flex-wrap:wrap;gap:.4rem 1rem;align-items:center;border-bottom:1px solid #ddd;padding-bottom:.5rem}
+nav a{font-weight:600}nav form{margin-left:auto}
+.req,.ev,.obj{border:1px solid #bbb;border-radius:6px;padding:.8rem;margin:.8rem 0}
 .req.decided{border-color:#ddd;color:#555}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0 0 .8rem}
-dt{font-weight:600}dd{margin:0;font-family:ui-monospace,monospace;word-break:break-all}
-pre{background:#f6f6f6;padding:.8rem;overflow:auto;border-radius:4px}
-.bad{color:#a00;font-weight:600}.note{background:#eef6ee;padding:.6rem;border-radius:4px}
-.err{background:#fbeaea;padding:.6rem;border-radius:4px}
-form.inline{display:inline-block;margin-right:1rem;vertical-align:top}
-textarea{width:24rem;height:3rem}button{font-size:1rem;padding:.3rem 1rem}
-header{display:flex;justify-content:space-between;align-items:baseline}`
+.summary{font-size:1.05rem}.summary dd{font-family:inherit}
+dl{display:grid;grid-template-columns:minmax(7rem,max-content) 1fr;gap:.2rem .8rem;margin:0 0 .6rem}
+dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
+.mono,code{font-family:ui-monospace,monospace;overflow-wrap:anywhere}
+pre{background:#f6f6f6;padding:.6rem;overflow:auto;border-radius:4px;max-width:100%;font-size:.85rem}
+.bad{color:#a00;font-weight:600}.ok{color:#060;font-weight:600}.gap{color:#850;font-weight:600}
+.note{background:#eef6ee;padding:.6rem;border-radius:4px}.err{background:#fbeaea;padding:.6rem;border-radius:4px}
+form.inline{display:inline-block;margin:.3rem 1rem .3rem 0;vertical-align:top}
+textarea{width:100%;max-width:24rem;height:3rem}button,select{font-size:1rem;padding:.3rem .9rem}
+.big{font-size:1.15rem;font-weight:600}.state{display:inline-block;padding:0 .4rem;border-radius:4px;background:#eee;font-family:ui-monospace,monospace}
+ol.timeline{list-style:none;padding:0;margin:0}ol.timeline li{border-left:3px solid #89a;padding-left:.8rem}
+ol.timeline li.pending{border-left-color:#c90}
+.rows{display:grid;gap:.5rem}.row{border:1px solid #ccc;border-radius:6px;padding:.6rem;display:grid;grid-template-columns:1fr auto;gap:.2rem .8rem}
+.row .meta{color:#555;font-size:.9rem}
+details summary{cursor:pointer;color:#246}
+@media (max-width:30rem){dl{grid-template-columns:1fr}dt{margin-top:.3rem}.row{grid-template-columns:1fr}}`
 
 var csp = func() string {
 	sum := sha256.Sum256([]byte(style))
@@ -35,11 +48,18 @@ var csp = func() string {
 		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 }()
 
+// RefreshSeconds is how often the approvals page reloads itself (a meta
+// refresh: no script runs on these pages), so that a request the agent
+// makes appears without a click. A comment typed into a conditions box is
+// lost by a reload; the page says so beside the box.
+const RefreshSeconds = 15
+
 // pageTemplate is rendered with html/template, which escapes every value
 // for its context: an act document is text inside <pre>, never markup.
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}} · party</title>
 <meta name="viewport" content="width=device-width,initial-scale=1">
+{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
 <style>{{.Style}}</style></head><body>
 {{if .Login}}
 <h1>Sign in to the approvals page</h1>
@@ -55,27 +75,35 @@ The agent's token does not open this page.</p>
 <p class="err">{{.Error}}</p>
 <p><a href="/">Back to the approvals page</a></p>
 {{else}}
-<header><h1>Approvals · {{.Organization}}</h1>
-<form method="post" action="/logout" class="inline"><input type="hidden" name="csrf" value="{{.CSRF}}"><button type="submit">Sign out</button></form></header>
+<nav><span class="big">party · {{.Organization}}</span><a href="/">Approvals</a><a href="/transactions">Transactions</a>
+<form method="post" action="/logout"><input type="hidden" name="csrf" value="{{.CSRF}}"><button type="submit">Sign out</button></form></nav>
 {{with .Notice}}<p class="note">{{.}}</p>{{end}}
 {{with .Error}}<p class="err">{{.}}</p>{{end}}
-<p>Your agent asked you to approve these acts. Each is shown exactly as it will be taken:
-the action hash is the SHA-256 of the act's canonical form below, and an approval is bound to that hash alone.</p>
+{{if eq .Kind "approvals"}}{{template "approvals" .}}
+{{else if eq .Kind "transactions"}}{{template "transactions" .}}
+{{else if eq .Kind "timeline"}}{{template "timeline" .Timeline}}
+{{else if eq .Kind "verify"}}{{template "verify" .}}
+{{end}}
+{{end}}
+</body></html>
+{{define "items"}}{{range .}}<dt>{{.Label}}</dt><dd>{{.Value}}</dd>{{end}}{{end}}
+{{define "approvals"}}
+<h1>Approvals</h1>
+<p>Your agent asked you to approve these acts. Each opens with what it does in words; below that is the act exactly as it will be taken:
+the action hash is the SHA-256 of the act's canonical form, and an approval is bound to that hash alone. This page reloads itself every {{.Refresh}} seconds.</p>
 <h2>Pending ({{len .Pending}})</h2>
 {{range .Pending}}
 <section class="req" id="{{.RequestID}}">
+{{template "summary" .Summary}}
 <dl>
-<dt>Request</dt><dd>{{.RequestID}}</dd>
-<dt>Requested</dt><dd>{{.RequestedAt}}</dd>
-<dt>Mandate</dt><dd>{{.MandateID}}</dd>
-<dt>Transaction</dt><dd>{{if .TransactionID}}{{.TransactionID}}{{else}}(none){{end}}</dd>
-<dt>Action hash</dt><dd>{{.ActionHash}}{{if not .HashOK}} <span class="bad">does not match the act below: do not approve</span>{{end}}</dd>
-{{range .Rules}}<dt>Held by rule</dt><dd>{{.RuleID}}: approver {{.ApproverOrganizationID}} {{.ApproverRole}}, good for {{.ExpiresAfterSeconds}} s</dd>{{end}}
+<dt>Request</dt><dd class="mono">{{.RequestID}}</dd>
+<dt>Mandate</dt><dd class="mono">{{.MandateID}}</dd>
+<dt>Action hash</dt><dd class="mono">{{.ActionHash}}{{if not .HashOK}} <span class="bad">does not match the act below: do not approve</span>{{end}}</dd>
 </dl>
-<pre>{{.ActText}}</pre>
+<details open><summary>The exact act (canonical JSON, what the hash covers)</summary><pre>{{.ActText}}</pre></details>
 <form method="post" action="/approvals/{{.RequestID}}/approve" class="inline">
 <input type="hidden" name="csrf" value="{{$.CSRF}}">
-<label>Conditions (optional, one per line)<br><textarea name="conditions"></textarea></label><br>
+<label>Conditions (optional, one per line; a reload of the page clears this box)<br><textarea name="conditions"></textarea></label><br>
 <button type="submit">Approve</button>
 </form>
 <form method="post" action="/approvals/{{.RequestID}}/reject" class="inline">
@@ -89,27 +117,130 @@ the action hash is the SHA-256 of the act's canonical form below, and an approva
 <h2>Decided ({{len .Decided}})</h2>
 {{range .Decided}}
 <section class="req decided">
+{{template "summary" .Summary}}
 <dl>
-<dt>Request</dt><dd>{{.RequestID}}</dd>
+<dt>Request</dt><dd class="mono">{{.RequestID}}</dd>
 <dt>Decision</dt><dd>{{.Status}} at {{.DecidedAt}}</dd>
-<dt>Approval</dt><dd>{{.ApprovalID}}</dd>
-<dt>Mandate</dt><dd>{{.MandateID}}</dd>
-<dt>Transaction</dt><dd>{{if .TransactionID}}{{.TransactionID}}{{else}}(none){{end}}</dd>
-<dt>Action hash</dt><dd>{{.ActionHash}}</dd>
+<dt>Approval</dt><dd class="mono">{{.ApprovalID}}</dd>
+<dt>Mandate</dt><dd class="mono">{{.MandateID}}</dd>
+<dt>Action hash</dt><dd class="mono">{{.ActionHash}}</dd>
 </dl>
-<pre>{{.ActText}}</pre>
+<details><summary>The exact act</summary><pre>{{.ActText}}</pre></details>
 </section>
 {{else}}
 <p>None yet.</p>
 {{end}}
 {{end}}
-</body></html>
+{{define "summary"}}
+<h3 class="big">{{.Act}}</h3>
+<dl class="summary">
+{{with .Counterparty}}<dt>Counterparty</dt><dd>{{.}}</dd>{{end}}
+{{with .Item}}<dt>Item</dt><dd>{{.}}</dd>{{end}}
+{{with .Quantity}}<dt>Quantity</dt><dd>{{.}}</dd>{{end}}
+{{with .Total}}<dt>Total</dt><dd class="big">{{.}}</dd>{{end}}
+{{with .Transaction}}<dt>Transaction</dt><dd class="mono"><a href="/transactions/{{.}}">{{.}}</a></dd>{{end}}
+{{with .Profile}}<dt>Profile</dt><dd class="mono">{{.}}</dd>{{end}}
+{{with .Category}}<dt>Category</dt><dd>{{.}}</dd>{{end}}
+{{template "items" .Dates}}
+{{template "items" .Terms}}
+{{template "items" .Other}}
+{{range .Rules}}<dt>Held by rule</dt><dd><span class="mono">{{.ID}}</span>{{with .Condition}}: when {{.}}{{end}}; approver {{.Approver}}{{with .GoodFor}}; an approval is good for {{.}}{{end}}</dd>{{end}}
+</dl>
+{{end}}
+{{define "transactions"}}
+<h1>Transactions</h1>
+<form method="get" action="/transactions"><label>State <select name="state"><option value="">all</option>
+{{range .States}}<option value="{{.}}"{{if eq . $.Filter}} selected{{end}}>{{.}}</option>{{end}}</select></label> <button type="submit">Show</button></form>
+<div class="rows">
+{{range .Rows}}
+<div class="row"><div><a class="mono" href="/transactions/{{.ID}}">{{.ID}}</a><br>{{with .Item}}{{.}}{{else}}(no terms yet){{end}}</div>
+<div><span class="state">{{.State}}</span>{{with .Amount}}<br><span class="big">{{.}}</span>{{end}}</div>
+<div class="meta">{{.Role}} with {{.Counterparty}} · {{.Events}} events</div><div class="meta">last activity {{.UpdatedAt}}</div></div>
+{{else}}
+<p>No transactions{{with .Filter}} in state {{.}}{{end}}.</p>
+{{end}}
+</div>
+{{with .Next}}<p><a href="/transactions?state={{$.Filter}}&amp;before={{.}}">Older transactions</a></p>{{end}}
+{{end}}
+{{define "head"}}
+<h1>Transaction <span class="mono">{{.ID}}</span></h1>
+<dl>
+<dt>State</dt><dd><span class="state">{{.State}}</span>{{if .Terminal}} (final){{end}}</dd>
+<dt>Counterparty</dt><dd>{{.Counterparty}} (you are the {{.Role}})</dd>
+{{with .Item}}<dt>Item</dt><dd>{{.}}</dd>{{end}}
+{{with .Quantity}}<dt>Quantity</dt><dd>{{.}}</dd>{{end}}
+{{with .Amount}}<dt>Total</dt><dd class="big">{{.}}</dd>{{end}}
+<dt>Chain</dt><dd>{{.ChainStatus}}</dd>
+{{with .Pending}}<dt>Waiting</dt><dd>{{.}}</dd>{{end}}
+{{with .Notice}}<dt>Notice</dt><dd class="bad">{{.}}</dd>{{end}}
+</dl>
+{{end}}
+{{define "timeline"}}
+{{template "head" .}}
+<p><a class="big" href="/transactions/{{.ID}}/verify">Verify this record</a> (runs the seven steps of evidence verification over this record, as a third party would over its export)</p>
+<h2>Timeline ({{len .Events}} events)</h2>
+<ol class="timeline">
+{{range .Events}}
+<li class="ev{{if ne .Status "recorded"}} pending{{end}}" id="{{.ID}}">
+<h3>{{.Sequence}}. {{.Phrase}} <span class="mono">({{.Type}})</span></h3>
+<dl>
+<dt>State</dt><dd><span class="state">{{.From}}</span> → <span class="state">{{.To}}</span></dd>
+<dt>Appended by</dt><dd>{{.AppendedBy}}</dd>
+<dt>Countersigned by</dt><dd>{{with .Countersigned}}{{.}}{{else}}<span class="gap">not yet ({{$.Counterparty}}'s countersignature is awaited)</span>{{end}}</dd>
+<dt>When</dt><dd>{{.When}}</dd>
+<dt>Status</dt><dd>{{.Status}}</dd>
+{{range .Behind}}<dt>{{.Member}}</dt><dd><a class="mono" href="#{{.ID}}">{{.ID}}</a> ({{.Type}})</dd>{{end}}
+{{template "items" .Data}}
+<dt>Content hash</dt><dd class="mono">{{.Hash}}</dd>
+</dl>
+</li>
+{{else}}
+<li>No events yet: nothing has been agreed.</li>
+{{end}}
+</ol>
+{{if .Forks}}
+<h2>Forks ({{len .Forks}})</h2>
+<p>Events a counterparty sent for a position already taken. They were refused and are kept here; they are not part of the record.</p>
+{{range .Forks}}<div class="ev"><dl><dt>Position</dt><dd>{{.Sequence}}</dd><dt>Event</dt><dd class="mono">{{.EventID}}</dd><dt>From</dt><dd>{{.From}}</dd><dt>Detected</dt><dd>{{.DetectedAt}}</dd><dt>Why</dt><dd>{{.Detail}}</dd></dl></div>{{end}}
+{{end}}
+{{if .Obligations}}
+<h2>Obligations</h2>
+{{range .Obligations}}<div class="ev"><dl><dt>Obligation</dt><dd><a class="mono" href="#{{.ObligationID}}">{{.ObligationID}}</a></dd><dt>State</dt><dd><span class="state">{{.State}}</span></dd>{{range .Assertions}}<dt>Assertion</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}</dl></div>{{end}}
+{{end}}
+<h2>Objects ({{len .Objects}})</h2>
+<p>Every object of the record as this instance holds it, in the order it was stored. Open one to read it in words and as signed.</p>
+{{range .Objects}}
+<details class="obj" id="{{.ID}}"><summary><b>{{.Type}}</b> <span class="mono">{{.ID}}</span> · {{.CreatedBy}} · {{.CreatedAt}}</summary>
+<dl>{{template "items" .Words}}<dt>Content hash</dt><dd class="mono">{{.Hash}}</dd></dl>
+<details><summary>As held (canonical JSON)</summary><pre>{{.JSON}}</pre></details>
+</details>
+{{end}}
+{{end}}
+{{define "verify"}}
+{{template "head" .Timeline}}
+{{with .Report}}
+<h2>Verification: <span class="{{.Class}}">{{.Verdict}}</span></h2>
+<p>{{.Counts.Verified}} verified · {{.Counts.Failed}} failed · {{.Counts.NotCheckable}} not checkable, under rules version {{.RulesVersion}}, at {{.VerifiedAt}}.</p>
+{{if .Failed}}<h3 class="bad">Failed</h3>
+{{range .Failed}}<div class="ev"><dl><dt>Code</dt><dd class="mono bad">{{.Code}}</dd><dt>Step</dt><dd>{{.Step}}: {{.Name}}</dd><dt>Subject</dt><dd class="mono">{{.Subject}}</dd><dt>Why</dt><dd>{{.Detail}}</dd></dl></div>{{end}}{{end}}
+{{if .Gaps}}<h3 class="gap">Not checkable</h3>
+{{range .Gaps}}<div class="ev"><dl><dt>Step</dt><dd>{{.Step}}: {{.Name}}</dd><dt>Subject</dt><dd class="mono">{{.Subject}}</dd><dt>Missing</dt><dd>{{.Detail}}</dd></dl></div>{{end}}{{end}}
+{{if .Unresolved}}<p>Unresolved references: <span class="mono">{{range .Unresolved}}{{.}} {{end}}</span></p>{{end}}
+{{if .Undisclosed}}<p>Undisclosed streams: <span class="mono">{{range .Undisclosed}}{{.}} {{end}}</span></p>{{end}}
+{{if .Unregistered}}<p>Unregistered types: <span class="mono">{{range .Unregistered}}{{.}} {{end}}</span></p>{{end}}
+<details><summary>Verified checks ({{len .Verified}})</summary>
+<ol>{{range .Verified}}<li>step {{.Step}} {{.Name}} <span class="mono">{{.Subject}}</span>: {{.Detail}}</li>{{end}}</ol></details>
+{{end}}
+<p><a href="/transactions/{{.Timeline.ID}}">Back to the timeline</a></p>
+{{end}}
 `))
 
 // pageData is what the template renders.
 type pageData struct {
 	Title        string
+	Kind         string // approvals, transactions, timeline, verify, error
 	Style        template.CSS
+	Refresh      int
 	Login        bool
 	SignedIn     bool
 	Organization string
@@ -118,6 +249,14 @@ type pageData struct {
 	Error        string
 	Pending      []approvalView
 	Decided      []approvalView
+	// The transactions list.
+	States []string
+	Filter string
+	Rows   []txnRow
+	Next   string
+	// One transaction, and its verification.
+	Timeline *timelineView
+	Report   *reportView
 }
 
 // approvalView is one request with its act rendered for reading.
@@ -129,6 +268,7 @@ type approvalView struct {
 	ActionHash    string
 	HashOK        bool
 	Rules         []authority.MatchedRule
+	Summary       Summary
 	ActText       string
 	Status        string
 	ApprovalID    string
@@ -154,6 +294,12 @@ func (h *handler) render(w http.ResponseWriter, code int, d pageData) {
 	w.Write(buf.Bytes())
 }
 
+// show renders a page for the signed-in principal.
+func (h *handler) show(w http.ResponseWriter, _ *http.Request, code int, d pageData) {
+	d.SignedIn, d.Organization, d.CSRF = true, h.org, h.csrf
+	h.render(w, code, d)
+}
+
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	h.renderPage(w, r, http.StatusOK, r.URL.Query().Get("decided"), "")
 }
@@ -168,13 +314,14 @@ func (h *handler) renderPage(w http.ResponseWriter, r *http.Request, code int, d
 		h.log.Error("admin: listing approval requests", "error", err)
 		code, errText = describeErr(err)
 	}
-	d := pageData{Title: "Approvals", SignedIn: true, Organization: h.org, CSRF: h.csrf, Error: errText,
+	d := pageData{Title: "Approvals", Kind: "approvals", Refresh: RefreshSeconds, Error: errText,
 		Pending: []approvalView{}, Decided: []approvalView{}}
+	wc := h.lookupContext(r.Context())
 	for _, a := range list {
 		if decided != "" && a.RequestID == decided && a.Status != store.ApprovalPending {
 			d.Notice = a.RequestID + " " + a.Status + "; approval " + a.ApprovalID
 		}
-		v, err := view(a)
+		v, err := view(a, wc)
 		if err != nil {
 			h.log.Error("admin: rendering an act", "approval_request_id", a.RequestID, "error", err)
 			continue
@@ -185,17 +332,17 @@ func (h *handler) renderPage(w http.ResponseWriter, r *http.Request, code int, d
 			d.Decided = append(d.Decided, v)
 		}
 	}
-	h.render(w, code, d)
+	h.show(w, r, code, d)
 }
 
-func view(a principal.Approval) (approvalView, error) {
+func view(a principal.Approval, wc Context) (approvalView, error) {
 	text, ok, err := ActText(a)
 	if err != nil {
 		return approvalView{}, err
 	}
 	return approvalView{
 		RequestID: a.RequestID, RequestedAt: a.RequestedAt, MandateID: a.MandateID, TransactionID: a.TransactionID,
-		ActionHash: a.ActionHash, HashOK: ok, Rules: a.Rules, ActText: text, Status: a.Status,
+		ActionHash: a.ActionHash, HashOK: ok, Rules: a.Rules, Summary: Summarize(a, wc), ActText: text, Status: a.Status,
 		ApprovalID: a.ApprovalID, DecidedAt: a.DecidedAt,
 	}, nil
 }

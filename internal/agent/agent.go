@@ -46,6 +46,14 @@ type Surface struct {
 	agent string
 }
 
+// OnApprovalRequest registers fn to be called with each approval request
+// once it is stored, whoever filed it (the agent, or the instance for an
+// act it holds: org.FileApproval), for the principal's webhook (package
+// notify). fn must not block. Register before the surface serves.
+func (a *Surface) OnApprovalRequest(fn func(store.ApprovalRequest)) {
+	a.o.OnApprovalRequest(fn)
+}
+
 // New returns the surface of o's primary agent.
 func New(o *org.Org) *Surface { return &Surface{o: o, agent: o.Config().AgentID} }
 
@@ -64,13 +72,15 @@ func (a *Surface) Org() *org.Org { return a.o }
 
 // MandateInfo is a mandate held by this agent.
 type MandateInfo struct {
-	MandateID  string   `json:"mandate_id"`
-	Status     string   `json:"status"`
-	Actions    []string `json:"actions"`
-	Scope      any      `json:"scope"`
-	ValidFrom  string   `json:"valid_from"`
-	ValidUntil string   `json:"valid_until"`
-	ParentID   any      `json:"parent_mandate_id"`
+	MandateID  string         `json:"mandate_id"`
+	Status     string         `json:"status"`
+	Actions    []string       `json:"actions"`
+	Scope      map[string]any `json:"scope"`
+	ValidFrom  string         `json:"valid_from"`
+	ValidUntil string         `json:"valid_until"`
+	// ParentID is the mandate this one was delegated from; omitted for a
+	// root mandate.
+	ParentID string `json:"parent_mandate_id,omitempty"`
 }
 
 // WhoamiResult says who the agent is and what it holds.
@@ -106,13 +116,18 @@ func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 		if until, err := envelope.ParseTimestamp(fmt.Sprint(doc["valid_until"])); err == nil && !now.Before(until) && st == store.StatusActive {
 			st = "expired"
 		}
-		var acts []string
+		acts := []string{}
 		for _, x := range doc["actions"].([]any) {
 			acts = append(acts, fmt.Sprint(x))
 		}
+		scope, _ := doc["scope"].(map[string]any)
+		if scope == nil {
+			scope = map[string]any{}
+		}
+		parent, _ := doc["parent_mandate_id"].(string)
 		res.Mandates = append(res.Mandates, MandateInfo{
-			MandateID: m.ID, Status: st, Actions: acts, Scope: doc["scope"],
-			ValidFrom: fmt.Sprint(doc["valid_from"]), ValidUntil: fmt.Sprint(doc["valid_until"]), ParentID: doc["parent_mandate_id"],
+			MandateID: m.ID, Status: st, Actions: acts, Scope: scope,
+			ValidFrom: fmt.Sprint(doc["valid_from"]), ValidUntil: fmt.Sprint(doc["valid_until"]), ParentID: parent,
 		})
 	}
 	for _, p := range a.o.Peers.Peers() {
@@ -122,11 +137,13 @@ func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 }
 
 // VerifyInput names a mandate, the act to evaluate under it, and optionally
-// an approval to present.
+// an approval to present. Its jsonschema tags are what verify_mandate and
+// request_approval tell a model (bindings/mcp derives their input schemas
+// from this type).
 type VerifyInput struct {
-	MandateID      string         `json:"mandate_id"`
-	ProposedAction map[string]any `json:"proposed_action"`
-	ApprovalID     string         `json:"approval_id,omitempty"`
+	MandateID      string         `json:"mandate_id" jsonschema:"The mandate you act under (mnd_...), from whoami."`
+	ProposedAction map[string]any `json:"proposed_action" jsonschema:"The act document: {\"action_type\", \"transaction_id\", \"counterparty_organization_id\", \"proposed_terms\", and references such as \"agreement_id\", \"obligation_id\", \"assertion_id\", \"category\"}. A member with no value is omitted, never null. Constraint paths address it from $, so a spending limit reads $.proposed_terms.core.total.amount. For offer.submit and offer.accept, proposed_terms is the whole terms object {profile, core, profile_terms}."`
+	ApprovalID     string         `json:"approval_id,omitempty" jsonschema:"verify_mandate only: an approval (apr_...) your principal gave for exactly this act, from approval_status. request_approval refuses one."`
 }
 
 // ConstraintOutcome is one constraint's result as the agent sees it.
@@ -245,6 +262,11 @@ type ApprovalRequestResult struct {
 func (a *Surface) RequestApproval(ctx context.Context, in VerifyInput) (ApprovalRequestResult, error) {
 	if in.ProposedAction == nil {
 		return ApprovalRequestResult{}, reason.Refuse("proposed_action is required", reason.PolicyDenied)
+	}
+	if in.ApprovalID != "" {
+		// Asking for an approval while presenting one is a confusion the
+		// agent should hear about, not an argument to drop silently.
+		return ApprovalRequestResult{}, reason.Refuse("request_approval asks for an approval and takes none; present approval_id " + in.ApprovalID + " to verify_mandate and to the act")
 	}
 	r, err := a.Evaluate(ctx, in.MandateID, in.ProposedAction, "")
 	if err != nil {

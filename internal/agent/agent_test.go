@@ -97,6 +97,11 @@ func TestVerifyApproveAllow(t *testing.T) {
 	if err != nil || v.Decision != authority.RequireApproval || !slices.Contains(v.ReasonCodes, reason.ApprovalRequired) {
 		t.Fatalf("3200.00: %+v %v", v, err)
 	}
+	// Asking for an approval while presenting one is refused, recording
+	// nothing (the pending list below has exactly one request).
+	if _, err := a.RequestApproval(ctx, agent.VerifyInput{MandateID: id, ProposedAction: act("3200.00"), ApprovalID: "apr_000000000000000000000000"}); !errors.Is(err, reason.ErrRefused) {
+		t.Fatalf("request presenting an approval: %v", err)
+	}
 	req, err := a.RequestApproval(ctx, agent.VerifyInput{MandateID: id, ProposedAction: act("3200.00")})
 	if err != nil || req.Status != "pending" || req.ActionHash != v.ActionHash {
 		t.Fatalf("request: %+v %v", req, err)

@@ -35,24 +35,21 @@ type pair struct {
 	buyerApproval, buyerDirect string
 }
 
-// freePorts reserves n loopback addresses (closed again before use).
-func freePorts(n int) ([]string, error) {
+// listen binds n loopback listeners on port 0; they are handed to the
+// daemons, so no address is probed and released before use.
+func listen(b *testing.B, n int) ([]net.Listener, []string) {
 	var addrs []string
 	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			b.Fatal(err)
 		}
+		b.Cleanup(func() { l.Close() })
 		ls = append(ls, l)
 		addrs = append(addrs, l.Addr().String())
 	}
-	return addrs, nil
+	return ls, addrs
 }
 
 // issue has p's principal issue a trading mandate to its agent for the
@@ -97,10 +94,7 @@ func startPair(b *testing.B) *pair {
 	}
 	ctx := context.Background()
 	out := b.TempDir()
-	ports, err := freePorts(6)
-	if err != nil {
-		b.Fatal(err)
-	}
+	lns, ports := listen(b, 6)
 	buyer, supplier, err := demo.Setup(ctx, out,
 		demo.Ports{MCP: ports[0], Peer: ports[1], Admin: ports[2]},
 		demo.Ports{MCP: ports[3], Peer: ports[4], Admin: ports[5]})
@@ -135,7 +129,7 @@ func startPair(b *testing.B) *pair {
 			}
 		}
 	})
-	for _, party := range []*demo.Party{buyer, supplier} {
+	for i, party := range []*demo.Party{buyer, supplier} {
 		logf, err := os.OpenFile(filepath.Join(party.Dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			b.Fatal(err)
@@ -145,9 +139,10 @@ func startPair(b *testing.B) *pair {
 		started++
 		go func() {
 			done <- daemon.Run(runCtx, party.Dir, daemon.Options{
-				Logger: slog.New(slog.NewJSONHandler(logf, nil)),
-				Ready:  func(daemon.Addrs) { close(ready) },
-				Mount:  []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+				Logger:    slog.New(slog.NewJSONHandler(logf, nil)),
+				Ready:     func(daemon.Addrs) { close(ready) },
+				Mount:     []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+				Listeners: daemon.Listeners{MCP: lns[3*i], Peer: lns[3*i+1], Admin: lns[3*i+2]},
 			})
 		}()
 		select {

@@ -33,7 +33,11 @@
 // make some checks look unverifiable when in fact the bundle is broken.
 // Each document keeps the exact bytes it was read from; the decoded value
 // is what a verifier hashes and verifies, so nothing is re-serialised from
-// a typed copy that could drop or reorder a member.
+// a typed copy that could drop or reorder a member. ReadValues reads the
+// same way and keeps only the decoded values, for a caller that never
+// needs the bytes (party verify). The files of a directory are read and
+// decoded concurrently, and the result and any error are those of reading
+// them one by one in name order (read.go).
 //
 // # Writing
 //
@@ -52,7 +56,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -157,7 +160,11 @@ func Read(dir string) (*Bundle, error) {
 }
 
 // ReadFS reads a bundle laid out at the root of fsys.
-func ReadFS(fsys fs.FS) (*Bundle, error) {
+func ReadFS(fsys fs.FS) (*Bundle, error) { return readFS(fsys, true) }
+
+// readFS reads the bundle at the root of fsys, keeping each file's bytes
+// when keep is set.
+func readFS(fsys fs.FS, keep bool) (*Bundle, error) {
 	b := &Bundle{}
 	if st, err := fs.Stat(fsys, ObjectsDir); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: no %s/ directory", ErrNotBundle, ObjectsDir)
@@ -173,13 +180,13 @@ func ReadFS(fsys fs.FS) (*Bundle, error) {
 		return nil, fmt.Errorf("bundle: %s: %w", ManifestFile, err)
 	}
 	for _, dir := range []string{ObjectsDir, KeyRecordsDir} {
-		docs, err := readDir(fsys, dir)
+		docs, err := readDir(fsys, dir, keep)
 		if err != nil {
 			return nil, err
 		}
 		b.Objects = append(b.Objects, docs...)
 	}
-	if b.Mandates, err = readDir(fsys, MandatesDir); err != nil {
+	if b.Mandates, err = readDir(fsys, MandatesDir, keep); err != nil {
 		return nil, err
 	}
 	data, err = fs.ReadFile(fsys, KeysFile)
@@ -194,9 +201,9 @@ func ReadFS(fsys fs.FS) (*Bundle, error) {
 	return b, nil
 }
 
-// readDir reads every *.json file of dir, in name order; a missing
-// directory holds nothing.
-func readDir(fsys fs.FS, dir string) ([]Document, error) {
+// readDir reads every *.json file of dir, in name order (read.go); a
+// missing directory holds nothing.
+func readDir(fsys fs.FS, dir string, keep bool) ([]Document, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -204,23 +211,17 @@ func readDir(fsys fs.FS, dir string) ([]Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %s: %w", dir, err)
 	}
-	var docs []Document
+	var names []string
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		p := path.Join(dir, e.Name())
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return nil, fmt.Errorf("bundle: %s: %w", p, err)
-		}
-		v, err := canonical.DecodeObject(data)
-		if err != nil {
-			return nil, fmt.Errorf("bundle: %s: %w", p, err)
-		}
-		docs = append(docs, Document{Path: p, Bytes: data, Value: v})
+		names = append(names, e.Name())
 	}
-	return docs, nil
+	if len(names) == 0 {
+		return nil, nil
+	}
+	return readFiles(fsys, dir, names, keep)
 }
 
 // ParseManifest reads bundle.json: an object with an optional

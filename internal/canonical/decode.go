@@ -33,7 +33,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -80,6 +82,16 @@ type Options struct {
 	MaxSize     int // 0 means MaxDocumentSize
 	MaxDepth    int // 0 means MaxDepth
 	MaxMembers  int // 0 means MaxMembers
+	// Shared lets the decoded value share its leaves, the objects and
+	// arrays whose members are all strings, numbers, booleans or null,
+	// with values decoded before it whose leaf had the same bytes: for a
+	// caller that holds many documents and only reads them (a verifier of
+	// a bundle, where every object repeats the same created_by and stream
+	// objects). Nothing else changes: the value is equal to the one
+	// decoded without it. A caller that modifies decoded values must not
+	// set it, since a change to a shared leaf is a change to every
+	// document holding it.
+	Shared bool
 }
 
 // Decode parses one A202 document under the strict rules of the package.
@@ -87,7 +99,13 @@ func Decode(data []byte) (any, error) { return DecodeWith(data, Options{}) }
 
 // DecodeObject is Decode for a document that must be a JSON object.
 func DecodeObject(data []byte) (map[string]any, error) {
-	v, err := Decode(data)
+	return DecodeObjectWith(data, Options{})
+}
+
+// DecodeObjectWith is DecodeWith for a document that must be a JSON
+// object.
+func DecodeObjectWith(data []byte, opt Options) (map[string]any, error) {
+	v, err := DecodeWith(data, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +130,9 @@ func DecodeWith(data []byte, opt Options) (any, error) {
 	if len(data) > opt.MaxSize {
 		return nil, &DecodeError{Offset: opt.MaxSize, Reason: fmt.Sprintf("document is %d bytes, over the limit of %d", len(data), opt.MaxSize)}
 	}
-	d := decoder{data: data, opt: opt}
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.data, d.pos, d.opt = data, 0, opt
 	d.skipSpace()
 	v, err := d.value(0)
 	if err != nil {
@@ -129,6 +149,171 @@ type decoder struct {
 	data []byte
 	pos  int
 	opt  Options
+
+	// What a decoder keeps between documents (decoders): the strings it
+	// interned, and the stacks of members and elements of the objects
+	// and arrays it is inside, from which each is built at its exact size
+	// once complete.
+	strs    *[internSlots]interned
+	nums    numbers          // the integers it decoded last, boxed
+	leaves  *[leafSlots]leaf // made on the first decode with Options.Shared
+	seed    maphash.Seed
+	members []member
+	elems   []any
+}
+
+type member struct {
+	name  string
+	value any
+}
+
+// interned is one slot of a decoder's table of strings: the string, and
+// the same string in an interface.
+type interned struct {
+	s string
+	v any
+}
+
+// decoders pools decoders, so that the strings they intern serve every
+// document decoded after: a bundle's thousands of files repeat one
+// vocabulary of member names and a few dozen values (types, states, key
+// and party identifiers). The table is direct-mapped: a short string
+// (maxInternLen) goes to the slot its hash names, replacing whatever was
+// there, so the table never grows, whatever the input, and a frequent
+// string is almost always found where it was left. Strings are
+// immutable, so a value shared between documents is indistinguishable
+// from a copy. The table keeps each string in an interface too, so that
+// a member value read from it costs no allocation at all (a string put in
+// an interface is otherwise boxed anew each time).
+var decoders = sync.Pool{New: func() any {
+	return &decoder{strs: new([internSlots]interned), seed: maphash.MakeSeed()}
+}}
+
+const (
+	maxInternLen = 32
+	internSlots  = 4096 // a power of two
+)
+
+// numbers are the short integers a decoder decoded last, each as the
+// json.Number in an interface it returned (a record repeats "version": 1
+// in every object), direct-mapped by their last digit and length.
+type numbers [64]struct {
+	lit string
+	v   any
+}
+
+const maxNumberLen = 8
+
+func numberSlot(b string) int { return (len(b)*10 + int(b[len(b)-1]-'0')) & 63 }
+
+func (t *numbers) get(raw []byte) (any, bool) {
+	if len(raw) == 0 || len(raw) > maxNumberLen || raw[len(raw)-1] < '0' || raw[len(raw)-1] > '9' {
+		return nil, false
+	}
+	e := &t[numberSlot(string(raw))]
+	return e.v, e.v != nil && e.lit == string(raw)
+}
+
+func (t *numbers) put(lit string) any {
+	v := any(json.Number(lit))
+	if len(lit) <= maxNumberLen {
+		t[numberSlot(lit)] = struct {
+			lit string
+			v   any
+		}{lit, v}
+	}
+	return v
+}
+
+// leaf is one slot of a decoder's table of shared leaves (Options.Shared):
+// the hash of a leaf's bytes once they have been seen, and from their
+// second sighting on the bytes themselves and the value decoded from
+// them. Like the strings, the table is direct-mapped and never grows;
+// a leaf seen once costs its hash only, so a record's unique leaves (an
+// event's data, a signature entry) do not fill it with copies of
+// themselves.
+type leaf struct {
+	hash uint64
+	raw  string
+	v    any
+}
+
+const (
+	maxLeafLen = 256
+	leafSlots  = 1024 // a power of two
+)
+
+// sharedLeaf returns the value of a leaf with the bytes raw, when the
+// table holds one.
+func (d *decoder) sharedLeaf(raw []byte) (any, uint64, bool) {
+	if !d.opt.Shared || len(raw) > maxLeafLen {
+		return nil, 0, false
+	}
+	if d.leaves == nil {
+		d.leaves = new([leafSlots]leaf)
+	}
+	h := maphash.Bytes(d.seed, raw)
+	e := &d.leaves[h&(leafSlots-1)]
+	if e.v != nil && e.hash == h && e.raw == string(raw) {
+		return e.v, h, true
+	}
+	return nil, h, false
+}
+
+// keepLeaf records the leaf raw, of hash h, decoded to v: its hash on the
+// first sighting, the leaf itself on the second.
+func (d *decoder) keepLeaf(raw []byte, h uint64, v any) {
+	if !d.opt.Shared || len(raw) > maxLeafLen {
+		return
+	}
+	e := &d.leaves[h&(leafSlots-1)]
+	if e.v == nil && e.hash == h {
+		*e = leaf{hash: h, raw: string(raw), v: v}
+		return
+	}
+	*e = leaf{hash: h}
+}
+
+// scalar reports whether v is a string, number, boolean or null.
+func scalar(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return true
+}
+
+// release drops what the decoder still references of the last document
+// and returns it to the pool.
+func (d *decoder) release() {
+	clear(d.members[:cap(d.members)])
+	clear(d.elems[:cap(d.elems)])
+	d.members, d.elems, d.data = d.members[:0], d.elems[:0], nil
+	decoders.Put(d)
+}
+
+// intern returns b as a string in an interface, shared with every
+// earlier occurrence, when it is in the table. Only valid UTF-8 is ever
+// entered, so a hit needs no check.
+func (d *decoder) intern(b []byte) (any, bool) {
+	if len(b) > maxInternLen {
+		return nil, false
+	}
+	e := &d.strs[maphash.Bytes(d.seed, b)&(internSlots-1)]
+	if e.v != nil && e.s == string(b) {
+		return e.v, true
+	}
+	return nil, false
+}
+
+// remember enters s in the table, in the slot its hash names, and
+// returns it in an interface.
+func (d *decoder) remember(s string) any {
+	v := any(s)
+	if len(s) <= maxInternLen {
+		d.strs[maphash.String(d.seed, s)&(internSlots-1)] = interned{s, v}
+	}
+	return v
 }
 
 func (d *decoder) fail(format string, args ...any) error {
@@ -156,7 +341,7 @@ func (d *decoder) value(depth int) (any, error) {
 	case c == '[':
 		return d.array(depth + 1)
 	case c == '"':
-		return d.string()
+		return d.stringValue()
 	case c == '-' || (c >= '0' && c <= '9'):
 		return d.number()
 	case c == 't':
@@ -182,13 +367,21 @@ func (d *decoder) object(depth int) (any, error) {
 	if depth > d.opt.MaxDepth {
 		return nil, d.fail("nesting deeper than %d", d.opt.MaxDepth)
 	}
+	open := d.pos
 	d.pos++ // '{'
-	m := map[string]any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
-		return m, nil
+		return map[string]any{}, nil
 	}
+	// The members are gathered on the decoder's stack and the map is made
+	// at its final size when the object closes. Duplicates are found by
+	// comparing with the members gathered so far, and past smallObject
+	// members through a set, so that a hostile object of MaxMembers
+	// members costs no more than a map would.
+	start := len(d.members)
+	var seen map[string]bool
+	isLeaf := true
 	for {
 		d.skipSpace()
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
@@ -199,10 +392,11 @@ func (d *decoder) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := m[name]; dup {
+		n := len(d.members) - start
+		if d.duplicate(start, name, &seen) {
 			return nil, &DecodeError{Offset: at, Reason: fmt.Sprintf("duplicate member name %q", name)}
 		}
-		if len(m) >= d.opt.MaxMembers {
+		if n >= d.opt.MaxMembers {
 			return nil, &DecodeError{Offset: at, Reason: fmt.Sprintf("object has more than %d members", d.opt.MaxMembers)}
 		}
 		d.skipSpace()
@@ -215,7 +409,8 @@ func (d *decoder) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[name] = v
+		d.members = append(d.members, member{name, v})
+		isLeaf = isLeaf && scalar(v)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, d.fail("unexpected end of document in object")
@@ -225,6 +420,27 @@ func (d *decoder) object(depth int) (any, error) {
 			d.pos++
 		case '}':
 			d.pos++
+			ms := d.members[start:]
+			raw := d.data[open:d.pos]
+			var h uint64
+			if isLeaf {
+				var v any
+				var ok bool
+				if v, h, ok = d.sharedLeaf(raw); ok {
+					clear(ms)
+					d.members = d.members[:start]
+					return v, nil
+				}
+			}
+			m := make(map[string]any, len(ms))
+			for _, e := range ms {
+				m[e.name] = e.value
+			}
+			clear(ms)
+			d.members = d.members[:start]
+			if isLeaf {
+				d.keepLeaf(raw, h, m)
+			}
 			return m, nil
 		default:
 			return nil, d.fail("expected ',' or '}' in object")
@@ -232,27 +448,65 @@ func (d *decoder) object(depth int) (any, error) {
 	}
 }
 
+// smallObject is how many members an object may have before duplicates
+// are looked up in a set rather than by comparing with each.
+const smallObject = 16
+
+// duplicate reports whether name is among the members of the object whose
+// members start at start on the stack.
+func (d *decoder) duplicate(start int, name string, seen *map[string]bool) bool {
+	ms := d.members[start:]
+	if len(ms) <= smallObject {
+		for _, e := range ms {
+			if e.name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if *seen == nil {
+		*seen = make(map[string]bool, 2*len(ms))
+		for _, e := range ms {
+			(*seen)[e.name] = true
+		}
+	}
+	if (*seen)[name] {
+		return true
+	}
+	(*seen)[name] = true
+	return false
+}
+
 func (d *decoder) array(depth int) (any, error) {
 	if depth > d.opt.MaxDepth {
 		return nil, d.fail("nesting deeper than %d", d.opt.MaxDepth)
 	}
+	open := d.pos
 	d.pos++ // '['
-	a := []any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return a, nil
+		raw := d.data[open:d.pos]
+		v, h, ok := d.sharedLeaf(raw)
+		if !ok {
+			v = []any{}
+			d.keepLeaf(raw, h, v)
+		}
+		return v, nil
 	}
+	start := len(d.elems) // gathered on the stack, as an object's members are
+	isLeaf := true
 	for {
 		d.skipSpace()
-		if len(a) >= d.opt.MaxMembers {
+		if len(d.elems)-start >= d.opt.MaxMembers {
 			return nil, d.fail("array has more than %d elements", d.opt.MaxMembers)
 		}
 		v, err := d.value(depth)
 		if err != nil {
 			return nil, err
 		}
-		a = append(a, v)
+		d.elems = append(d.elems, v)
+		isLeaf = isLeaf && scalar(v)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, d.fail("unexpected end of document in array")
@@ -262,7 +516,27 @@ func (d *decoder) array(depth int) (any, error) {
 			d.pos++
 		case ']':
 			d.pos++
-			return a, nil
+			es := d.elems[start:]
+			raw := d.data[open:d.pos]
+			var h uint64
+			if isLeaf {
+				var v any
+				var ok bool
+				if v, h, ok = d.sharedLeaf(raw); ok {
+					clear(es)
+					d.elems = d.elems[:start]
+					return v, nil
+				}
+			}
+			a := make([]any, len(es))
+			copy(a, es)
+			clear(es)
+			d.elems = d.elems[:start]
+			var v any = a
+			if isLeaf {
+				d.keepLeaf(raw, h, v)
+			}
+			return v, nil
 		default:
 			return nil, d.fail("expected ',' or ']' in array")
 		}
@@ -270,44 +544,55 @@ func (d *decoder) array(depth int) (any, error) {
 }
 
 func (d *decoder) string() (string, error) {
+	v, err := d.stringValue()
+	s, _ := v.(string)
+	return s, err
+}
+
+// stringValue reads a string, as an interface holding it.
+func (d *decoder) stringValue() (any, error) {
 	d.pos++ // opening quote
 	start := d.pos
 	// Fast path: no escapes.
 	for d.pos < len(d.data) {
 		c := d.data[d.pos]
 		if c == '"' {
-			s := d.data[start:d.pos]
-			if !utf8.Valid(s) {
-				return "", d.invalidUTF8(start)
+			b := d.data[start:d.pos]
+			if v, ok := d.intern(b); ok {
+				d.pos++
+				return v, nil
+			}
+			if !utf8.Valid(b) {
+				return nil, d.invalidUTF8(start)
 			}
 			d.pos++
-			return string(s), nil
+			return d.remember(string(b)), nil
 		}
 		if c == '\\' {
 			break
 		}
 		if c < 0x20 {
-			return "", d.fail("control character %#02x in string", c)
+			return nil, d.fail("control character %#02x in string", c)
 		}
 		d.pos++
 	}
 	buf := append([]byte(nil), d.data[start:d.pos]...)
 	for {
 		if d.pos >= len(d.data) {
-			return "", d.fail("unterminated string")
+			return nil, d.fail("unterminated string")
 		}
 		c := d.data[d.pos]
 		switch {
 		case c == '"':
 			if !utf8.Valid(buf) {
-				return "", d.invalidUTF8(start)
+				return nil, d.invalidUTF8(start)
 			}
 			d.pos++
 			return string(buf), nil
 		case c == '\\':
 			d.pos++
 			if d.pos >= len(d.data) {
-				return "", d.fail("unterminated escape")
+				return nil, d.fail("unterminated escape")
 			}
 			e := d.data[d.pos]
 			d.pos++
@@ -327,34 +612,34 @@ func (d *decoder) string() (string, error) {
 			case 'u':
 				r, err := d.hex4()
 				if err != nil {
-					return "", err
+					return nil, err
 				}
 				if utf16.IsSurrogate(r) {
 					if r >= 0xDC00 {
-						return "", d.fail("lone low surrogate \\u%04x", r)
+						return nil, d.fail("lone low surrogate \\u%04x", r)
 					}
 					if d.pos+1 >= len(d.data) || d.data[d.pos] != '\\' || d.data[d.pos+1] != 'u' {
-						return "", d.fail("lone high surrogate \\u%04x", r)
+						return nil, d.fail("lone high surrogate \\u%04x", r)
 					}
 					d.pos += 2
 					r2, err := d.hex4()
 					if err != nil {
-						return "", err
+						return nil, err
 					}
 					if r2 < 0xDC00 || r2 > 0xDFFF {
-						return "", d.fail("high surrogate \\u%04x not followed by a low surrogate", r)
+						return nil, d.fail("high surrogate \\u%04x not followed by a low surrogate", r)
 					}
 					r = utf16.DecodeRune(r, r2)
 				}
 				if r == 0 {
-					return "", d.fail("NUL character in string")
+					return nil, d.fail("NUL character in string")
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
-				return "", d.fail("invalid escape \\%c", e)
+				return nil, d.fail("invalid escape \\%c", e)
 			}
 		case c < 0x20:
-			return "", d.fail("control character %#02x in string", c)
+			return nil, d.fail("control character %#02x in string", c)
 		default:
 			buf = append(buf, c)
 			d.pos++
@@ -440,7 +725,11 @@ func (d *decoder) number() (any, error) {
 			return nil, d.fail("number with an empty exponent")
 		}
 	}
-	lit := string(d.data[start:d.pos])
+	raw := d.data[start:d.pos]
+	if v, ok := d.nums.get(raw); ok && integer && !d.opt.AllowFloats {
+		return v, nil // an integer accepted before, with the same digits
+	}
+	lit := string(raw)
 	if !d.opt.AllowFloats {
 		if !integer {
 			return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("number %s is not an integer (A202 carries amounts and decimals as strings)", lit)}
@@ -452,7 +741,7 @@ func (d *decoder) number() (any, error) {
 		if err != nil || n > MaxSafeInteger || n < -MaxSafeInteger {
 			return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("integer %s is outside ±(2^53−1)", lit)}
 		}
-		return json.Number(lit), nil
+		return d.nums.put(lit), nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil {

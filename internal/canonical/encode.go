@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -52,18 +53,44 @@ func Transform(data []byte) ([]byte, error) {
 // object's hash input (canonical model §4 rule 2).
 var Excluded = []string{"content_hash", "signatures", "kernel_annotations"}
 
+// excluded reports whether a top-level member is left out of the hash
+// input (Excluded).
+func excluded(name string) bool {
+	return name == "content_hash" || name == "signatures" || name == "kernel_annotations"
+}
+
 // HashInput returns the canonical bytes of obj without the top-level members
 // content_hash, signatures and kernel_annotations: the bytes whose SHA-256 is
 // the content hash, and the first part of every signing input.
 func HashInput(obj map[string]any) ([]byte, error) {
-	trimmed := make(map[string]any, len(obj))
-	for k, v := range obj {
-		if k == "content_hash" || k == "signatures" || k == "kernel_annotations" {
-			continue
-		}
-		trimmed[k] = v
+	var buf bytes.Buffer
+	buf.Grow(1024) // most envelope objects' hash input fits
+	if err := encodeObject(&buf, obj, true); err != nil {
+		return nil, err
 	}
-	return Marshal(trimmed)
+	return buf.Bytes(), nil
+}
+
+// AppendHashInput appends HashInput(obj) to dst and returns the extended
+// slice, for a caller that hashes many objects through one buffer of its
+// own. On error dst is returned unextended.
+func AppendHashInput(dst []byte, obj map[string]any) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	if err := encodeObject(buf, obj, true); err != nil {
+		return dst, err
+	}
+	return buf.Bytes(), nil
+}
+
+// AppendString appends the RFC 8785 form of s (quoted, minimally
+// escaped) to dst. A string that is not valid UTF-8 has no canonical form
+// and is refused.
+func AppendString(dst []byte, s string) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	if err := encodeString(buf, s); err != nil {
+		return dst, err
+	}
+	return buf.Bytes(), nil
 }
 
 // ContentHash returns the content hash of an envelope object: the SHA-256,
@@ -79,12 +106,26 @@ func ContentHash(obj map[string]any) (string, error) {
 // Hash returns the SHA-256 of the canonical bytes of v as lowercase hex: the
 // form of terms_hash, action_hash and every other hash of a whole value.
 func Hash(v any) (string, error) {
-	b, err := Marshal(v)
-	if err != nil {
+	// The canonical bytes are only hashed, so they are written to a
+	// pooled buffer rather than to a fresh one per call.
+	buf := hashBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBuf {
+			hashBufs.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if err := encode(buf, v); err != nil {
 		return "", err
 	}
-	return SHA256Hex(b), nil
+	return SHA256Hex(buf.Bytes()), nil
 }
+
+// hashBufs holds Hash's buffers; one grown past maxPooledBuf by a large
+// value is dropped rather than kept for the rest of the process.
+var hashBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBuf = 64 << 10
 
 // SHA256Hex returns the SHA-256 of b as 64 lowercase hexadecimal characters.
 func SHA256Hex(b []byte) string {
@@ -120,7 +161,7 @@ func encode(buf *bytes.Buffer, v any) error {
 		}
 		buf.WriteString(s)
 	case map[string]any:
-		return encodeObject(buf, x)
+		return encodeObject(buf, x, false)
 	case []any:
 		buf.WriteByte('[')
 		for i, e := range x {
@@ -233,10 +274,19 @@ func encodeString(buf *bytes.Buffer, s string) error {
 	return nil
 }
 
-func encodeObject(buf *bytes.Buffer, m map[string]any) error {
-	keys := make([]string, 0, len(m))
+// encodeObject writes m's canonical form; top leaves out the members
+// excluded from an envelope object's hash input.
+func encodeObject(buf *bytes.Buffer, m map[string]any, top bool) error {
+	// The names are sorted in a buffer on the stack: A202 objects have a
+	// dozen members or so, and a slice made per object was a third of the
+	// allocations of hashing a record.
+	var names [32]string
+	keys := names[:0]
 	ascii := true
 	for k := range m {
+		if top && excluded(k) {
+			continue
+		}
 		keys = append(keys, k)
 		if ascii {
 			for i := 0; i < len(k); i++ {

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,13 +47,64 @@ func partyBinary(t *testing.T) string {
 	return bin
 }
 
+// socketsOf holds each initialised directory's listeners (bound on port
+// 0 before init writes their addresses) for serveInProcess.
+var (
+	socketsMu sync.Mutex
+	socketsOf = map[string]orgtest.Sockets{}
+)
+
+// takeSockets hands over dir's listeners: the caller serves or closes
+// them.
+func takeSockets(t *testing.T, dir string) orgtest.Sockets {
+	t.Helper()
+	socketsMu.Lock()
+	defer socketsMu.Unlock()
+	s, ok := socketsOf[dir]
+	if !ok {
+		t.Fatalf("%s was not made by initInstance", dir)
+	}
+	delete(socketsOf, dir)
+	return s
+}
+
+// activate makes cmd, a `party serve`, start under socket activation with
+// socks (sd_listen_fds(3); daemon.Activated). LISTEN_PID must name the
+// server's own process, known only after fork: a shell sets it and execs.
+// The returned function closes the parent's copies once cmd has started.
+func activate(t *testing.T, cmd *exec.Cmd, socks orgtest.Sockets) func() {
+	t.Helper()
+	var files []*os.File
+	for _, l := range []net.Listener{socks.MCP, socks.Peer, socks.Admin} {
+		f, err := l.(*net.TCPListener).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	cmd.Args = append([]string{"sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`}, cmd.Args...)
+	cmd.Path = "/bin/sh"
+	cmd.ExtraFiles = files
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=3", "LISTEN_FDNAMES=mcp:peer:admin")
+	return func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+}
+
 // initInstance runs `party init --json` on free loopback ports and
 // returns the directory and the summary it printed.
 func initInstance(t *testing.T, orgID string) (string, instance.Summary) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "st")
+	socks := orgtest.Listen(t)
+	socketsMu.Lock()
+	socketsOf[dir] = socks
+	socketsMu.Unlock()
+	mcpAddr, peerAddr, adminAddr := socks.Addrs()
 	out := mustParty(t, "init", "--dir", dir, "--org", orgID, "--json",
-		"--mcp-addr", orgtest.FreeAddr(t), "--peer-addr", orgtest.FreeAddr(t), "--admin-addr", orgtest.FreeAddr(t))
+		"--mcp-addr", mcpAddr, "--peer-addr", peerAddr, "--admin-addr", adminAddr)
 	var sum instance.Summary
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()

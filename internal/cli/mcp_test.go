@@ -32,11 +32,13 @@ func serveInProcess(t *testing.T, dir string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
+	socks := takeSockets(t, dir) // the daemon closes them
 	go func() {
 		done <- daemon.Run(ctx, dir, daemon.Options{
-			Logger: slog.New(slog.DiscardHandler),
-			Mount:  []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
-			Ready:  func(daemon.Addrs) { close(ready) },
+			Logger:    slog.New(slog.DiscardHandler),
+			Listeners: daemon.Listeners{MCP: socks.MCP, Peer: socks.Peer, Admin: socks.Admin},
+			Mount:     []daemon.Mounter{daemon.Record(daemon.PeerOptions{})},
+			Ready:     func(daemon.Addrs) { close(ready) },
 		})
 	}()
 	t.Cleanup(func() {
@@ -223,6 +225,8 @@ func TestMCPBridge(t *testing.T) {
 // waiting for the client.
 func TestMCPServeNotRunning(t *testing.T) {
 	dir, _ := initInstance(t, "org_acme")
+	socks := takeSockets(t, dir) // nothing listens: the address refuses
+	socks.MCP.Close()
 	cfg, err := instance.LoadConfig(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,12 @@ Runs the instance in DIR until SIGINT or SIGTERM:
   - the admin listener (config admin_addr): the approvals page and the
     principal's JSON API, behind the admin token (tokens/admin).
 
+Socket activation: started by a supervisor that passes listening sockets
+(sd_listen_fds(3): LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES naming them mcp,
+peer and admin, as systemd's FileDescriptorName= does), it serves those
+instead of binding the config addresses; a listener not passed is bound as
+usual. The peer socket is a plain TCP socket: the instance adds its TLS.
+
 Logs are JSON lines on standard error; tokens and keys are never logged.
 On a signal the listeners stop accepting, requests in flight finish, and
 the record is closed. The principal's commands ('party mandate',
@@ -83,9 +89,14 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	lns, err := daemon.Activated()
+	if err != nil {
+		log.Error("party serve failed", "error", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := daemon.Run(ctx, dir, daemon.Options{Logger: log, Mount: serveMounts}); err != nil {
+	if err := daemon.Run(ctx, dir, daemon.Options{Logger: log, Mount: serveMounts, Listeners: lns}); err != nil {
 		log.Error("party serve failed", "error", err)
 		return 1
 	}

@@ -31,8 +31,8 @@ type servedInstance struct {
 	waitErr  error
 }
 
-// startServe initialises an instance on free ports and starts the party
-// binary serving it, returning once it logs that every listener is bound.
+// startServe initialises an instance on port-0 listeners and starts the
+// party binary serving them by socket activation, returning once it logs that every listener is bound.
 func startServe(t *testing.T) *servedInstance {
 	t.Helper()
 	dir, _ := initInstance(t, "org_acme")
@@ -44,9 +44,12 @@ func startServe(t *testing.T) *servedInstance {
 	s.agentTok, _ = instance.LoadToken(dir, instance.AgentTokenFile)
 	s.adminTok, _ = instance.LoadToken(dir, instance.AdminTokenFile)
 	s.cmd = exec.Command(partyBinary(t), "serve", "--dir", dir)
+	closeParent := activate(t, s.cmd, takeSockets(t, dir))
 	s.cmd.Stdout = io.Discard
 	s.cmd.Stderr = s.stderr
-	if err := s.cmd.Start(); err != nil {
+	err = s.cmd.Start()
+	closeParent()
+	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { s.waitErr = s.cmd.Wait(); close(s.exited) }()

@@ -2,7 +2,8 @@
 // runtime and serves its three listeners until its context ends.
 //
 //   - The MCP listener (config mcp_addr, loopback, plain HTTP): the agent's
-//     tools at /mcp behind the agent token, and the RFC 9728 metadata.
+//     tools at /mcp behind the agent token, the record's resources with
+//     their update notifications, and the RFC 9728 metadata.
 //   - The peer listener (config peer_addr, HTTPS with the instance's
 //     certificate, client certificates requested and pinned per peer): the
 //     mandate status endpoints /v1/mandates/{id}/status (public), the key
@@ -44,6 +45,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/notify"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/principal"
@@ -60,6 +62,9 @@ type Options struct {
 	Ready func(Addrs)
 	// Mount adds the record engine, the carriers and their tools.
 	Mount []Mounter
+	// Listeners, where set, are served instead of binding config's
+	// addresses (Activated; tests' port-0 listeners).
+	Listeners Listeners
 }
 
 // Addrs are the bound listener addresses.
@@ -88,12 +93,36 @@ type Mounter func(ctx context.Context, d *Daemon) error
 // AddTools adds agent tools to the MCP server.
 func (d *Daemon) AddTools(t ...mcp.Tool) { d.mcpTools = append(d.mcpTools, t...) }
 
+// bind returns the three listeners: those given, and the rest bound from
+// their config addresses. On an error it closes them all.
+func bind(mcpAddr, peerAddr, adminAddr string, given Listeners) (Listeners, error) {
+	l := given
+	for _, x := range []struct {
+		slot       *net.Listener
+		addr, name string
+	}{{&l.MCP, mcpAddr, "MCP"}, {&l.Peer, peerAddr, "peer"}, {&l.Admin, adminAddr, "admin"}} {
+		if *x.slot != nil {
+			continue
+		}
+		ln, err := net.Listen("tcp", x.addr)
+		if err != nil {
+			l.closeAll()
+			return Listeners{}, fmt.Errorf("daemon: %s listener: %w", x.name, err)
+		}
+		*x.slot = ln
+	}
+	return l, nil
+}
+
 // Run serves the instance in dir until ctx ends.
 func Run(ctx context.Context, dir string, opt Options) error {
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	// Given listeners are closed on any return before bind takes them.
+	given := opt.Listeners
+	defer func() { given.closeAll() }()
 	o, err := org.Open(dir, org.Options{Logger: log})
 	if err != nil {
 		return err
@@ -128,22 +157,34 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return err
 	}
 
-	mcpLn, err := net.Listen("tcp", cfg.MCPAddr)
+	lns, err := bind(cfg.MCPAddr, cfg.PeerAddr, cfg.AdminAddr, given)
+	given = Listeners{} // bind owns them now
 	if err != nil {
-		return fmt.Errorf("daemon: MCP listener: %w", err)
+		return err
 	}
-	peerLn, err := tls.Listen("tcp", cfg.PeerAddr, peering.ServerTLSConfig(cert))
-	if err != nil {
-		mcpLn.Close()
-		return fmt.Errorf("daemon: peer listener: %w", err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		mcpLn.Close()
-		peerLn.Close()
-		return fmt.Errorf("daemon: admin listener: %w", err)
-	}
+	mcpLn, adminLn := lns.MCP, lns.Admin
+	peerLn := tls.NewListener(lns.Peer, peering.ServerTLSConfig(cert))
 	mcpBase := "http://" + mcpLn.Addr().String()
+	// The principal's webhook, when configured: approval requests and
+	// final states, delivered best effort beside the acts (package notify).
+	hook, err := notify.Open(dir, cfg, notify.Options{Logger: log})
+	if err != nil {
+		lns.closeAll()
+		return err
+	}
+	if hook != nil {
+		d.Agent.OnApprovalRequest(hook.ApprovalRequested)
+		if d.Engine != nil {
+			cancel := d.Engine.Subscribe(hook.Changed)
+			defer cancel()
+		}
+		go hook.Run(bg)
+	}
+	var mcpOpts []mcp.Option
+	if d.Engine != nil {
+		// Each transaction and the inbox as resources, with notifications.
+		mcpOpts = append(mcpOpts, mcp.WithResources(bg, d.Engine))
+	}
 	// One MCP server per agent, behind its own token: each agent sees and
 	// acts only under its own mandates.
 	agentServers := map[string]*sdk.Server{}
@@ -151,21 +192,25 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	for _, id := range cfg.AgentIDs() {
 		tok, err := instance.LoadToken(dir, cfg.AgentTokenPath(id))
 		if err != nil {
-			mcpLn.Close()
-			peerLn.Close()
-			adminLn.Close()
+			lns.closeAll()
 			return err
 		}
 		tools := append(mcp.AgentTools(agent.NewFor(o, id)), d.mcpTools...)
-		agentServers[tok] = mcp.NewAgentServer(id, tools, o.Store, log)
+		agentServers[tok] = mcp.NewAgentServer(id, tools, o.Store, log, mcpOpts...)
 		agentToks = append(agentToks, tok)
+	}
+	var adminOpts []admin.Option
+	if d.Engine != nil {
+		// The transaction pages read the record through the engine.
+		adminOpts = append(adminOpts, admin.WithRecord(d.Engine))
+	}
 	}
 	servers := []*http.Server{
 		{Handler: mcp.AgentsHandler(agentServers, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: admin.Handler(principalSurface, adminTok, agentToks, log), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: admin.Handler(principalSurface, adminTok, agentToks, log, adminOpts...), ReadHeaderTimeout: 10 * time.Second},
 	}
-	lns := []net.Listener{mcpLn, peerLn, adminLn}
+	serving := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}
 	log.Info("party serving", "organization_id", cfg.OrganizationID, "mcp", mcpBase+"/mcp",
 		"peer", "https://"+addrs.Peer, "admin", "http://"+addrs.Admin+"/")
@@ -176,7 +221,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.Serve(serving[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()

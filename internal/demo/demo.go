@@ -28,6 +28,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/partyd/party/bindings/mcp"
+
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/bundle"
 	"github.com/partyd/party/internal/canonical"
@@ -169,6 +171,9 @@ type Agent struct {
 	Party   *Party
 	session *sdk.ClientSession
 	log     io.Writer
+	// outputs are the output schemas tools/list announced, by tool: the
+	// agent is a strict client and checks every result against its own.
+	outputs map[string]any
 	// transcript keeps every tool result as received, so tests can scan
 	// what an agent was ever shown.
 	transcript bytes.Buffer
@@ -186,7 +191,15 @@ func Connect(ctx context.Context, p *Party, log io.Writer) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect MCP: %w", p.Name, err)
 	}
-	return &Agent{Party: p, session: s, log: log}, nil
+	a := &Agent{Party: p, session: s, log: log, outputs: map[string]any{}}
+	for tl, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%s: tools/list: %w", p.Name, err)
+		}
+		a.outputs[tl.Name] = tl.OutputSchema
+	}
+	return a, nil
 }
 
 // Close ends the session.
@@ -212,6 +225,9 @@ func (a *Agent) Call(ctx context.Context, tool string, args map[string]any) (map
 	}
 	if res.IsError {
 		return out, fmt.Errorf("%s %s refused: %v %v", a.Party.Name, tool, out["reason_codes"], out["detail"])
+	}
+	if err := mcp.Conforms(a.outputs[tool], res.StructuredContent); err != nil {
+		return out, fmt.Errorf("%s %s: the result breaks the tool's output schema: %w", a.Party.Name, tool, err)
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,13 +59,65 @@ func party(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// sockets are an instance's three listeners, bound on port 0 by the test
+// and handed to every `party serve` of that directory by socket
+// activation (daemon.Activated): no address is probed and released, so no
+// other test can take it in between, and a restarted instance keeps its
+// addresses.
+type sockets struct{ mcp, peer, admin *net.TCPListener }
+
+var (
+	socketsMu sync.Mutex
+	socketsOf = map[string]*sockets{} // by state directory
+)
+
+// listen binds dir's three listeners and returns their addresses, for
+// `party init`.
+func listen(t *testing.T, dir string) (mcp, peer, admin string) {
+	t.Helper()
+	var ls [3]*net.TCPListener
+	for i := range ls {
+		l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ls[i] = l
 	}
-	defer l.Close()
-	return l.Addr().String()
+	socketsMu.Lock()
+	socketsOf[dir] = &sockets{ls[0], ls[1], ls[2]}
+	socketsMu.Unlock()
+	return ls[0].Addr().String(), ls[1].Addr().String(), ls[2].Addr().String()
+}
+
+// activate makes cmd start as `party serve` under socket activation with
+// dir's listeners. LISTEN_PID must name the server's own process, which is
+// known only after fork: a shell sets it and execs.
+func activate(t *testing.T, cmd *exec.Cmd, dir string) (closeParent func()) {
+	t.Helper()
+	socketsMu.Lock()
+	s := socketsOf[dir]
+	socketsMu.Unlock()
+	if s == nil {
+		t.Fatalf("no sockets for %s", dir)
+	}
+	var files []*os.File
+	for _, l := range []*net.TCPListener{s.mcp, s.peer, s.admin} {
+		f, err := l.File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	cmd.Path = "/bin/sh"
+	cmd.Args = append([]string{"sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`}, cmd.Args...)
+	cmd.ExtraFiles = files
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=3", "LISTEN_FDNAMES=mcp:peer:admin")
+	return func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
 }
 
 type proc struct {
@@ -79,8 +132,11 @@ func serve(t *testing.T, dir string) *proc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(partyBin, "serve", "--dir", dir)
+	closeParent := activate(t, cmd, dir)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	closeParent() // the child holds its own copies
+	if err != nil {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, log: logf}
@@ -117,7 +173,7 @@ func setup(t *testing.T) (buyer, supplier *demo.Party) {
 	now := time.Now().UTC()
 	mk := func(name, orgID, role string) *demo.Party {
 		dir := filepath.Join(root, name)
-		mcp, peer, admin := freeAddr(t), freeAddr(t), freeAddr(t)
+		mcp, peer, admin := listen(t, dir)
 		party(t, "init", "--dir", dir, "--org", orgID, "--role", role, "--mcp-addr", mcp, "--peer-addr", peer, "--admin-addr", admin)
 		cfg, err := instance.LoadConfig(dir)
 		if err != nil {
@@ -395,7 +451,10 @@ func secrets(t *testing.T, path string) [][]byte {
 	if !ok {
 		t.Fatalf("%s is not a P-256 key", path)
 	}
-	d := ek.D.FillBytes(make([]byte, 32))
+	d, err := ek.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	body := strings.Join(lines[1:len(lines)-1], "")
 	return [][]byte{[]byte(body[:48]), []byte(base64.RawURLEncoding.EncodeToString(d)), []byte(base64.StdEncoding.EncodeToString(d)[:40]), []byte(hex.EncodeToString(d))}
@@ -469,8 +528,8 @@ func TestComposeMandatesWithScriptedAgents(t *testing.T) {
 	urls := []string{}
 	for _, o := range []struct{ name, org, role string }{{"northstar", "org_northstar", "procurement_lead"}, {"delta", "org_delta", "managing_director"}} {
 		dir := filepath.Join(root, o.name)
-		mcp := freeAddr(t)
-		party(t, "init", "--dir", dir, "--org", o.org, "--role", o.role, "--mcp-addr", mcp, "--peer-addr", freeAddr(t), "--admin-addr", freeAddr(t))
+		mcp, peer, admin := listen(t, dir)
+		party(t, "init", "--dir", dir, "--org", o.org, "--role", o.role, "--mcp-addr", mcp, "--peer-addr", peer, "--admin-addr", admin)
 		dirs[o.name] = dir
 		urls = append(urls, o.name+"=http://"+mcp)
 		tokens := filepath.Join(root, "tokens", o.name)

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"sort"
 	"time"
 
 	"github.com/partyd/party/internal/reason"
@@ -27,23 +26,6 @@ var roleScopes = map[string][]string{
 		"annotated-offer", "direct-formation-contention", "appeal",
 		"conformance-grade",
 	},
-}
-
-// RoleScopes returns the registered role scope identifiers, sorted.
-func RoleScopes() []string {
-	out := make([]string, 0, len(roleScopes))
-	for s := range roleScopes {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// ScopeFamilies returns the fixture family identifiers a role scope
-// contains, and false for an unregistered scope.
-func ScopeFamilies(scope string) ([]string, bool) {
-	f, ok := roleScopes[scope]
-	return append([]string(nil), f...), ok
 }
 
 // gradeLifetime is the longest a grade may run (conformance grades §4:

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"sort"
 
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -16,10 +17,15 @@ var dueConditionFields = map[string]map[string]bool{
 	"all_of":           setOf("type", "conditions"),
 }
 
-// rejectionReasons is the closed list of obligation §5.5.
-var rejectionReasons = setOf("evidence_insufficient", "evidence_unverified",
-	"quantity_short", "subject_not_as_agreed", "due_condition_not_met",
-	"assertion_unauthorized")
+// rejectionReasons is the closed list of obligation §5.5
+// (protocol.RejectionReasons).
+var rejectionReasons = func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range protocol.RejectionReasons {
+		m[string(r)] = true
+	}
+	return m
+}()
 
 var (
 	subjectMembers  = setOf("agreement_id", "terms_hash", "profile", "term_path")

@@ -66,11 +66,6 @@ func asInt(v any) (int64, bool) {
 	return 0, false
 }
 
-func isNull(m map[string]any, key string) bool {
-	v, ok := member(m, key)
-	return ok && v == nil
-}
-
 // strings of an array member; non-string elements are dropped and reported
 // through the second result.
 func stringsAt(m map[string]any, key string) ([]string, bool) {

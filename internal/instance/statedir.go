@@ -108,6 +108,22 @@ type Config struct {
 	// Agents are the instance's further agents (`party agent add`), each
 	// with its own key and MCP token (see AgentEntry).
 	Agents []AgentEntry `json:"agents,omitempty"`
+	// PrincipalWebhook, when set, is where the principal is told of
+	// approval requests and of transactions reaching a final state
+	// (package notify): an HTTPS URL and the file holding the HMAC secret
+	// the deliveries are signed with.
+	PrincipalWebhook *WebhookConfig `json:"principal_webhook,omitempty"`
+}
+
+// WebhookConfig is the principal's webhook (package notify).
+type WebhookConfig struct {
+	// URL is the https:// endpoint deliveries are posted to.
+	URL string `json:"url"`
+	// SecretFile holds the shared HMAC secret, relative to the state
+	// directory unless absolute.
+	SecretFile string `json:"secret_file"`
+	// TimeoutSeconds bounds one delivery attempt (default 10).
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
 }
 
 // Paths resolves a state directory's files.

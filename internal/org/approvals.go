@@ -56,7 +56,26 @@ func (o *Org) FileApproval(ctx context.Context, mandateID string, act map[string
 		return store.ApprovalRequest{}, err
 	}
 	o.Log.Info("approval requested", "approval_request_id", id, "mandate_id", mandateID, "action_hash", res.ActionHash)
+	o.hooksMu.Lock()
+	hooks := append([]func(store.ApprovalRequest){}, o.requested...)
+	o.hooksMu.Unlock()
+	if len(hooks) > 0 {
+		if stored, err := o.Store.GetApprovalRequest(ctx, id); err == nil {
+			for _, fn := range hooks {
+				fn(stored)
+			}
+		}
+	}
 	return r, nil
+}
+
+// OnApprovalRequest registers fn to be called with each approval request
+// FileApproval stores (the principal's webhook, package notify). fn must
+// not block.
+func (o *Org) OnApprovalRequest(fn func(store.ApprovalRequest)) {
+	o.hooksMu.Lock()
+	o.requested = append(o.requested, fn)
+	o.hooksMu.Unlock()
 }
 
 // LatestApproval returns the latest request for the act with actionHash

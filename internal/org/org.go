@@ -62,6 +62,9 @@ type Org struct {
 
 	decodedMu sync.Mutex
 	decoded   map[string]map[string]any
+
+	hooksMu   sync.Mutex
+	requested []func(store.ApprovalRequest) // OnApprovalRequest
 }
 
 // Options adjust Open.

@@ -1,5 +1,5 @@
 // Package orgtest starts party instances for tests: a state directory on
-// free loopback ports, its organisation runtime, and its peer listener
+// loopback port-0 listeners, its organisation runtime, and its peer listener
 // serving mandate status over HTTPS, as `party serve` would.
 package orgtest
 
@@ -19,16 +19,31 @@ import (
 	"github.com/partyd/party/internal/status"
 )
 
-// FreeAddr returns a loopback address with a port that was free a moment
-// ago.
-func FreeAddr(t testing.TB) string {
+// Sockets are an instance's three listeners, bound on loopback port 0
+// and held open from before `party init` writes their addresses until a
+// daemon serves them (daemon.Listeners): no address is probed and
+// released, so no parallel test can take it in between. The test's
+// cleanup closes whatever is still open.
+type Sockets struct{ MCP, Peer, Admin net.Listener }
+
+// Listen binds three loopback listeners on port 0.
+func Listen(t testing.TB) Sockets {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ls [3]net.Listener
+	for i := range ls {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ls[i] = l
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return Sockets{MCP: ls[0], Peer: ls[1], Admin: ls[2]}
+}
+
+// Addrs returns the three addresses, for `party init`.
+func (s Sockets) Addrs() (mcp, peer, admin string) {
+	return s.MCP.Addr().String(), s.Peer.Addr().String(), s.Admin.Addr().String()
 }
 
 // Node is one test instance.
@@ -36,18 +51,24 @@ type Node struct {
 	Dir string
 	Org *org.Org
 	Sum instance.Summary
+	// Sockets are the node's listeners, for a daemon to serve; Peer is
+	// nil when the node serves its own peer listener.
+	Sockets Sockets
 	// Mux is the peer listener's handler (when serving); tests mount
 	// more on it.
 	Mux *http.ServeMux
 }
 
-// New initialises an instance for orgID under t.TempDir and opens it. When
+// New initialises an instance for orgID under t.TempDir, on listeners it
+// holds (Node.Sockets), and opens it. When
 // serveStatus is set, its peer listener serves mandate status over HTTPS.
 func New(t testing.TB, orgID string, clock func() time.Time, serveStatus bool) *Node {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), orgID)
+	socks := Listen(t)
+	mcpAddr, peerAddr, adminAddr := socks.Addrs()
 	sum, err := instance.Init(dir, instance.InitOptions{
-		OrganizationID: orgID, MCPAddr: FreeAddr(t), PeerAddr: FreeAddr(t), AdminAddr: FreeAddr(t),
+		OrganizationID: orgID, MCPAddr: mcpAddr, PeerAddr: peerAddr, AdminAddr: adminAddr,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +78,7 @@ func New(t testing.TB, orgID string, clock func() time.Time, serveStatus bool) *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
-	n := &Node{Dir: dir, Org: o, Sum: sum}
+	n := &Node{Dir: dir, Org: o, Sum: sum, Sockets: socks}
 	if serveStatus {
 		n.serveStatus(t)
 	}
@@ -89,10 +110,8 @@ func (n *Node) serveStatus(t testing.TB) {
 	mux.Handle("/v1/mandates/", h)
 	mux.Handle(peering.KeyRecordsPath, peering.KeyRecordsHandler(n.Org.Peers, peering.OwnKeyRecords(n.Org.Store, n.Org.Config().OrganizationID), nil))
 	n.Mux = mux
-	l, err := tls.Listen("tcp", n.Org.Config().PeerAddr, peering.ServerTLSConfig(cert))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := tls.NewListener(n.Sockets.Peer, peering.ServerTLSConfig(cert))
+	n.Sockets.Peer = nil
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })

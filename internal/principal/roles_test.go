@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -68,8 +69,7 @@ func TestAgentSideImportsNoPrincipal(t *testing.T) {
 		forbidden[module+"/"+p] = true
 	}
 	pkgs := map[string]*build.Package{}
-	var load func(path string) *build.Package
-	load = func(path string) *build.Package {
+	load := func(path string) *build.Package {
 		if p, ok := pkgs[path]; ok {
 			return p
 		}
@@ -227,11 +227,14 @@ func TestAgentRuntimeTypesHoldNoPrincipalKey(t *testing.T) {
 	}
 }
 
-// holdsSurface and producesKey are what the type walk must find.
+// holdsSurface and producesKey are what the type walk must find; their
+// fields are only ever reached by reflection.
 type (
-	holdsSurface struct{ p *principal.Surface }
-	producesKey  struct {
-		f func() (*principal.Key, error)
+	holdsSurface struct {
+		p *principal.Surface //lint:ignore U1000 read by the reflective type walk
+	}
+	producesKey struct {
+		f func() (*principal.Key, error) //lint:ignore U1000 read by the reflective type walk
 	}
 )
 
@@ -357,9 +360,10 @@ func TestServeKeepsThePrincipalKeyFromTheAgent(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- daemon.Run(ctx, n.Dir, daemon.Options{
-			Logger: slog.New(slog.DiscardHandler),
-			Mount:  []daemon.Mounter{daemon.Record(daemon.PeerOptions{}), inspect},
-			Ready:  func(daemon.Addrs) { cancel() },
+			Logger:    slog.New(slog.DiscardHandler),
+			Mount:     []daemon.Mounter{daemon.Record(daemon.PeerOptions{}), inspect},
+			Listeners: daemon.Listeners{MCP: n.Sockets.MCP, Peer: n.Sockets.Peer, Admin: n.Sockets.Admin},
+			Ready:     func(daemon.Addrs) { cancel() },
 		})
 	}()
 	select {
@@ -422,7 +426,7 @@ func TestNewRefusesAnotherKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := principalKey(t, b.Dir).D.Text(16)
+	d := scalarHex(t, principalKey(t, b.Dir))
 	var logged strings.Builder
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("key", "key", k)
 	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%+v", k), fmt.Sprintf("%#v", k), logged.String()} {
@@ -430,6 +434,16 @@ func TestNewRefusesAnotherKey(t *testing.T) {
 			t.Errorf("the key prints as %q", s)
 		}
 	}
+}
+
+// scalarHex is the private scalar in hex, as a leak would show it.
+func scalarHex(t *testing.T, k *ecdsa.PrivateKey) string {
+	t.Helper()
+	b, err := k.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
 
 func principalKey(t *testing.T, dir string) *ecdsa.PrivateKey {

@@ -116,6 +116,38 @@ func (s ObligationState) Open() bool {
 	return false
 }
 
+// ResponseType is an obligation response's response_type (obligation
+// §5.2; kernel schema enum).
+type ResponseType string
+
+// The three responses to an assertion.
+const (
+	ResponseAccept ResponseType = "accept"
+	ResponseReject ResponseType = "reject"
+	ResponseWaive  ResponseType = "waive"
+)
+
+// RejectionReason is a rejecting response's reason_code (obligation §5.5).
+type RejectionReason string
+
+// The closed list of obligation §5.5.
+const (
+	RejectEvidenceInsufficient  RejectionReason = "evidence_insufficient"
+	RejectEvidenceUnverified    RejectionReason = "evidence_unverified"
+	RejectQuantityShort         RejectionReason = "quantity_short"
+	RejectSubjectNotAsAgreed    RejectionReason = "subject_not_as_agreed"
+	RejectDueConditionNotMet    RejectionReason = "due_condition_not_met"
+	RejectAssertionUnauthorized RejectionReason = "assertion_unauthorized"
+)
+
+// RejectionReasons is the closed list of obligation §5.5, in its order:
+// the gate judges a reason_code against it, and the MCP schema of
+// respond_to_assertion offers exactly these values.
+var RejectionReasons = []RejectionReason{
+	RejectEvidenceInsufficient, RejectEvidenceUnverified, RejectQuantityShort,
+	RejectSubjectNotAsAgreed, RejectDueConditionNotMet, RejectAssertionUnauthorized,
+}
+
 // Act is an act name, the action_type of an act document, which a mandate
 // lists and policy is evaluated under (decisions.md 6).
 type Act string

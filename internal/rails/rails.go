@@ -125,17 +125,6 @@ type Registry struct {
 	order []string
 }
 
-// NewRegistry returns a registry of rails.
-func NewRegistry(rs ...Rail) (*Registry, error) {
-	r := &Registry{rails: map[string]Rail{}}
-	for _, x := range rs {
-		if err := r.Add(x); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
 // Add registers a rail.
 func (r *Registry) Add(x Rail) error {
 	if !ValidID(x.ID()) {

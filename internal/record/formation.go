@@ -17,23 +17,27 @@ import (
 )
 
 // OfferInput is what the offeror's agent proposes.
+//
+// The jsonschema tags of this file's input types are what the MCP tools
+// tell a model about each member (bindings/mcp derives the tools' input
+// schemas from these types).
 type OfferInput struct {
-	MandateID string `json:"mandate_id"`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.submit."`
 	// Counterparty is the offeree organisation (org_...).
-	Counterparty string `json:"counterparty_organization_id"`
+	Counterparty string `json:"counterparty_organization_id" jsonschema:"The offeree organisation (org_...), a peered counterparty."`
 	// Terms is the complete terms object {profile, core, profile_terms}.
-	Terms map[string]any `json:"terms"`
+	Terms Terms `json:"terms" jsonschema:"The complete terms {profile, core, profile_terms}. profile is a registered transaction profile such as a202-profile/calibration-service/0.1; core is {description, quantity, unit_code, unit_name?, total: {currency, amount}}; amounts and quantities are base-10 strings, never numbers."`
 	// ValidUntil is when the offer lapses (YYYY-MM-DDTHH:MM:SSZ).
-	ValidUntil string `json:"valid_until"`
+	ValidUntil string `json:"valid_until" jsonschema:"When the offer lapses, YYYY-MM-DDTHH:MM:SSZ, in the future."`
 	// TransactionID continues a transaction (a counter-offer), or opens a
 	// new one under an identifier agreed beforehand (a mandate scoped to
 	// it); empty opens a new one under a fresh identifier.
-	TransactionID string `json:"transaction_id,omitempty"`
+	TransactionID string `json:"transaction_id,omitempty" jsonschema:"For a counter-offer: the transaction it continues."`
 	// SupersedesOfferID names the offer this counter-offer answers: it must
 	// be the immediately preceding offer of the session.
-	SupersedesOfferID string `json:"supersedes_offer_id,omitempty"`
+	SupersedesOfferID string `json:"supersedes_offer_id,omitempty" jsonschema:"For a counter-offer: the session's latest offer."`
 	// EvidenceRefs are short-form evidence references (evd_...).
-	EvidenceRefs []string `json:"evidence_refs,omitempty"`
+	EvidenceRefs []string `json:"evidence_refs,omitempty" jsonschema:"Short-form evidence references (evd_...)."`
 	// Role is the side this organisation takes in the transaction: buyer
 	// (a purchase order, a request for quote answered with terms) or
 	// supplier. It is chosen by the offer that opens a transaction (empty:
@@ -41,20 +45,27 @@ type OfferInput struct {
 	// party makes it; a later offer naming another side is refused with
 	// A202-STREAM-MISMATCH. The offer states it in the act its decision
 	// binds (authority.OfferRefs).
-	Role protocol.Role `json:"role,omitempty"`
+	Role protocol.Role `json:"role,omitempty" jsonschema:"The side you take in a transaction you open: buyer (a purchase order, a request for quote) or supplier (default); a later offer may only repeat it."`
 	// ApprovalID is an approval of exactly this offer, when the mandate
 	// holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this offer, when your mandate holds it for approval."`
 	// OffereeAgentID addresses the offer to one of the counterparty's
 	// agents (it must accept it); empty: its primary agent.
-	OffereeAgentID string `json:"offeree_agent_id,omitempty"`
+	OffereeAgentID string `json:"offeree_agent_id,omitempty" jsonschema:"One of the counterparty's agents (agt_...) to address the offer to; only that agent accepts it (default: its primary agent)."`
 }
+
+// Terms is a complete terms object {profile, core, profile_terms}
+// (canonical model §7), as an agent proposes it.
+type Terms map[string]any
+
+// TermsMembers are the members every terms object carries.
+var TermsMembers = []string{"profile", "core", "profile_terms"}
 
 // AcceptInput is what the offeree's agent accepts.
 type AcceptInput struct {
-	MandateID  string `json:"mandate_id"`
-	OfferID    string `json:"offer_id"`
-	ApprovalID string `json:"approval_id,omitempty"`
+	MandateID  string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.accept and agreement.sign."`
+	OfferID    string `json:"offer_id" jsonschema:"The offer (off_...) from list_inbox."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this acceptance, when the mandate holds acceptances for approval."`
 }
 
 func init() {
@@ -165,12 +176,28 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 				return refusef(reason.StreamMismatch, "in transaction %s this organisation is the %s; an offer in it cannot make it the %s", txn, st.t.Role, in.Role)
 			}
 			role = st.Role()
-			if st.State() != protocol.Draft {
-				return refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft", txn, st.t.State)
-			}
 			last, err := e.latestOffer(ctx, txn)
 			if err != nil {
 				return err
+			}
+			if st.State() != protocol.Draft {
+				if !amending(st) {
+					return refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft, and amendment offers in committed or in_performance", txn, st.t.State)
+				}
+				// An amendment offer (amendment.go).
+				agr, err := e.agreementOf(ctx, txn)
+				if err != nil {
+					return err
+				}
+				if agr == nil {
+					return refusef(reason.StateTransitionDenied, "transaction %s has no agreement to amend", txn)
+				}
+				want := amendmentSupersedes(agr, last)
+				if (want == nil && in.SupersedesOfferID != "") || (want != nil && in.SupersedesOfferID != want) {
+					return refusef(reason.OfferStale, "an amendment offer supersedes %v (the session's latest open offer, or none when the last offer is the agreed one), not %q", orNoneAny(want), in.SupersedesOfferID)
+				}
+				supersedes = want
+				return nil
 			}
 			if last != nil {
 				if in.SupersedesOfferID != last.ID() {
@@ -202,7 +229,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 				"session_id":          session,
 				"supersedes_offer_id": supersedes,
 				"valid_until":         in.ValidUntil,
-				"terms":               in.Terms,
+				"terms":               map[string]any(in.Terms),
 				"evidence_refs":       refs,
 			}, protocol.PurposeOfferSubmission)
 			if err != nil {
@@ -228,7 +255,16 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 	return out, err
 }
 
-// receiveOffer is the offeree's side of an offer.
+// orNoneAny shows a value that may be nil.
+func orNoneAny(v any) any {
+	if v == nil {
+		return "(none)"
+	}
+	return v
+}
+
+// receiveOffer is the offeree's side of an offer, in draft or, amending
+// the agreement, in committed or in_performance.
 func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error) {
 	offer, pol := r.one(protocol.Offer), r.one(protocol.PolicyDecision)
 	cfg := e.o.Config()
@@ -251,9 +287,6 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		if r.st.t.SessionID != session {
 			return nil, refusef(reason.StreamMismatch, "transaction %s is held in session %s", r.txn, r.st.t.SessionID)
 		}
-		if r.st.State() != protocol.Draft {
-			return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft", r.txn, r.st.t.State)
-		}
 		if role != r.st.Role() {
 			return nil, refusef(reason.StreamMismatch, "offer %s states its offeror %s is the %s; in transaction %s %s is the %s", offer.ID(), r.from, stated, r.txn, r.from, r.st.Role().Other())
 		}
@@ -261,8 +294,25 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		if err != nil {
 			return nil, err
 		}
-		if last != nil && offer.P("supersedes_offer_id") != last.ID() {
-			return nil, refusef(reason.OfferStale, "offer %s supersedes %v, but the session's latest offer is %s", offer.ID(), offer.Payload()["supersedes_offer_id"], last.ID())
+		switch {
+		case r.st.State() == protocol.Draft:
+			if last != nil && offer.P("supersedes_offer_id") != last.ID() {
+				return nil, refusef(reason.OfferStale, "offer %s supersedes %v, but the session's latest offer is %s", offer.ID(), offer.Payload()["supersedes_offer_id"], last.ID())
+			}
+		case amending(r.st):
+			// An amendment offer (amendment.go).
+			agr, err := e.agreementOf(ctx, r.txn)
+			if err != nil {
+				return nil, err
+			}
+			if agr == nil {
+				return nil, refusef(reason.StateTransitionDenied, "transaction %s has no agreement to amend", r.txn)
+			}
+			if want := amendmentSupersedes(agr, last); offer.Payload()["supersedes_offer_id"] != want {
+				return nil, refusef(reason.OfferStale, "amendment offer %s supersedes %v, not %v", offer.ID(), offer.Payload()["supersedes_offer_id"], orNoneAny(want))
+			}
+		default:
+			return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft, and amendment offers in committed or in_performance", r.txn, r.st.t.State)
 		}
 	} else if offer.Payload()["supersedes_offer_id"] != nil {
 		return nil, refusef(reason.OfferStale, "offer %s supersedes %v, which this session does not hold", offer.ID(), offer.Payload()["supersedes_offer_id"])
@@ -276,9 +326,11 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
-		if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
-			return err
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
+		if !r.st.known {
+			if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
+				return err
+			}
 		}
 		for _, o := range r.objs {
 			if err := putReceived(tx, o, r.from); err != nil {
@@ -478,7 +530,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 	}
 	e.point("agreement.before-commit")
 	var id int64
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, t.ID, func(tx *store.Txn) error {
 		if err := tx.PutVerified(agr.info(), agr.raw, originLocal); err != nil {
 			return err
 		}
@@ -578,7 +630,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 	// agreement signed by both is kept, the commitment waits, and the
 	// agent is told why.
 	e.log.Info("own policy does not allow committing the agreement now", "transaction_id", m.TransactionID, "codes", reason.CodesOf(err))
-	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	return e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if err := store1(tx); err != nil {
 			return err
 		}
@@ -685,7 +737,15 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		// This instance's own deny stays here: the counterparty learns
 		// only that the agreement is not signed.
 		e.log.Info("own policy does not allow signing the agreement", "transaction_id", r.txn, "codes", reason.CodesOf(err))
-		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement")
+		// This instance's agent is told (the transaction's notice), and so
+		// is the counterparty's, by the refusal: formation cannot finish,
+		// and either party cancels (cancel_transaction).
+		told := refusef(reason.PolicyDenied, "your own policy does not allow signing agreement %s (%v); the transaction stays agreement_pending until either party cancels it (cancel_transaction)",
+			agr.ID(), reason.CodesOf(err))
+		if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
+			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
+		}
+		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement; the transaction cannot be committed, and either party may cancel it (cancel_transaction)")
 	}
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	signed, err := e.countersign(agr, protocol.PurposeAgreementCommitment, now)
@@ -714,7 +774,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		answerIDs[i], raws[i] = o.ID(), o.raw
 	}
 	e.point("cosign.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
 			return err
 		}
@@ -854,5 +914,10 @@ func (e *Engine) AcceptanceAct(ctx context.Context, mandateID, offerID string) (
 	if err != nil {
 		return nil, err
 	}
-	return authority.Document(string(protocol.ActOfferAccept), offer.Txn(), offer.Org(), offer.Terms(), nil, m), nil
+	return acceptanceAct(offer, m), nil
+}
+
+// acceptanceAct is the act document of accepting offer under mandate m.
+func acceptanceAct(offer *Obj, m map[string]any) map[string]any {
+	return authority.Document(string(protocol.ActOfferAccept), offer.Txn(), offer.Org(), offer.Terms(), nil, m)
 }

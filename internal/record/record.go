@@ -80,7 +80,30 @@
 // issues (obligation.activated → in_performance), the obligor asserts with
 // evidence (performance.declared → acceptance_pending), and the obligee
 // accepts (acceptance.granted → settlement_pending) or rejects
-// (acceptance.rejected → in_performance).
+// (acceptance.rejected → in_performance). An agreement may be performed as
+// several obligations, each its own act riding the same events
+// (deliverables.go). Settlement and completion follow (settlement.go).
+//
+// # Walking away and changing course
+//
+// Either party cancels a transaction before anything is committed
+// (transaction.cancelled, cancel.go); both end a committed one by
+// agreement over one termination record both sign (termination.agreed,
+// termination.go); the obligee waives a duty it no longer wants, by a
+// signed act of its own that needs no event (waiver.go); and an agreement
+// is amended by a fresh offer and acceptance and a new version signed by
+// both, in one countersigned agreement.amended (amendment.go).
+//
+// # Changes
+//
+// Every commit that changes a transaction's record goes through one
+// function (update), which, once the commit is durable, tells the
+// subscribers (Subscribe) which transaction changed and the state it is
+// in. Both sides announce: an instance hears of its own acts, of the
+// counterparty's acts it countersigned, and of the countersignatures it
+// stored. The MCP binding turns these into notifications/resources/updated
+// and the principal's webhook into deliveries; neither can hold an act up,
+// because a subscriber only queues what it heard.
 //
 // Mandates travel by pull, like key records: an instance serves its trading
 // mandates to the pinned counterparty they name at MandatesPath.
@@ -126,6 +149,8 @@ type Engine struct {
 	keys   keyCache
 	// settle wakes the settlement worker: an instruction was recorded.
 	railWake chan struct{}
+	// subs are the change subscribers (Subscribe).
+	subs subscribers
 
 	releasedMu sync.Mutex
 	released   map[string]bool // approval requests ReleaseHeld acted on

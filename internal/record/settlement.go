@@ -77,33 +77,33 @@ import (
 // InstructInput is the payer's instruction to settle an accepted
 // obligation's consideration.
 type InstructInput struct {
-	MandateID    string `json:"mandate_id"`
-	ObligationID string `json:"obligation_id"`
+	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists settlement.instruct."`
+	ObligationID string `json:"obligation_id" jsonschema:"The accepted obligation (obl_...)."`
 	// Rail is a rail this instance offers (rail_...).
-	Rail string `json:"rail"`
+	Rail string `json:"rail" jsonschema:"A rail your instance offers (config.json rails; rail_test_sandbox by default). An unknown rail is refused with the list of those offered."`
 	// IdempotencyKey identifies the payment to the rail (8 to 255
 	// characters); the same key again returns the first instruction.
 	// Empty draws a fresh one.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"8 to 255 characters naming this payment to the rail; default a fresh one."`
 	// Amount defaults to the obligation's consideration; it is in the
 	// consideration's currency and no more than it.
-	Amount *Money `json:"amount,omitempty"`
+	Amount *Money `json:"amount,omitempty" jsonschema:"The amount paid: ISO 4217 currency, the consideration's, and a positive base-10 amount, at most the consideration (default: the consideration)."`
 	// ApprovalID is an approval of exactly this instruction, when the
 	// mandate holds instructions for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this instruction, when your mandate holds it for approval."`
 }
 
 // Money is a currency and a base-10 amount string.
 type Money struct {
-	Currency string `json:"currency"`
-	Amount   string `json:"amount"`
+	Currency string `json:"currency" jsonschema:"ISO 4217 code."`
+	Amount   string `json:"amount" jsonschema:"A base-10 string, never a number."`
 }
 
 // CompleteInput closes a transaction.
 type CompleteInput struct {
-	MandateID     string `json:"mandate_id"`
-	TransactionID string `json:"transaction_id"`
-	ApprovalID    string `json:"approval_id,omitempty"`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists transaction.complete."`
+	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
+	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
 }
 
 func init() {
@@ -451,7 +451,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	}
 	e.point("receipt.before-commit")
 	var id int64
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, s.TransactionID, func(tx *store.Txn) error {
 		if err := tx.PutVerified(rcp.info(), rcp.raw, originLocal); err != nil {
 			return err
 		}
@@ -505,7 +505,7 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := putReceived(tx, rcp, r.from); err != nil {
 			return err
 		}

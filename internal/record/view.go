@@ -214,8 +214,6 @@ func (e *Engine) ofType(ctx context.Context, txn string, t protocol.ObjectType) 
 	return out, nil
 }
 
-type object = map[string]any
-
 func str(v any) string { s, _ := v.(string); return s }
 
 func sub(m map[string]any, k string) map[string]any {
@@ -229,6 +227,14 @@ func sub(m map[string]any, k string) map[string]any {
 // party is an {organization_id, agent_id} reference.
 func party(org, agent string) map[string]any {
 	return map[string]any{"organization_id": org, "agent_id": agent}
+}
+
+// ownParty is org's party to an agreement: its buyer or its supplier.
+func ownParty(org string, agr *Obj) map[string]any {
+	if agr.PartyOrg("buyer") == org {
+		return agr.PSub("buyer")
+	}
+	return agr.PSub("supplier")
 }
 
 func sameParty(a, b map[string]any) bool {

@@ -17,11 +17,11 @@ const ActOfferWithdraw = string(protocol.ActOfferWithdraw)
 
 // WithdrawInput names the offer to withdraw.
 type WithdrawInput struct {
-	MandateID string `json:"mandate_id"`
-	OfferID   string `json:"offer_id"`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.withdraw."`
+	OfferID   string `json:"offer_id" jsonschema:"Your offer (off_...)."`
 	// ApprovalID is an approval of exactly this withdrawal, when the
 	// mandate holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this withdrawal, when your mandate holds it for approval."`
 }
 
 // WithdrawOffer withdraws this organisation's latest offer of a session
@@ -45,10 +45,7 @@ func (e *Engine) WithdrawOffer(ctx context.Context, in WithdrawInput) (Outcome, 
 			if offer.Org() != e.o.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
 			}
-			if st.State() != protocol.Draft {
-				return refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", txn, st.t.State)
-			}
-			last, err := e.latestOffer(ctx, txn)
+			last, err := e.withdrawable(ctx, st)
 			if err != nil {
 				return err
 			}
@@ -79,11 +76,11 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	if !r.st.known {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
 	}
-	if r.st.State() != protocol.Draft {
-		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", r.txn, r.st.t.State)
+	last, err := e.withdrawable(ctx, r.st)
+	if err != nil {
+		return nil, err
 	}
-	last, err := e.latestOffer(ctx, r.txn)
-	if err != nil || last == nil {
+	if last == nil {
 		return nil, refusef(reason.OfferStale, "transaction %s holds no offer", r.txn)
 	}
 	if last.Org() != r.from {
@@ -97,7 +94,7 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err = e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		for _, o := range r.objs {
 			if err := putReceived(tx, o, r.from); err != nil {
 				return err
@@ -114,6 +111,23 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	e.point("receive.after-store")
 	e.log.Info("offer withdrawn by its offeror", "transaction_id", r.txn, "offer_id", last.ID(), "from", r.from)
 	return [][]byte{}, nil
+}
+
+// withdrawable returns the session's latest offer when it may still be
+// withdrawn: in draft, or an amendment offer not yet accepted (the
+// transaction committed or in_performance, the offer not the one the
+// agreement in force was formed on).
+func (e *Engine) withdrawable(ctx context.Context, st *state) (*Obj, error) {
+	switch {
+	case st.State() == protocol.Draft:
+		return e.latestOffer(ctx, st.t.ID)
+	case amending(st):
+		open, _, err := e.openAmendment(ctx, st.t)
+		if err != nil || open != nil {
+			return open, err
+		}
+	}
+	return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", st.t.ID, st.t.State)
 }
 
 // withdrawn refuses an offer its offeror withdrew (as stale).

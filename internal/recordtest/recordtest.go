@@ -223,14 +223,16 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 		}
 		return &Side{Node: n, Agent: agent.New(n.Org), Princ: princ, Mandate: m["id"].(string)}
 	}
-	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete"}, "org_delta",
+	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete",
+		"transaction.cancel", "termination.agree", "obligation.waive", "agreement.amend", "offer.submit"}, "org_delta",
 		[]map[string]any{{
 			"id":                    "r_acceptance",
 			"when":                  map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
 			"approver":              map[string]any{"organization_id": "org_northstar", "role": "procurement_lead"},
 			"expires_after_seconds": 3600,
 		}})
-	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared", "transaction.complete"}, "org_northstar", nil)
+	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared", "transaction.complete",
+		"transaction.cancel", "termination.agree", "agreement.amend"}, "org_northstar", nil)
 	buyer.Out = &Link{from: "org_northstar"}
 	supplier.Out = &Link{from: "org_delta"}
 	for _, s := range []*Side{buyer, supplier} {
@@ -402,4 +404,32 @@ func SameRecord(t testing.TB, b, s *Side, txn string, want int) []string {
 		types = append(types, be[i].EventType)
 	}
 	return types
+}
+
+// Complete takes a committed transaction of the walkthrough to completed:
+// the buyer issues the supplier's obligation, the supplier asserts
+// performance of all 20 with a certificate, the buyer accepts it and pays
+// on the sandbox rail, and the supplier closes the transaction.
+func Complete(t testing.TB, b, s *Side, txn string) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	if err != nil || out.State != "in_performance" {
+		t.Fatalf("issue: %+v %v", out, err)
+	}
+	obl := out.Objects["obligation"]
+	claim := "calibration certificates, 20 transmitters"
+	if out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20",
+		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}}); err != nil || out.State != "acceptance_pending" {
+		t.Fatalf("assert: %+v %v", out, err)
+	}
+	if out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+	if out, err = b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-" + txn}); err != nil {
+		t.Fatalf("instruct: %+v %v", out, err)
+	}
+	if out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
 }

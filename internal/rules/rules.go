@@ -37,7 +37,6 @@
 package rules
 
 import (
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -224,20 +223,4 @@ func parseVersion(v string) ([2]int, bool) {
 		return [2]int{}, false
 	}
 	return [2]int{x, y}, true
-}
-
-// Events returns every event name any version registers for m, sorted.
-func Events(m Machine) []string {
-	seen := map[string]bool{}
-	for _, t := range table {
-		if t.Machine == m {
-			seen[t.Event] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for e := range seen {
-		out = append(out, e)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -225,8 +225,7 @@ func ValidateTerms(terms any) error {
 // identifier. Matching is exact: there is no nearest-version fallback
 // (CCM §8 rule 5; PEM §8).
 func ProfileKnown(profile string) bool {
-	_, ok := compiled().profiles[profile]
-	return ok
+	return registered()[profile] // profiles.go: without compiling anything
 }
 
 // Profiles returns the registered profile identifiers, sorted.

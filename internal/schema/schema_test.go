@@ -811,3 +811,25 @@ func BenchmarkValidateEnvelopeOffer(b *testing.B) {
 		}
 	}
 }
+
+// ProfileKnown answers from the profile files' annotations without
+// compiling them (profiles.go); the compiled set registers the same
+// identifiers.
+func TestRegisteredProfilesAreCompiled(t *testing.T) {
+	ids, err := profileIDs(schemas.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiledIDs := compiled().profiles
+	if len(ids) != len(compiledIDs) {
+		t.Fatalf("%d profiles registered, %d compiled", len(ids), len(compiledIDs))
+	}
+	for id := range compiledIDs {
+		if !ids[id] || !ProfileKnown(id) {
+			t.Errorf("compiled profile %s is not registered", id)
+		}
+	}
+	if ProfileKnown("a202-profile/calibration-service/9.9") {
+		t.Error("an unregistered version is known")
+	}
+}

@@ -106,6 +106,24 @@ func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]O
 	return out, rows.Err()
 }
 
+// ObligationStates is Store.ObligationStates inside the transaction.
+func (t *Txn) ObligationStates(transactionID string) ([]ObligationState, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ObligationState
+	for rows.Next() {
+		o, err := scanObligationState(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
 // Meta returns a value of the meta table, or "" when unset.
 func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 	var v string
@@ -198,6 +216,13 @@ func (t *Txn) ReplaceVerified(info ObjectInfo, old, new []byte) error {
 	return nil
 }
 
+// Page sizes of ListTransactions: a zero limit takes DefaultPage, and no
+// page is larger than MaxPage.
+const (
+	DefaultPage = 50
+	MaxPage     = 500
+)
+
 // TransactionFilter selects a page of transactions (ListTransactions).
 type TransactionFilter struct {
 	// State, when set, keeps only transactions in that state.
@@ -205,7 +230,7 @@ type TransactionFilter struct {
 	// Counterparty, when set, keeps only transactions with that
 	// organisation.
 	Counterparty string
-	// Limit bounds the page (default 50, at most 500).
+	// Limit bounds the page (default DefaultPage, at most MaxPage).
 	Limit int
 	// Before is the cursor: the page starts after this (updated_at, id)
 	// position, newest first. Empty starts at the newest.
@@ -218,10 +243,10 @@ type TransactionFilter struct {
 func (s *Store) ListTransactions(ctx context.Context, f TransactionFilter) ([]Transaction, string, error) {
 	limit := f.Limit
 	if limit <= 0 {
-		limit = 50
+		limit = DefaultPage
 	}
-	if limit > 500 {
-		limit = 500
+	if limit > MaxPage {
+		limit = MaxPage
 	}
 	where := []string{"1=1"}
 	var args []any

@@ -164,5 +164,11 @@
 // Hashing and signature verification, which dominate, run across
 // Options.Workers goroutines (GOMAXPROCS by default); everything after
 // reads their results in input order, so the report is the same however
-// the work was scheduled.
+// the work was scheduled. Each object is canonicalised once, its hash
+// input serving its content hash and every one of its signatures. The
+// per-object and per-event checks run on one fork per worker, each item's
+// checks reassembled in item order (items.go); costs.go keeps the rest of
+// a large record's cost down (pooled buffers, repeated details held
+// once). The method and numbers are in docs/performance.md ("Verifier";
+// "party verify end to end").
 package verify

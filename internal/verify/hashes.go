@@ -270,7 +270,7 @@ var evidenceRefMembers = map[string]bool{
 func (r *run) evidenceRefs(subject string, v any) {
 	switch x := v.(type) {
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
+		for _, k := range refKeys(x) {
 			if evidenceRefMembers[k] {
 				if list, ok := x[k].([]any); ok {
 					for _, ref := range list {

@@ -38,7 +38,8 @@ type KeyVersion struct {
 	Trusted    bool   // its hash and at least one signature verify
 	Why        string // why it is not trusted
 	Public     crypto.PublicKey
-	pos        int // its place in the input, to order equal versions
+	pos        int    // its place in the input, to order equal versions
+	desc       string // describe's text, made once: every signature by the key quotes it
 }
 
 // ReadKeyVersion reads one decoded key_record as a version. trusted and
@@ -130,6 +131,7 @@ func KeyVersions(records []map[string]any, keyID string) []KeyVersion {
 	for _, i := range KeyChainOf(records, keyID) {
 		v := ReadKeyVersion(records[i], true, "")
 		v.pos = i
+		v.desc = v.describe()
 		out = append(out, v)
 	}
 	sortVersions(out)
@@ -189,6 +191,7 @@ func (r *run) keyVersionOf(o *object) KeyVersion {
 	}
 	v := ReadKeyVersion(o.val, trusted, why)
 	v.Subject, v.pos = o.subject, o.pos
+	v.desc = v.describe()
 	return v
 }
 
@@ -197,6 +200,9 @@ func (v KeyVersion) covers(t time.Time) bool {
 }
 
 func (v KeyVersion) describe() string {
+	if v.desc != "" {
+		return v.desc
+	}
 	until := "no end"
 	if !v.Until.IsZero() {
 		until = "until " + envelope.Timestamp(v.Until)
@@ -258,7 +264,7 @@ func KeyStatusAt(versions []KeyVersion, keyID, signedAt string) (Result, string)
 	if governing.Status != envelope.KeyActive {
 		return Failed, fmt.Sprintf("the key was %s when it signed at %s (%s)", governing.Status, signedAt, governing.describe())
 	}
-	return Verified, fmt.Sprintf("active at %s (%s)", signedAt, governing.describe())
+	return Verified, "active at " + signedAt + " (" + governing.describe() + ")"
 }
 
 // current resolves the key's status at verification time: the latest

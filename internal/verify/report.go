@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"encoding/json"
-
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -25,62 +23,28 @@ const (
 // RoleScope is the role scope the verifier reads records under.
 const RoleScope = "a202-scope/bilateral/0.1"
 
-// Check is one executed or attempted check.
+// Check is one executed or attempted check. In JSON a check carries code
+// only when it failed: a check that passed or could not run raised
+// nothing (§8, last ¶), and the report never says so with a null or an
+// empty string.
 type Check struct {
 	// Step is the step of evidence verification §4 (1–7) the check
 	// belongs to.
-	Step int
+	Step int `json:"step"`
 	// Name says what was checked, e.g. "content_hash", "signature[1]",
 	// "event_chain", "transition_legality".
-	Name string
+	Name string `json:"name"`
 	// Subject is what the check is about: an object or mandate id, a
 	// key_id, a stream ("kind:id"), or a missing identifier.
-	Subject string
+	Subject string `json:"subject"`
 	// Result is verified, failed or not_checkable.
-	Result Result
+	Result Result `json:"result"`
 	// Code is the registered refusal code of a failed check, and empty
 	// otherwise: a check that could not run raised nothing (§8, last ¶).
-	Code reason.Code
+	Code reason.Code `json:"code,omitempty"`
 	// Detail says why, in words; for not_checkable it says what was
 	// missing.
-	Detail string
-}
-
-// MarshalJSON writes the check with code null unless it failed, so the
-// JSON form never carries an empty string where "no code" is meant.
-func (c Check) MarshalJSON() ([]byte, error) {
-	var code any
-	if c.Code != "" {
-		code = c.Code
-	}
-	return json.Marshal(struct {
-		Step    int    `json:"step"`
-		Name    string `json:"name"`
-		Subject string `json:"subject"`
-		Result  Result `json:"result"`
-		Code    any    `json:"code"`
-		Detail  string `json:"detail"`
-	}{c.Step, c.Name, c.Subject, c.Result, code, c.Detail})
-}
-
-// UnmarshalJSON reads the form MarshalJSON writes.
-func (c *Check) UnmarshalJSON(data []byte) error {
-	var v struct {
-		Step    int     `json:"step"`
-		Name    string  `json:"name"`
-		Subject string  `json:"subject"`
-		Result  Result  `json:"result"`
-		Code    *string `json:"code"`
-		Detail  string  `json:"detail"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return err
-	}
-	*c = Check{Step: v.Step, Name: v.Name, Subject: v.Subject, Result: v.Result, Detail: v.Detail}
-	if v.Code != nil {
-		c.Code = reason.Code(*v.Code)
-	}
-	return nil
+	Detail string `json:"detail"`
 }
 
 // Counts tallies the checks by outcome. It has one member per outcome and
@@ -111,8 +75,9 @@ type Scope struct {
 	// StreamsDisclosed are the event streams the bundle discloses, as
 	// "kind:id", sorted.
 	StreamsDisclosed []string `json:"streams_disclosed"`
-	// TimeRange is nil when no object carries a readable time.
-	TimeRange *TimeRange `json:"time_range"`
+	// TimeRange is nil, and omitted, when no object carries a readable
+	// time.
+	TimeRange *TimeRange `json:"time_range,omitempty"`
 }
 
 // Raised names one refusal code raised against one subject (evidence

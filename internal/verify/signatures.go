@@ -77,13 +77,13 @@ func (r *run) objectSignatures(o *object) {
 		r.add(2, "signatures", o.subject, Failed, reason.EvidenceSignatureInvalid, o.sigsInvalid)
 	}
 	for i, sc := range o.sigs {
-		r.add(2, fmt.Sprintf("signature[%d]", i), o.subject, sc.result, reason.EvidenceSignatureInvalid, sc.detail)
+		r.add(2, indexed("signature", i), o.subject, sc.result, reason.EvidenceSignatureInvalid, sc.detail)
 		if sc.keyMissing {
 			r.missing(sc.keyID)
 		}
 		if sc.keyID != "" && sc.signedAt != "" {
 			res, detail := r.atSigning(sc.keyID, sc.signedAt)
-			r.add(2, fmt.Sprintf("key_status_at_signing[%d]", i), o.subject, res, reason.EvidenceSignatureInvalid, detail)
+			r.add(2, indexed("key_status_at_signing", i), o.subject, res, reason.EvidenceSignatureInvalid, detail)
 		}
 	}
 	r.signatureCount(o)

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -51,13 +50,4 @@ func (v *verdict) result() (Result, string) {
 		return NotCheckable, "not established: " + strings.Join(v.unknown, "; ")
 	}
 	return Verified, strings.Join(v.passed, "; ")
-}
-
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -184,6 +184,8 @@ type run struct {
 	undisclosed  map[string]bool
 	unregistered map[string]bool
 	referenced   map[string]bool // evidence ids some object references
+	details      *detailTable    // this run's or fork's own (costs.go)
+	valid        *validDetails   // shared by the run and its forks (costs.go)
 }
 
 func newRun(in Input, opt Options) *run {
@@ -198,6 +200,7 @@ func newRun(in Input, opt Options) *run {
 		parties:    map[string][2]string{},
 		unresolved: map[string]bool{}, undisclosed: map[string]bool{}, unregistered: map[string]bool{},
 		referenced: map[string]bool{},
+		valid:      &validDetails{m: map[[2]string]string{}},
 	}
 }
 
@@ -209,7 +212,7 @@ func (r *run) add(step int, name, subject string, res Result, code reason.Code, 
 		// own is never allowed to fail silently.
 		panic(fmt.Sprintf("verify: failed check %s on %s without a code", name, subject))
 	}
-	r.checks = append(r.checks, Check{Step: step, Name: name, Subject: subject, Result: res, Code: code, Detail: detail})
+	r.checks = append(r.checks, Check{Step: step, Name: name, Subject: subject, Result: res, Code: code, Detail: r.dedupe(detail)})
 }
 
 func (r *run) missing(id string) {
@@ -228,7 +231,9 @@ func (r *run) missing(id string) {
 // their results in a fixed order, so the report does not depend on how the
 // work was scheduled.
 func (r *run) prepare() {
-	first := map[string]map[string]any{}
+	first := make(map[string]map[string]any, len(r.in.Objects))
+	r.byID = make(map[string]*object, len(r.in.Objects))
+	r.byHash = make(map[string]*object, len(r.in.Objects))
 	for i, v := range r.in.Objects {
 		if v == nil {
 			continue
@@ -277,6 +282,9 @@ func (r *run) prepare() {
 		}
 	})
 
+	// The report's list is made once the signatures are verified, so that
+	// it is not part of the heap through the long parallel phase.
+	r.checks = make([]Check, 0, expectedChecks(len(r.objs)+len(r.mandates)))
 	for _, o := range r.objs {
 		if o.id != "" {
 			if _, taken := r.byID[o.id]; !taken {
@@ -288,7 +296,10 @@ func (r *run) prepare() {
 				r.byHash[o.recomputed] = o
 			}
 		}
-		if o.declared != "" {
+		// byDeclared is asked only about a hash no object's bytes have
+		// (byHash first), so it needs only the objects that declare
+		// another hash than theirs.
+		if o.declared != "" && o.declared != o.recomputed {
 			if _, taken := r.byDeclared[o.declared]; !taken {
 				r.byDeclared[o.declared] = o
 			}
@@ -321,29 +332,17 @@ func (r *run) fork() *run {
 	c := *r
 	c.checks = nil
 	c.unresolved = nil // made on first use: most forks find nothing missing
+	c.details = nil
 	c.forked = true
 	return &c
 }
 
-func (r *run) join(c *run) {
-	r.checks = append(r.checks, c.checks...)
-	for k := range c.unresolved {
-		r.unresolved[k] = true
-	}
-}
-
-// forEach runs f over n items on forks of r, in parallel, and joins the
-// forks in item order.
+// forEach runs f over n items on forks of r, in parallel, and joins what
+// they found in item order (items.go).
 func (r *run) forEach(n int, f func(c *run, i int)) {
-	forks := make([]*run, n)
-	r.parallel(n, func(i int) {
-		c := r.fork()
-		f(c, i)
-		forks[i] = c
-	})
-	for _, c := range forks {
-		r.join(c)
-	}
+	it := r.newItems(n, r.workers(n))
+	r.parallelW(n, func(w, i int) { it.do(w, i, func(c *run) { f(c, i) }) })
+	r.joinItems(it)
 }
 
 // sameDocument reports whether a and b have the same canonical form. It is
@@ -391,13 +390,14 @@ func (r *run) parallel(n int, f func(int)) {
 // It writes only to o.
 func (r *run) examine(o *object) {
 	o.declared, _ = strAt(o.val, "content_hash")
+	var in []byte
 	if r.in.checked[o.id] && o.declared != "" {
 		// Held by the caller, who recomputed its hash when it stored it.
 		o.recomputed = o.declared
-	} else if in, err := canonical.HashInput(o.val); err != nil {
-		o.hashErr = err
 	} else {
-		o.recomputed = canonical.SHA256Hex(in)
+		var release func()
+		in, release = hashInput(o)
+		defer release()
 	}
 	var list []any
 	switch v := o.val["signatures"].(type) {
@@ -432,21 +432,21 @@ func (r *run) examine(o *object) {
 	}
 	// The common case, every entry checkable and valid, costs one hash
 	// input for all of them; anything else is attributed entry by entry.
-	if pending == len(list) && signature.VerifySignatures(o.val, r.in.Keys) == nil {
+	if pending == len(list) && r.allVerify(o, in) {
 		for i := range o.sigs {
-			o.sigs[i].result, o.sigs[i].detail = Verified, validDetail(o.sigs[i])
+			o.sigs[i].result, o.sigs[i].detail = Verified, r.valid.detail(o.sigs[i])
 		}
 		return
 	}
 	for i := range o.sigs {
 		if o.sigs[i].result == "" {
-			o.sigs[i] = settle(o.sigs[i], signature.VerifyEntry(o.val, i, pubs[i]), validDetail(o.sigs[i]))
+			o.sigs[i] = settle(o.sigs[i], signature.VerifyEntry(o.val, i, pubs[i]), r.valid.detail(o.sigs[i]))
 		}
 	}
 }
 
 func validDetail(sc sigCheck) string {
-	return fmt.Sprintf("valid over the canonical bytes under %s for %s", sc.keyID, sc.purpose)
+	return "valid over the canonical bytes under " + sc.keyID + " for " + sc.purpose
 }
 
 // entryMembers are the five members of a signature entry (kernel schema
@@ -475,7 +475,7 @@ func (r *run) precheck(o *object, e any) (sigCheck, crypto.PublicKey) {
 			return sc, nil
 		}
 	}
-	if allowed := signature.AllowedPurposes(o.typ); allowed != nil && !contains(allowed, sc.purpose) {
+	if allowed := purposesRefusing(o.typ, sc.purpose); allowed != nil {
 		// A signature valid over the bytes but issued for another act does
 		// not count for this one (§4 step 2 item 2), whatever its value.
 		sc.result, sc.detail = Failed, fmt.Sprintf("purpose %q may not sign a %s (allowed: %v)", sc.purpose, o.typ, allowed)
@@ -563,7 +563,7 @@ func (r *run) report() *Report {
 	}
 	rep.Scope.TransactionID = r.in.TransactionID
 	rep.Scope.Objects = []string{}
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(r.objs))
 	var first, last time.Time
 	note := func(t time.Time, ok bool) {
 		if !ok {

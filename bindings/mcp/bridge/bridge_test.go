@@ -72,6 +72,7 @@ func testServerHeaders(t *testing.T, stateless bool) (*sdk.Server, *httptest.Ser
 		return nil, echoOut(in), nil
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "roots", Description: "lists the client's roots"}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, rootsOut, error) {
+		//lint:ignore SA1019 the bridge forwards roots for clients on protocol versions before their deprecation
 		res, err := req.Session.ListRoots(ctx, nil)
 		if err != nil {
 			return nil, rootsOut{}, err
@@ -222,6 +223,7 @@ func TestBridgeForwardsEverything(t *testing.T) {
 					}
 				},
 			})
+			//lint:ignore SA1019 the bridge forwards roots for clients on protocol versions before their deprecation
 			client.AddRoots(&sdk.Root{URI: "file:///work/acme", Name: "acme"})
 			transport, done, logs := bridged(t, endpoint, agentToken)
 			cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: version})

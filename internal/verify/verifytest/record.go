@@ -13,6 +13,10 @@
 // carries the appender's and the other party's event_append signatures and
 // names an allow policy decision by the acting party.
 //
+// With Config.Rejections the obligee rejects each assertion and the
+// obligor asserts again, round after round, instead of the self-loops:
+// Large is such a record, with acts, on which every check can be run.
+//
 // Keys are generated afresh for every record and ECDSA is randomised, so
 // two records are never byte-identical: tests compare by verifying.
 package verifytest
@@ -96,6 +100,15 @@ type Config struct {
 	Categories []string
 	// BuyerRules and SupplierRules are the two mandates' approval_rules.
 	BuyerRules, SupplierRules []any
+	// Rejections fills the record past the first performance.declared
+	// with rounds of the obligee's acceptance.rejected (its response
+	// rejecting the assertion for evidence_insufficient) and the
+	// obligor's next performance.declared (fresh evidence, a fresh
+	// assertion), instead of settlement.instructed self-loops, whose guard
+	// no bundle establishes. Every check of such a record can be run: with
+	// Acts, a verifier reports no gap. When one event is left after the
+	// rounds, it is acceptance.granted of the last assertion.
+	Rejections bool
 }
 
 // Contents returns the record as bundle contents, stating RulesVersion.
@@ -173,6 +186,16 @@ func newParty(name, role string) (*Party, error) {
 
 // New builds a record with the given number of events (at least 1).
 func New(events int) (*Record, error) { return NewWith(Config{Events: events}) }
+
+// Large is the record the end-to-end benchmarks verify: events events on
+// the direct path with acts rebuilt (Config.Acts) and rounds of rejected
+// and renewed assertions (Config.Rejections), so that every check of it
+// can be run and a verifier reports no gap and no failure. Each event
+// carries the appender's and the countersigner's signatures; every other
+// object one, and each mandate its proof.
+func Large(events int) (*Record, error) {
+	return NewWith(Config{Events: events, Acts: true, Rejections: true})
+}
 
 // NewWith builds a record as cfg says.
 func NewWith(cfg Config) (*Record, error) {
@@ -473,31 +496,32 @@ func (r *Record) direct(n int) error {
 		map[string]any{"obligation_id": obl["id"]}, "pol_synthetic_activate", actHash); !more {
 		return err
 	}
-	evd, err := r.object("evidence", "evd_synthetic_0001", s, map[string]any{
-		"evidence_type": "measurement_record", "claim": "Synthetic measurements for 20 instruments",
-		"artifact_hash": termsHash, "issuer": map[string]any{"organization_id": s.Org},
-		"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, "object_issuance")
-	if err != nil {
-		return err
-	}
-	prf, err := r.object("performance_event", "prf_synthetic_0001", s, map[string]any{
-		"obligation_id": obl["id"], "asserted_quantity": "20", "unit_code": "H87",
-		"evidence_refs": []any{map[string]any{
-			"evidence_id": evd["id"], "content_hash": evd["content_hash"], "evidence_type": "measurement_record",
-			"signed_by": s.Ref(),
-		}},
-	}, "object_issuance")
-	if err != nil {
-		return err
-	}
-	_, declHash, err := r.decision("pol_synthetic_declare", s, "performance.declared", 4, core("20", obl), map[string]any{"obligation_id": obl["id"]})
+	prf, declPol, declHash, err := r.assertion(s, obl, 1, termsHash, seq+1)
 	if err != nil {
 		return err
 	}
 	if more, err := next(s, "performance.declared", "in_performance", "acceptance_pending",
-		map[string]any{"obligation_id": obl["id"], "performance_event_id": prf["id"]}, "pol_synthetic_declare", declHash); !more {
+		map[string]any{"obligation_id": obl["id"], "performance_event_id": prf["id"]}, declPol, declHash); !more {
 		return err
+	}
+	// Rejections: the obligee rejects each assertion and the obligor
+	// asserts again, while there is room for both events.
+	for round := 2; r.cfg.Rejections && n-seq >= 2; round++ {
+		obr, pol, hash, err := r.rejection(b, obl, prf, round-1, seq+1)
+		if err != nil {
+			return err
+		}
+		if _, err := next(b, "acceptance.rejected", "acceptance_pending", "in_performance",
+			map[string]any{"obligation_id": obl["id"], "obligation_response_id": obr["id"]}, pol, hash); err != nil {
+			return err
+		}
+		if prf, pol, hash, err = r.assertion(s, obl, round, termsHash, seq+1); err != nil {
+			return err
+		}
+		if more, err := next(s, "performance.declared", "in_performance", "acceptance_pending",
+			map[string]any{"obligation_id": obl["id"], "performance_event_id": prf["id"]}, pol, hash); !more {
+			return err
+		}
 	}
 	obr, err := r.object("obligation_response", "obr_synthetic_0001", b, map[string]any{
 		"obligation_id": obl["id"], "response_type": "accept", "assertion_id": prf["id"],
@@ -506,7 +530,7 @@ func (r *Record) direct(n int) error {
 	if err != nil {
 		return err
 	}
-	_, grantHash, err := r.decision("pol_synthetic_grant", b, "acceptance.granted", 5, core("20", obl), map[string]any{"assertion_id": prf["id"]})
+	_, grantHash, err := r.decision("pol_synthetic_grant", b, "acceptance.granted", seq+1, core("20", obl), map[string]any{"assertion_id": prf["id"]})
 	if err != nil {
 		return err
 	}
@@ -524,6 +548,55 @@ func (r *Record) direct(n int) error {
 			return err
 		}
 	}
+}
+
+// assertion is the obligor's round-th assertion of obl: its evidence over
+// artifact, the performance_event referencing it, and the obligor's
+// decision for performance.declared at stream sequence seq. It returns the
+// assertion, the decision's id and the act's hash. The first round's
+// objects keep the names a record without rejections has.
+func (r *Record) assertion(p *Party, obl map[string]any, round int, artifact string, seq int) (map[string]any, string, string, error) {
+	pol := "pol_synthetic_declare"
+	if round > 1 {
+		pol = fmt.Sprintf("pol_synthetic_declare_%04d", round)
+	}
+	evd, err := r.object("evidence", fmt.Sprintf("evd_synthetic_%04d", round), p, map[string]any{
+		"evidence_type": "measurement_record", "claim": "Synthetic measurements for 20 instruments",
+		"artifact_hash": artifact, "issuer": map[string]any{"organization_id": p.Org},
+		"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
+	}, "object_issuance")
+	if err != nil {
+		return nil, "", "", err
+	}
+	prf, err := r.object("performance_event", fmt.Sprintf("prf_synthetic_%04d", round), p, map[string]any{
+		"obligation_id": obl["id"], "asserted_quantity": "20", "unit_code": "H87",
+		"evidence_refs": []any{map[string]any{
+			"evidence_id": evd["id"], "content_hash": evd["content_hash"], "evidence_type": "measurement_record",
+			"signed_by": p.Ref(),
+		}},
+	}, "object_issuance")
+	if err != nil {
+		return nil, "", "", err
+	}
+	_, hash, err := r.decision(pol, p, "performance.declared", seq, core("20", obl), map[string]any{"obligation_id": obl["id"]})
+	return prf, pol, hash, err
+}
+
+// rejection is the obligee's round-th rejection, of assertion prf of obl,
+// with a reason from the closed list (obligation §5.5), and its decision
+// for acceptance.rejected at stream sequence seq. It returns the
+// response, the decision's id and the act's hash.
+func (r *Record) rejection(p *Party, obl, prf map[string]any, round, seq int) (map[string]any, string, string, error) {
+	obr, err := r.object("obligation_response", fmt.Sprintf("obr_synthetic_reject_%04d", round), p, map[string]any{
+		"obligation_id": obl["id"], "response_type": "reject", "assertion_id": prf["id"],
+		"assertion_hash": prf["content_hash"], "reason_code": "evidence_insufficient",
+	}, "object_issuance")
+	if err != nil {
+		return nil, "", "", err
+	}
+	pol := fmt.Sprintf("pol_synthetic_reject_%04d", round)
+	_, hash, err := r.decision(pol, p, "acceptance.rejected", seq, core("20", obl), map[string]any{"assertion_id": prf["id"]})
+	return obr, pol, hash, err
 }
 
 // core is the proposed_terms of an obligation act over quantity, with the

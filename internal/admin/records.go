@@ -1,0 +1,283 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/verify"
+)
+
+// The transaction pages: the list, one transaction's timeline, and the
+// verification of its record. They read the record engine's views (the
+// same the agent's get_transaction_record and list_transactions return)
+// and the exact objects behind them; they change nothing. Events and
+// objects are rendered from their types and members (words.go), so an
+// event type or object added by a later lifecycle act shows without a
+// change here.
+
+// txnRow is one line of the transactions list.
+type txnRow struct {
+	ID, State, Counterparty, Role, Item, Amount, UpdatedAt string
+	Events                                                 int
+}
+
+// timelineView is one transaction as the timeline page shows it.
+type timelineView struct {
+	ID, State, Counterparty, Role, Session, ChainStatus, Pending string
+	Notice                                                       string
+	Terminal                                                     bool
+	Item, Quantity, Amount                                       string
+	Events                                                       []eventRow
+	Objects                                                      []objectRow
+	Obligations                                                  []record.ObligationView
+	Forks                                                        []record.ForkView
+}
+
+// eventRow is one event of the timeline.
+type eventRow struct {
+	Sequence                                 int
+	ID, Type, Phrase, From, To, When, Status string
+	AppendedBy, Countersigned, Hash          string
+	Data                                     []item
+	Behind                                   []objectLink
+}
+
+// objectLink names an object an event's data refers to.
+type objectLink struct{ Member, ID, Type string }
+
+// objectRow is one object of the record, in words and as held.
+type objectRow struct {
+	ID, Type, CreatedBy, CreatedAt, Hash string
+	Words                                []item
+	JSON                                 string
+}
+
+// eventPhrases say what each event records.
+var eventPhrases = map[protocol.EventType]string{
+	protocol.EvAgreementDirect:       "Offer accepted; agreement proposed",
+	protocol.EvAgreementCommitted:    "Agreement signed by both; committed",
+	protocol.EvAgreementAmended:      "Agreement amended",
+	protocol.EvObligationActivated:   "Obligation issued",
+	protocol.EvPerformanceDeclared:   "Performance declared",
+	protocol.EvAcceptanceGranted:     "Performance accepted",
+	protocol.EvAcceptanceRejected:    "Performance rejected",
+	protocol.EvSettlementInstructed:  "Payment instructed",
+	protocol.EvTransactionCompleted:  "Transaction completed",
+	protocol.EvTransactionCancelled:  "Transaction cancelled",
+	protocol.EvTerminationAgreed:     "Termination agreed",
+	protocol.EvExceptionOpened:       "Exception opened",
+	protocol.EvRemediationAccepted:   "Remediation accepted",
+	protocol.EvExceptionResolved:     "Exception resolved",
+	protocol.EvTransactionTerminated: "Transaction terminated",
+}
+
+// EventPhrase says an event in words.
+func EventPhrase(t string) string {
+	if p, ok := eventPhrases[protocol.EventType(t)]; ok {
+		return p
+	}
+	return humanize(strings.ReplaceAll(t, ".", " "))
+}
+
+// states are the aggregate states offered by the list's filter.
+var states = []protocol.State{protocol.Draft, protocol.AgreementPending, protocol.Committed, protocol.InPerformance,
+	protocol.AcceptancePending, protocol.SettlementPending, protocol.ExceptionOpen, protocol.Completed,
+	protocol.Cancelled, protocol.Expired, protocol.Terminated}
+
+func (h *handler) noRecord(w http.ResponseWriter, r *http.Request) bool {
+	if h.rec != nil {
+		return false
+	}
+	h.show(w, r, http.StatusServiceUnavailable, pageData{Title: "Transactions", Kind: "error",
+		Error: "this admin listener has no record engine mounted, so it has no transactions to show"})
+	return true
+}
+
+// terms returns the terms that stand for a transaction: the agreement's,
+// or else the latest offer's.
+func (h *handler) terms(r *http.Request, txn string) map[string]any {
+	st := h.rec.Org().Store
+	for _, t := range []protocol.ObjectType{protocol.Agreement, protocol.Offer} {
+		raws, err := st.TransactionObjectsOfType(r.Context(), txn, string(t))
+		if err != nil || len(raws) == 0 {
+			continue
+		}
+		o, err := canonical.DecodeObject(raws[len(raws)-1])
+		if err != nil {
+			continue
+		}
+		if terms := sub(sub(o, "payload"), "terms"); terms != nil {
+			return terms
+		}
+	}
+	return nil
+}
+
+func (h *handler) transactions(w http.ResponseWriter, r *http.Request) {
+	if h.noRecord(w, r) {
+		return
+	}
+	state := r.URL.Query().Get("state")
+	if state != "" && !slices.Contains(states, protocol.State(state)) {
+		state = ""
+	}
+	page, err := h.rec.ListTransactions(r.Context(), record.ListFilter{State: state, Limit: 100, Cursor: r.URL.Query().Get("before")})
+	d := pageData{Title: "Transactions", Kind: "transactions", Filter: state, Rows: []txnRow{}, Next: page.Next}
+	for _, s := range states {
+		d.States = append(d.States, string(s))
+	}
+	if err != nil {
+		_, d.Error = describeErr(err)
+	}
+	for _, t := range page.Transactions {
+		core := sub(h.terms(r, t.TransactionID), "core")
+		d.Rows = append(d.Rows, txnRow{ID: t.TransactionID, State: t.State, Counterparty: t.Counterparty, Role: t.Role,
+			Item: str(core["description"]), Amount: Money(core["total"]), UpdatedAt: t.UpdatedAt, Events: t.Events})
+	}
+	h.show(w, r, http.StatusOK, d)
+}
+
+// timeline builds a transaction's timeline.
+func (h *handler) timeline(r *http.Request, id string) (timelineView, error) {
+	v, err := h.rec.Transaction(r.Context(), id)
+	if err != nil {
+		return timelineView{}, err
+	}
+	tv := timelineView{ID: v.TransactionID, State: v.State, Counterparty: v.Counterparty, Role: v.Role, Session: v.SessionID,
+		ChainStatus: v.ChainStatus, Pending: v.Pending, Terminal: protocol.State(v.State).Terminal(),
+		Obligations: v.Obligations, Forks: v.Forks}
+	if v.Notice != nil {
+		b, _ := json.Marshal(v.Notice)
+		var n map[string]any
+		_ = json.Unmarshal(b, &n)
+		var parts []string
+		for _, it := range Words("", n) {
+			parts = append(parts, it.Label+": "+it.Value)
+		}
+		tv.Notice = strings.Join(parts, "; ")
+	}
+	core := sub(h.terms(r, id), "core")
+	tv.Item, tv.Amount = str(core["description"]), Money(core["total"])
+	tv.Quantity = Quantity(str(core["quantity"]), str(core["unit_code"]), str(core["unit_name"]))
+	types := map[string]string{}
+	for _, o := range v.Objects {
+		types[o.ID] = o.ObjectType
+	}
+	st := h.rec.Org().Store
+	for _, o := range v.Objects {
+		row := objectRow{ID: o.ID, Type: o.ObjectType, CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt}
+		if raw, err := st.GetObject(r.Context(), o.ID); err == nil {
+			var buf bytes.Buffer
+			if json.Indent(&buf, raw, "", "  ") == nil {
+				row.JSON = buf.String()
+			}
+			if m, err := canonical.DecodeObject(raw); err == nil {
+				row.Hash = str(m["content_hash"])
+				row.Words = Words("", m["payload"])
+			}
+		}
+		tv.Objects = append(tv.Objects, row)
+	}
+	for _, e := range v.Events {
+		row := eventRow{Sequence: e.Sequence, ID: e.EventID, Type: e.EventType, Phrase: EventPhrase(e.EventType), From: e.FromState, To: e.ToState,
+			When: e.OccurredAt, Status: e.Status, AppendedBy: e.AppendedBy, Hash: e.ContentHash}
+		var others []string
+		for _, s := range e.SignedBy {
+			if s != e.AppendedBy {
+				others = append(others, s)
+			}
+		}
+		row.Countersigned = strings.Join(others, ", ")
+		keys := make([]string, 0, len(e.Data))
+		for k := range e.Data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if id, ok := e.Data[k].(string); ok && types[id] != "" {
+				row.Behind = append(row.Behind, objectLink{Member: humanize(k), ID: id, Type: types[id]})
+				continue
+			}
+			row.Data = append(row.Data, Words(humanize(k), e.Data[k])...)
+		}
+		tv.Events = append(tv.Events, row)
+	}
+	return tv, nil
+}
+
+func (h *handler) transaction(w http.ResponseWriter, r *http.Request) {
+	if h.noRecord(w, r) {
+		return
+	}
+	tv, err := h.timeline(r, r.PathValue("id"))
+	if err != nil {
+		h.txnError(w, r, err)
+		return
+	}
+	h.show(w, r, http.StatusOK, pageData{Title: "Transaction " + tv.ID, Kind: "timeline", Timeline: &tv})
+}
+
+func (h *handler) txnError(w http.ResponseWriter, r *http.Request, err error) {
+	code, detail := describeErr(err)
+	var ref *reason.Refusal
+	if errors.As(err, &ref) {
+		code = http.StatusNotFound
+	}
+	h.show(w, r, code, pageData{Title: "Transaction", Kind: "error", Error: detail})
+}
+
+// reportView is a verification report as the page shows it.
+type reportView struct {
+	Verdict, Class, RulesVersion, VerifiedAt string
+	Counts                                   verify.Counts
+	Failed, Gaps, Verified                   []verify.Check
+	Unresolved, Undisclosed, Unregistered    []string
+}
+
+// verifyRecord runs the seven steps of evidence verification over this
+// instance's record of the transaction exactly as a third party would over
+// its export (export.VerifyTransaction), and shows the report.
+func (h *handler) verifyRecord(w http.ResponseWriter, r *http.Request) {
+	if h.noRecord(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	tv, err := h.timeline(r, id)
+	if err != nil {
+		h.txnError(w, r, err)
+		return
+	}
+	rep, err := export.VerifyTransaction(r.Context(), h.rec.Org().Store, id)
+	if err != nil {
+		h.txnError(w, r, err)
+		return
+	}
+	rv := reportView{RulesVersion: rep.RulesVersion, VerifiedAt: rep.VerifiedAt, Counts: rep.Results,
+		Failed: rep.Failures(), Gaps: rep.Gaps(), Unresolved: rep.UnresolvedReferences, Undisclosed: rep.UndisclosedStreams,
+		Unregistered: rep.UnregisteredTypes}
+	for _, c := range rep.Checks {
+		if c.Result == verify.Verified {
+			rv.Verified = append(rv.Verified, c)
+		}
+	}
+	switch {
+	case rep.Results.Failed > 0:
+		rv.Verdict, rv.Class = "failed", "bad"
+	case rep.Results.NotCheckable > 0:
+		rv.Verdict, rv.Class = "verified, with checks that could not be made (not checkable)", "gap"
+	default:
+		rv.Verdict, rv.Class = "verified", "ok"
+	}
+	h.log.Info("admin: record verified", "transaction_id", id, "failed", rep.Results.Failed, "not_checkable", rep.Results.NotCheckable)
+	h.show(w, r, http.StatusOK, pageData{Title: "Verify " + id, Kind: "verify", Timeline: &tv, Report: &rv})
+}

@@ -1,0 +1,56 @@
+package bundle_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/partyd/party/internal/bundle"
+	"github.com/partyd/party/internal/verify/verifytest"
+)
+
+// ReadValues reads what Read reads, without the bytes, and refuses a
+// malformed file with the error Read gives, naming the first malformed
+// file in name order however the files were spread over workers.
+func TestReadValues(t *testing.T) {
+	rec, err := verifytest.New(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if err := bundle.Write(dir, rec.Contents(), bundle.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := bundle.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := bundle.ReadValues(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vals.Objects) != len(full.Objects) || len(vals.Mandates) != len(full.Mandates) {
+		t.Fatalf("%d objects and %d mandates, Read gives %d and %d", len(vals.Objects), len(vals.Mandates), len(full.Objects), len(full.Mandates))
+	}
+	for i, d := range vals.Objects {
+		if d.Bytes != nil || d.Path != full.Objects[i].Path || !reflect.DeepEqual(d.Value, full.Objects[i].Value) {
+			t.Errorf("%s: ReadValues reads another document than Read", full.Objects[i].Path)
+		}
+	}
+	if !reflect.DeepEqual(vals.MandateValues(), full.MandateValues()) || !reflect.DeepEqual(vals.Manifest, full.Manifest) || vals.Keys.Len() != full.Keys.Len() {
+		t.Error("ReadValues reads other mandates, manifest or keys than Read")
+	}
+
+	for _, name := range []string{rec.EventIDs[30], rec.EventIDs[3], rec.EventIDs[17]} {
+		if err := os.WriteFile(filepath.Join(dir, "objects", name+".json"), []byte(`{"id":1,"id":2}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err1 := bundle.Read(dir)
+	_, err2 := bundle.ReadValues(dir)
+	if err1 == nil || err2 == nil || err1.Error() != err2.Error() || !strings.Contains(err2.Error(), rec.EventIDs[3]) {
+		t.Errorf("Read: %v; ReadValues: %v; want both about %s", err1, err2, rec.EventIDs[3])
+	}
+}

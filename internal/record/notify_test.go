@@ -1,0 +1,57 @@
+package record_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/recordtest"
+)
+
+// changeLog collects the changes one engine announces.
+type changeLog struct {
+	mu  sync.Mutex
+	got []record.Change
+}
+
+func (l *changeLog) add(c record.Change) { l.mu.Lock(); l.got = append(l.got, c); l.mu.Unlock() }
+
+func (l *changeLog) states(txn string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, c := range l.got {
+		if c.TransactionID == txn {
+			out = append(out, c.State)
+		}
+	}
+	return out
+}
+
+// Both sides announce every commit of a formation: the offer stored, each
+// event appended, countersigned and its countersignature stored, with the
+// state the record reached; a cancelled subscription hears nothing more.
+func TestChangesAnnouncedOnBothSides(t *testing.T) {
+	t.Parallel()
+	b, s, _ := recordtest.Pair(t)
+	var bl, sl changeLog
+	cancelB := b.Engine.Subscribe(bl.add)
+	s.Engine.Subscribe(sl.add)
+	txn := recordtest.Form(t, b, s, "3200.00")
+	for name, l := range map[string]*changeLog{"buyer": &bl, "supplier": &sl} {
+		st := l.states(txn)
+		if len(st) < 3 || st[0] != "draft" || st[len(st)-1] != "committed" || !slices.Contains(st, "agreement_pending") {
+			t.Fatalf("%s announced %v", name, st)
+		}
+	}
+	cancelB()
+	n := len(bl.states(txn))
+	o := recordtest.Offer(t, s, "100.00")
+	if got := len(bl.states(o.TransactionID)); got != 0 || len(bl.states(txn)) != n {
+		t.Fatalf("a cancelled subscription still heard %d changes", got)
+	}
+	if st := sl.states(o.TransactionID); len(st) == 0 || st[0] != "draft" {
+		t.Fatalf("the supplier's own offer was not announced: %v", st)
+	}
+}
