@@ -204,7 +204,6 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		// The transaction pages read the record through the engine.
 		adminOpts = append(adminOpts, admin.WithRecord(d.Engine))
 	}
-	}
 	servers := []*http.Server{
 		{Handler: mcp.AgentsHandler(agentServers, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
