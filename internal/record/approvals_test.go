@@ -296,3 +296,66 @@ func sameHolding(t *testing.T, what string, before, after held) {
 		t.Fatalf("%s changed:\nbefore %+v\nafter  %+v", what, before, after)
 	}
 }
+
+// TestApprovalReleasesHeldSettlementInstruction (issue 14 item 5): a rule on
+// settlement.instruct holds the buyer's payment instruction before the rail
+// is called; the hold sends nothing, moves no money and leaves both records
+// as they were; approved, the same instruction is taken, the rail moves the
+// money once, and both records verify clean with the approval checked.
+func TestApprovalReleasesHeldSettlementInstruction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	bm := tradingMandate(t, b, "org_delta", []string{"obligation.activated", "acceptance.granted", "settlement.instruct"}, ruleOn("settlement.instruct", "org_northstar"))
+	txn := recordtest.Form(t, b, s, "3200.00")
+	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: bm, TransactionID: txn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obl := out.Objects["obligation"]
+	assertPerformance(t, s, obl, "20")
+	if out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: bm, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != protocol.SettlementPending {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+
+	before := holding(t, b, txn)
+	pay := record.InstructInput{MandateID: bm, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-held-000001"}
+	_, err = b.Engine.InstructSettlement(ctx, pay)
+	req := heldUnder(t, "settlement.instruct under the rule", err)
+	sameHolding(t, "the buyer's record after the hold", before, holding(t, b, txn))
+	if len(s.Pending(t)) != 0 || len(b.Pending(t)) != 0 {
+		t.Fatal("a held instruction sent something")
+	}
+	if n := sandbox(t, b).Executions(pay.IdempotencyKey); n != 0 {
+		t.Fatalf("a held instruction moved money %d times", n)
+	}
+	list := pendingRequests(t, b, "settlement.instruct")
+	if len(list) != 1 || list[0].RequestID != req || list[0].TransactionID != txn {
+		t.Fatalf("the principal's list: %+v", list)
+	}
+	apr, err := b.Princ.Decide(ctx, req, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = b.Engine.InstructSettlement(ctx, pay)
+	if err != nil || out.Status != record.StatusRecorded || out.State != protocol.SettlementPending {
+		t.Fatalf("the released instruction: %+v %v", out, err)
+	}
+	if n := sandbox(t, b).Executions(pay.IdempotencyKey); n != 1 {
+		t.Fatalf("the released instruction moved money %d times", n)
+	}
+	types := recordtest.SameRecord(t, b, s, txn, 6)
+	if types[5] != "settlement.instructed" {
+		t.Fatalf("events %v", types)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		rep := verifiesClean(t, sd, txn)
+		approved := false
+		for _, c := range rep.Checks {
+			approved = approved || c.Name == "approval" && c.Result == "verified" && strings.Contains(c.Detail, apr["id"].(string))
+		}
+		if !approved {
+			t.Fatalf("%s's verifier does not find the approval of settlement.instruct", sd.Node.Org.Config().OrganizationID)
+		}
+	}
+}
