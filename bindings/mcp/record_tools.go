@@ -74,9 +74,9 @@ func RecordTools(e *record.Engine) []Tool {
 		Typed(Tool{
 			Name:  "list_inbox",
 			Title: "Offers waiting for you",
-			Description: "Buyer side. Lists the counterparties' offers you can still accept (latest of each draft transaction, not lapsed). With mandate_id, " +
-				"each offer carries acceptance_act: the exact act document accept_offer will be evaluated as. Pass it to verify_mandate, and to request_approval " +
-				"if held, before calling accept_offer.",
+			Description: "Lists the counterparties' offers you can still accept (latest of each draft transaction, not lapsed), and amendment offers " +
+				"on committed deals (amendment: true, accepted with accept_amendment). With mandate_id, each offer carries acceptance_act: the exact act " +
+				"document accept_offer (or accept_amendment) will be evaluated as. Pass it to verify_mandate, and to request_approval if held, before accepting.",
 			ReadOnly: true, Idempotent: true,
 		}, func(ctx context.Context, in InboxArgs) (InboxResult, error) {
 			items, err := e.Inbox(ctx, in.MandateID, int(in.Limit))
@@ -94,8 +94,9 @@ func RecordTools(e *record.Engine) []Tool {
 			Name:  "issue_obligation",
 			Title: "Issue the counterparty's obligation",
 			Description: "Obligee side, after committed. Issues the counterparty's duty under the committed agreement (subject bound to its terms_hash, " +
-				"profile and a term path; quantity, unit and consideration from the terms) and records obligation.activated (committed → in_performance). " +
-				"The decision covers {action_type: obligation.activated, proposed_terms: {core: {quantity, unit_code, total}}, agreement_id}.",
+				"profile and a term path; quantity, unit and consideration from the terms, or one obligation per deliverable) and records obligation.activated " +
+				"(committed → in_performance). The decision covers {action_type: obligation.activated, proposed_terms: {core: {quantity, unit_code, total}}, agreement_id}, " +
+				"one per obligation.",
 		}, e.IssueObligation),
 		actTool(e, Tool{
 			Name:  "assert_performance",
@@ -109,7 +110,8 @@ func RecordTools(e *record.Engine) []Tool {
 			Title: "Accept or reject an assertion",
 			Description: "Obligee side. Answers the latest assertion, bound to its exact hash: accept (acceptance.granted → settlement_pending; accepting " +
 				"less than owed issues a remainder obligation) or reject with a registered reason_code (acceptance.rejected → in_performance; the obligor " +
-				"may assert again). The decision covers {action_type: acceptance.granted|acceptance.rejected, proposed_terms: {core: {quantity, unit_code, total}}, assertion_id}.",
+				"may assert again). A waiver is not an answer: use waive_obligation. The decision covers {action_type: acceptance.granted|acceptance.rejected, " +
+				"proposed_terms: {core: {quantity, unit_code, total}}, assertion_id}.",
 		}, e.Respond),
 		actTool(e, Tool{
 			Name:  "instruct_settlement",
@@ -134,15 +136,67 @@ func RecordTools(e *record.Engine) []Tool {
 			Name:  "complete_transaction",
 			Title: "Close a settled transaction",
 			Description: "Either party, in settlement_pending. Records transaction.completed (→ completed) once every obligation is accepted " +
-				"(or waived) and every consideration has a succeeded receipt; otherwise refused with A202-STATE-TRANSITION-DENIED saying what is " +
+				"(or waived, or released) and every consideration has a succeeded receipt; otherwise refused with A202-STATE-TRANSITION-DENIED saying what is " +
 				"missing. The event seals the record with audit_bundle_hash. The decision covers {action_type: transaction.complete, " +
 				"proposed_terms: <the agreement's terms>, agreement_id}.",
 		}, e.CompleteTransaction),
+		actTool(e, Tool{
+			Name:  "cancel_transaction",
+			Title: "Cancel a transaction before commitment",
+			Description: "Either party, in draft or agreement_pending (for instance when the offeror's own policy declined to sign the agreement: both " +
+				"instances then show a notice). Records transaction.cancelled (→ cancelled), countersigned; nothing follows a cancelled transaction. " +
+				"A committed one is ended with propose_termination instead. The decision covers {action_type: transaction.cancel, proposed_terms: " +
+				"<the latest offer's terms>}.",
+		}, e.CancelTransaction),
+		actTool(e, Tool{
+			Name:  "waive_obligation",
+			Title: "Release a duty you are owed",
+			Description: "Obligee side. Releases the obligor from an obligation you no longer want (pending, or rejected; a partial acceptance's " +
+				"remainder included, which settlement_pending gives no way to perform) by your signed waive response: the obligation is waived in " +
+				"both records and completion no longer waits for it. An assertion still outstanding is answered first. The decision covers " +
+				"{action_type: obligation.waive, proposed_terms: {core: {quantity, unit_code, total: its consideration, or 0}}, obligation_id}.",
+		}, e.WaiveObligation),
+		actTool(e, Tool{
+			Name:  "propose_termination",
+			Title: "Propose to end a committed deal by agreement",
+			Description: "Either party, in committed, in_performance, acceptance_pending or settlement_pending. Signs the termination record of the " +
+				"transaction as it stands (every obligation not yet terminal named, disposition released; its hash is returned as termination_record_hash) " +
+				"and sends your signature to the counterparty, whose agent agrees with agree_termination. The counterparty's get_transaction_record lists " +
+				"it under termination_proposals. If the record moves on before it is agreed, propose again. The decision covers {action_type: " +
+				"termination.agree, proposed_terms: <the agreement's terms>, agreement_id}.",
+		}, e.ProposeTermination),
+		actTool(e, Tool{
+			Name:  "agree_termination",
+			Title: "Agree to the counterparty's termination",
+			Description: "The party that did not propose. Agrees to the counterparty's proposal for the record as it stands: your signature over the " +
+				"same termination record hash and termination.agreed (→ terminated), countersigned; every open obligation is released in both records. " +
+				"Refused with A202-STATE-TRANSITION-DENIED when no current proposal of the counterparty's is held. The decision covers {action_type: " +
+				"termination.agree, proposed_terms: <the agreement's terms>, agreement_id}.",
+		}, e.AgreeTermination),
+		actTool(e, Tool{
+			Name:  "propose_amendment",
+			Title: "Offer new terms for a committed deal",
+			Description: "Either party, in committed or in_performance. Signs a fresh offer with the complete new terms on the transaction and delivers " +
+				"it; the counterparty accepts it with accept_amendment. The first amendment offer supersedes nothing; a counter-offer within the " +
+				"amendment names the preceding one (else A202-OFFER-STALE). The decision covers {action_type: offer.submit, proposed_terms: <terms>}.",
+		}, e.ProposeAmendment),
+		actTool(e, Tool{
+			Name:  "accept_amendment",
+			Title: "Accept new terms and amend the agreement",
+			Description: "The offeree of an amendment offer (list_inbox shows it with amendment: true). Accepts it over its exact hash and records a new " +
+				"agreement version (previous_version_id: the agreement in force, kept unchanged), signed by both, with agreement.amended, countersigned, " +
+				"the state unchanged. Duties you are owed that the new terms add are issued as new obligations under it (add_obligations); duties it " +
+				"drops are waived (waive_obligation_ids); the obligations in force must then owe the new terms (else A202-OBLIGATION-TERMS-MUTATED). " +
+				"Existing obligations keep their version's terms_hash. The decision covers acceptance_act from list_inbox ({action_type: agreement.amend, " +
+				"proposed_terms: <the new terms>, agreement_id: the version amended}).",
+		}, e.AcceptAmendment),
 		Typed(Tool{
 			Name:  "get_transaction_record",
 			Title: "A transaction's record",
 			Description: "Shows a transaction as this instance holds it: every event with from → to states, who signed it and whether it is recorded or " +
-				"pending, the chain status (intact, forked or broken), forks kept, the objects, and the current state. An unknown transaction is refused.",
+				"pending, the chain status (intact, forked or broken), forks kept, the objects, every obligation's state (pending, asserted, accepted, " +
+				"rejected, waived, released), termination records proposed and not yet agreed (termination_proposals; current ones can be agreed), a " +
+				"notice when an act did not go through, and the current state. An unknown transaction is refused.",
 			ReadOnly: true, Idempotent: true,
 		}, func(ctx context.Context, in TransactionArgs) (record.TransactionView, error) {
 			return e.Transaction(ctx, in.TransactionID)

@@ -28,12 +28,15 @@ func TestRecordToolsListed(t *testing.T) {
 		if tl.Annotations.OpenWorldHint == nil {
 			t.Errorf("%s has no openWorldHint", tl.Name)
 		}
-		if slices.Contains([]string{"propose_offer", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion"}, tl.Name) &&
+		if slices.Contains([]string{"propose_offer", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion",
+			"cancel_transaction", "waive_obligation", "propose_termination", "agree_termination", "propose_amendment", "accept_amendment"}, tl.Name) &&
 			(!*tl.Annotations.OpenWorldHint || tl.Annotations.ReadOnlyHint) {
 			t.Errorf("%s reaches the counterparty and records: annotations %+v", tl.Name, tl.Annotations)
 		}
 	}
-	for _, want := range []string{"propose_offer", "withdraw_offer", "list_inbox", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion", "get_transaction_record", "list_transactions"} {
+	for _, want := range []string{"propose_offer", "withdraw_offer", "list_inbox", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion",
+		"cancel_transaction", "waive_obligation", "propose_termination", "agree_termination", "propose_amendment", "accept_amendment",
+		"get_transaction_record", "list_transactions"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("missing tool %s", want)
 		}

@@ -7,6 +7,16 @@
 // and prints a timeline. It exits 0 only if everything held.
 //
 //	go run ./examples/two-party [--out DIR] [--keep-running]
+//
+// The walkthrough stays on the happy path. With --keep-running both
+// instances stay up; once each principal has issued its agent a mandate
+// listing them (party mandate issue; the walkthrough's own mandates cover
+// its one transaction), an agent can try the acts that walk away or change
+// course: cancel_transaction, propose_termination and agree_termination,
+// waive_obligation, propose_amendment and accept_amendment, and several
+// deliverables per agreement. docs/cli.md, "After the walkthrough", shows
+// each call; internal/record/lifecycle_test.go runs each between two
+// instances.
 package main
 
 import (

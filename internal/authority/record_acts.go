@@ -26,10 +26,33 @@ import (
 //	transaction.completed transaction.complete    the agreement's terms                  agreement_id
 //	transaction.cancelled transaction.cancel      the latest offer's terms               —
 //	termination.agreed    termination.agree       the agreement's terms                  agreement_id
-//	agreement.amended     agreement.amend         the new version's terms                agreement_id
+//	agreement.amended     agreement.amend         the new version's terms                agreement_id: the version
+//	                                                                                     it amends
 //
 // On agreement.direct an offeror's appending would be its offer.submit;
 // only the offeree appends it.
+//
+// An event may carry, besides the act its data names, further acts of the
+// same party at the same position (riders: a second obligation issued with
+// the first, an assertion of each obligation still owed, a response to
+// each outstanding assertion, the duties an amendment adds or waives).
+// Each rider is its own act with its own decision, and its document is
+// rebuilt from its object alone (ObjectAct):
+//
+//	object                       act                     proposed_terms                         references
+//	obligation                   obligation.activated    core{quantity, unit_code, total}       agreement_id
+//	performance_event            performance.declared    core{asserted quantity, unit,          obligation_id
+//	                                                     the obligation's consideration}
+//	obligation_response accept   acceptance.granted      core{accepted quantity, unit,          assertion_id
+//	                                                     consideration}
+//	obligation_response reject   acceptance.rejected     as granted, the asserted quantity      assertion_id
+//	obligation_response waive    obligation.waive        core{quantity, unit_code, total}       obligation_id
+//	                                                     of the obligation waived; total is
+//	                                                     its consideration, or zero in the
+//	                                                     agreement's currency when it has none
+//
+// A waiver travelling on its own (no event) is evaluated by the same
+// document.
 
 // Document is an act's document as both parties build it (decisions.md 6;
 // docs/record-protocol.md decision 4): ActDocument with, when the acting
@@ -134,9 +157,27 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 		if _, p := named("offer_id", protocol.Offer); p != nil {
 			terms = termsOf(p)
 		}
-	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed, protocol.EvAgreementAmended:
+	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed:
 		if id, p := named("agreement_id", protocol.Agreement); p != nil {
 			terms, refs = termsOf(p), map[string]any{"agreement_id": id}
+		}
+	case protocol.EvAgreementAmended:
+		// The new version's terms; the reference is the version it amends,
+		// which the acting party knows before the new version exists (an
+		// approval can bind the act before it is made).
+		if id := str(data["agreement_id"]); id != "" {
+			if o := get(id); typeOf(o) == protocol.Agreement {
+				p, _ := o["payload"].(map[string]any)
+				prev := str(o["previous_version_id"])
+				if prev == "" {
+					return nil, nil, fmt.Sprintf("agreement %s amends no version", id)
+				}
+				terms, refs = termsOf(p), map[string]any{"agreement_id": prev}
+			} else {
+				why = fmt.Sprintf("the agreement %s is not held, so the act cannot be rebuilt", id)
+			}
+		} else {
+			why = "the event names no agreement"
 		}
 	case protocol.EvObligationActivated:
 		if _, p := named("obligation_id", protocol.Obligation); p != nil {
@@ -179,6 +220,84 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 		return nil, nil, fmt.Sprintf("no act document is registered for %s", event)
 	}
 	return terms, refs, why
+}
+
+// ObjectAct returns the act an obligation-level object records on its own
+// (a rider, or a waiver travelling without an event; see the table at the
+// top of this file): its name, proposed terms and references, rebuilt from
+// the object and the objects it names, or why they cannot be.
+func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs map[string]any, why string) {
+	p, _ := obj["payload"].(map[string]any)
+	obligation := func(id string) map[string]any {
+		o := get(id)
+		if typeOf(o) != protocol.Obligation {
+			why = fmt.Sprintf("the obligation %s is not held, so the act cannot be rebuilt", orNone(id))
+			return nil
+		}
+		op, _ := o["payload"].(map[string]any)
+		return op
+	}
+	switch typeOf(obj) {
+	case protocol.Obligation:
+		return protocol.ActObligationActivated, CoreTerms(str(p["quantity"]), str(p["unit_code"]), p["consideration"]), map[string]any{"agreement_id": p["agreement_id"]}, ""
+	case protocol.PerformanceEvent:
+		op := obligation(str(p["obligation_id"]))
+		if op == nil {
+			return protocol.ActPerformanceDeclared, nil, nil, why
+		}
+		return protocol.ActPerformanceDeclared, CoreTerms(str(p["asserted_quantity"]), str(p["unit_code"]), op["consideration"]), map[string]any{"obligation_id": p["obligation_id"]}, ""
+	case protocol.ObligationResponse:
+		op := obligation(str(p["obligation_id"]))
+		switch str(p["response_type"]) {
+		case "accept":
+			if op == nil {
+				return protocol.ActAcceptanceGranted, nil, nil, why
+			}
+			return protocol.ActAcceptanceGranted, CoreTerms(str(p["accepted_quantity"]), str(op["unit_code"]), op["consideration"]), map[string]any{"assertion_id": p["assertion_id"]}, ""
+		case "reject":
+			if op == nil {
+				return protocol.ActAcceptanceRejected, nil, nil, why
+			}
+			prf := get(str(p["assertion_id"]))
+			if typeOf(prf) != protocol.PerformanceEvent {
+				return protocol.ActAcceptanceRejected, nil, nil, fmt.Sprintf("the assertion %s is not held, so the act cannot be rebuilt", orNone(str(p["assertion_id"])))
+			}
+			pp, _ := prf["payload"].(map[string]any)
+			return protocol.ActAcceptanceRejected, CoreTerms(str(pp["asserted_quantity"]), str(op["unit_code"]), op["consideration"]), map[string]any{"assertion_id": p["assertion_id"]}, ""
+		case "waive":
+			if op == nil {
+				return protocol.ActObligationWaive, nil, nil, why
+			}
+			total, why := WaivedConsideration(op, get)
+			if why != "" {
+				return protocol.ActObligationWaive, nil, nil, why
+			}
+			return protocol.ActObligationWaive, CoreTerms(str(op["quantity"]), str(op["unit_code"]), total), map[string]any{"obligation_id": p["obligation_id"]}, ""
+		}
+		return "", nil, nil, fmt.Sprintf("response type %q records no act", str(p["response_type"]))
+	}
+	return "", nil, nil, fmt.Sprintf("a %s records no act of its own", typeOf(obj))
+}
+
+// WaivedConsideration is the total of a waiver's act document: what the
+// waiver releases in money, the obligation's consideration, or, for an
+// obligation that carries none (a partial acceptance's remainder, whose
+// consideration stays on the duty it came from), zero in the agreement's
+// currency, so that a mandate's limits on $.proposed_terms.core.total
+// evaluate a waiver as they evaluate every other act.
+func WaivedConsideration(obligation map[string]any, get Lookup) (any, string) {
+	if c, ok := obligation["consideration"].(map[string]any); ok && len(c) > 0 {
+		return c, ""
+	}
+	agr := get(str(obligation["agreement_id"]))
+	if typeOf(agr) != protocol.Agreement {
+		return nil, fmt.Sprintf("the agreement %s is not held, so the act cannot be rebuilt", orNone(str(obligation["agreement_id"])))
+	}
+	p, _ := agr["payload"].(map[string]any)
+	terms, _ := p["terms"].(map[string]any)
+	core, _ := terms["core"].(map[string]any)
+	total, _ := core["total"].(map[string]any)
+	return map[string]any{"currency": str(total["currency"]), "amount": "0"}, ""
 }
 
 func typeOf(o map[string]any) protocol.ObjectType {

@@ -97,6 +97,14 @@ func (a Decimal) Sub(b Decimal) Decimal {
 	return r
 }
 
+// Add returns a+b exactly.
+func (a Decimal) Add(b Decimal) Decimal {
+	var r Decimal
+	ctx := apd.BaseContext.WithPrecision(60)
+	_, _ = ctx.Add(&r.d, &a.d, &b.d)
+	return r
+}
+
 // Sign returns -1, 0 or +1.
 func (a Decimal) Sign() int { return a.d.Sign() }
 

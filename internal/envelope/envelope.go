@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,6 +180,12 @@ type Spec struct {
 	// Payload is the object-specific content, already in decoded JSON
 	// form. New does not copy it; the caller hands it over.
 	Payload map[string]any
+	// PreviousVersionID and Version make the object a later version of
+	// another (canonical model §3: version rises by one and
+	// previous_version_id names the version superseded). Empty and zero
+	// make a first version.
+	PreviousVersionID string
+	Version           int
 }
 
 // New returns a version-1 envelope object: spec_version, id, object_type,
@@ -221,15 +228,22 @@ func New(s Spec) (map[string]any, error) {
 	if s.Payload == nil {
 		return nil, errors.New("envelope: payload is not set")
 	}
+	version, prev := json.Number("1"), any(nil)
+	if s.PreviousVersionID != "" {
+		if s.Version < 2 {
+			return nil, fmt.Errorf("envelope: a later version of %s needs a version above 1", s.PreviousVersionID)
+		}
+		version, prev = json.Number(strconv.Itoa(s.Version)), s.PreviousVersionID
+	}
 	return map[string]any{
 		"spec_version":        SpecVersion,
 		"id":                  id,
 		"object_type":         s.ObjectType,
-		"version":             json.Number("1"),
+		"version":             version,
 		"created_at":          Timestamp(s.CreatedAt),
 		"created_by":          by,
 		"transaction_id":      txn,
-		"previous_version_id": nil,
+		"previous_version_id": prev,
 		"payload":             s.Payload,
 		"signatures":          []any{},
 	}, nil

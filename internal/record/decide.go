@@ -20,11 +20,21 @@ import (
 // organisation's agent, under mandateID, and returns its view. id may name
 // the object (a commitment whose id the agreement named); empty draws one.
 func (e *Engine) newObject(t protocol.ObjectType, txn, mandateID string, payload map[string]any, purpose string, now time.Time, id string) (*Obj, error) {
+	return e.newVersion(t, txn, mandateID, payload, purpose, now, id, nil)
+}
+
+// newVersion is newObject for a later version of prev (nil: a first
+// version): version prev's + 1, previous_version_id prev's id.
+func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payload map[string]any, purpose string, now time.Time, id string, prev *Obj) (*Obj, error) {
 	cfg := e.o.Config()
-	m, err := envelope.New(envelope.Spec{
+	spec := envelope.Spec{
 		ObjectType: string(t), ID: id, TransactionID: txn, CreatedAt: now, Payload: payload,
 		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, MandateID: mandateID},
-	})
+	}
+	if prev != nil {
+		spec.PreviousVersionID, spec.Version = prev.ID(), intOf(prev.m["version"])+1
+	}
+	m, err := envelope.New(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -126,12 +126,28 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			if st.t.Counterparty != in.Counterparty {
 				return refusef(reason.StreamMismatch, "transaction %s is held with %s", txn, st.t.Counterparty)
 			}
-			if st.State() != protocol.Draft {
-				return refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft", txn, st.t.State)
-			}
 			last, err := e.latestOffer(ctx, txn)
 			if err != nil {
 				return err
+			}
+			if st.State() != protocol.Draft {
+				if !amending(st) {
+					return refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft, and amendment offers in committed or in_performance", txn, st.t.State)
+				}
+				// An amendment offer (amendment.go).
+				agr, err := e.agreementOf(ctx, txn)
+				if err != nil {
+					return err
+				}
+				if agr == nil {
+					return refusef(reason.StateTransitionDenied, "transaction %s has no agreement to amend", txn)
+				}
+				want := amendmentSupersedes(agr, last)
+				if (want == nil && in.SupersedesOfferID != "") || (want != nil && in.SupersedesOfferID != want) {
+					return refusef(reason.OfferStale, "an amendment offer supersedes %v (the session's latest open offer, or none when the last offer is the agreed one), not %q", orNoneAny(want), in.SupersedesOfferID)
+				}
+				supersedes = want
+				return nil
 			}
 			if last != nil {
 				if in.SupersedesOfferID != last.ID() {
@@ -178,7 +194,16 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 	})
 }
 
-// receiveOffer is the offeree's side of an offer.
+// orNoneAny shows a value that may be nil.
+func orNoneAny(v any) any {
+	if v == nil {
+		return "(none)"
+	}
+	return v
+}
+
+// receiveOffer is the offeree's side of an offer, in draft or, amending
+// the agreement, in committed or in_performance.
 func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error) {
 	offer, pol := r.one(protocol.Offer), r.one(protocol.PolicyDecision)
 	cfg := e.o.Config()
@@ -197,16 +222,30 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		if r.st.t.SessionID != session {
 			return nil, refusef(reason.StreamMismatch, "transaction %s is held in session %s", r.txn, r.st.t.SessionID)
 		}
-		if r.st.State() != protocol.Draft {
-			return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft", r.txn, r.st.t.State)
-		}
 		role = r.st.Role()
 		last, err := e.latestOffer(ctx, r.txn)
 		if err != nil {
 			return nil, err
 		}
-		if last != nil && offer.P("supersedes_offer_id") != last.ID() {
-			return nil, refusef(reason.OfferStale, "offer %s supersedes %v, but the session's latest offer is %s", offer.ID(), offer.Payload()["supersedes_offer_id"], last.ID())
+		switch {
+		case r.st.State() == protocol.Draft:
+			if last != nil && offer.P("supersedes_offer_id") != last.ID() {
+				return nil, refusef(reason.OfferStale, "offer %s supersedes %v, but the session's latest offer is %s", offer.ID(), offer.Payload()["supersedes_offer_id"], last.ID())
+			}
+		case amending(r.st):
+			// An amendment offer (amendment.go).
+			agr, err := e.agreementOf(ctx, r.txn)
+			if err != nil {
+				return nil, err
+			}
+			if agr == nil {
+				return nil, refusef(reason.StateTransitionDenied, "transaction %s has no agreement to amend", r.txn)
+			}
+			if want := amendmentSupersedes(agr, last); offer.Payload()["supersedes_offer_id"] != want {
+				return nil, refusef(reason.OfferStale, "amendment offer %s supersedes %v, not %v", offer.ID(), offer.Payload()["supersedes_offer_id"], orNoneAny(want))
+			}
+		default:
+			return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; offers are made in draft, and amendment offers in committed or in_performance", r.txn, r.st.t.State)
 		}
 	} else if offer.Payload()["supersedes_offer_id"] != nil {
 		return nil, refusef(reason.OfferStale, "offer %s supersedes %v, which this session does not hold", offer.ID(), offer.Payload()["supersedes_offer_id"])
@@ -221,8 +260,10 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	}
 	e.point("receive.before-store")
 	err := e.update(ctx, r.txn, func(tx *store.Txn) error {
-		if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
-			return err
+		if !r.st.known {
+			if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
+				return err
+			}
 		}
 		for _, o := range r.objs {
 			if err := putReceived(tx, o, r.from); err != nil {
@@ -575,7 +616,15 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		// This instance's own deny stays here: the counterparty learns
 		// only that the agreement is not signed.
 		e.log.Info("own policy does not allow signing the agreement", "transaction_id", r.txn, "codes", reason.CodesOf(err))
-		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement")
+		// This instance's agent is told (the transaction's notice), and so
+		// is the counterparty's, by the refusal: formation cannot finish,
+		// and either party cancels (cancel_transaction).
+		told := refusef(reason.PolicyDenied, "your own policy does not allow signing agreement %s (%v); the transaction stays agreement_pending until either party cancels it (cancel_transaction)",
+			agr.ID(), reason.CodesOf(err))
+		if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
+			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
+		}
+		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement; the transaction cannot be committed, and either party may cancel it (cancel_transaction)")
 	}
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	signed, err := e.countersign(agr, protocol.PurposeAgreementCommitment, now)

@@ -21,9 +21,12 @@ import (
 //     the agreement.direct event its guard looks back to;
 //   - the small sets a rule looks across: the session's offers (an offer
 //     superseded is not current), the transaction's approvals (an approval
-//     bound to another act), its obligations (due conditions that wait on
-//     each other), and, at formation's commit, its policy decisions (the
-//     offer's and the countersigner's acts, which have no event);
+//     bound to another act), its obligations and their responses (due
+//     conditions that wait on each other, what is accepted or waived), at
+//     formation's commit its policy decisions (the offer's and the
+//     countersigner's acts, which have no event), at an amendment its
+//     agreements, and at a termination its evidence (the parties'
+//     signatures over the termination record, which no id names);
 //   - both organisations' key records and mandates.
 
 // idPattern matches a value that names an object by id: a registered
@@ -91,11 +94,12 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		// so it reads the whole chain.
 		var rows []store.Event
 		var err error
-		if event != nil && event.EventType() == protocol.EvTransactionCompleted {
+		if event != nil && wholeChain(event.EventType()) {
 			rows, err = e.o.Store.Events(ctx, txn)
 		} else {
 			rows, err = e.o.Store.EventsOfTypes(ctx, txn, string(protocol.EvAgreementDirect), string(protocol.EvAgreementCommitted),
-				string(protocol.EvObligationActivated), string(protocol.EvAcceptanceGranted), string(protocol.EvSettlementInstructed))
+				string(protocol.EvAgreementAmended), string(protocol.EvObligationActivated), string(protocol.EvAcceptanceGranted),
+				string(protocol.EvAcceptanceRejected), string(protocol.EvSettlementInstructed))
 		}
 		if err != nil {
 			return nil, nil, err
@@ -116,9 +120,16 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 			walkStrings(o.PSub("data"), func(s string) { addID(s, 2) })
 		}
 	}
-	types := []protocol.ObjectType{protocol.Offer, protocol.Approval, protocol.Obligation}
-	if event != nil && event.EventType() == protocol.EvAgreementCommitted {
+	types := []protocol.ObjectType{protocol.Offer, protocol.Approval, protocol.Obligation, protocol.ObligationResponse}
+	switch {
+	case event != nil && event.EventType() == protocol.EvAgreementCommitted:
 		types = append(types, protocol.PolicyDecision, protocol.Acceptance, protocol.Agreement, protocol.Commitment)
+	case event != nil && event.EventType() == protocol.EvAgreementAmended:
+		types = append(types, protocol.Agreement)
+	case event != nil && event.EventType() == protocol.EvTerminationAgreed:
+		types = append(types, protocol.Evidence)
+	case event != nil && event.EventType() == protocol.EvTransactionCompleted:
+		types = append(types, protocol.Settlement, protocol.AdapterReceipt) // every obligation's payment
 	}
 	for _, t := range types {
 		list, err := e.ofType(ctx, txn, t)
@@ -134,6 +145,13 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 	addAll(krs)
 	ms, err := e.mandatesOf(ctx, st.t.Counterparty)
 	return held, ms, err
+}
+
+// wholeChain reports whether an event's guard reads the whole chain: a
+// completion seals it, and a termination's record names every obligation
+// the chain left open.
+func wholeChain(t protocol.EventType) bool {
+	return t == protocol.EvTransactionCompleted || t == protocol.EvTerminationAgreed
 }
 
 // eventAt reads the event at a position of a transaction.

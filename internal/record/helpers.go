@@ -135,43 +135,127 @@ func keysOf(m map[string]string) []string {
 
 // applyEvent moves the obligation states an event records, inside the
 // transaction that records the event (both the appender's and the
-// countersigner's). objs are the objects that travelled with it.
+// countersigner's). objs are the objects that travelled with it: the
+// object its data names and the riders beside it (builder.ride), each
+// moving its own obligation.
+//
+//	obligation.activated  every obligation carried        → pending
+//	performance.declared  every assertion's obligation    → asserted
+//	acceptance.granted,   every response's obligation     → accepted or rejected
+//	acceptance.rejected                                     (a remainder named → pending)
+//	agreement.amended     every obligation the amendment adds → pending;
+//	                      every duty it waives            → waived
+//	termination.agreed    every obligation still open     → released (the
+//	                      record both signed names exactly these)
 func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
-	obl := ev.Data("obligation_id")
-	if obl == "" {
+	switch ev.EventType() {
+	case protocol.EvSettlementInstructed:
+		return e.applySettlement(tx, ev, objs)
+	case protocol.EvTerminationAgreed:
+		return releaseOpen(tx, ev)
+	}
+	if ev.Data("obligation_id") == "" && ev.EventType() != protocol.EvAgreementAmended {
 		return nil
 	}
-	put := func(id, state string, assertions []string) error {
-		return tx.PutObligationState(store.ObligationState{ObligationID: id, TransactionID: ev.Txn(), State: state, Assertions: assertions, UpdatedSeq: ev.Seq()})
+	put := func(id, state string, assertions []string, acceptedBy string) error {
+		return tx.PutObligationState(store.ObligationState{ObligationID: id, TransactionID: ev.Txn(), State: state, Assertions: assertions, UpdatedSeq: ev.Seq(), AcceptedBy: acceptedBy})
 	}
-	if ev.EventType() == protocol.EvSettlementInstructed {
-		return e.applySettlement(tx, ev, objs)
-	}
-	cur, err := tx.ObligationState(obl)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	switch ev.EventType() {
-	case protocol.EvObligationActivated:
-		return put(obl, string(protocol.OblPending), nil)
-	case protocol.EvPerformanceDeclared:
-		return put(obl, string(protocol.OblAsserted), append(cur.Assertions, ev.Data("performance_event_id")))
-	case protocol.EvAcceptanceGranted:
-		err := tx.PutObligationState(store.ObligationState{ObligationID: obl, TransactionID: ev.Txn(), State: string(protocol.OblAccepted),
-			Assertions: cur.Assertions, UpdatedSeq: ev.Seq(), AcceptedBy: ev.Data("obligation_response_id")})
-		if err != nil {
-			return err
+	current := func(id string) (store.ObligationState, error) {
+		cur, err := tx.ObligationState(id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return cur, err
 		}
-		for _, o := range objs {
-			if o.ID() == ev.Data("obligation_response_id") {
+		return cur, nil
+	}
+	for _, o := range objs {
+		switch o.Type() {
+		case protocol.Obligation:
+			switch ev.EventType() {
+			case protocol.EvObligationActivated, protocol.EvAgreementAmended:
+				if err := put(o.ID(), string(protocol.OblPending), nil, ""); err != nil {
+					return err
+				}
+			}
+			// A remainder is pending once the acceptance naming it is
+			// recorded (below).
+		case protocol.PerformanceEvent:
+			if ev.EventType() != protocol.EvPerformanceDeclared {
+				continue
+			}
+			cur, err := current(o.P("obligation_id"))
+			if err != nil {
+				return err
+			}
+			if err := put(o.P("obligation_id"), string(protocol.OblAsserted), append(cur.Assertions, o.ID()), ""); err != nil {
+				return err
+			}
+		case protocol.ObligationResponse:
+			obl := o.P("obligation_id")
+			cur, err := current(obl)
+			if err != nil {
+				return err
+			}
+			switch o.P("response_type") {
+			case "accept":
+				if err := put(obl, string(protocol.OblAccepted), cur.Assertions, o.ID()); err != nil {
+					return err
+				}
 				if rem := o.P("remainder_obligation_id"); rem != "" {
-					return put(rem, string(protocol.OblPending), nil)
+					if err := put(rem, string(protocol.OblPending), nil, ""); err != nil {
+						return err
+					}
+				}
+			case "reject":
+				if err := put(obl, string(protocol.OblRejected), cur.Assertions, ""); err != nil {
+					return err
+				}
+			case "waive":
+				if err := put(obl, string(protocol.OblWaived), cur.Assertions, ""); err != nil {
+					return err
 				}
 			}
 		}
-		return nil
-	case protocol.EvAcceptanceRejected:
-		return put(obl, string(protocol.OblRejected), cur.Assertions)
+	}
+	return nil
+}
+
+// applyObjects moves what an act recorded by its objects alone moves, in
+// the transaction that stores it: on the acting side once the
+// counterparty took the message, on the receiving side as it stores it.
+// A waiver (obligation §5.2, §6.1) moves its obligation to waived.
+func (e *Engine) applyObjects(tx *store.Txn, objs []*Obj) error {
+	for _, o := range objs {
+		if o.Type() != protocol.ObligationResponse || o.P("response_type") != "waive" {
+			continue
+		}
+		cur, err := tx.ObligationState(o.P("obligation_id"))
+		if err != nil {
+			return err
+		}
+		cur.State = string(protocol.OblWaived)
+		if err := tx.PutObligationState(cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseOpen moves every obligation of the event's transaction that is
+// still open to released (obligation §6.1, obligation.released): the
+// termination record both parties signed names exactly these.
+func releaseOpen(tx *store.Txn, ev *Obj) error {
+	obls, err := tx.ObligationStates(ev.Txn())
+	if err != nil {
+		return err
+	}
+	for _, os := range obls {
+		if !protocol.ObligationState(os.State).Open() {
+			continue
+		}
+		os.State, os.UpdatedSeq = string(protocol.OblReleased), ev.Seq()
+		if err := tx.PutObligationState(os); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -202,9 +286,11 @@ func (e *Engine) rebuildObligationStates(ctx context.Context) error {
 					return err
 				}
 				var objs []*Obj
-				if id := ev.Data("obligation_response_id"); id != "" {
-					if o, err := e.get(ctx, id); err == nil {
-						objs = append(objs, o)
+				for _, member := range []string{"obligation_id", "performance_event_id", "obligation_response_id"} {
+					if id := ev.Data(member); id != "" {
+						if o, err := e.get(ctx, id); err == nil {
+							objs = append(objs, o)
+						}
 					}
 				}
 				if err := e.applyEvent(tx, ev, objs); err != nil {

@@ -53,18 +53,26 @@ package record
 // settlement_pending, so the remainder cannot be asserted there, and
 // AssertPerformance refuses it with A202-STATE-TRANSITION-DENIED. The
 // aggregate returns to in_performance only through exception.opened and
-// remediation.accepted; otherwise the remainder ends by termination.agreed
-// (released) or a waiver. This package implements none of those, so here
-// the remainder stays pending, and visible, in both records. No transition
-// is invented for it.
+// remediation.accepted, which this package does not implement; so the
+// remainder ends by a waiver of its obligee (waiver.go), after which the
+// transaction completes, or by termination.agreed (released;
+// termination.go). No transition is invented for it.
+//
+// An agreement may be performed as several obligations (deliverables.go):
+// they are issued together, asserted together by one declaration (each by
+// its own assertion) and answered together by one response event (each by
+// its own response), since the aggregate machine has one performance
+// cycle.
 //
 // Waiver (§5.2, §6.1: pending, due, asserted or rejected → waived) is an
 // obligation transition with no aggregate event in the pilot state machine
-// (§6.2 lists none), so there is no event to record it by: Respond refuses
-// response_type waive with A202-STATE-TRANSITION-DENIED, and a
-// countersigner refuses a waive response whatever event carries it. Rule 1
-// (only the obligee responds, a waiver included) is checked first, so an
-// obligor's waiver is A202-OBLIGATION-RESPONSE-UNAUTHORIZED.
+// (§6.2 lists none): it is an act of its own, recorded by its objects
+// (waiver.go), never an answer to an assertion. Respond refuses
+// response_type waive with A202-STATE-TRANSITION-DENIED and points to
+// waive_obligation, and a countersigner refuses a waive response on a
+// response event. Rule 1 (only the obligee responds, a waiver included) is
+// checked first, so an obligor's waiver is
+// A202-OBLIGATION-RESPONSE-UNAUTHORIZED.
 
 import (
 	"context"
@@ -93,6 +101,13 @@ type ObligationInput struct {
 	// DueCondition is a registered due condition (obligation §4); default
 	// due_at_time 21 days from now.
 	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition, e.g. {type: due_at_time, at: ...} (default 21 days)."`
+	// Deliverables performs the agreement as several obligations, each its
+	// own; together they owe exactly the terms (deliverables.go). Empty:
+	// one obligation for the whole terms, at TermPath and DueCondition.
+	Deliverables []DeliverableInput `json:"deliverables,omitempty" jsonschema:"Perform the agreement as several obligations, one per deliverable, issued together; their quantities sum to the terms' quantity and their considerations to its total (else A202-OBLIGATION-TERMS-MUTATED). Each further obligation is an obligation.activated act of its own. Omitted: one obligation for the whole terms."`
+	// ApprovalID is an approval of exactly this act, when the mandate
+	// holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
 }
 
 // AssertInput is the obligor's assertion of performance (obligation §5.1).
@@ -101,6 +116,19 @@ type AssertInput struct {
 	ObligationID     string   `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
 	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed, a base-10 string (default: the obligation's)."`
 	Evidence         Evidence `json:"evidence" jsonschema:"The evidence presented, at least one item (else A202-OBLIGATION-ASSERTION-UNEVIDENCED)."`
+	// Assertions are the assertions of the transaction's other obligations
+	// still owed, declared together with this one (deliverables.go).
+	Assertions []AssertionInput `json:"assertions,omitempty" jsonschema:"With several obligations: one declaration asserts every obligation still owed (pending or rejected), each with its own evidence; one left out is refused with A202-STATE-TRANSITION-DENIED naming it."`
+	// ApprovalID is an approval of exactly this act, when the mandate
+	// holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+}
+
+// AssertionInput is one further assertion of a declaration.
+type AssertionInput struct {
+	ObligationID     string   `json:"obligation_id" jsonschema:"Another obligation still owed (obl_...)."`
+	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed (default: the obligation's)."`
+	Evidence         Evidence `json:"evidence" jsonschema:"The evidence presented for it, at least one item."`
 }
 
 // Evidence is the evidence an assertion presents: at least one item
@@ -124,8 +152,8 @@ type RespondInput struct {
 	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists acceptance.granted / acceptance.rejected."`
 	ObligationID string `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
 	// ResponseType is accept or reject. A waiver (waive) is refused with
-	// A202-STATE-TRANSITION-DENIED: the transaction's state machine has no
-	// event to record it by.
+	// A202-STATE-TRANSITION-DENIED: it is an act of its own
+	// (WaiveObligation).
 	ResponseType protocol.ResponseType `json:"response_type" jsonschema:"accept or reject."`
 	// AssertionID and AssertionHash bind the exact assertion answered;
 	// when empty, the latest assertion is answered and its hash taken.
@@ -141,19 +169,33 @@ type RespondInput struct {
 	// ApprovalID is an approval of exactly this response, when the
 	// mandate holds it for approval.
 	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this response, when your mandate holds it for approval."`
+	// Responses answer the transaction's other outstanding assertions in
+	// the same event (deliverables.go).
+	Responses []ResponseInput `json:"responses,omitempty" jsonschema:"With several obligations: one response event answers every outstanding assertion, each by its own response; one rejection makes it acceptance.rejected (→ in_performance, the accepted ones stay accepted)."`
+}
+
+// ResponseInput is one further answer of a response event.
+type ResponseInput struct {
+	ObligationID     string                   `json:"obligation_id" jsonschema:"Another obligation with an outstanding assertion (obl_...)."`
+	ResponseType     protocol.ResponseType    `json:"response_type" jsonschema:"accept or reject."`
+	AssertionID      string                   `json:"assertion_id,omitempty" jsonschema:"The assertion answered (prf_...); default the outstanding one."`
+	AssertionHash    string                   `json:"assertion_hash,omitempty" jsonschema:"Its content hash; when given it must match."`
+	AcceptedQuantity string                   `json:"accepted_quantity,omitempty" jsonschema:"For accept: quantity accepted (default: asserted)."`
+	RemainderDue     map[string]any           `json:"remainder_due_condition,omitempty" jsonschema:"For a partial accept: the remainder's due condition."`
+	ReasonCode       protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"For reject: the reason, from the closed list of obligation §5.5."`
 }
 
 func init() {
 	eventSpecs[protocol.EvObligationActivated] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Obligation: 1},
+		carries: map[protocol.ObjectType]int{protocol.Obligation: -1, protocol.PolicyDecision: -1},
 		check:   checkObligationActivated,
 	}
 	eventSpecs[protocol.EvPerformanceDeclared] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.PerformanceEvent: 1, protocol.Evidence: -1},
+		carries: map[protocol.ObjectType]int{protocol.PerformanceEvent: -1, protocol.Evidence: -1, protocol.PolicyDecision: -1},
 		check:   checkPerformanceDeclared,
 	}
 	response := receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.ObligationResponse: 1, protocol.Obligation: 1},
+		carries: map[protocol.ObjectType]int{protocol.ObligationResponse: -1, protocol.Obligation: -1, protocol.PolicyDecision: -1},
 		check:   checkResponse,
 	}
 	eventSpecs[protocol.EvAcceptanceGranted] = response
@@ -181,11 +223,15 @@ func resolvePath(agr *Obj, path string) bool {
 
 // IssueObligation issues the counterparty's duty under the committed
 // agreement and appends obligation.activated (committed → in_performance).
-// This instance is the obligee, the counterparty the obligor.
+// This instance is the obligee, the counterparty the obligor. With
+// Deliverables, the agreement is performed as several obligations,
+// issued together (deliverables.go).
 func (e *Engine) IssueObligation(ctx context.Context, in ObligationInput) (Outcome, error) {
 	var agr *Obj
+	deliverables := in.Deliverables
 	return e.perform(ctx, actSpec{
 		name: protocol.ActObligationActivated, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated,
+		approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.Committed {
 				return refusef(reason.StateTransitionDenied, "obligation.activated moves committed → in_performance; transaction %s is %s", st.t.ID, st.t.State)
@@ -197,66 +243,53 @@ func (e *Engine) IssueObligation(ctx context.Context, in ObligationInput) (Outco
 			if agr == nil {
 				return refusef(reason.ObligationSubjectUnreferenced, "transaction %s has no agreement", st.t.ID)
 			}
+			if len(deliverables) == 0 {
+				core := sub(agr.Terms(), "core")
+				var total *Money
+				if t := sub(core, "total"); len(t) > 0 {
+					total = &Money{Currency: str(t["currency"]), Amount: str(t["amount"])}
+				}
+				deliverables = []DeliverableInput{{TermPath: in.TermPath, Quantity: str(core["quantity"]), Consideration: total, DueCondition: in.DueCondition}}
+			}
 			return nil
 		},
 		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			core := sub(agr.Terms(), "core")
-			return authority.CoreTerms(str(core["quantity"]), str(core["unit_code"]), core["total"]), map[string]any{"agreement_id": agr.ID()}, nil
+			d := deliverables[0]
+			var total any
+			if d.Consideration != nil {
+				total = map[string]any{"currency": d.Consideration.Currency, "amount": d.Consideration.Amount}
+			}
+			return authority.CoreTerms(d.Quantity, str(sub(agr.Terms(), "core")["unit_code"]), total), map[string]any{"agreement_id": agr.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			terms := agr.Terms()
-			core := sub(terms, "core")
-			path := in.TermPath
-			if path == "" {
-				path = "$.terms.core.quantity"
-			}
-			if !resolvePath(agr, path) {
-				return refusef(reason.ObligationSubjectUnreferenced, "term_path %s does not resolve in the agreement's terms", path)
-			}
-			due := in.DueCondition
-			if due == nil {
-				due = map[string]any{"type": "due_at_time", "at": envelope.Timestamp(b.now.Add(21 * 24 * time.Hour))}
-			}
-			cfg := e.o.Config()
-			me := party(cfg.OrganizationID, cfg.AgentID)
-			obligor := agr.PSub("supplier")
-			if sameParty(obligor, me) {
-				obligor = agr.PSub("buyer")
-			}
-			ids, _ := agr.Payload()["commitment_ids"].([]any)
-			if len(ids) == 0 {
-				return refusef(reason.ObligationSubjectUnreferenced, "agreement %s names no commitment for the obligation to decompose", agr.ID())
-			}
-			payload := map[string]any{
-				"agreement_id":  agr.ID(),
-				"commitment_id": str(ids[0]),
-				"obligor":       obligor,
-				"obligee":       me,
-				"subject": map[string]any{
-					"agreement_id": agr.ID(), "terms_hash": agr.P("terms_hash"), "profile": str(terms["profile"]), "term_path": path,
-				},
-				"due_condition": due,
-				"quantity":      str(core["quantity"]),
-				"unit_code":     str(core["unit_code"]),
-				"consideration": core["total"],
-				"state":         string(protocol.OblPending),
-			}
-			if un := str(core["unit_name"]); un != "" {
-				payload["unit_name"] = un
-			}
-			// The gate on the obligation decides its due condition
-			// (obligation §4): an unknown type or another type's fields are
-			// A202-OBLIGATION-CONDITION-UNKNOWN, business days without a
-			// calendar A202-TERMS-INVALID, as the counterparty's gate will say.
-			obl, err := b.add(protocol.Obligation, payload, protocol.PurposeObjectIssuance)
+			obls, err := e.issueObligations(b, agr, deliverables)
 			if err != nil {
-				return asRefusal(err, reason.ObligationConditionUnknown)
+				return err
 			}
-			b.data = map[string]any{"obligation_id": obl.ID()}
-			b.name("obligation", obl.ID())
+			if err := owesTerms(agr, obls); err != nil {
+				return err
+			}
+			for i, o := range obls {
+				if i > 0 {
+					if err := b.ride(ctx, o); err != nil {
+						return err
+					}
+				}
+				b.name(obligationRole(i), o.ID())
+			}
+			b.data = map[string]any{"obligation_id": obls[0].ID()}
 			return nil
 		},
 	})
+}
+
+// obligationRole names the i-th obligation of an act in its outcome:
+// "obligation", then "obligation_2", "obligation_3", …
+func obligationRole(i int) string {
+	if i == 0 {
+		return "obligation"
+	}
+	return fmt.Sprintf("obligation_%d", i+1)
 }
 
 // obligationState is where one obligation stands in the record.
@@ -312,16 +345,19 @@ func (e *Engine) heldObligation(ctx context.Context, id string) (*Obj, error) {
 }
 
 // checkObligationActivated is the obligor's live guard of
-// obligation.activated (obligation §3, §3.1, §6.1): the obligation travels
-// with the event, derives from this transaction's agreement and
-// commitment, names the sender as obligee and this organisation as
-// obligor, and owes exactly the terms' quantity, unit and total. That its
-// subject binds the agreement's terms_hash and profile, that its term path
-// resolves and that its parties are the agreement's are the verifier's
-// rules as well (verify.Extend).
+// obligation.activated (obligation §3, §3.1, §6.1): the obligations travel
+// with the event, the one it names first; each derives from this
+// transaction's agreement and commitment, names the sender as obligee and
+// this organisation as obligor (checkIssued); together they owe exactly
+// the terms' quantity and total (owesTerms); each further one is an act
+// of its own with its own decision (checkRiders). That their subjects bind
+// the agreement's terms_hash and profile, that their term paths resolve
+// and that their parties are the agreement's are the verifier's rules as
+// well (verify.Extend).
 func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
-	obl := r.one(protocol.Obligation)
-	if obl == nil || obl.ID() != ev.Data("obligation_id") {
+	obls := r.byType(protocol.Obligation)
+	lead := r.find(ev.Data("obligation_id"))
+	if lead == nil || lead.Type() != protocol.Obligation {
 		return refusef(reason.ObligationSubjectUnreferenced, "obligation.activated names an obligation that does not travel with it")
 	}
 	agr, err := e.agreementOf(ctx, r.txn)
@@ -331,131 +367,189 @@ func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	if agr == nil {
 		return refusef(reason.ObligationSubjectUnreferenced, "transaction %s has no agreement", r.txn)
 	}
-	cfg := e.o.Config()
-	me := party(cfg.OrganizationID, cfg.AgentID)
-	op := obl.Payload()
-	subj := obl.PSub("subject")
-	ids, _ := agr.Payload()["commitment_ids"].([]any)
-	core := sub(agr.Terms(), "core")
-	total, _ := canonical.Marshal(core["total"])
-	consid, _ := canonical.Marshal(op["consideration"])
-	switch {
-	case obl.PartyOrg("obligee") != r.from || str(obl.PSub("obligee")["agent_id"]) != obl.Agent() || !sameParty(obl.PSub("obligor"), me):
-		return refusef(reason.ObligationSubjectUnreferenced, "%s issues duties of this organisation only as their obligee", r.from)
-	case obl.P("agreement_id") != agr.ID() || len(ids) == 0 || obl.P("commitment_id") != str(ids[0]):
-		return refusef(reason.ObligationSubjectUnreferenced, "obligation %s does not derive from agreement %s and its commitment", obl.ID(), agr.ID())
-	case str(subj["agreement_id"]) != agr.ID() || str(subj["terms_hash"]) != agr.P("terms_hash") || str(subj["profile"]) != str(agr.Terms()["profile"]):
-		return refusef(reason.ObligationSubjectUnreferenced, "the subject of %s is not bound to the agreement's terms_hash and profile", obl.ID())
-	case !resolvePath(agr, str(subj["term_path"])):
-		return refusef(reason.ObligationSubjectUnreferenced, "term_path %v does not resolve in the agreement's terms", subj["term_path"])
-	case obl.P("quantity") != str(core["quantity"]) || obl.P("unit_code") != str(core["unit_code"]) || string(total) != string(consid):
-		return refusef(reason.ObligationTermsMutated, "obligation %s states a quantity, unit or consideration other than the agreement's", obl.ID())
-	case obl.P("state") != string(protocol.OblPending):
-		return refusef(reason.StateTransitionDenied, "an obligation is issued pending")
+	for _, o := range obls {
+		if err := e.checkIssued(r.from, agr, o); err != nil {
+			return err
+		}
 	}
-	return nil
+	if err := owesTerms(agr, obls); err != nil {
+		return err
+	}
+	return e.checkRiders(ctx, r, ev, others(obls, lead.ID()))
 }
 
 // AssertPerformance presents the obligor's evidence and assertion and
 // appends performance.declared (in_performance → acceptance_pending). The
 // obligation must be pending or rejected, the transaction in_performance,
-// and at least one evidence item presented (obligation §5.1, §6.1).
+// and at least one evidence item presented (obligation §5.1, §6.1). An
+// agreement performed as several obligations is declared for all those
+// still owed at once (Assertions: one assertion each, with its own
+// evidence; deliverables.go).
 func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome, error) {
-	obl, err := e.heldObligation(ctx, in.ObligationID)
-	if err != nil {
-		return Outcome{}, err
+	items := append([]AssertionInput{{ObligationID: in.ObligationID, AssertedQuantity: in.AssertedQuantity, Evidence: in.Evidence}}, in.Assertions...)
+	obls := make([]*Obj, len(items))
+	qtys := make([]string, len(items))
+	for i, it := range items {
+		obl, err := e.heldObligation(ctx, it.ObligationID)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if i > 0 && obl.Txn() != obls[0].Txn() {
+			return Outcome{}, refusef(reason.StreamMismatch, "obligations %s and %s belong to different transactions", obls[0].ID(), obl.ID())
+		}
+		obls[i], qtys[i] = obl, it.AssertedQuantity
+		if qtys[i] == "" {
+			qtys[i] = obl.P("quantity")
+		}
 	}
-	qty := in.AssertedQuantity
-	if qty == "" {
-		qty = obl.P("quantity")
-	}
+	lead := obls[0]
 	return e.perform(ctx, actSpec{
-		name: protocol.ActPerformanceDeclared, txn: obl.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
+		name: protocol.ActPerformanceDeclared, txn: lead.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
+		approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
-			if !sameParty(obl.PSub("obligor"), party(cfg.OrganizationID, cfg.AgentID)) {
-				// The guard of performance.declared is an obligor-signed
-				// assertion (obligation §6.1); a guard that fails is an
-				// illegal transition.
-				return refusef(reason.StateTransitionDenied, "only the obligor asserts performance of %s, and this organisation is not its obligor", in.ObligationID)
+			acted := map[string]bool{}
+			for i, obl := range obls {
+				if acted[obl.ID()] {
+					return refusef(reason.StateTransitionDenied, "obligation %s is asserted twice in one declaration", obl.ID())
+				}
+				acted[obl.ID()] = true
+				if !sameParty(obl.PSub("obligor"), party(cfg.OrganizationID, cfg.AgentID)) {
+					// The guard of performance.declared is an obligor-signed
+					// assertion (obligation §6.1); a guard that fails is an
+					// illegal transition.
+					return refusef(reason.StateTransitionDenied, "only the obligor asserts performance of %s, and this organisation is not its obligor", obl.ID())
+				}
+				os, err := e.obligationState(ctx, obl.ID())
+				if err != nil {
+					return err
+				}
+				switch os.State {
+				case protocol.OblPending, protocol.OblRejected:
+				case "":
+					return refusef(reason.StateTransitionDenied, "obligation %s was never issued in the record of %s", obl.ID(), st.t.ID)
+				case protocol.OblAsserted:
+					return refusef(reason.StateTransitionDenied, "obligation %s is asserted: assertion %s awaits the obligee's response, and a new assertion is made only after a rejection", obl.ID(), os.outstanding())
+				default:
+					return refusef(reason.StateTransitionDenied, "obligation %s is %s; performance is declared when it is pending or after a rejection (obligation §6.1)", obl.ID(), os.State)
+				}
+				if st.State() != protocol.InPerformance {
+					if st.State() == protocol.SettlementPending {
+						return refusef(reason.StateTransitionDenied, "obligation %s is pending, but transaction %s is settlement_pending, and under rules %s no event declares performance from there: "+
+							"a remainder is performed only after the transaction returns to in_performance (exception.opened, then remediation.accepted), or ends by termination or waiver (waive_obligation)", obl.ID(), st.t.ID, RulesVersion)
+					}
+					return refusef(reason.StateTransitionDenied, "performance.declared moves in_performance → acceptance_pending; transaction %s is %s", st.t.ID, st.t.State)
+				}
+				if len(items[i].Evidence) == 0 {
+					return refusef(reason.ObligationAssertionUnevidenced, "an assertion carries at least one evidence reference (obligation %s)", obl.ID())
+				}
+				if _, err := decimal.ParseQuantity(qtys[i]); err != nil {
+					return refusef(reason.TermsInvalid, "asserted_quantity of %s: %v", obl.ID(), err)
+				}
 			}
-			os, err := e.obligationState(ctx, in.ObligationID)
+			owed, err := e.obligationsIn(ctx, st.t.ID, protocol.OblPending, protocol.OblRejected)
 			if err != nil {
 				return err
 			}
-			switch os.State {
-			case protocol.OblPending, protocol.OblRejected:
-			case "":
-				return refusef(reason.StateTransitionDenied, "obligation %s was never issued in the record of %s", in.ObligationID, st.t.ID)
-			case protocol.OblAsserted:
-				return refusef(reason.StateTransitionDenied, "obligation %s is asserted: assertion %s awaits the obligee's response, and a new assertion is made only after a rejection", in.ObligationID, os.outstanding())
-			default:
-				return refusef(reason.StateTransitionDenied, "obligation %s is %s; performance is declared when it is pending or after a rejection (obligation §6.1)", in.ObligationID, os.State)
-			}
-			if st.State() != protocol.InPerformance {
-				if st.State() == protocol.SettlementPending {
-					return refusef(reason.StateTransitionDenied, "obligation %s is pending, but transaction %s is settlement_pending, and under rules %s no event declares performance from there: "+
-						"a remainder is performed only after the transaction returns to in_performance (exception.opened, then remediation.accepted), or ends by termination or waiver", in.ObligationID, st.t.ID, RulesVersion)
-				}
-				return refusef(reason.StateTransitionDenied, "performance.declared moves in_performance → acceptance_pending; transaction %s is %s", st.t.ID, st.t.State)
-			}
-			if len(in.Evidence) == 0 {
-				return refusef(reason.ObligationAssertionUnevidenced, "an assertion carries at least one evidence reference")
-			}
-			if _, err := decimal.ParseQuantity(qty); err != nil {
-				return refusef(reason.TermsInvalid, "asserted_quantity: %v", err)
-			}
-			return nil
+			return coverAll(acted, owed, "a declaration asserts every obligation still owed: assert")
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return authority.CoreTerms(qty, obl.P("unit_code"), obl.Payload()["consideration"]), map[string]any{"obligation_id": in.ObligationID}, nil
+			return authority.CoreTerms(qtys[0], lead.P("unit_code"), lead.Payload()["consideration"]), map[string]any{"obligation_id": lead.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			cfg := e.o.Config()
-			refs := []any{}
-			for _, ev := range in.Evidence {
-				eo, err := b.add(protocol.Evidence, map[string]any{
-					"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
-					"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
-					"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
+			for i, obl := range obls {
+				refs := []any{}
+				for _, ev := range items[i].Evidence {
+					eo, err := b.add(protocol.Evidence, map[string]any{
+						"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
+						"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
+						"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
+					}, protocol.PurposeObjectIssuance)
+					if err != nil {
+						return asRefusal(err, reason.EvidenceTypeUnknown)
+					}
+					ref := map[string]any{"evidence_id": eo.ID(), "content_hash": eo.Hash(), "evidence_type": ev.EvidenceType,
+						"signed_by": party(cfg.OrganizationID, cfg.AgentID)}
+					if ev.LocatorHint != "" {
+						ref["locator_hint"] = ev.LocatorHint
+					}
+					refs = append(refs, ref)
+				}
+				prf, err := b.add(protocol.PerformanceEvent, map[string]any{
+					"obligation_id": obl.ID(), "asserted_quantity": qtys[i], "unit_code": obl.P("unit_code"), "evidence_refs": refs,
 				}, protocol.PurposeObjectIssuance)
 				if err != nil {
-					return asRefusal(err, reason.EvidenceTypeUnknown)
+					return asRefusal(err, reason.ObligationAssertionUnevidenced)
 				}
-				ref := map[string]any{"evidence_id": eo.ID(), "content_hash": eo.Hash(), "evidence_type": ev.EvidenceType,
-					"signed_by": party(cfg.OrganizationID, cfg.AgentID)}
-				if ev.LocatorHint != "" {
-					ref["locator_hint"] = ev.LocatorHint
+				if i == 0 {
+					b.data = map[string]any{"obligation_id": obl.ID(), "performance_event_id": prf.ID()}
+					b.name("performance_event", prf.ID())
+					b.name("assertion_hash", prf.Hash())
+					continue
 				}
-				refs = append(refs, ref)
+				if err := b.ride(ctx, prf); err != nil {
+					return err
+				}
+				b.name(fmt.Sprintf("performance_event_%d", i+1), prf.ID())
 			}
-			prf, err := b.add(protocol.PerformanceEvent, map[string]any{
-				"obligation_id": in.ObligationID, "asserted_quantity": qty, "unit_code": obl.P("unit_code"), "evidence_refs": refs,
-			}, protocol.PurposeObjectIssuance)
-			if err != nil {
-				return asRefusal(err, reason.ObligationAssertionUnevidenced)
-			}
-			b.data = map[string]any{"obligation_id": in.ObligationID, "performance_event_id": prf.ID()}
-			b.name("performance_event", prf.ID())
-			b.name("assertion_hash", prf.Hash())
 			return nil
 		},
 	})
 }
 
 // checkPerformanceDeclared is the obligee's live guard of
-// performance.declared (obligation §5.1, §6.1): an assertion by the obligor
-// of an obligation of this transaction that is pending or rejected, in its
+// performance.declared (obligation §5.1, §6.1): the assertion the event
+// names, and every further one that travels with it, is by the obligor of
+// an obligation of this transaction that is pending or rejected, in its
 // unit, with at least one full-form evidence reference, each resolving to
 // an evidence object that travels with it (and no evidence that is not
-// referenced).
+// referenced); together they assert every obligation still owed, and each
+// further one is an act of its own with its own decision.
 func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
-	prf, evidence := r.one(protocol.PerformanceEvent), r.byType(protocol.Evidence)
-	if prf == nil || prf.ID() != ev.Data("performance_event_id") {
+	lead := r.find(ev.Data("performance_event_id"))
+	if lead == nil || lead.Type() != protocol.PerformanceEvent {
 		return refusef(reason.ObligationAssertionUnevidenced, "performance.declared names an assertion that does not travel with it")
 	}
+	if lead.P("obligation_id") != ev.Data("obligation_id") {
+		return refusef(reason.ObligationSubjectUnreferenced, "assertion %s names obligation %s, the event %s", lead.ID(), lead.P("obligation_id"), ev.Data("obligation_id"))
+	}
+	byID := map[string]*Obj{}
+	for _, x := range r.byType(protocol.Evidence) {
+		byID[x.ID()] = x
+	}
+	used := map[string]bool{}
+	acted := map[string]bool{}
+	assertions := r.byType(protocol.PerformanceEvent)
+	for _, prf := range assertions {
+		if acted[prf.P("obligation_id")] {
+			return refusef(reason.StateTransitionDenied, "obligation %s is asserted twice in one declaration", prf.P("obligation_id"))
+		}
+		acted[prf.P("obligation_id")] = true
+		if err := e.checkAssertion(ctx, r, prf, byID, used); err != nil {
+			return err
+		}
+	}
+	if len(used) != len(byID) {
+		return reason.Refuse("the performance.declared message carries evidence that assertion " + lead.ID() + " and the other assertions do not reference")
+	}
+	owed, err := e.obligationsIn(ctx, r.txn, protocol.OblPending, protocol.OblRejected)
+	if err != nil {
+		return err
+	}
+	if err := coverAll(acted, owed, "a declaration asserts every obligation still owed: it leaves out"); err != nil {
+		return err
+	}
+	return e.checkRiders(ctx, r, ev, others(assertions, lead.ID()))
+}
+
+// checkAssertion checks one assertion of a declaration: by the obligor of
+// an obligation of this transaction that is pending or rejected, in its
+// unit, its evidence references resolving to evidence that travels (marked
+// in used).
+func (e *Engine) checkAssertion(ctx context.Context, r *receipt, prf *Obj, evidence map[string]*Obj, used map[string]bool) error {
 	obl, ok := e.getTyped(ctx, prf.P("obligation_id"), protocol.Obligation)
-	if !ok || ev.Data("obligation_id") != obl.ID() || obl.Txn() != r.txn {
+	if !ok || obl.Txn() != r.txn {
 		return refusef(reason.ObligationSubjectUnreferenced, "assertion %s names obligation %s, which is not held here", prf.ID(), prf.P("obligation_id"))
 	}
 	if obl.PartyOrg("obligor") != r.from || str(obl.PSub("obligor")["agent_id"]) != prf.Agent() {
@@ -475,17 +569,12 @@ func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	if len(refs) == 0 {
 		return refusef(reason.ObligationAssertionUnevidenced, "assertion %s carries no evidence reference", prf.ID())
 	}
-	byID := map[string]*Obj{}
-	for _, x := range evidence {
-		byID[x.ID()] = x
-	}
-	used := map[string]bool{}
 	for _, ref := range refs {
 		rm, ok := ref.(map[string]any)
 		if !ok {
 			return refusef(reason.ObligationAssertionUnevidenced, "assertion %s uses a short-form reference where the full form is required", prf.ID())
 		}
-		x := byID[str(rm["evidence_id"])]
+		x := evidence[str(rm["evidence_id"])]
 		if x == nil {
 			return refusef(reason.EvidenceUnverified, "evidence %v does not travel with the assertion", rm["evidence_id"])
 		}
@@ -494,127 +583,180 @@ func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Ob
 		}
 		used[x.ID()] = true
 	}
-	if len(used) != len(evidence) {
-		return reason.Refuse(fmt.Sprintf("the performance.declared message carries evidence that assertion %s does not reference", prf.ID()))
-	}
 	return nil
+}
+
+// response is one answer of a response event, as Respond prepares it.
+type response struct {
+	in   ResponseInput
+	obl  *Obj
+	prf  *Obj
+	last string // the assertion answered
+	qty  string // the accepted (or, rejecting, the asserted) quantity
 }
 
 // Respond answers the outstanding assertion of an obligation, once: accept
 // (acceptance.granted → settlement_pending) or reject with a registered
 // reason (acceptance.rejected → in_performance, after which the obligor may
 // assert again). Accepting less than owed issues the remainder obligation.
-// A waiver is refused: the record has no event for it (see the comment at
-// the top of this file).
+// A waiver is refused: it is an act of its own (WaiveObligation). An
+// agreement performed as several obligations is answered for every
+// outstanding assertion at once (Responses, one response each); one
+// rejection makes the event acceptance.rejected, naming the first
+// rejection (deliverables.go).
 func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) {
-	obl, err := e.heldObligation(ctx, in.ObligationID)
-	if err != nil {
-		return Outcome{}, err
+	items := []*response{{in: ResponseInput{ObligationID: in.ObligationID, ResponseType: in.ResponseType, AssertionID: in.AssertionID, AssertionHash: in.AssertionHash,
+		AcceptedQuantity: in.AcceptedQuantity, RemainderDue: in.RemainderDue, ReasonCode: in.ReasonCode}}}
+	for _, x := range in.Responses {
+		items = append(items, &response{in: x})
 	}
-	op := obl.Payload()
-	var prf *Obj
-	var last, qty string
-	var eventType protocol.EventType
-	var actName protocol.Act
-	switch in.ResponseType {
-	case protocol.ResponseAccept:
-		eventType, actName = protocol.EvAcceptanceGranted, protocol.ActAcceptanceGranted
-	case protocol.ResponseReject:
-		eventType, actName = protocol.EvAcceptanceRejected, protocol.ActAcceptanceRejected
+	for i, it := range items {
+		obl, err := e.heldObligation(ctx, it.in.ObligationID)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if i > 0 && obl.Txn() != items[0].obl.Txn() {
+			return Outcome{}, refusef(reason.StreamMismatch, "obligations %s and %s belong to different transactions", items[0].obl.ID(), obl.ID())
+		}
+		it.obl = obl
 	}
+	// One rejection makes the event acceptance.rejected, which names a
+	// rejection: it leads.
+	eventType, actName := protocol.EvAcceptanceGranted, protocol.ActAcceptanceGranted
+	for i, it := range items {
+		if it.in.ResponseType == protocol.ResponseReject {
+			eventType, actName = protocol.EvAcceptanceRejected, protocol.ActAcceptanceRejected
+			items[0], items[i] = items[i], items[0]
+			break
+		}
+	}
+	lead := items[0]
 	return e.perform(ctx, actSpec{
-		name: actName, txn: obl.Txn(), mandateID: in.MandateID, event: eventType, approvalID: in.ApprovalID,
+		name: actName, txn: lead.obl.Txn(), mandateID: in.MandateID, event: eventType, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			cfg := e.o.Config()
-			if !sameParty(obl.PSub("obligee"), party(cfg.OrganizationID, cfg.AgentID)) {
-				return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)
+			acted := map[string]bool{}
+			for _, it := range items {
+				if acted[it.obl.ID()] {
+					return refusef(reason.StateTransitionDenied, "obligation %s is answered twice in one response event", it.obl.ID())
+				}
+				acted[it.obl.ID()] = true
+				if err := e.prepareResponse(ctx, it); err != nil {
+					return err
+				}
 			}
-			switch in.ResponseType {
-			case protocol.ResponseAccept, protocol.ResponseReject:
-			case protocol.ResponseWaive:
-				return refusef(reason.StateTransitionDenied, "a waiver moves the obligation to waived (obligation §6.1), but the transaction's state machine (rules %s) has no event for it, "+
-					"so there is nothing to record it by; answer with accept or reject", RulesVersion)
-			default:
-				return refusef(reason.StateTransitionDenied, "response_type %q: answer an assertion with accept or reject", in.ResponseType)
-			}
-			os, err := e.obligationState(ctx, in.ObligationID)
+			outstanding, err := e.obligationsIn(ctx, st.t.ID, protocol.OblAsserted)
 			if err != nil {
 				return err
 			}
-			last = os.outstanding()
-			if last == "" {
-				return refusef(reason.StateTransitionDenied, "obligation %s is %q; only an outstanding assertion is answered, once (obligation §6.1)", in.ObligationID, os.State)
-			}
-			if in.AssertionID != "" && in.AssertionID != last {
-				if slices.Contains(os.Assertions, in.AssertionID) {
-					return refusef(reason.StateTransitionDenied, "assertion %s was answered already; the outstanding assertion of %s is %s", in.AssertionID, in.ObligationID, last)
-				}
-				return refusef(reason.ObligationResponseHashMismatch, "%s is not an assertion of %s; the outstanding one is %s", in.AssertionID, in.ObligationID, last)
-			}
-			var ok bool
-			if prf, ok = e.getTyped(ctx, last, protocol.PerformanceEvent); !ok {
-				return errf("assertion %s is not held", last)
-			}
-			if in.AssertionHash != "" && in.AssertionHash != prf.Hash() {
-				return refusef(reason.ObligationResponseHashMismatch, "assertion_hash %s is not the content hash of %s (%s)", in.AssertionHash, last, prf.Hash())
-			}
-			switch in.ResponseType {
-			case protocol.ResponseAccept:
-				qty = in.AcceptedQuantity
-				if qty == "" {
-					qty = prf.P("asserted_quantity")
-				}
-				acc, err1 := decimal.ParseQuantity(qty)
-				asserted, err2 := decimal.ParseQuantity(prf.P("asserted_quantity"))
-				if err1 != nil || err2 != nil {
-					return refusef(reason.TermsInvalid, "accepted_quantity %q is not a quantity", qty)
-				}
-				if acc.Cmp(asserted) > 0 {
-					return refusef(reason.ObligationTermsMutated, "accepted quantity %s exceeds the asserted %s", qty, prf.P("asserted_quantity"))
-				}
-			case protocol.ResponseReject:
-				qty = prf.P("asserted_quantity")
-				if in.ReasonCode == "" {
-					return refusef(reason.ObligationRejectionReasonUnknown, "a rejection states a reason_code from the closed list of obligation §5.5")
-				}
-			}
-			return nil
+			return coverAll(acted, outstanding, "a response event answers every outstanding assertion: answer")
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return authority.CoreTerms(qty, obl.P("unit_code"), op["consideration"]), map[string]any{"assertion_id": last}, nil
+			return authority.CoreTerms(lead.qty, lead.obl.P("unit_code"), lead.obl.Payload()["consideration"]), map[string]any{"assertion_id": lead.last}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			payload := map[string]any{"obligation_id": in.ObligationID, "response_type": string(in.ResponseType), "assertion_id": last, "assertion_hash": prf.Hash()}
-			if in.ResponseType == protocol.ResponseAccept {
-				payload["accepted_quantity"] = qty
-				acc, _ := decimal.ParseQuantity(qty)
-				owed, err := decimal.ParseQuantity(obl.P("quantity"))
-				if err != nil {
-					return refusef(reason.TermsInvalid, "obligation %s owes %q, not a quantity", obl.ID(), obl.P("quantity"))
+			for i, it := range items {
+				payload := map[string]any{"obligation_id": it.obl.ID(), "response_type": string(it.in.ResponseType), "assertion_id": it.last, "assertion_hash": it.prf.Hash()}
+				suffix := ""
+				if i > 0 {
+					suffix = fmt.Sprintf("_%d", i+1)
 				}
-				if acc.Cmp(owed) < 0 {
-					rem, err := e.remainder(b, obl, owed.Sub(acc).String(), in.RemainderDue)
+				if it.in.ResponseType == protocol.ResponseAccept {
+					payload["accepted_quantity"] = it.qty
+					acc, _ := decimal.ParseQuantity(it.qty)
+					owed, err := decimal.ParseQuantity(it.obl.P("quantity"))
 					if err != nil {
-						return asRefusal(err, reason.ObligationConditionUnknown)
+						return refusef(reason.TermsInvalid, "obligation %s owes %q, not a quantity", it.obl.ID(), it.obl.P("quantity"))
 					}
-					payload["remainder_obligation_id"] = rem.ID()
-					b.name("remainder_obligation", rem.ID())
+					if acc.Cmp(owed) < 0 {
+						rem, err := e.remainder(b, it.obl, owed.Sub(acc).String(), it.in.RemainderDue)
+						if err != nil {
+							return asRefusal(err, reason.ObligationConditionUnknown)
+						}
+						payload["remainder_obligation_id"] = rem.ID()
+						b.name("remainder_obligation"+suffix, rem.ID())
+					}
+				} else {
+					payload["reason_code"] = string(it.in.ReasonCode)
 				}
-			} else {
-				payload["reason_code"] = string(in.ReasonCode)
+				// The gate on the response refuses an unregistered
+				// reason_code (A202-OBLIGATION-REJECTION-REASON-UNKNOWN), as
+				// the counterparty's will.
+				obr, err := b.add(protocol.ObligationResponse, payload, protocol.PurposeObjectIssuance)
+				if err != nil {
+					return asRefusal(err, reason.TermsInvalid)
+				}
+				b.name("obligation_response"+suffix, obr.ID())
+				if i == 0 {
+					b.data = map[string]any{"obligation_id": it.obl.ID(), "obligation_response_id": obr.ID()}
+					continue
+				}
+				if err := b.ride(ctx, obr); err != nil {
+					return err
+				}
 			}
-			// The gate on the response refuses an unregistered reason_code
-			// (A202-OBLIGATION-REJECTION-REASON-UNKNOWN), as the
-			// counterparty's will.
-			obr, err := b.add(protocol.ObligationResponse, payload, protocol.PurposeObjectIssuance)
-			if err != nil {
-				return asRefusal(err, reason.TermsInvalid)
-			}
-			b.data = map[string]any{"obligation_id": in.ObligationID, "obligation_response_id": obr.ID()}
-			b.name("obligation_response", obr.ID())
 			return nil
 		},
 	})
+}
+
+// prepareResponse checks one answer of a response event at the obligee's
+// instance and fills in the assertion it answers and its quantity.
+func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
+	cfg := e.o.Config()
+	in := it.in
+	if !sameParty(it.obl.PSub("obligee"), party(cfg.OrganizationID, cfg.AgentID)) {
+		return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)
+	}
+	switch in.ResponseType {
+	case protocol.ResponseAccept, protocol.ResponseReject:
+	case protocol.ResponseWaive:
+		return refusef(reason.StateTransitionDenied, "a waiver is not an answer to an assertion: the transaction's state machine (rules %s) has no response event for it; "+
+			"release the obligation with waive_obligation, or answer the assertion with accept or reject", RulesVersion)
+	default:
+		return refusef(reason.StateTransitionDenied, "response_type %q: answer an assertion with accept or reject", in.ResponseType)
+	}
+	os, err := e.obligationState(ctx, in.ObligationID)
+	if err != nil {
+		return err
+	}
+	it.last = os.outstanding()
+	if it.last == "" {
+		return refusef(reason.StateTransitionDenied, "obligation %s is %q; only an outstanding assertion is answered, once (obligation §6.1)", in.ObligationID, os.State)
+	}
+	if in.AssertionID != "" && in.AssertionID != it.last {
+		if slices.Contains(os.Assertions, in.AssertionID) {
+			return refusef(reason.StateTransitionDenied, "assertion %s was answered already; the outstanding assertion of %s is %s", in.AssertionID, in.ObligationID, it.last)
+		}
+		return refusef(reason.ObligationResponseHashMismatch, "%s is not an assertion of %s; the outstanding one is %s", in.AssertionID, in.ObligationID, it.last)
+	}
+	var ok bool
+	if it.prf, ok = e.getTyped(ctx, it.last, protocol.PerformanceEvent); !ok {
+		return errf("assertion %s is not held", it.last)
+	}
+	if in.AssertionHash != "" && in.AssertionHash != it.prf.Hash() {
+		return refusef(reason.ObligationResponseHashMismatch, "assertion_hash %s is not the content hash of %s (%s)", in.AssertionHash, it.last, it.prf.Hash())
+	}
+	switch in.ResponseType {
+	case protocol.ResponseAccept:
+		it.qty = in.AcceptedQuantity
+		if it.qty == "" {
+			it.qty = it.prf.P("asserted_quantity")
+		}
+		acc, err1 := decimal.ParseQuantity(it.qty)
+		asserted, err2 := decimal.ParseQuantity(it.prf.P("asserted_quantity"))
+		if err1 != nil || err2 != nil {
+			return refusef(reason.TermsInvalid, "accepted_quantity %q is not a quantity", it.qty)
+		}
+		if acc.Cmp(asserted) > 0 {
+			return refusef(reason.ObligationTermsMutated, "accepted quantity %s exceeds the asserted %s", it.qty, it.prf.P("asserted_quantity"))
+		}
+	case protocol.ResponseReject:
+		it.qty = it.prf.P("asserted_quantity")
+		if in.ReasonCode == "" {
+			return refusef(reason.ObligationRejectionReasonUnknown, "a rejection states a reason_code from the closed list of obligation §5.5")
+		}
+	}
+	return nil
 }
 
 // remainder issues the obligation for the shortfall of a partial
@@ -640,72 +782,130 @@ func (e *Engine) remainder(b *builder, obl *Obj, qty string, due map[string]any)
 
 // checkResponse is the obligor's live guard of acceptance.granted and
 // acceptance.rejected (obligation §5.2, §5.4, §5.5, §6.1): the response
-// travels with the event, is the obligee's (rule 1), answers the
-// outstanding assertion of an obligation of this transaction by its exact
-// content hash (rule 2), and an accept below what is owed carries and names
-// its remainder (rule 3), which alters none of the obligation's terms
-// (rule 4). The reason code of a rejection, and a response that carries
-// terms of its own, are refused by the gate before this runs.
+// the event names travels with it, of the event's kind; it and every
+// further response that travels are the obligee's (rule 1), each answers
+// the outstanding assertion of an obligation of this transaction by its
+// exact content hash (rule 2), and an accept below what is owed carries
+// and names its remainder (rule 3), which alters none of the obligation's
+// terms (rule 4); together they answer every outstanding assertion, a
+// rejection among them making the event acceptance.rejected; each further
+// response is an act of its own with its own decision. The reason code of
+// a rejection, and a response that carries terms of its own, are refused
+// by the gate before this runs.
 func checkResponse(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	et := ev.EventType()
-	obr, remainder := r.one(protocol.ObligationResponse), r.one(protocol.Obligation)
-	if et == protocol.EvAcceptanceRejected && remainder != nil {
-		return reason.Refuse(fmt.Sprintf("an acceptance.rejected message does not carry obligation %s", remainder.ID()))
-	}
-	if obr == nil || obr.ID() != ev.Data("obligation_response_id") {
+	lead := r.find(ev.Data("obligation_response_id"))
+	if lead == nil || lead.Type() != protocol.ObligationResponse {
 		return refusef(reason.ObligationResponseHashMismatch, "the event names a response that does not travel with it")
 	}
+	if ev.Data("obligation_id") != lead.P("obligation_id") {
+		return refusef(reason.ObligationSubjectUnreferenced, "response %s names obligation %s, the event %s", lead.ID(), lead.P("obligation_id"), ev.Data("obligation_id"))
+	}
+	remainders := map[string]*Obj{}
+	for _, o := range r.byType(protocol.Obligation) {
+		remainders[o.ID()] = o
+	}
+	named := map[string]bool{}
+	acted := map[string]bool{}
+	full, rejected := false, false
+	responses := r.byType(protocol.ObligationResponse)
+	for _, obr := range responses {
+		switch rt := obr.P("response_type"); {
+		case rt == "reject":
+			rejected = true
+		case rt == "accept":
+		default:
+			return refusef(reason.StateTransitionDenied, "response type %q has no transition in the transaction's state machine under rules %s", rt, RulesVersion)
+		}
+		if acted[obr.P("obligation_id")] {
+			return refusef(reason.StateTransitionDenied, "obligation %s is answered twice in one response event", obr.P("obligation_id"))
+		}
+		acted[obr.P("obligation_id")] = true
+		isFull, err := e.checkOneResponse(ctx, r, obr, remainders, named)
+		if err != nil {
+			return err
+		}
+		full = full || isFull
+	}
+	switch rt := lead.P("response_type"); {
+	case rt == "accept" && et == protocol.EvAcceptanceGranted && !rejected, rt == "reject" && et == protocol.EvAcceptanceRejected:
+	default:
+		return refusef(reason.StateTransitionDenied, "a %s response is not recorded as %s (a rejection among the responses makes the event acceptance.rejected)", rt, et)
+	}
+	for id := range remainders {
+		if named[id] {
+			continue
+		}
+		if full && len(named) == 0 {
+			return refusef(reason.ObligationRemainderMissing, "accepting all that is owed leaves no remainder, and names none")
+		}
+		return reason.Refuse(fmt.Sprintf("an %s message does not carry obligation %s: no partial acceptance of it names it as its remainder", et, id))
+	}
+	outstanding, err := e.obligationsIn(ctx, r.txn, protocol.OblAsserted)
+	if err != nil {
+		return err
+	}
+	if err := coverAll(acted, outstanding, "a response event answers every outstanding assertion: it leaves out"); err != nil {
+		return err
+	}
+	return e.checkRiders(ctx, r, ev, others(responses, lead.ID()))
+}
+
+// checkOneResponse checks one response of a response event: the
+// obligee's, over the outstanding assertion of an obligation of this
+// transaction by its exact content hash, an accept within the asserted
+// quantity and, when short, naming its remainder (marked in named). full
+// reports an accept of all that is owed.
+func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, remainders map[string]*Obj, named map[string]bool) (full bool, err error) {
 	obl, ok := e.getTyped(ctx, obr.P("obligation_id"), protocol.Obligation)
-	if !ok || ev.Data("obligation_id") != obl.ID() || obl.Txn() != r.txn {
-		return refusef(reason.ObligationSubjectUnreferenced, "response %s names an obligation not held here", obr.ID())
+	if !ok || obl.Txn() != r.txn {
+		return false, refusef(reason.ObligationSubjectUnreferenced, "response %s names an obligation not held here", obr.ID())
 	}
 	if obl.PartyOrg("obligee") != r.from || str(obl.PSub("obligee")["agent_id"]) != obr.Agent() {
-		return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it (obligation §5.2 rule 1)", obl.ID())
-	}
-	switch rt := obr.P("response_type"); {
-	case rt == "accept" && et == protocol.EvAcceptanceGranted, rt == "reject" && et == protocol.EvAcceptanceRejected:
-	case rt == "accept" || rt == "reject":
-		return refusef(reason.StateTransitionDenied, "a %s response is not recorded as %s", rt, et)
-	default:
-		return refusef(reason.StateTransitionDenied, "response type %q has no transition in the transaction's state machine under rules %s", rt, RulesVersion)
+		return false, refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it (obligation §5.2 rule 1)", obl.ID())
 	}
 	os, err := e.obligationState(ctx, obl.ID())
 	if err != nil {
-		return err
+		return false, err
 	}
 	last := os.outstanding()
 	switch {
 	case last == "":
-		return refusef(reason.StateTransitionDenied, "obligation %s is %q; only an outstanding assertion is answered, once (obligation §6.1)", obl.ID(), os.State)
+		return false, refusef(reason.StateTransitionDenied, "obligation %s is %q; only an outstanding assertion is answered, once (obligation §6.1)", obl.ID(), os.State)
 	case obr.P("assertion_id") == last:
 	case slices.Contains(os.Assertions, obr.P("assertion_id")):
-		return refusef(reason.StateTransitionDenied, "assertion %s was answered already; the outstanding assertion of %s is %s", obr.P("assertion_id"), obl.ID(), last)
+		return false, refusef(reason.StateTransitionDenied, "assertion %s was answered already; the outstanding assertion of %s is %s", obr.P("assertion_id"), obl.ID(), last)
 	default:
-		return refusef(reason.ObligationResponseHashMismatch, "response %s answers %s, which is not an assertion of %s", obr.ID(), obr.P("assertion_id"), obl.ID())
+		return false, refusef(reason.ObligationResponseHashMismatch, "response %s answers %s, which is not an assertion of %s", obr.ID(), obr.P("assertion_id"), obl.ID())
 	}
 	prf, ok := e.getTyped(ctx, last, protocol.PerformanceEvent)
 	if !ok {
-		return errf("assertion %s is not held", last)
+		return false, errf("assertion %s is not held", last)
 	}
 	if obr.P("assertion_hash") != prf.Hash() {
-		return refusef(reason.ObligationResponseHashMismatch, "response %s is not bound to assertion %s by its content hash", obr.ID(), last)
+		return false, refusef(reason.ObligationResponseHashMismatch, "response %s is not bound to assertion %s by its content hash", obr.ID(), last)
 	}
-	if et == protocol.EvAcceptanceGranted {
-		qty := obr.P("accepted_quantity")
-		acc, err1 := decimal.ParseQuantity(qty)
-		asserted, err2 := decimal.ParseQuantity(prf.P("asserted_quantity"))
-		owed, err3 := decimal.ParseQuantity(obl.P("quantity"))
-		if err1 != nil || err2 != nil || err3 != nil || acc.Cmp(asserted) > 0 {
-			return refusef(reason.ObligationTermsMutated, "accepted quantity %q is not within the asserted %s", qty, prf.P("asserted_quantity"))
-		}
-		if acc.Cmp(owed) < 0 {
-			return e.checkRemainder(ctx, r.txn, obl, remainder, obr, owed.Sub(acc))
-		}
-		if obr.Payload()["remainder_obligation_id"] != nil || remainder != nil {
-			return refusef(reason.ObligationRemainderMissing, "accepting all that is owed leaves no remainder, and names none")
-		}
+	if obr.P("response_type") != "accept" {
+		return false, nil
 	}
-	return nil
+	qty := obr.P("accepted_quantity")
+	acc, err1 := decimal.ParseQuantity(qty)
+	asserted, err2 := decimal.ParseQuantity(prf.P("asserted_quantity"))
+	owed, err3 := decimal.ParseQuantity(obl.P("quantity"))
+	if err1 != nil || err2 != nil || err3 != nil || acc.Cmp(asserted) > 0 {
+		return false, refusef(reason.ObligationTermsMutated, "accepted quantity %q is not within the asserted %s", qty, prf.P("asserted_quantity"))
+	}
+	if acc.Cmp(owed) < 0 {
+		rem := remainders[obr.P("remainder_obligation_id")]
+		if rem != nil {
+			named[rem.ID()] = true
+		}
+		return false, e.checkRemainder(ctx, r.txn, obl, rem, obr, owed.Sub(acc))
+	}
+	if obr.Payload()["remainder_obligation_id"] != nil {
+		return false, refusef(reason.ObligationRemainderMissing, "accepting all that is owed leaves no remainder, and names none")
+	}
+	return true, nil
 }
 
 // checkRemainder checks the remainder of a partial acceptance (obligation

@@ -95,6 +95,57 @@ type builder struct {
 	data      map[string]any
 	names     map[string]string
 	extra     []func(tx *store.Txn) error
+
+	// What a rider is decided under: the act's mandate, counterparty and
+	// position.
+	mandate      map[string]any
+	counterparty string
+	seq          int
+	riders       []riderDoc
+}
+
+// riderDoc is a rider's act as its decision evaluated it, kept beside the
+// message so that a renewal decides it again.
+type riderDoc struct {
+	Act      protocol.Act   `json:"act"`
+	Document map[string]any `json:"document"`
+}
+
+// ride makes o, one of the act's new objects, a rider: a further act of
+// this party that the act's event carries besides the one its data names
+// (authority.ObjectAct: a second obligation issued with the first, an
+// assertion of each obligation still owed, a response to each outstanding
+// assertion, the duties an amendment adds or waives). It is decided by
+// this instance's own evaluator like any act, at the event's position,
+// without an approval: a rider held for approval holds the whole act.
+func (b *builder) ride(ctx context.Context, o *Obj) error {
+	name, terms, refs, why := authority.ObjectAct(o.m, b.lookup(ctx))
+	if why != "" {
+		return errf("rider %s: %s", o.ID(), why)
+	}
+	d, err := b.e.ownDecision(ctx, b.mandate, name, b.txn, b.counterparty, terms, refs, nil, b.seq)
+	if err != nil {
+		return err
+	}
+	b.created = append(b.created, d.pol)
+	b.riders = append(b.riders, riderDoc{Act: name, Document: d.doc})
+	return nil
+}
+
+// lookup resolves an object by id among the act's new objects, then the
+// record.
+func (b *builder) lookup(ctx context.Context) authority.Lookup {
+	return func(id string) map[string]any {
+		for _, o := range b.created {
+			if o.ID() == id {
+				return o.m
+			}
+		}
+		if o, err := b.e.get(ctx, id); err == nil && (o.Txn() == "" || o.Txn() == b.txn) {
+			return o.m
+		}
+		return nil
+	}
 }
 
 // add makes one new object of the act, signed for purpose.
@@ -131,6 +182,9 @@ type pendingAct struct {
 	Document   map[string]any `json:"document"`
 	ApprovalID string         `json:"approval_id,omitempty"`
 	Seq        int            `json:"seq"`
+	// Riders are the documents of the further acts the message carries
+	// (builder.ride), each with a decision of its own.
+	Riders []riderDoc `json:"riders,omitempty"`
 }
 
 // perform runs one act: lock, load, check, own mandate, decide (with the
@@ -181,7 +235,8 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, now: now, data: map[string]any{}}
+	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, now: now, data: map[string]any{},
+		mandate: mandate, counterparty: counterparty, seq: seq}
 	if approval != nil {
 		b.carried = append(b.carried, approval)
 	}
@@ -200,7 +255,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 		}
 		b.name("event", ev.ID())
 	}
-	act, err := json.Marshal(pendingAct{Act: spec.name, MandateID: spec.mandateID, Document: d.doc, ApprovalID: spec.approvalID, Seq: seq})
+	act, err := json.Marshal(pendingAct{Act: spec.name, MandateID: spec.mandateID, Document: d.doc, ApprovalID: spec.approvalID, Seq: seq, Riders: b.riders})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -376,7 +431,15 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 		if len(reply) != 0 {
 			return errf("%s answered a message that carries no event with %d objects", m.Peer, len(reply))
 		}
-		if err := e.update(ctx, m.TransactionID, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {
+		err := e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
+			// What an act recorded by its objects alone moves (a waiver)
+			// counts here once the counterparty has taken it.
+			if err := e.applyObjects(tx, objs); err != nil {
+				return err
+			}
+			return tx.Delivered(m.ID)
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -393,7 +456,21 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 	if err != nil {
 		return err
 	}
+	// An event whose countersigner also signs an object of the act (an
+	// amendment's agreement) answers with it: checked here, stored with the
+	// event.
+	var also func(tx *store.Txn) error
+	if spec, ok := eventSpecs[ours.EventType()]; ok && spec.settle != nil {
+		if also, err = spec.settle(ctx, e, m, objs, reply); err != nil {
+			return err
+		}
+	}
 	return e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
+		if also != nil {
+			if err := also(tx); err != nil {
+				return err
+			}
+		}
 		held, err := tx.GetObject(ours.ID())
 		if err != nil {
 			return err
@@ -578,31 +655,57 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 			req.Approval = apr.m
 		}
 	}
-	res := e.o.Evaluator().Evaluate(ctx, req)
-	if res.Decision != authority.Allow {
-		return false, res.Err()
-	}
 	s, err := e.o.AgentSigner()
 	if err != nil {
 		return false, err
 	}
-	pm, err := authority.NewSharedDecision(res, s, pa.Seq)
+	// decide evaluates one of the message's acts again and signs a fresh
+	// decision for it; the act's old decision is the one bound to the same
+	// action hash.
+	decide := func(req authority.Request) (*Obj, string, error) {
+		res := e.o.Evaluator().Evaluate(ctx, req)
+		if res.Decision != authority.Allow {
+			return nil, "", res.Err()
+		}
+		pm, err := authority.NewSharedDecision(res, s, pa.Seq)
+		if err != nil {
+			return nil, "", err
+		}
+		pol, err := viewOf(pm)
+		return pol, res.ActionHash, err
+	}
+	pol, leadHash, err := decide(req)
 	if err != nil {
 		return false, err
 	}
-	pol, err := viewOf(pm)
-	if err != nil {
-		return false, err
+	renewed := map[string]*Obj{leadHash: pol} // action hash → fresh decision
+	for _, rd := range pa.Riders {
+		rreq := req
+		rreq.Act, rreq.Approval = rd.Document, nil
+		rp, h, err := decide(rreq)
+		if err != nil {
+			return false, err
+		}
+		renewed[h] = rp
 	}
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	var oldPol, oldEv, ev *Obj
+	var oldRiders []*Obj
 	var row store.Event
 	fresh := make([]*Obj, 0, len(objs))
 	for _, o := range objs {
 		switch {
 		case o.Type() == protocol.PolicyDecision && o.Org() == e.o.Config().OrganizationID:
-			oldPol = o
-			fresh = append(fresh, pol)
+			np, ok := renewed[o.P("action_hash")]
+			if !ok {
+				return false, errf("message %d carries decision %s for an act it does not name", m.ID, o.ID())
+			}
+			if o.P("action_hash") == leadHash {
+				oldPol = o
+			} else {
+				oldRiders = append(oldRiders, o)
+			}
+			fresh = append(fresh, np)
 		case o.Type() == protocol.TransactionEvent:
 			oldEv = o
 		default:
@@ -625,7 +728,7 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 		}
 		fresh = append(fresh, ev)
 	}
-	act, err := json.Marshal(pendingAct{Act: pa.Act, MandateID: pa.MandateID, Document: pa.Document, ApprovalID: pa.ApprovalID, Seq: pa.Seq})
+	act, err := json.Marshal(pendingAct{Act: pa.Act, MandateID: pa.MandateID, Document: pa.Document, ApprovalID: pa.ApprovalID, Seq: pa.Seq, Riders: pa.Riders})
 	if err != nil {
 		return false, err
 	}
@@ -640,6 +743,15 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 		}
 		if err := tx.PutVerified(pol.info(), pol.raw, originLocal); err != nil {
 			return err
+		}
+		for _, o := range oldRiders {
+			np := renewed[o.P("action_hash")]
+			if err := tx.DeleteObject(o.ID()); err != nil {
+				return err
+			}
+			if err := tx.PutVerified(np.info(), np.raw, originLocal); err != nil {
+				return err
+			}
 		}
 		if oldEv != nil {
 			if err := tx.DeletePendingEvent(m.TransactionID, oldEv.Seq(), oldEv.ID()); err != nil {

@@ -52,7 +52,11 @@ type TransactionView struct {
 	Objects       []ObjectView     `json:"objects"`
 	Obligations   []ObligationView `json:"obligations"`
 	Forks         []ForkView       `json:"forks"`
-	Pending       string           `json:"pending,omitempty"`
+	// TerminationProposals are termination records one party signed and
+	// the other has not agreed to yet (propose_termination); one that is
+	// current is agreed to with agree_termination.
+	TerminationProposals []TerminationView `json:"termination_proposals"`
+	Pending              string            `json:"pending,omitempty"`
 	// Notice says what became of an act that did not complete as it
 	// returned (refused after it was queued, or no longer allowed).
 	Notice *Notice `json:"notice,omitempty"`
@@ -145,6 +149,9 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 	for _, ob := range obls {
 		v.Obligations = append(v.Obligations, ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions})
 	}
+	if v.TerminationProposals, err = e.terminationProposals(ctx, t); err != nil {
+		return v, err
+	}
 	if n, err := e.o.Store.Notice(ctx, id); err == nil && n != "" {
 		var nt Notice
 		if json.Unmarshal([]byte(n), &nt) == nil {
@@ -222,21 +229,31 @@ type InboxItem struct {
 	Terms         map[string]any `json:"terms"`
 	// AcceptanceAct is the act document accept_offer evaluates under the
 	// given mandate: pass it to verify_mandate (and request_approval).
+	// For an amendment offer it is accept_amendment's (agreement.amend).
 	AcceptanceAct map[string]any `json:"acceptance_act,omitempty"`
+	// Amendment says the offer amends the agreement in force (named by
+	// AmendsAgreementID): accept it with accept_amendment.
+	Amendment         bool   `json:"amendment,omitempty"`
+	AmendsAgreementID string `json:"amends_agreement_id,omitempty"`
 }
 
 // Inbox lists the counterparties' offers this agent can still accept: the
-// latest offer of each draft transaction, made by the counterparty, not
-// lapsed and not withdrawn. With mandateID, each item carries the
+// latest offer of each draft transaction, and each amendment offer of a
+// committed or in_performance one, made by the counterparty, not lapsed
+// and not withdrawn. With mandateID, each item carries the
 // acceptance act document. It reads draft transactions only, by the state
 // index, a page at a time (limit, default 50).
 func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]InboxItem, error) {
 	if limit <= 0 {
 		limit = store.DefaultPage
 	}
-	ts, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(protocol.Draft), Limit: store.MaxPage})
-	if err != nil {
-		return nil, err
+	var ts []store.Transaction
+	for _, state := range []protocol.State{protocol.Draft, protocol.Committed, protocol.InPerformance} {
+		page, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(state), Limit: store.MaxPage})
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, page...)
 	}
 	now := e.o.Clock()
 	// The mandate is read once for the page, not once per offer.
@@ -257,7 +274,16 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 			continue
 		}
 		it := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
-		if mandate != nil {
+		if protocol.State(t.State) != protocol.Draft {
+			open, agr, err := e.openAmendment(ctx, t)
+			if err != nil || open == nil || open.ID() != last.ID() {
+				continue // the agreed offer, not an amendment
+			}
+			it.Amendment, it.AmendsAgreementID = true, agr.ID()
+			if mandate != nil {
+				it.AcceptanceAct = amendmentAct(last, agr, mandate)
+			}
+		} else if mandate != nil {
 			it.AcceptanceAct = acceptanceAct(last, mandate)
 		}
 		out = append(out, it)

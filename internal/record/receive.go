@@ -79,6 +79,19 @@ type receiveSpec struct {
 	// uncached re-evaluates the actor's mandate with a status fetched at
 	// this moment, not from the cache (an irreversible act).
 	uncached bool
+	// cosign, when set, is the countersigner's own part of an act whose
+	// objects both parties sign (an amendment's agreement): run after every
+	// check passed, it returns the objects of the message this instance
+	// signs too (stored and answered in place of the received bytes) and
+	// its own new objects (its decision), stored and answered with the
+	// countersigned event.
+	cosign func(ctx context.Context, e *Engine, r *receipt, ev *Obj) (signed, own []*Obj, err error)
+	// answer rebuilds what cosign answered, for the same event asked for
+	// again.
+	answer func(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte, error)
+	// settle, on the appending side, checks the objects cosign answered
+	// with and returns how to store them with the countersigned event.
+	settle func(ctx context.Context, e *Engine, m store.OutboxMessage, objs []*Obj, reply [][]byte) (func(tx *store.Txn) error, error)
 }
 
 // eventSpecs are the events this instance countersigns, registered by the
@@ -138,22 +151,32 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", txn, st.t.Counterparty, from)
 	}
 	events := r.byType(protocol.TransactionEvent)
+	// An act held for approval travels with the approval that released it;
+	// acts recorded by their objects alone that take one (a waiver, a
+	// termination proposal) are told apart by their other objects.
+	approvals := len(r.byType(protocol.Approval))
+	n := len(r.objs) - approvals
 	switch {
 	case len(events) > 0:
 		if len(events) != 1 || r.objs[len(r.objs)-1] != events[0] {
 			return nil, reason.Refuse("a message carries one event, last")
 		}
 		return e.receiveEvent(ctx, r)
-	case len(r.objs) == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
+	case approvals == 0 && len(r.objs) == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveOffer(ctx, r)
-	case len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
+	case approvals == 0 && len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWithdrawal(ctx, r)
+	case approvals <= 1 && n == 2 && r.one(protocol.ObligationResponse) != nil && r.one(protocol.PolicyDecision) != nil:
+		return e.receiveWaiver(ctx, r)
+	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil:
+		return e.receiveTerminationProposal(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
 		return e.receiveAgreement(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.AdapterReceipt) != nil:
 		return e.receiveReceipt(ctx, r)
 	}
-	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, an agreement to sign, an adapter receipt, or an event with its objects")
+	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, a waiver, a termination proposal, " +
+		"an agreement to sign, an adapter receipt, or an event with its objects")
 }
 
 // Reply returns the reply recorded for a message from org (the plain
@@ -221,12 +244,42 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	if err := e.checkDecision(ctx, r.from, ev, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), spec.uncached); err != nil {
 		return nil, err
 	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
+	var awaiting []string
+	if spec.cosign != nil {
+		for _, o := range support {
+			if o.Type() == protocol.Agreement {
+				awaiting = append(awaiting, o.ID()) // signed by this party next
+			}
+		}
+	}
+	if err := e.extend(ctx, r.st, r.objs, awaiting...); err != nil {
 		return nil, err
+	}
+	replaced := map[string]*Obj{}
+	var own []*Obj
+	if spec.cosign != nil {
+		cs, mine, err := spec.cosign(ctx, e, r, ev)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range cs {
+			replaced[o.ID()] = o
+		}
+		own = mine
 	}
 	signed, err := e.countersign(ev, protocol.PurposeEventAppend, e.o.Clock())
 	if err != nil {
 		return nil, err
+	}
+	reply := [][]byte{signed.raw}
+	replyIDs := []string{ev.ID()}
+	for _, o := range support {
+		if x, ok := replaced[o.ID()]; ok {
+			reply, replyIDs = append(reply, x.raw), append(replyIDs, x.ID())
+		}
+	}
+	for _, o := range own {
+		reply, replyIDs = append(reply, o.raw), append(replyIDs, o.ID())
 	}
 	row := store.Event{
 		TransactionID: r.txn, Sequence: ev.Seq(), EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: r.st.t.HeadHash,
@@ -238,7 +291,15 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 			return err
 		}
 		for _, o := range support {
+			if x, ok := replaced[o.ID()]; ok {
+				o = x
+			}
 			if err := putReceived(tx, o, r.from); err != nil {
+				return err
+			}
+		}
+		for _, o := range own {
+			if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
 				return err
 			}
 		}
@@ -254,14 +315,14 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 		if err := e.applyEvent(tx, signed, support); err != nil {
 			return err
 		}
-		return tx.PutInbox(r.from, r.key, r.txn, []string{ev.ID()}, r.now)
+		return tx.PutInbox(r.from, r.key, r.txn, replyIDs, r.now)
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.point("receive.after-store")
 	e.log.Info("event countersigned", "transaction_id", r.txn, "sequence", ev.Seq(), "event_type", ev.EventType(), "from", r.from, "to_state", ev.To())
-	return [][]byte{signed.raw}, nil
+	return reply, nil
 }
 
 // putReceived stores an object that travelled with a message; the same
@@ -291,7 +352,15 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 			if err != nil {
 				return nil, err, true
 			}
-			return [][]byte{held}, nil, true // the same event again: the same answer
+			out := [][]byte{held}
+			if spec, ok := eventSpecs[ev.EventType()]; ok && spec.answer != nil {
+				more, err := spec.answer(ctx, e, r.txn, ev)
+				if err != nil {
+					return nil, err, true
+				}
+				out = append(out, more...)
+			}
+			return out, nil, true // the same event again: the same answer
 		case x.Status == store.EventRecorded:
 			detail := fmt.Sprintf("event %s at position %d of %s conflicts with event %s held there", ev.ID(), seq, r.txn, x.EventID)
 			_ = e.update(ctx, r.txn, func(tx *store.Txn) error {
@@ -376,7 +445,9 @@ func carries(eventType protocol.EventType, support []*Obj, limit map[protocol.Ob
 		max, ok := limit[t]
 		switch t {
 		case protocol.PolicyDecision, protocol.Approval:
-			max, ok = 1, true
+			if !ok {
+				max, ok = 1, true
+			}
 		}
 		if !ok || max >= 0 && n[t] > max {
 			return reason.Refuse(fmt.Sprintf("a %s message does not carry %s %s", eventType, t, o.ID()))

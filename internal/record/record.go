@@ -80,7 +80,19 @@
 // issues (obligation.activated → in_performance), the obligor asserts with
 // evidence (performance.declared → acceptance_pending), and the obligee
 // accepts (acceptance.granted → settlement_pending) or rejects
-// (acceptance.rejected → in_performance).
+// (acceptance.rejected → in_performance). An agreement may be performed as
+// several obligations, each its own act riding the same events
+// (deliverables.go). Settlement and completion follow (settlement.go).
+//
+// # Walking away and changing course
+//
+// Either party cancels a transaction before anything is committed
+// (transaction.cancelled, cancel.go); both end a committed one by
+// agreement over one termination record both sign (termination.agreed,
+// termination.go); the obligee waives a duty it no longer wants, by a
+// signed act of its own that needs no event (waiver.go); and an agreement
+// is amended by a fresh offer and acceptance and a new version signed by
+// both, in one countersigned agreement.amended (amendment.go).
 //
 // # Changes
 //

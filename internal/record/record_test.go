@@ -270,11 +270,11 @@ func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
 		t.Fatalf("accepting the latest offer: %+v %v", out, err)
 	}
 	recordtest.SameRecord(t, b, s, txn, 2)
-	// A stale acceptance forged at the receiver is refused too: an
-	// acceptance of the first offer, correctly signed, delivered as event 3.
+	// After commitment an offer is an amendment offer (amendment.go): it
+	// supersedes nothing, and one naming the agreed offer is stale.
 	if _, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3000.00"),
-		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: second.Objects["offer"]}); !hasCode(err, reason.StateTransitionDenied) {
-		t.Fatalf("an offer after commitment: %v", err)
+		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: second.Objects["offer"]}); !hasCode(err, reason.OfferStale) {
+		t.Fatalf("an offer after commitment superseding the agreed one: %v", err)
 	}
 }
 

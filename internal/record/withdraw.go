@@ -42,10 +42,7 @@ func (e *Engine) WithdrawOffer(ctx context.Context, in WithdrawInput) (Outcome, 
 			if offer.Org() != e.o.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
 			}
-			if st.State() != protocol.Draft {
-				return refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", txn, st.t.State)
-			}
-			last, err := e.latestOffer(ctx, txn)
+			last, err := e.withdrawable(ctx, st)
 			if err != nil {
 				return err
 			}
@@ -76,11 +73,11 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	if !r.st.known {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
 	}
-	if r.st.State() != protocol.Draft {
-		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", r.txn, r.st.t.State)
+	last, err := e.withdrawable(ctx, r.st)
+	if err != nil {
+		return nil, err
 	}
-	last, err := e.latestOffer(ctx, r.txn)
-	if err != nil || last == nil {
+	if last == nil {
 		return nil, refusef(reason.OfferStale, "transaction %s holds no offer", r.txn)
 	}
 	if last.Org() != r.from {
@@ -109,6 +106,23 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	e.point("receive.after-store")
 	e.log.Info("offer withdrawn by its offeror", "transaction_id", r.txn, "offer_id", last.ID(), "from", r.from)
 	return [][]byte{}, nil
+}
+
+// withdrawable returns the session's latest offer when it may still be
+// withdrawn: in draft, or an amendment offer not yet accepted (the
+// transaction committed or in_performance, the offer not the one the
+// agreement in force was formed on).
+func (e *Engine) withdrawable(ctx context.Context, st *state) (*Obj, error) {
+	switch {
+	case st.State() == protocol.Draft:
+		return e.latestOffer(ctx, st.t.ID)
+	case amending(st):
+		open, _, err := e.openAmendment(ctx, st.t)
+		if err != nil || open != nil {
+			return open, err
+		}
+	}
+	return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an offer is withdrawn only before acceptance", st.t.ID, st.t.State)
 }
 
 // withdrawn refuses an offer its offeror withdrew (as stale).

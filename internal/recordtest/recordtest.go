@@ -222,14 +222,16 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 		}
 		return &Side{Node: n, Agent: agent.New(n.Org), Princ: princ, Mandate: m["id"].(string)}
 	}
-	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete"}, "org_delta",
+	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete",
+		"transaction.cancel", "termination.agree", "obligation.waive", "agreement.amend", "offer.submit"}, "org_delta",
 		[]map[string]any{{
 			"id":                    "r_acceptance",
 			"when":                  map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
 			"approver":              map[string]any{"organization_id": "org_northstar", "role": "procurement_lead"},
 			"expires_after_seconds": 3600,
 		}})
-	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared", "transaction.complete"}, "org_northstar", nil)
+	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared", "transaction.complete",
+		"transaction.cancel", "termination.agree", "agreement.amend"}, "org_northstar", nil)
 	buyer.Out = &Link{from: "org_northstar"}
 	supplier.Out = &Link{from: "org_delta"}
 	for _, s := range []*Side{buyer, supplier} {

@@ -106,6 +106,24 @@ func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]O
 	return out, rows.Err()
 }
 
+// ObligationStates is Store.ObligationStates inside the transaction.
+func (t *Txn) ObligationStates(transactionID string) ([]ObligationState, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ObligationState
+	for rows.Next() {
+		o, err := scanObligationState(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
 // Meta returns a value of the meta table, or "" when unset.
 func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 	var v string

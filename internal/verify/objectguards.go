@@ -52,9 +52,14 @@ func (r *run) objectGuards() {
 				}
 				r.acyclic(o, cyclic[o.id])
 			}
+		case "evidence":
+			r.recordSignature(o)
 		case "obligation_response":
-			if str(o.payload, "response_type") == "accept" {
+			switch str(o.payload, "response_type") {
+			case "accept":
 				r.remainder(o)
+			case "waive":
+				r.waiverState(o)
 			}
 		}
 	}

@@ -168,14 +168,11 @@ var guards = map[string]string{
 	"approval.requested":     "an approval rule matched",
 	"approval.rejected":      "the approval binds the selected offer hash",
 	"acceptance.withdrawn":   "the withdrawal is authorised and before commitment",
-	"transaction.cancelled":  "the canceller has authority and nothing is committed",
 	"deadline.elapsed":       "the authoritative clock is past the deadline",
 	"exception.opened":       "the exception's type, scope and evidence are supplied",
 	"remediation.accepted":   "the parties accept the remediation hash",
 	"exception.resolved":     "the resolution conditions are met",
 	"transaction.terminated": "termination authority and evidence are valid",
-	"termination.agreed":     "both parties signed one termination record naming every open obligation's disposition (the record has no object type, spec-map C16)",
-	"agreement.amended":      "a superseding agreement version formed on a fresh offer and acceptance, signed by both",
 }
 
 // guard checks what the bundle can show of the event's guard.
@@ -199,6 +196,12 @@ func (r *run) guard(s *stream, i int, e *object, session bool) {
 		r.instructedGuard(&v, s, i, e, data)
 	case "transaction.completed":
 		r.completedGuard(&v, s, i, e, data)
+	case "transaction.cancelled":
+		r.cancelledGuard(&v, s, i, e, data)
+	case "termination.agreed":
+		r.terminationGuard(&v, s, i, e, data)
+	case "agreement.amended":
+		r.amendedGuard(&v, s, i, e, data)
 	default:
 		if g, ok := guards[event]; ok {
 			v.unsure("the guard of %s (%s) is not established from the objects of a bundle", event, g)

@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"time"
+
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/decimal"
 )
@@ -26,23 +28,55 @@ import (
 // before it, in order}.
 
 // accepted returns, for the events before position i of stream s, the
-// obligations each acceptance.granted accepted (the remainders they issued
-// pending) and the responses that accepted them.
+// obligations accepted (the remainders the acceptances issued pending)
+// and the responses that accepted them. An acceptance event records the
+// response its data names and, as riders, the obligee's other responses
+// made with it (docs/record-protocol.md, issue 15 decisions: one event
+// answers every outstanding assertion); so an obligation counts as
+// accepted by an obligee's accept response made no later than the last
+// acceptance event before position i, and as issued when an obligation
+// event named it, a response named it as remainder, or it is an
+// obligation of the transaction made by then.
 func (r *run) accepted(s *stream, i int) (accepted map[string]bool, responses map[string]string, issued map[string]bool) {
 	accepted, responses, issued = map[string]bool{}, map[string]string{}, map[string]bool{}
+	var lastResponse time.Time
+	seenResponse := false
 	for j := 0; j < i; j++ {
 		p := s.events[j].payload
 		data, _ := objAt(p, "data")
 		switch str(p, "event_type") {
 		case "obligation.activated":
 			issued[str(data, "obligation_id")] = true
-		case "acceptance.granted":
+		case "acceptance.granted", "acceptance.rejected":
+			if at, ok := timeAt(p, "occurred_at"); ok {
+				lastResponse, seenResponse = at, true
+			}
+			if str(p, "event_type") != "acceptance.granted" {
+				continue
+			}
 			obl := str(data, "obligation_id")
 			accepted[obl] = true
 			responses[obl] = str(data, "obligation_response_id")
 			if resp, held := r.byID[str(data, "obligation_response_id")]; held {
 				if rem := str(resp.payload, "remainder_obligation_id"); rem != "" {
 					issued[rem] = true
+				}
+			}
+		}
+	}
+	if i < len(s.events) {
+		if at, ok := timeAt(s.events[i].payload, "occurred_at"); ok {
+			txn := str(s.events[i].val, "transaction_id")
+			for _, o := range r.obligationsAt(txn, at) {
+				issued[o.id] = true
+				if !seenResponse || accepted[o.id] {
+					continue
+				}
+				if resp := r.responseOf(o, "accept", lastResponse); resp != nil {
+					accepted[o.id], responses[o.id] = true, resp.id
+					if rem := str(resp.payload, "remainder_obligation_id"); rem != "" {
+						issued[rem] = true
+					}
 				}
 			}
 		}
@@ -125,7 +159,7 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 			continue // not an obligation of this record's chain (a newer version, say)
 		}
 		n++
-		if !accepted[o.id] && !r.waived(o.id) {
+		if !accepted[o.id] && !r.waived(o.id, e) {
 			v.fail("%s was neither accepted nor waived before %s", o.subject, e.subject)
 			continue
 		}
@@ -175,19 +209,13 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 }
 
 // waived reports whether the bundle holds the obligee's waiver of an
-// obligation (obligation §5.2): a waive response by its obligee.
-func (r *run) waived(oblID string) bool {
+// obligation (obligation §5.2), a waive response by its obligee, made no
+// later than event e.
+func (r *run) waived(oblID string, e *object) bool {
 	obl, held := r.byID[oblID]
 	if !held {
 		return false
 	}
-	for _, o := range r.objs {
-		if o.typ == "obligation_response" && str(o.payload, "obligation_id") == oblID && str(o.payload, "response_type") == "waive" {
-			by, _ := objAt(o.val, "created_by")
-			if str(by, "organization_id") == partyOrg(obl.payload, "obligee") {
-				return true
-			}
-		}
-	}
-	return false
+	at, ok := timeAt(e.payload, "occurred_at")
+	return ok && r.responseOf(obl, "waive", at) != nil
 }

@@ -1,0 +1,85 @@
+package record
+
+// Cancellation (pilot state machine §5, row transaction.cancelled: from an
+// eligible pre-commit state, "canceller has authority; no committed
+// agreement", to cancelled).
+//
+// Either party cancels a transaction that is draft or agreement_pending:
+// the act transaction.cancel, whose document carries the latest offer's
+// terms (docs/authority.md), recorded by transaction.cancelled (data: the
+// latest offer's id) and countersigned like any event. It is how a
+// formation that cannot finish ends: an offeror whose own policy declines
+// to sign the agreement leaves both records in agreement_pending, with a
+// notice on each side saying so, and either party then cancels. Nothing
+// follows a cancelled transaction: offers, acceptances and agreements
+// proposed for it are refused (A202-STATE-TRANSITION-DENIED).
+//
+// The countersigner's live part is only what the verifier cannot see
+// (that the offer named is the latest of this copy); that nothing was
+// committed before is the transition table's rule and the verifier's
+// guard (verify.Extend).
+
+import (
+	"context"
+
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
+)
+
+// CancelInput cancels a transaction before anything is committed.
+type CancelInput struct {
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists transaction.cancel."`
+	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...), draft or agreement_pending."`
+	// ApprovalID is an approval of exactly this cancellation, when the
+	// mandate holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+}
+
+func init() {
+	eventSpecs[protocol.EvTransactionCancelled] = receiveSpec{check: checkCancelled}
+}
+
+// CancelTransaction appends transaction.cancelled (draft or
+// agreement_pending → cancelled).
+func (e *Engine) CancelTransaction(ctx context.Context, in CancelInput) (Outcome, error) {
+	var offer *Obj
+	return e.perform(ctx, actSpec{
+		name: protocol.ActTransactionCancel, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		event: protocol.EvTransactionCancelled,
+		check: func(ctx context.Context, st *state) error {
+			switch st.State() {
+			case protocol.Draft, protocol.AgreementPending:
+			default:
+				return refusef(reason.StateTransitionDenied, "transaction %s is %s: only a draft or agreement_pending transaction is cancelled; "+
+					"a committed one ends by termination (propose_termination)", in.TransactionID, st.t.State)
+			}
+			var err error
+			if offer, err = e.latestOffer(ctx, in.TransactionID); err != nil {
+				return err
+			}
+			if offer == nil {
+				return refusef(reason.StateTransitionDenied, "transaction %s holds no offer", in.TransactionID)
+			}
+			return nil
+		},
+		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
+		build: func(ctx context.Context, st *state, b *builder) error {
+			b.data = map[string]any{"offer_id": offer.ID()}
+			b.name("offer", offer.ID())
+			return nil
+		},
+	})
+}
+
+// checkCancelled is the live part of the countersigner's guard of
+// transaction.cancelled: the offer named is this copy's latest.
+func checkCancelled(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+	last, err := e.latestOffer(ctx, r.txn)
+	if err != nil {
+		return err
+	}
+	if last == nil || ev.Data("offer_id") != last.ID() {
+		return refusef(reason.StateTransitionDenied, "transaction.cancelled names offer %s; the latest offer of %s is not that", ev.Data("offer_id"), r.txn)
+	}
+	return nil
+}

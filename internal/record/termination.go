@@ -1,0 +1,360 @@
+package record
+
+// Consensual termination (pilot state machine §5 row termination.agreed,
+// §5.2, tests 22–23; obligation §6.1 obligation.released).
+//
+// Both parties end a committed transaction by agreement, from committed,
+// in_performance, acceptance_pending or settlement_pending (and
+// exception_open, which nothing here reaches). The guard: both parties
+// signed the same termination record hash, and the record names the
+// disposition of every obligation not yet terminal; the named obligations
+// move to released, and the transaction to terminated.
+//
+// The kernel has no object type for the termination record (spec-map C16,
+// D19), so its form is decided here (docs/record-protocol.md, issue 15
+// decisions): the RFC 8785 document verify.TerminationRecord builds —
+// record_type "termination", the transaction, the agreement in force, the
+// content hash of the event the termination follows (the head, so that a
+// record is about one point of the chain), and one disposition
+// {obligation_id, disposition: "released"} for every obligation still open
+// (pending, asserted or rejected: neither accepted, waived nor released),
+// sorted by id. Its SHA-256 is the termination_record_hash. A party signs
+// it by issuing an evidence object of type signed_document whose
+// artifact_hash is that hash (an existing kernel type whose schema fits: a
+// claim, the hash it rests on, its issuer; signed by its creator). Every
+// member of the record is in the record already, so neither instance needs
+// the other's copy of it, and a third party recomputes it from a bundle.
+//
+// Two acts, each the party's own termination.agree (document: the
+// agreement's terms and agreement_id):
+//
+//	proposer: propose_termination → its signed_document over the hash + its decision   → stored by the other
+//	agreer:   agree_termination   → its signed_document over the same hash + decision
+//	                                + event termination.agreed {agreement_id, termination_record_hash}
+//	                                → countersigned by the proposer, whose instance checks that it signed
+//	                                  that very hash and that the hash is the record of its own copy
+//
+// Each instance computes the record from its own copy; a proposal made at
+// another point of the chain (the record moved since) or naming another
+// set of obligations does not match, and the agreer's instance refuses to
+// agree to it (propose again). The countersigner refuses a termination
+// whose record leaves an open obligation unnamed (A202-STATE-TRANSITION-
+// DENIED; A202-EVIDENCE-TRANSITION-ILLEGAL at replay), one it never signed
+// itself (A202-EVIDENCE-SIGNATURE-INVALID: one signature is not an
+// agreement), and one from a state the rules do not allow
+// (A202-STATE-TRANSITION-DENIED). Replayed under rules 1.0 or 1.1, where
+// termination.agreed is not a row, the event is
+// A202-EVIDENCE-TRANSITION-ILLEGAL (test 25).
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/rules"
+	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
+)
+
+// TerminationInput names the transaction to end by agreement.
+type TerminationInput struct {
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists termination.agree."`
+	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
+	// ApprovalID is an approval of exactly this act, when the mandate
+	// holds termination.agree for approval.
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+}
+
+func init() {
+	eventSpecs[protocol.EvTerminationAgreed] = receiveSpec{
+		carries: map[protocol.ObjectType]int{protocol.Evidence: 1},
+		check:   checkTerminationAgreed,
+	}
+}
+
+// terminationRecord is a transaction's termination record as this copy
+// holds it now: the record, its hash, the agreement in force.
+type terminationRecord struct {
+	record    map[string]any
+	hash      string
+	agreement *Obj
+	open      []string
+}
+
+// terminationRecordOf computes the termination record of st's copy
+// (verify.TerminationRecord, the one definition both instances and the
+// verifier use).
+func (e *Engine) terminationRecordOf(ctx context.Context, st *state) (terminationRecord, error) {
+	agr, err := e.agreementOf(ctx, st.t.ID)
+	if err != nil {
+		return terminationRecord{}, err
+	}
+	if agr == nil {
+		return terminationRecord{}, refusef(reason.StateTransitionDenied, "transaction %s has no agreement to terminate", st.t.ID)
+	}
+	obls, err := e.o.Store.ObligationStates(ctx, st.t.ID)
+	if err != nil {
+		return terminationRecord{}, err
+	}
+	open := []string{}
+	for _, os := range obls {
+		if protocol.ObligationState(os.State).Open() {
+			open = append(open, os.ObligationID)
+		}
+	}
+	rec := verify.TerminationRecord(st.t.ID, agr.ID(), st.t.HeadHash, open)
+	h, err := verify.TerminationRecordHash(st.t.ID, agr.ID(), st.t.HeadHash, open)
+	if err != nil {
+		return terminationRecord{}, err
+	}
+	return terminationRecord{record: rec, hash: h, agreement: agr, open: open}, nil
+}
+
+// terminable refuses a transaction the rules give no termination.agreed
+// from.
+func terminable(st *state) error {
+	if _, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, string(protocol.EvTerminationAgreed)); !ok {
+		return refusef(reason.StateTransitionDenied, "transaction %s is %s: termination.agreed leaves committed, in_performance, acceptance_pending, "+
+			"settlement_pending or exception_open (rules %s)", st.t.ID, st.t.State, RulesVersion)
+	}
+	return nil
+}
+
+// signedRecord issues this organisation's signature over a termination
+// record: a signed_document whose artifact_hash is the record's hash.
+func signedRecord(b *builder, hash string) (*Obj, error) {
+	return b.add(protocol.Evidence, map[string]any{
+		"evidence_type": "signed_document",
+		"claim":         verify.TerminationSignatureClaim,
+		"artifact_hash": hash,
+		"issuer":        map[string]any{"organization_id": b.e.o.Config().OrganizationID},
+		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
+	}, protocol.PurposeObjectIssuance)
+}
+
+// signatureOver returns the signed_document over hash that org issued on
+// txn, or nil.
+func (e *Engine) signatureOver(ctx context.Context, txn, org, hash string) (*Obj, error) {
+	list, err := e.ofType(ctx, txn, protocol.Evidence)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range list {
+		if isRecordSignature(o, org) && o.P("artifact_hash") == hash {
+			return o, nil
+		}
+	}
+	return nil, nil
+}
+
+// isRecordSignature reports whether o is a termination record signature
+// issued by org.
+func isRecordSignature(o *Obj, org string) bool {
+	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
+		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == verify.TerminationSignatureClaim
+}
+
+// ProposeTermination signs the termination record of the transaction as
+// it stands and sends the signature to the counterparty, which agrees to
+// it with AgreeTermination.
+func (e *Engine) ProposeTermination(ctx context.Context, in TerminationInput) (Outcome, error) {
+	var rec terminationRecord
+	return e.perform(ctx, actSpec{
+		name: protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		check: func(ctx context.Context, st *state) error {
+			if err := terminable(st); err != nil {
+				return err
+			}
+			var err error
+			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
+				return err
+			}
+			if mine, err := e.signatureOver(ctx, st.t.ID, e.o.Config().OrganizationID, rec.hash); err != nil || mine != nil {
+				if err == nil {
+					err = refusef(reason.StateTransitionDenied, "this organisation proposed termination record %s already (%s); the counterparty agrees to it with agree_termination", rec.hash, mine.ID())
+				}
+				return err
+			}
+			return nil
+		},
+		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
+			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
+		},
+		build: func(ctx context.Context, st *state, b *builder) error {
+			evd, err := signedRecord(b, rec.hash)
+			if err != nil {
+				return err
+			}
+			b.name("termination_signature", evd.ID())
+			b.name("termination_record_hash", rec.hash)
+			return nil
+		},
+	})
+}
+
+// receiveTerminationProposal is the other party's side of a proposal: the
+// proposer's signature over the termination record, which must be the
+// record of this copy as it stands, and its decision, checked like any act.
+func (e *Engine) receiveTerminationProposal(ctx context.Context, r *receipt) ([][]byte, error) {
+	evd, pol := r.one(protocol.Evidence), r.one(protocol.PolicyDecision)
+	if !r.st.known {
+		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
+	}
+	if !isRecordSignature(evd, r.from) {
+		return nil, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a termination record", evd.ID(), r.from))
+	}
+	if err := terminable(r.st); err != nil {
+		return nil, err
+	}
+	rec, err := e.terminationRecordOf(ctx, r.st)
+	if err != nil {
+		return nil, err
+	}
+	if evd.P("artifact_hash") != rec.hash {
+		return nil, refusef(reason.StateTransitionDenied, "the proposed termination record %s is not this record's (%s): it must follow event %d and name the disposition of every open obligation (%v)",
+			evd.P("artifact_hash"), rec.hash, r.st.t.HeadSequence, rec.open)
+	}
+	a := actDoc{name: protocol.ActTerminationAgree, terms: rec.agreement.Terms(), refs: map[string]any{"agreement_id": rec.agreement.ID()}}
+	if err := e.checkDecision(ctx, r.from, evd, pol, a, r.txn, r.one(protocol.Approval), false); err != nil {
+		return nil, err
+	}
+	if err := e.extend(ctx, r.st, r.objs); err != nil {
+		return nil, err
+	}
+	e.point("receive.before-store")
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
+		for _, o := range r.objs {
+			if err := putReceived(tx, o, r.from); err != nil {
+				return err
+			}
+		}
+		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.point("receive.after-store")
+	e.log.Info("termination proposed by the counterparty", "transaction_id", r.txn, "termination_record_hash", rec.hash, "from", r.from)
+	return [][]byte{}, nil
+}
+
+// AgreeTermination agrees to the counterparty's proposal for the record as
+// it stands: this organisation's signature over the same hash, and
+// termination.agreed (→ terminated), countersigned by the proposer; every
+// open obligation is released.
+func (e *Engine) AgreeTermination(ctx context.Context, in TerminationInput) (Outcome, error) {
+	var rec terminationRecord
+	return e.perform(ctx, actSpec{
+		name: protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		event: protocol.EvTerminationAgreed,
+		check: func(ctx context.Context, st *state) error {
+			if err := terminable(st); err != nil {
+				return err
+			}
+			var err error
+			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
+				return err
+			}
+			theirs, err := e.signatureOver(ctx, st.t.ID, st.t.Counterparty, rec.hash)
+			if err != nil {
+				return err
+			}
+			if theirs == nil {
+				return refusef(reason.StateTransitionDenied, "%s has not proposed the termination record of %s as it stands (%s, after event %d); "+
+					"agree to a proposal made at this point, or propose one (propose_termination)", st.t.Counterparty, st.t.ID, rec.hash, st.t.HeadSequence)
+			}
+			return nil
+		},
+		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
+			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
+		},
+		build: func(ctx context.Context, st *state, b *builder) error {
+			evd, err := signedRecord(b, rec.hash)
+			if err != nil {
+				return err
+			}
+			b.data = map[string]any{"agreement_id": rec.agreement.ID(), "termination_record_hash": rec.hash}
+			b.name("termination_signature", evd.ID())
+			b.name("termination_record_hash", rec.hash)
+			return nil
+		},
+	})
+}
+
+// checkTerminationAgreed is the proposer's live part of the guard of
+// termination.agreed: the agreer's signature travels, over the hash the
+// event binds; that hash is the termination record of this copy as it
+// stands (every open obligation named); this organisation signed that very
+// hash; the agreement named is the one in force. The verifier's guard
+// (both signatures, the record recomputed from the objects) follows in
+// verify.Extend.
+func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+	evd := r.one(protocol.Evidence)
+	hash := ev.Data("termination_record_hash")
+	if evd == nil || !isRecordSignature(evd, r.from) || evd.P("artifact_hash") != hash {
+		return refusef(reason.EvidenceSignatureInvalid, "termination.agreed travels with %s's signed_document over the termination record %s it binds", r.from, hash)
+	}
+	rec, err := e.terminationRecordOf(ctx, r.st)
+	if err != nil {
+		return err
+	}
+	if hash != rec.hash {
+		return refusef(reason.StateTransitionDenied, "termination record %s is not this record's (%s): a termination names the disposition of every obligation not yet terminal (%v), after event %d",
+			hash, rec.hash, rec.open, r.st.t.HeadSequence)
+	}
+	if ev.Data("agreement_id") != rec.agreement.ID() {
+		return refusef(reason.StateTransitionDenied, "termination.agreed names agreement %s; the agreement in force is %s", ev.Data("agreement_id"), rec.agreement.ID())
+	}
+	mine, err := e.signatureOver(ctx, r.txn, e.o.Config().OrganizationID, hash)
+	if err != nil {
+		return err
+	}
+	if mine == nil {
+		return refusef(reason.EvidenceSignatureInvalid, "%s never signed termination record %s: one party's signature is not a consensual termination", e.o.Config().OrganizationID, hash)
+	}
+	return nil
+}
+
+// TerminationView is a termination record signed by one party and not yet
+// agreed by the other, as the agent sees it.
+type TerminationView struct {
+	ProposedBy            string `json:"proposed_by"`
+	SignatureID           string `json:"termination_signature_id"`
+	TerminationRecordHash string `json:"termination_record_hash"`
+	ProposedAt            string `json:"proposed_at"`
+	// Current says the proposal is for the record as it stands: the other
+	// party can agree to it.
+	Current bool `json:"current"`
+	// Record is the termination record as this copy holds it now, when the
+	// proposal is current.
+	Record map[string]any `json:"record,omitempty"`
+}
+
+// terminationProposals lists the proposals a transaction holds.
+func (e *Engine) terminationProposals(ctx context.Context, t store.Transaction) ([]TerminationView, error) {
+	out := []TerminationView{}
+	list, err := e.ofType(ctx, t.ID, protocol.Evidence)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{t: t, known: true}
+	if terminable(st) != nil {
+		return out, nil // ended, or not yet committed: nothing to agree to
+	}
+	var rec *terminationRecord
+	if x, err := e.terminationRecordOf(ctx, st); err == nil {
+		rec = &x
+	}
+	for _, o := range list {
+		if !isRecordSignature(o, o.Org()) {
+			continue
+		}
+		v := TerminationView{ProposedBy: o.Org(), SignatureID: o.ID(), TerminationRecordHash: o.P("artifact_hash"), ProposedAt: str(o.m["created_at"])}
+		if rec != nil && rec.hash == v.TerminationRecordHash {
+			v.Current, v.Record = true, rec.record
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
