@@ -28,6 +28,10 @@ import (
 //	termination.agreed    termination.agree       the agreement's terms                  agreement_id
 //	agreement.amended     agreement.amend         the new version's terms                agreement_id: the version
 //	                                                                                     it amends
+//	exception.opened      exception.open          the agreement's terms                  agreement_id
+//	remediation.accepted  remediation.accept      the agreement's terms                  agreement_id
+//	exception.resolved    exception.resolve       the agreement's terms                  agreement_id
+//	transaction.terminated transaction.terminate  the agreement's terms                  agreement_id
 //
 // On agreement.direct an offeror's appending would be its offer.submit;
 // only the offeree appends it.
@@ -53,6 +57,17 @@ import (
 //
 // A waiver travelling on its own (no event) is evaluated by the same
 // document.
+//
+// Acts about the transaction as a whole that travel on their own, or ride
+// an event with a document of their own, take the terms in force (the
+// agreement's, before one the latest offer's) and agreement_id when there
+// is an agreement (record package, disputes.go, exceptions.go):
+//
+//	object                       act                     further reference
+//	dispute                      dispute.raise           subject_id
+//	determination                determination.issue     dispute_id
+//	signed_document over a       remediation.accept      —
+//	remediation record (offer)
 
 // Document is an act's document as both parties build it (decisions.md 6;
 // docs/record-protocol.md decision 4): ActDocument with, when the acting
@@ -88,16 +103,20 @@ func CoreTerms(quantity, unit string, total any) map[string]any {
 
 // eventActs names the act a party performs by appending each event.
 var eventActs = map[protocol.EventType]protocol.Act{
-	protocol.EvAgreementCommitted:   protocol.ActAgreementSign,
-	protocol.EvObligationActivated:  protocol.ActObligationActivated,
-	protocol.EvPerformanceDeclared:  protocol.ActPerformanceDeclared,
-	protocol.EvAcceptanceGranted:    protocol.ActAcceptanceGranted,
-	protocol.EvAcceptanceRejected:   protocol.ActAcceptanceRejected,
-	protocol.EvSettlementInstructed: protocol.ActSettlementInstruct,
-	protocol.EvTransactionCompleted: protocol.ActTransactionComplete,
-	protocol.EvTransactionCancelled: protocol.ActTransactionCancel,
-	protocol.EvTerminationAgreed:    protocol.ActTerminationAgree,
-	protocol.EvAgreementAmended:     protocol.ActAgreementAmend,
+	protocol.EvAgreementCommitted:    protocol.ActAgreementSign,
+	protocol.EvObligationActivated:   protocol.ActObligationActivated,
+	protocol.EvPerformanceDeclared:   protocol.ActPerformanceDeclared,
+	protocol.EvAcceptanceGranted:     protocol.ActAcceptanceGranted,
+	protocol.EvAcceptanceRejected:    protocol.ActAcceptanceRejected,
+	protocol.EvSettlementInstructed:  protocol.ActSettlementInstruct,
+	protocol.EvTransactionCompleted:  protocol.ActTransactionComplete,
+	protocol.EvTransactionCancelled:  protocol.ActTransactionCancel,
+	protocol.EvTerminationAgreed:     protocol.ActTerminationAgree,
+	protocol.EvAgreementAmended:      protocol.ActAgreementAmend,
+	protocol.EvExceptionOpened:       protocol.ActExceptionOpen,
+	protocol.EvRemediationAccepted:   protocol.ActRemediationAccept,
+	protocol.EvExceptionResolved:     protocol.ActExceptionResolve,
+	protocol.EvTransactionTerminated: protocol.ActTransactionTerminate,
 }
 
 // EventActName returns the act an event records when org appended it.
@@ -157,7 +176,8 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 		if _, p := named("offer_id", protocol.Offer); p != nil {
 			terms = termsOf(p)
 		}
-	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed:
+	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed,
+		protocol.EvExceptionOpened, protocol.EvRemediationAccepted, protocol.EvExceptionResolved, protocol.EvTransactionTerminated:
 		if id, p := named("agreement_id", protocol.Agreement); p != nil {
 			terms, refs = termsOf(p), map[string]any{"agreement_id": id}
 		}

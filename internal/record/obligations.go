@@ -143,6 +143,31 @@ type EvidenceInput struct {
 	LocatorHint  string `json:"locator_hint,omitempty" jsonschema:"Where the artifact can be fetched; never a secret."`
 }
 
+// evidence issues one evidence object the acting party presents and
+// returns its full reference (evidence verification §3, §3.3).
+func (b *builder) evidence(ev EvidenceInput) (map[string]any, error) {
+	cfg := b.e.o.Config()
+	eo, err := b.add(protocol.Evidence, map[string]any{
+		"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
+		"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
+		"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
+	}, protocol.PurposeObjectIssuance)
+	if err != nil {
+		return nil, asRefusal(err, reason.EvidenceTypeUnknown)
+	}
+	return evidenceRef(eo, ev.LocatorHint), nil
+}
+
+// evidenceRef is the full reference to an evidence object.
+func evidenceRef(eo *Obj, locator string) map[string]any {
+	ref := map[string]any{"evidence_id": eo.ID(), "content_hash": eo.Hash(), "evidence_type": eo.P("evidence_type"),
+		"signed_by": party(eo.Org(), eo.Agent())}
+	if locator != "" {
+		ref["locator_hint"] = locator
+	}
+	return ref
+}
+
 // ResponseTypes are the responses Respond records: a waiver has no event
 // in the transaction's state machine (see RespondInput).
 var ResponseTypes = []protocol.ResponseType{protocol.ResponseAccept, protocol.ResponseReject}
@@ -457,22 +482,12 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 			return authority.CoreTerms(qtys[0], lead.P("unit_code"), lead.Payload()["consideration"]), map[string]any{"obligation_id": lead.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.o.Config()
 			for i, obl := range obls {
 				refs := []any{}
 				for _, ev := range items[i].Evidence {
-					eo, err := b.add(protocol.Evidence, map[string]any{
-						"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
-						"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
-						"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-					}, protocol.PurposeObjectIssuance)
+					ref, err := b.evidence(ev)
 					if err != nil {
-						return asRefusal(err, reason.EvidenceTypeUnknown)
-					}
-					ref := map[string]any{"evidence_id": eo.ID(), "content_hash": eo.Hash(), "evidence_type": ev.EvidenceType,
-						"signed_by": party(cfg.OrganizationID, cfg.AgentID)}
-					if ev.LocatorHint != "" {
-						ref["locator_hint"] = ev.LocatorHint
+						return err
 					}
 					refs = append(refs, ref)
 				}

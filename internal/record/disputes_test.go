@@ -1,0 +1,125 @@
+package record_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/recordtest"
+)
+
+// Disputes, determinations and the exception path (issue 17). Each act is
+// made through the engine on one side and checked by the other; each
+// countersigner rule has a hostile message built by hand, signed with the
+// sender's valid keys, refused with its registered code, leaving both
+// records as they were; and every record verifies with nothing failed on
+// both sides.
+
+// disputeActs are the acts of this file, beside the walkthrough's.
+var disputeActs = []string{"dispute.raise", "determination.issue", "exception.open", "remediation.accept", "exception.resolve",
+	"transaction.terminate", "termination.agree", "obligation.activated", "performance.declared", "acceptance.granted",
+	"acceptance.rejected", "settlement.instruct", "transaction.complete"}
+
+// disputing forms the walkthrough's transaction, issues the obligation,
+// has the supplier assert all 20 and the buyer reject the assertion; both
+// parties get a mandate listing the acts of this file.
+func disputing(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, obl string) {
+	t.Helper()
+	ctx := context.Background()
+	b, s, c, txn, obl = committed(t)
+	b.Mandate = mandateFor(t, b, c, disputeActs, nil)
+	s.Mandate = mandateFor(t, s, c, disputeActs, nil)
+	assertPerformance(t, s, obl, "20")
+	out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"})
+	if err != nil || out.State != "in_performance" {
+		t.Fatalf("reject: %+v %v", out, err)
+	}
+	return b, s, c, txn, obl
+}
+
+// responseOf returns the id of sd's response to obl of type rt.
+func responseOf(t *testing.T, sd *recordtest.Side, txn, obl, rt string) string {
+	t.Helper()
+	objs, err := sd.Node.Org.Store.TransactionObjectsOfType(context.Background(), txn, "obligation_response")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range objs {
+		o := mustDecode(t, raw)
+		p := payloadOf(o)
+		if p["obligation_id"] == obl && p["response_type"] == rt {
+			return o["id"].(string)
+		}
+	}
+	t.Fatalf("no %s response to %s", rt, obl)
+	return ""
+}
+
+// evidenceOf returns the ids of the evidence of txn sd holds.
+func evidenceOf(t *testing.T, sd *recordtest.Side, txn string) []string {
+	t.Helper()
+	objs, err := sd.Node.Org.Store.TransactionObjectsOfType(context.Background(), txn, "evidence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, raw := range objs {
+		out = append(out, mustDecode(t, raw)["id"].(string))
+	}
+	return out
+}
+
+// TestWrongfulRejectionDisputedRespondentConcedes: the supplier disputes
+// the buyer's rejection of its assertion (an act subject, on the ground
+// obligation_wrongly_rejected, resting on the certificate it presented);
+// raising suspends nothing; the buyer, the respondent, concedes with a
+// presumptive determination; no state moves on either side, and both
+// records verify.
+func TestWrongfulRejectionDisputedRespondentConcedes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := disputing(t)
+	rej := responseOf(t, s, txn, obl, "reject")
+	before := []held{holding(t, b, txn), holding(t, s, txn)}
+	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: rej,
+		Grounds: []string{"obligation_wrongly_rejected"}, Description: "All twenty transmitters were calibrated; the certificate shows it.",
+		EvidenceIDs: evidenceOf(t, s, txn)})
+	if err != nil || out.Status != record.StatusDelivered || out.State != "in_performance" {
+		t.Fatalf("raise: %+v %v", out, err)
+	}
+	dsp := out.Objects["dispute"]
+	for i, sd := range []*recordtest.Side{b, s} {
+		after := holding(t, sd, txn)
+		if after.State != before[i].State || after.Head != before[i].Head || after.Obligations[obl] != "rejected" {
+			t.Fatalf("raising moved %s's record: %+v", sd.Node.Org.Config().OrganizationID, after)
+		}
+		if _, ok := after.Objects[dsp]; !ok {
+			t.Fatalf("%s does not hold the dispute", sd.Node.Org.Config().OrganizationID)
+		}
+	}
+	out, err = b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "presumptive",
+		Finding:      "The assertion was rejected as short; the certificate it rests on covers all twenty. The rejection is not supported by the record.",
+		RulesApplied: []string{"a202-rules/pilot#determiner.authority", "a202-rules/pilot#obligation.acceptance-binds-assertion"}})
+	if err != nil || out.Status != record.StatusDelivered {
+		t.Fatalf("determine: %+v %v", out, err)
+	}
+	det := out.Objects["determination"]
+	for i, sd := range []*recordtest.Side{b, s} {
+		after := holding(t, sd, txn)
+		if after.State != before[i].State || after.Head != before[i].Head || after.Obligations[obl] != "rejected" {
+			t.Fatalf("a presumptive determination moved %s's record: %+v", sd.Node.Org.Config().OrganizationID, after)
+		}
+		if _, ok := after.Objects[det]; !ok {
+			t.Fatalf("%s does not hold the determination", sd.Node.Org.Config().OrganizationID)
+		}
+	}
+	recordtest.SameRecord(t, b, s, txn, 5)
+	for _, sd := range []*recordtest.Side{b, s} {
+		rep := verifiesClean(t, sd, txn)
+		for _, name := range []string{"dispute_subject", "dispute_window", "determination_question", "determination_rules_in_force", "determination_effect", "determination_finding"} {
+			if len(checksNamed(rep, name)) == 0 {
+				t.Errorf("%s's report has no %s check", sd.Node.Org.Config().OrganizationID, name)
+			}
+		}
+	}
+}
