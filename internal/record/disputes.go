@@ -126,8 +126,8 @@ type DisputeInput struct {
 	// EvidenceIDs are evidence objects the record holds, relied on.
 	EvidenceIDs []string `json:"evidence_ids,omitempty" jsonschema:"Evidence already in the record (evd_...) the dispute rests on."`
 	// Evidence is new evidence presented with the dispute.
-	Evidence Evidence `json:"evidence,omitempty" jsonschema:"New evidence presented with the dispute. With evidence_ids, at least one item in all (else A202-EVIDENCE-UNVERIFIED)."`
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	Evidence   Evidence `json:"evidence,omitempty" jsonschema:"New evidence presented with the dispute. With evidence_ids, at least one item in all (else A202-EVIDENCE-UNVERIFIED)."`
+	ApprovalID string   `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
 }
 
 // ForkDisputeInput raises a dispute over a fork this instance refused and
