@@ -46,14 +46,16 @@ import (
 //	object                       act                     proposed_terms                         references
 //	obligation                   obligation.activated    core{quantity, unit_code, total}       agreement_id
 //	performance_event            performance.declared    core{asserted quantity, unit,          obligation_id
-//	                                                     the obligation's consideration}
+//	                                                     the obligation's total}
 //	obligation_response accept   acceptance.granted      core{accepted quantity, unit,          assertion_id
 //	                                                     consideration}
 //	obligation_response reject   acceptance.rejected     as granted, the asserted quantity      assertion_id
 //	obligation_response waive    obligation.waive        core{quantity, unit_code, total}       obligation_id
-//	                                                     of the obligation waived; total is
-//	                                                     its consideration, or zero in the
-//	                                                     agreement's currency when it has none
+//	                                                     of the obligation waived
+//
+// An obligation's total in these documents (and in the events' rows
+// above) is its consideration, or zero in the agreement's currency when it
+// has none (ObligationTotal).
 //
 // A waiver travelling on its own (no event) is evaluated by the same
 // document.
@@ -207,7 +209,11 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 	case protocol.EvPerformanceDeclared:
 		if _, pp := named("performance_event_id", protocol.PerformanceEvent); pp != nil {
 			if op := fetch(str(pp["obligation_id"]), protocol.Obligation); op != nil {
-				terms = CoreTerms(str(pp["asserted_quantity"]), str(pp["unit_code"]), op["consideration"])
+				total, w := ObligationTotal(op, get)
+				if w != "" {
+					return nil, nil, w
+				}
+				terms = CoreTerms(str(pp["asserted_quantity"]), str(pp["unit_code"]), total)
 				refs = map[string]any{"obligation_id": pp["obligation_id"]}
 			}
 		}
@@ -223,7 +229,11 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 				qty = str(pp["asserted_quantity"])
 			}
 			if op != nil {
-				terms = CoreTerms(qty, str(op["unit_code"]), op["consideration"])
+				total, w := ObligationTotal(op, get)
+				if w != "" {
+					return nil, nil, w
+				}
+				terms = CoreTerms(qty, str(op["unit_code"]), total)
 				refs = map[string]any{"assertion_id": rp["assertion_id"]}
 			}
 		}
@@ -265,15 +275,26 @@ func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs m
 		if op == nil {
 			return protocol.ActPerformanceDeclared, nil, nil, why
 		}
-		return protocol.ActPerformanceDeclared, CoreTerms(str(p["asserted_quantity"]), str(p["unit_code"]), op["consideration"]), map[string]any{"obligation_id": p["obligation_id"]}, ""
+		total, w := ObligationTotal(op, get)
+		if w != "" {
+			return protocol.ActPerformanceDeclared, nil, nil, w
+		}
+		return protocol.ActPerformanceDeclared, CoreTerms(str(p["asserted_quantity"]), str(p["unit_code"]), total), map[string]any{"obligation_id": p["obligation_id"]}, ""
 	case protocol.ObligationResponse:
 		op := obligation(str(p["obligation_id"]))
+		var total any
+		if op != nil && str(p["response_type"]) != "waive" {
+			var w string
+			if total, w = ObligationTotal(op, get); w != "" {
+				return "", nil, nil, w
+			}
+		}
 		switch str(p["response_type"]) {
 		case "accept":
 			if op == nil {
 				return protocol.ActAcceptanceGranted, nil, nil, why
 			}
-			return protocol.ActAcceptanceGranted, CoreTerms(str(p["accepted_quantity"]), str(op["unit_code"]), op["consideration"]), map[string]any{"assertion_id": p["assertion_id"]}, ""
+			return protocol.ActAcceptanceGranted, CoreTerms(str(p["accepted_quantity"]), str(op["unit_code"]), total), map[string]any{"assertion_id": p["assertion_id"]}, ""
 		case "reject":
 			if op == nil {
 				return protocol.ActAcceptanceRejected, nil, nil, why
@@ -283,12 +304,12 @@ func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs m
 				return protocol.ActAcceptanceRejected, nil, nil, fmt.Sprintf("the assertion %s is not held, so the act cannot be rebuilt", orNone(str(p["assertion_id"])))
 			}
 			pp, _ := prf["payload"].(map[string]any)
-			return protocol.ActAcceptanceRejected, CoreTerms(str(pp["asserted_quantity"]), str(op["unit_code"]), op["consideration"]), map[string]any{"assertion_id": p["assertion_id"]}, ""
+			return protocol.ActAcceptanceRejected, CoreTerms(str(pp["asserted_quantity"]), str(op["unit_code"]), total), map[string]any{"assertion_id": p["assertion_id"]}, ""
 		case "waive":
 			if op == nil {
 				return protocol.ActObligationWaive, nil, nil, why
 			}
-			total, why := WaivedConsideration(op, get)
+			total, why := ObligationTotal(op, get)
 			if why != "" {
 				return protocol.ActObligationWaive, nil, nil, why
 			}
@@ -299,13 +320,15 @@ func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs m
 	return "", nil, nil, fmt.Sprintf("a %s records no act of its own", typeOf(obj))
 }
 
-// WaivedConsideration is the total of a waiver's act document: what the
-// waiver releases in money, the obligation's consideration, or, for an
-// obligation that carries none (a partial acceptance's remainder, whose
-// consideration stays on the duty it came from), zero in the agreement's
-// currency, so that a mandate's limits on $.proposed_terms.core.total
-// evaluate a waiver as they evaluate every other act.
-func WaivedConsideration(obligation map[string]any, get Lookup) (any, string) {
+// ObligationTotal is the total of the act document of an act on an
+// obligation (its performance, a response to it, its waiver): the
+// obligation's consideration, or, for an obligation that carries none (a
+// partial acceptance's remainder, whose consideration stays on the duty it
+// came from, or a remediation obligation, whose duty is paid under the
+// obligation it performs again), zero in the agreement's currency, so that
+// a mandate's limits on $.proposed_terms.core.total evaluate every act on
+// an obligation as they evaluate every other act.
+func ObligationTotal(obligation map[string]any, get Lookup) (any, string) {
 	if c, ok := obligation["consideration"].(map[string]any); ok && len(c) > 0 {
 		return c, ""
 	}

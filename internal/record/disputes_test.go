@@ -2,8 +2,10 @@ package record_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
@@ -122,4 +124,127 @@ func TestWrongfulRejectionDisputedRespondentConcedes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// failedPayment forms the transaction, has the supplier perform and the
+// buyer accept and pay on a rail that fails the first payment and
+// succeeds the next: settlement_pending with a failed receipt. Both
+// parties hold mandates listing the acts of this file.
+func failedPayment(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, obl string) {
+	t.Helper()
+	b, s, c, txn, obl = committed(t)
+	b.Mandate = mandateFor(t, b, c, disputeActs, nil)
+	s.Mandate = mandateFor(t, s, c, disputeActs, nil)
+	b.Engine = recordtest.NewEngine(t, b.Node, b.Out, func(o *record.Options) {
+		reg, err := rails.Open(b.Node.Dir, []rails.Config{{ID: "rail_test_sandbox", Kind: "sandbox", Outcomes: []rails.Status{rails.Failed, rails.Succeeded}}}, b.Node.Org.Clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Rails = reg
+	})
+	s.Out.Reconnect(b.Engine)
+	assertPerformance(t, s, obl, "20")
+	if out, err := b.Engine.Respond(context.Background(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+	if _, err := instruct(b, obl, "pay-fails-000001")(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Engine.SettlementStatus(context.Background(), txn)
+	if err != nil || len(st) != 1 || st[0].State != "failed" {
+		t.Fatalf("the first payment did not fail: %+v %v", st, err)
+	}
+	return b, s, c, txn, obl
+}
+
+// TestFailedSettlementRemediationToCompletion (pilot state machine §11
+// test 12): a failed payment does not cancel the obligation; the payee
+// opens an exception over it, the supplier offers to perform the duty
+// again and the buyer accepts (exception_open → in_performance), the
+// remediation is performed and accepted, the payment made again, and the
+// transaction completes; both records verify.
+func TestFailedSettlementRemediationToCompletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := failedPayment(t)
+	out, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
+	if err != nil || out.State != "exception_open" || out.Status != record.StatusRecorded {
+		t.Fatalf("open: %+v %v", out, err)
+	}
+	if st := obligationStates(t, b, txn); st[obl] != "accepted" {
+		t.Fatalf("the failed payment moved the obligation: %v", st)
+	}
+	// The obligee cannot offer the obligor's remedy, nor accept one not made.
+	if _, err := b.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err == nil {
+		t.Fatal("the obligee offered a remediation")
+	}
+	if _, err := b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err == nil {
+		t.Fatal("a remediation nobody offered was accepted")
+	}
+	if out, err = s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
+		t.Fatalf("offer to remedy: %+v %v", out, err)
+	}
+	if out, err = b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" {
+		t.Fatalf("accept remediation: %+v %v", out, err)
+	}
+	rem := out.Objects["obligation"]
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[rem] != "pending" || st[obl] != "accepted" {
+			t.Fatalf("%s: %v", sd.Node.Org.Config().OrganizationID, st)
+		}
+	}
+	assertPerformance(t, s, rem, "20")
+	if out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+		t.Fatalf("accept the remediation: %+v %v", out, err)
+	}
+	if _, err := instruct(b, obl, "pay-again-000002")(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+	types := recordtest.SameRecord(t, b, s, txn, 12)
+	want := []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted",
+		"settlement.instructed", "exception.opened", "remediation.accepted", "performance.declared", "acceptance.granted",
+		"settlement.instructed", "transaction.completed"}
+	if fmt.Sprint(types[:len(want)]) != fmt.Sprint(want) {
+		t.Fatalf("events %v", types)
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+// TestTerminationFromException (pilot state machine §11 test 13): a
+// dispute over the buyer's rejection of the obligation's state opens an
+// exception (the obligation disputed on both sides); the buyer ends the
+// transaction through it, the disputed obligation released; both records
+// verify.
+func TestTerminationFromException(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := disputing(t)
+	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
+	if err != nil || out.State != "exception_open" || out.Status != record.StatusRecorded {
+		t.Fatalf("raise: %+v %v", out, err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[obl] != "disputed" {
+			t.Fatalf("%s: %v", sd.Node.Org.Config().OrganizationID, st)
+		}
+	}
+	// The exception's opener resolves it only once its dispute is
+	// determined.
+	if _, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err == nil {
+		t.Fatal("an exception over an undetermined dispute was resolved")
+	}
+	if out, err = b.Engine.TerminateTransaction(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
+		t.Fatalf("terminate: %+v %v", out, err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[obl] != "released" {
+			t.Fatalf("%s: %v", sd.Node.Org.Config().OrganizationID, st)
+		}
+	}
+	recordtest.SameRecord(t, b, s, txn, 7)
+	bothVerifyClean(t, b, s, txn)
 }

@@ -478,8 +478,12 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 			}
 			return coverAll(acted, owed, "a declaration asserts every obligation still owed: assert")
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return authority.CoreTerms(qtys[0], lead.P("unit_code"), lead.Payload()["consideration"]), map[string]any{"obligation_id": lead.ID()}, nil
+		act: func(ctx context.Context, _ *state) (map[string]any, map[string]any, error) {
+			total, err := e.obligationTotal(ctx, lead)
+			if err != nil {
+				return nil, nil, err
+			}
+			return authority.CoreTerms(qtys[0], lead.P("unit_code"), total), map[string]any{"obligation_id": lead.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			for i, obl := range obls {
@@ -665,8 +669,12 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 			}
 			return coverAll(acted, outstanding, "a response event answers every outstanding assertion: answer")
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return authority.CoreTerms(lead.qty, lead.obl.P("unit_code"), lead.obl.Payload()["consideration"]), map[string]any{"assertion_id": lead.last}, nil
+		act: func(ctx context.Context, _ *state) (map[string]any, map[string]any, error) {
+			total, err := e.obligationTotal(ctx, lead.obl)
+			if err != nil {
+				return nil, nil, err
+			}
+			return authority.CoreTerms(lead.qty, lead.obl.P("unit_code"), total), map[string]any{"assertion_id": lead.last}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			for i, it := range items {

@@ -28,6 +28,11 @@ var purposes = map[string][]string{
 	"evidence":                {"object_issuance"},
 	"revocation_record":       {"object_issuance"},
 	"key_record":              {"object_issuance"},
+	// The runner's table has no row for exception, whose payload the
+	// kernel defers (spec-map C17); party signs its exceptions with the
+	// issuance purpose every other act object takes
+	// (docs/record-protocol.md, issue 17 decisions).
+	"exception": {"object_issuance"},
 }
 
 // minimums is the signatures minItems of the commercial kernel schema's
@@ -48,6 +53,7 @@ var minimums = map[string]int{
 	"obligation_response":     1,
 	"dispute":                 1,
 	"determination":           1,
+	"exception":               1,
 	"settlement_instruction":  1,
 }
 
