@@ -30,7 +30,9 @@ package record
 // are one function; the codes are A202-DISPUTE-SUBJECT-UNREFERENCED,
 // -OUT-OF-WINDOW, -GROUNDS-UNKNOWN, A202-EVIDENCE-UNVERIFIED and
 // A202-DISCLOSURE-POLICY-VIOLATION (free text naming a third party or a
-// price), and a second dispute of the same party over the same subject is
+// price), and a second dispute of the same party over the same question
+// (the same subject_type and subject: the act of rejecting, and the state
+// that rejection placed an obligation in, are two questions) is
 // A202-STATE-TRANSITION-DENIED.
 //
 // Raising suspends nothing (§3.7): a dispute about an act, a determination
@@ -402,8 +404,8 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 		return nil, err
 	}
 	for _, h := range held {
-		if h.ID() != dsp.ID() && h.Org() == from && h.P("subject_hash") == dsp.P("subject_hash") {
-			return nil, refusef(reason.StateTransitionDenied, "%s raised dispute %s over this subject already", from, h.ID())
+		if h.ID() != dsp.ID() && h.Org() == from && h.P("subject_hash") == dsp.P("subject_hash") && h.P("subject_type") == dsp.P("subject_type") {
+			return nil, refusef(reason.StateTransitionDenied, "%s raised dispute %s over this question (this %s subject) already", from, h.ID(), dsp.P("subject_type"))
 		}
 	}
 	return subject, nil
