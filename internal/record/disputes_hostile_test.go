@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
-	"github.com/partyd/party/internal/reason"
 )
 
 // The countersigner's rules over disputes, determinations and the
