@@ -235,6 +235,14 @@ func TestSupersedingDetermination(t *testing.T) {
 		if _, ok := objs[det2]; !ok {
 			t.Fatalf("%s does not hold the superseding determination", sd.Node.Org.Config().OrganizationID)
 		}
+		v := stateOf(t, sd, txn)
+		shown := map[string]record.DeterminationView{}
+		for _, d := range v.Determinations {
+			shown[d.DeterminationID] = d
+		}
+		if shown[det1].SupersededBy != det2 || shown[det2].Supersedes != det1 || shown[det2].SupersessionReason != "corrected_input" || shown[det2].SupersededBy != "" {
+			t.Fatalf("%s shows determinations %+v", sd.Node.Org.Config().OrganizationID, v.Determinations)
+		}
 	}
 	bothVerifyClean(t, b, s, txn)
 }

@@ -117,6 +117,16 @@ func TestWrongfulRejectionDisputedRespondentConcedes(t *testing.T) {
 	}
 	recordtest.SameRecord(t, b, s, txn, 5)
 	for _, sd := range []*recordtest.Side{b, s} {
+		// get_transaction_record shows the dispute, determined, and its
+		// determination.
+		v := stateOf(t, sd, txn)
+		if len(v.Disputes) != 1 || v.Disputes[0].DisputeID != dsp || !v.Disputes[0].Determined || v.Disputes[0].RaisedBy != "org_delta" ||
+			v.Disputes[0].SubjectID != rej || fmt.Sprint(v.Disputes[0].Determinations) != "["+det+"]" {
+			t.Fatalf("%s shows disputes %+v", sd.Node.Org.Config().OrganizationID, v.Disputes)
+		}
+		if len(v.Determinations) != 1 || v.Determinations[0].Effect != "presumptive" || v.Determinations[0].Determiner != "org_northstar" || v.Determinations[0].SupersededBy != "" {
+			t.Fatalf("%s shows determinations %+v", sd.Node.Org.Config().OrganizationID, v.Determinations)
+		}
 		rep := verifiesClean(t, sd, txn)
 		for _, name := range []string{"dispute_subject", "dispute_window", "determination_question", "determination_rules_in_force", "determination_effect", "determination_finding"} {
 			if len(checksNamed(rep, name)) == 0 {
@@ -184,6 +194,10 @@ func TestFailedSettlementRemediationToCompletion(t *testing.T) {
 	if out, err = s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("offer to remedy: %+v %v", out, err)
 	}
+	if v := stateOf(t, b, txn); len(v.Exceptions) != 1 || v.Exceptions[0].Status != "open" || v.Exceptions[0].ExceptionType != "settlement_failed" ||
+		v.Exceptions[0].ObligationID != obl || len(v.Exceptions[0].RemediationOffers) != 1 {
+		t.Fatalf("the buyer shows exceptions %+v", v.Exceptions)
+	}
 	if out, err = b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" {
 		t.Fatalf("accept remediation: %+v %v", out, err)
 	}
@@ -209,6 +223,11 @@ func TestFailedSettlementRemediationToCompletion(t *testing.T) {
 		"settlement.instructed", "transaction.completed"}
 	if fmt.Sprint(types[:len(want)]) != fmt.Sprint(want) {
 		t.Fatalf("events %v", types)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if v := stateOf(t, sd, txn); len(v.Exceptions) != 1 || v.Exceptions[0].Status != "remediated" || len(v.Exceptions[0].RemediationOffers) != 0 {
+			t.Fatalf("%s shows exceptions %+v", sd.Node.Org.Config().OrganizationID, v.Exceptions)
+		}
 	}
 	bothVerifyClean(t, b, s, txn)
 }
@@ -246,5 +265,14 @@ func TestTerminationFromException(t *testing.T) {
 		}
 	}
 	recordtest.SameRecord(t, b, s, txn, 7)
+	for _, sd := range []*recordtest.Side{b, s} {
+		v := stateOf(t, sd, txn)
+		if len(v.Exceptions) != 1 || v.Exceptions[0].Status != "terminated" || v.Exceptions[0].ExceptionType != "obligation_disputed" || v.Exceptions[0].DisputeID == "" {
+			t.Fatalf("%s shows exceptions %+v", sd.Node.Org.Config().OrganizationID, v.Exceptions)
+		}
+		if len(v.Disputes) != 1 || v.Disputes[0].Determined || v.Disputes[0].SubjectType != "obligation_state" {
+			t.Fatalf("%s shows disputes %+v", sd.Node.Org.Config().OrganizationID, v.Disputes)
+		}
+	}
 	bothVerifyClean(t, b, s, txn)
 }
