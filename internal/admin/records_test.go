@@ -9,13 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/partyd/party/internal/admin"
 	"github.com/partyd/party/internal/agent"
-	"github.com/partyd/party/internal/authority"
-	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
@@ -183,65 +179,15 @@ func TestTransactionPages(t *testing.T) {
 // timeline, each in words, with the events that moved the state.
 func TestTimelineShowsDisputesAndExceptions(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	p := setupPair(t)
-	b, s := p.b, p.s
-	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obl := out.Objects["obligation"]
-	claim := "20 calibration certificates"
-	if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20",
-		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}}); err != nil {
-		t.Fatal(err)
-	}
-	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rej := out.Objects["obligation_response"]
-	mandate := func(sd *recordtest.Side, counterparty string) string {
-		m, err := sd.Princ.IssueMandate(ctx, authority.IssueRequest{
-			ValidFrom: envelope.Timestamp(p.c.Now().Add(-time.Minute)), ValidUntil: envelope.Timestamp(p.c.Now().Add(24 * time.Hour)),
-			Actions:       []string{"dispute.raise", "determination.issue", "exception.open"},
-			Scope:         map[string]any{"categories": []any{"services.calibration"}, "counterparty_organization_ids": []any{counterparty}},
-			SpendingLimit: &authority.SpendingLimit{Currency: "EUR", Amount: "4000.00"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m["id"].(string)
-	}
-	bm, sm := mandate(b, "org_delta"), mandate(s, "org_northstar")
-	v, _ := s.Engine.Transaction(ctx, txn)
-	var evd []string
-	for _, o := range v.Objects {
-		if o.ObjectType == "evidence" {
-			evd = append(evd, o.ID)
-		}
-	}
-	out, err = s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "act", SubjectID: rej,
-		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evd, Description: "The certificate covers all twenty."})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsp := out.Objects["dispute"]
-	if out, err = b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: bm, DisputeID: dsp, Effect: "presumptive",
-		Finding: "The rejection is not supported by the certificate."}); err != nil {
-		t.Fatal(err)
-	}
-	det := out.Objects["determination"]
-	if out, err = s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
-		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evd}); err != nil || out.State != "exception_open" {
-		t.Fatalf("%+v %v", out, err)
-	}
+	txn := recordtest.Form(t, p.b, p.s, "3200.00")
+	d := recordtest.Dispute(t, p.b, p.s, p.c, txn)
+	obl, dsp, det := d.ObligationID, d.ActDispute, d.Determination
 	_, body := p.f.do(t, call{method: "GET", path: "/transactions/" + txn, cookie: p.f.adminTok})
 	wantAll(t, "the disputed timeline", body, "State exception_open", "6. Exception opened (exception.opened)",
 		"State in_performance → exception_open",
 		"Exceptions (1)", "Type obligation_disputed Status open Obligation "+obl,
-		"Disputes (2)", "Dispute "+dsp, "Raised by org_delta against org_northstar", "Subject act "+rej, "Grounds obligation_wrongly_rejected",
+		"Disputes (2)", "Dispute "+dsp, "Raised by org_delta against org_northstar", "Subject act "+d.Rejection, "Grounds obligation_wrongly_rejected",
 		"Description The certificate covers all twenty.", "Determined yes Determination "+det, "Determined not yet",
 		"Determinations (1)", "Determination "+det+" Of dispute "+dsp, "Determiner org_northstar", "Effect presumptive",
 		"Finding The rejection is not supported by the certificate.")

@@ -64,13 +64,50 @@ type ExceptionView struct {
 	RemediationOffers []string `json:"remediation_offers"`
 }
 
-// disputeViews fills v's disputes, determinations and exceptions from the
-// objects and events of t.
+// Disputes is what one transaction's record holds of disputes,
+// determinations and exceptions.
+type Disputes struct {
+	TransactionID  string              `json:"transaction_id"`
+	Disputes       []DisputeView       `json:"disputes"`
+	Determinations []DeterminationView `json:"determinations"`
+	Exceptions     []ExceptionView     `json:"exceptions"`
+}
+
+// disputeViews fills v's disputes, determinations and exceptions.
 func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *TransactionView) error {
-	v.Disputes, v.Determinations, v.Exceptions = []DisputeView{}, []DeterminationView{}, []ExceptionView{}
-	dets, err := e.ofType(ctx, t.ID, protocol.Determination)
+	d, err := ReadDisputes(ctx, e.o.Store, t.ID)
 	if err != nil {
 		return err
+	}
+	v.Disputes, v.Determinations, v.Exceptions = d.Disputes, d.Determinations, d.Exceptions
+	return nil
+}
+
+// ofTypeIn reads the objects of one type of txn from st, in storage order.
+func ofTypeIn(ctx context.Context, st *store.Store, txn string, t protocol.ObjectType) ([]*Obj, error) {
+	raws, err := st.TransactionObjectsOfType(ctx, txn, string(t))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Obj, 0, len(raws))
+	for _, b := range raws {
+		o, err := parse(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// ReadDisputes reads txn's disputes, determinations and exceptions from
+// the database alone (get_transaction_record, the admin timeline and
+// party disputes show the same).
+func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, error) {
+	v := Disputes{TransactionID: txn, Disputes: []DisputeView{}, Determinations: []DeterminationView{}, Exceptions: []ExceptionView{}}
+	dets, err := ofTypeIn(ctx, st, txn, protocol.Determination)
+	if err != nil {
+		return v, err
 	}
 	supersededBy := map[string]string{}
 	byDispute := map[string][]string{}
@@ -91,9 +128,9 @@ func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *Trans
 		}
 		v.Determinations = append(v.Determinations, dv)
 	}
-	dsps, err := e.ofType(ctx, t.ID, protocol.Dispute)
+	dsps, err := ofTypeIn(ctx, st, txn, protocol.Dispute)
 	if err != nil {
-		return err
+		return v, err
 	}
 	for _, d := range dsps {
 		dv := DisputeView{DisputeID: d.ID(), RaisedBy: d.PartyOrg("raising_party"), Respondent: d.PartyOrg("respondent_party"),
@@ -110,17 +147,34 @@ func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *Trans
 		}
 		v.Disputes = append(v.Disputes, dv)
 	}
-	excs, err := e.ofType(ctx, t.ID, protocol.Exception)
+	excs, err := ofTypeIn(ctx, st, txn, protocol.Exception)
+	if err != nil || len(excs) == 0 {
+		return v, err
+	}
+	evs, err := st.Events(ctx, txn)
 	if err != nil {
-		return err
+		return v, err
 	}
 	status := map[string]string{}
-	for _, ev := range v.Events {
-		if ev.Status != store.EventRecorded {
+	for _, x := range evs {
+		if x.Status != store.EventRecorded {
 			continue
 		}
-		id := str(ev.Data["exception_id"])
-		switch protocol.EventType(ev.EventType) {
+		switch protocol.EventType(x.EventType) {
+		case protocol.EvExceptionOpened, protocol.EvRemediationAccepted, protocol.EvExceptionResolved, protocol.EvTransactionTerminated:
+		default:
+			continue
+		}
+		raw, err := st.GetObject(ctx, x.EventID)
+		if err != nil {
+			return v, err
+		}
+		ev, err := parse(raw)
+		if err != nil {
+			return v, err
+		}
+		id := ev.Data("exception_id")
+		switch protocol.EventType(x.EventType) {
 		case protocol.EvExceptionOpened:
 			status[id] = "open"
 		case protocol.EvRemediationAccepted:
@@ -131,11 +185,9 @@ func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *Trans
 			status[id] = "terminated"
 		}
 	}
-	var evds []*Obj
-	if len(excs) > 0 {
-		if evds, err = e.ofType(ctx, t.ID, protocol.Evidence); err != nil {
-			return err
-		}
+	evds, err := ofTypeIn(ctx, st, txn, protocol.Evidence)
+	if err != nil {
+		return v, err
 	}
 	for _, x := range excs {
 		xv := ExceptionView{ExceptionID: x.ID(), ExceptionType: x.P("exception_type"), ObligationID: x.P("obligation_id"), DisputeID: x.P("dispute_id"),
@@ -153,5 +205,5 @@ func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *Trans
 		}
 		v.Exceptions = append(v.Exceptions, xv)
 	}
-	return nil
+	return v, nil
 }
