@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/partyd/party/internal/rails"
+	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
@@ -272,6 +273,70 @@ func TestTerminationFromException(t *testing.T) {
 		}
 		if len(v.Disputes) != 1 || v.Disputes[0].Determined || v.Disputes[0].SubjectType != "obligation_state" {
 			t.Fatalf("%s shows disputes %+v", sd.Node.Org.Config().OrganizationID, v.Disputes)
+		}
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+// TestTerminationAgreedFromException: from exception_open the parties may
+// also end the transaction by agreement (termination.agreed), the disputed
+// obligation released; both records verify.
+func TestTerminationAgreedFromException(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := disputing(t)
+	if out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)}); err != nil || out.State != "exception_open" {
+		t.Fatalf("raise: %+v %v", out, err)
+	}
+	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
+		t.Fatalf("agree: %+v %v", out, err)
+	}
+	types := recordtest.SameRecord(t, b, s, txn, 7)
+	if types[6] != "termination.agreed" {
+		t.Fatalf("events %v", types)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[obl] != "released" {
+			t.Fatalf("%s: %v", sd.Node.Org.Config().OrganizationID, st)
+		}
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+// TestBindingStateResult: with the obligation disputed (an exception
+// open over it), the supplier disputes the obligation itself as an act;
+// the buyer's binding determination with a state_result takes it to
+// accepted on both sides; both records verify.
+func TestBindingStateResult(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := disputing(t)
+	if out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)}); err != nil || out.State != "exception_open" {
+		t.Fatalf("raise: %+v %v", out, err)
+	}
+	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: obl,
+		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsp := out.Objects["dispute"]
+	refused(t, "a state_result to an unregistered state", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "binding", Finding: "The duty was performed.",
+			StateResult: &record.StateResult{SubjectID: obl, State: "excellent"}})
+		return err
+	})
+	if _, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "binding", Finding: "The duty was performed.",
+		StateResult: &record.StateResult{SubjectID: obl, State: "accepted"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		if st := obligationStates(t, sd, txn); st[obl] != "accepted" {
+			t.Fatalf("%s: %v", sd.Node.Org.Config().OrganizationID, st)
 		}
 	}
 	bothVerifyClean(t, b, s, txn)
