@@ -157,6 +157,12 @@ func TestOverclaimingDeterminationRefused(t *testing.T) {
 	refused(t, "inputs_hash not over the inputs, in flight", b, s, txn, reason.DeterminationNotFollowing, tampered(t, b, determination(func(p map[string]any) {
 		p["outcome"].(map[string]any)["inputs_hash"] = "2222222222222222222222222222222222222222222222222222222222222222"
 	}), determine(record.DeterminationInput{})))
+	refused(t, "evidence relied on by a wrong hash, in flight", b, s, txn, reason.EvidenceUnverified, tampered(t, b, determination(func(p map[string]any) {
+		p["outcome"].(map[string]any)["evidence_relied_on"].([]any)[0].(map[string]any)["content_hash"] = "4444444444444444444444444444444444444444444444444444444444444444"
+	}), determine(record.DeterminationInput{})))
+	refused(t, "a question that is not the dispute's, in flight", b, s, txn, reason.DisputeSubjectUnreferenced, tampered(t, b, determination(func(p map[string]any) {
+		p["question"].(map[string]any)["subject_type"] = "act"
+	}), determine(record.DeterminationInput{})))
 	refused(t, "a determination by the raiser", b, s, txn, reason.DeterminationNotFollowing, func() error {
 		_, err := s.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: s.Mandate, DisputeID: dsp, Finding: finding})
 		return err
@@ -247,6 +253,80 @@ func TestSupersedingDetermination(t *testing.T) {
 	bothVerifyClean(t, b, s, txn)
 }
 
+// TestDisputedExceptionCountersignerRules: the exception a dispute over
+// an obligation's state opens, edited in flight: evidence other than the
+// dispute's, or another obligation than the dispute's, is refused.
+func TestDisputedExceptionCountersignerRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := disputing(t)
+	raise := func() error {
+		_, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+			Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
+		return err
+	}
+	refused(t, "an exception resting on other evidence than its dispute's", b, s, txn, reason.EvidenceUnverified, tampered(t, s, edit(t, "exception", func(o map[string]any) {
+		payloadOf(o)["evidence_refs"] = []any{payloadOf(o)["evidence_refs"].([]any)[0].(map[string]any), map[string]any{"evidence_id": "evd_00000000000000000000000000",
+			"content_hash": "5555555555555555555555555555555555555555555555555555555555555555", "evidence_type": "third_party_certificate",
+			"signed_by": map[string]any{"organization_id": "org_delta"}}}
+	}), raise))
+	refused(t, "an exception about another obligation, in flight", b, s, txn, reason.ObligationSubjectUnreferenced, tampered(t, s, func(objs []map[string]any) []map[string]any {
+		payloadOf(ofType(t, objs, "exception"))["obligation_id"] = "obl_00000000000000000000000000"
+		payloadOf(ofType(t, objs, "transaction_event"))["data"].(map[string]any)["obligation_id"] = "obl_00000000000000000000000000"
+		return objs
+	}, raise))
+	if err := raise(); err != nil {
+		t.Fatal(err)
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+// TestDeterminationNeverDeleted: nothing deletes a determination; an event
+// that would, signed by the determiner's valid key and placed at the head,
+// is refused by the other party (A202-STATE-TRANSITION-DENIED), and both
+// records keep it.
+func TestDeterminationNeverDeleted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, txn, _, dsp, _ := determinable(t)
+	out, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding})
+	if err != nil {
+		t.Fatal(err)
+	}
+	det := out.Objects["determination"]
+	evs, err := b.Node.Org.Store.Events(ctx, txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := evs[len(evs)-1]
+	raw, err := b.Node.Org.Store.GetObject(ctx, head.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletion := reseal(t, agentSigner(t, b), [][]byte{raw}, func(objs []map[string]any) []map[string]any {
+		id, err := envelope.NewID("evt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := payloadOf(objs[0])
+		objs[0]["id"] = id
+		p["sequence"], p["previous_event_hash"] = head.Sequence+1, head.ContentHash
+		p["event_type"], p["from_state"], p["to_state"] = "determination.deleted", head.ToState, head.ToState
+		p["data"] = map[string]any{"determination_id": det}
+		return objs
+	})
+	refused(t, "a determination.deleted event", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, deletion)
+		return err
+	})
+	for _, sd := range []*recordtest.Side{b, s} {
+		if _, ok := holding(t, sd, txn).Objects[det]; !ok {
+			t.Fatalf("%s no longer holds the determination", sd.Node.Org.Config().OrganizationID)
+		}
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
 // TestExceptionCountersignerRules: the exception path's messages, each
 // edited in flight and signed again with the sender's agent key, are
 // refused by the countersigner with their codes, leaving both records as
@@ -281,6 +361,9 @@ func TestExceptionCountersignerRules(t *testing.T) {
 	if err := act(s.Engine.ProposeRemediation, s)(); err != nil {
 		t.Fatal(err)
 	}
+	refused(t, "an acceptance signed over another remediation record, in flight", b, s, txn, reason.EvidenceSignatureInvalid, tampered(t, b, edit(t, "evidence", func(o map[string]any) {
+		payloadOf(o)["artifact_hash"] = "6666666666666666666666666666666666666666666666666666666666666666"
+	}), act(b.Engine.AcceptRemediation, b)))
 	refused(t, "a remediation obligation owing less than the duty, in flight", b, s, txn, reason.ObligationTermsMutated, tampered(t, b, edit(t, "obligation", func(o map[string]any) {
 		payloadOf(o)["quantity"] = "19"
 	}), act(b.Engine.AcceptRemediation, b)))

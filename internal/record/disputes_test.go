@@ -186,12 +186,14 @@ func TestFailedSettlementRemediationToCompletion(t *testing.T) {
 		t.Fatalf("the failed payment moved the obligation: %v", st)
 	}
 	// The obligee cannot offer the obligor's remedy, nor accept one not made.
-	if _, err := b.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err == nil {
-		t.Fatal("the obligee offered a remediation")
-	}
-	if _, err := b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err == nil {
-		t.Fatal("a remediation nobody offered was accepted")
-	}
+	refused(t, "the obligee offering the remedy", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn})
+		return err
+	})
+	refused(t, "accepting a remediation nobody offered", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn})
+		return err
+	})
 	if out, err = s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("offer to remedy: %+v %v", out, err)
 	}
@@ -254,9 +256,10 @@ func TestTerminationFromException(t *testing.T) {
 	}
 	// The exception's opener resolves it only once its dispute is
 	// determined.
-	if _, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err == nil {
-		t.Fatal("an exception over an undetermined dispute was resolved")
-	}
+	refused(t, "resolving an exception over an undetermined dispute", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn})
+		return err
+	})
 	if out, err = b.Engine.TerminateTransaction(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
 		t.Fatalf("terminate: %+v %v", out, err)
 	}
