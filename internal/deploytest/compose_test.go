@@ -305,7 +305,7 @@ func TestParsePort(t *testing.T) {
 // line's version in the build stage, the stages compose builds, and a
 // runtime stage that is distroless and not root.
 func TestDockerfile(t *testing.T) {
-	data, err := os.ReadFile(repoPath("Dockerfile"))
+	data, err := os.ReadFile(repoPath("deploy", "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,8 +361,8 @@ func TestDockerfile(t *testing.T) {
 			continue
 		}
 		target, _ := b["target"].(string)
-		if _, ok := d.Stage(target); !ok || b["context"] != "." {
-			t.Errorf("service %s builds %v, not a stage of ./Dockerfile", name, b)
+		if _, ok := d.Stage(target); !ok || b["context"] != "." || b["dockerfile"] != "deploy/Dockerfile" {
+			t.Errorf("service %s builds %v, not a stage of deploy/Dockerfile", name, b)
 		}
 		img, _ := s["image"].(string)
 		if prev, ok := built[img]; ok && prev != target {
@@ -388,5 +388,50 @@ func TestMandateRequestsIssue(t *testing.T) {
 			continue
 		}
 		t.Run(org, func(t *testing.T) { issueRequest(t, org, f) })
+	}
+}
+
+// TestOfflineDockerfileMirrors keeps deploy/offline.Dockerfile, from which
+// deploy/compose-check.sh builds the images on an engine that can pull
+// nothing, the same images as far as compose can tell: every stage compose
+// builds exists in both, with the same user, entrypoint, command, volumes
+// and ports, and the same files copied in from deploy/.
+func TestOfflineDockerfileMirrors(t *testing.T) {
+	parse := func(name string) Dockerfile {
+		data, err := os.ReadFile(repoPath("deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ParseDockerfile(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	prod, offline := parse("Dockerfile"), parse("offline.Dockerfile")
+	kept := func(st Stage) []string {
+		var out []string
+		for _, ins := range st.Instructions {
+			for _, kw := range []string{"ENTRYPOINT ", "CMD ", "VOLUME ", "EXPOSE ", "USER "} {
+				if strings.HasPrefix(ins, kw) {
+					out = append(out, ins)
+				}
+			}
+			if strings.HasPrefix(ins, "COPY deploy/") {
+				out = append(out, ins)
+			}
+		}
+		return out
+	}
+	for _, name := range []string{"init", "party"} {
+		r, ok1 := prod.Stage(name)
+		o, ok2 := offline.Stage(name)
+		if !ok1 || !ok2 {
+			t.Errorf("stage %s: in deploy/Dockerfile %v, in deploy/offline.Dockerfile %v", name, ok1, ok2)
+			continue
+		}
+		if got, want := kept(o), kept(r); !slices.Equal(got, want) {
+			t.Errorf("stage %s differs:\noffline %q\nreal    %q", name, got, want)
+		}
 	}
 }

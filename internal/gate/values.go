@@ -117,6 +117,10 @@ func hasPrefixID(s, prefix string) bool {
 }
 
 // pointer joins JSON Pointer segments (RFC 6901), escaping ~ and /.
+// pointerEscaper applies RFC 6901's two escapes (built once: a Replacer
+// builds its tables on first use).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 func pointer(base string, segs ...any) string {
 	var b strings.Builder
 	b.WriteString(base)
@@ -126,7 +130,11 @@ func pointer(base string, segs ...any) string {
 		case int:
 			b.WriteString(strconv.Itoa(x))
 		case string:
-			b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(x))
+			if strings.ContainsAny(x, "~/") {
+				b.WriteString(pointerEscaper.Replace(x))
+			} else {
+				b.WriteString(x)
+			}
 		}
 	}
 	return b.String()

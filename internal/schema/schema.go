@@ -461,5 +461,9 @@ func escapePointerToken(t string) string {
 	if !strings.ContainsAny(t, "~/") {
 		return t
 	}
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(t)
+	return pointerEscaper.Replace(t)
 }
+
+// pointerEscaper applies RFC 6901's two escapes (built once: a Replacer
+// builds its tables on first use).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")

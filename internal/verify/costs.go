@@ -104,14 +104,16 @@ func refKeys(m map[string]any) []string {
 // string for each detail that many checks repeat word for word (a valid
 // signature under a key for a purpose, a signature count, a transition):
 // in a large record, half the bytes of all details. It is direct-mapped
-// and never grows: a detail goes to the slot its hash names.
+// and never grows: a detail goes to the slot its hash names. Its size
+// follows the record's (a countersigner's working set of tens of objects
+// needs a few dozen slots, not detailSlots).
 type detailTable struct {
 	seed  maphash.Seed
-	slots [detailSlots]string
+	slots []string // a power of two long
 }
 
 const (
-	detailSlots  = 4096 // a power of two
+	detailSlots  = 4096 // at most; a power of two
 	maxDedupeLen = 256
 )
 
@@ -122,9 +124,13 @@ func (r *run) dedupe(detail string) string {
 		return detail
 	}
 	if r.details == nil {
-		r.details = &detailTable{seed: maphash.MakeSeed()}
+		n := 64
+		for n < detailSlots && n < 4*len(r.objs) {
+			n *= 2
+		}
+		r.details = &detailTable{seed: maphash.MakeSeed(), slots: make([]string, n)}
 	}
-	e := &r.details.slots[maphash.String(r.details.seed, detail)&(detailSlots-1)]
+	e := &r.details.slots[maphash.String(r.details.seed, detail)&uint64(len(r.details.slots)-1)]
 	if *e == detail {
 		return *e
 	}

@@ -28,6 +28,7 @@ type items struct {
 	forks  []*run
 	chunks [][][]Check // per fork, its filled chunks; the current one is its checks
 	spans  []span
+	first  int // the size of a fork's first chunk: what its share of n items needs
 }
 
 // span is where one item's checks sit:
@@ -46,7 +47,10 @@ const (
 // newItems prepares n items run on up to workers forks of r.
 func (r *run) newItems(n, workers int) *items {
 	workers = max(workers, 1)
-	it := &items{forks: make([]*run, workers), chunks: make([][][]Check, workers), spans: make([]span, n)}
+	it := &items{forks: make([]*run, workers), chunks: make([][][]Check, workers), spans: make([]span, n),
+		// A countersigner's working set is tens of objects: its first
+		// chunk is sized for that, not for a record of thousands.
+		first: min(chunkChecks, max(2*chunkSlack, checksPerObject*(n/workers+1)+chunkSlack))}
 	for w := range it.forks {
 		it.forks[w] = r.fork()
 	}
@@ -61,7 +65,11 @@ func (it *items) do(w, i int, f func(c *run)) {
 		if len(c.checks) > 0 {
 			it.chunks[w] = append(it.chunks[w], c.checks)
 		}
-		c.checks = make([]Check, 0, chunkChecks)
+		size := chunkChecks
+		if len(it.chunks[w]) == 0 && cap(c.checks) == 0 {
+			size = it.first
+		}
+		c.checks = make([]Check, 0, size)
 	}
 	from := len(c.checks)
 	f(c)
