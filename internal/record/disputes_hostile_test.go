@@ -19,6 +19,20 @@ import (
 // (refused). Where the acting side makes the same check (one function), it
 // is shown refusing its own act too.
 
+// objectOf returns the id and content hash of an object of type typ made
+// by org that sd holds on txn.
+func objectOf(t *testing.T, sd *recordtest.Side, txn, typ, org string) (id, hash string) {
+	t.Helper()
+	for _, raw := range holding(t, sd, txn).Objects {
+		o := mustDecode(t, []byte(raw))
+		if o["object_type"] == typ && o["created_by"].(map[string]any)["organization_id"] == org {
+			return o["id"].(string), o["content_hash"].(string)
+		}
+	}
+	t.Fatalf("%s holds no %s of %s", sd.Node.Org.Config().OrganizationID, typ, org)
+	return "", ""
+}
+
 // edit returns an in-flight edit of the one object of type typ.
 func edit(t *testing.T, typ string, change func(o map[string]any)) func([]map[string]any) []map[string]any {
 	return func(objs []map[string]any) []map[string]any {
@@ -74,7 +88,23 @@ func TestDisputeCountersignerRules(t *testing.T) {
 		p["evidence_refs"].([]any)[0].(map[string]any)["content_hash"] = "1111111111111111111111111111111111111111111111111111111111111111"
 	}), raise(record.DisputeInput{})))
 
+	refused(t, "a dispute naming another raising party", b, s, txn, reason.DisputeSubjectUnreferenced, tampered(t, s, dispute(func(p map[string]any) {
+		p["raising_party"].(map[string]any)["organization_id"] = "org_northstar"
+	}), raise(record.DisputeInput{})))
+	prfID, prfHash := objectOf(t, s, txn, "performance_event", "org_delta")
+	refused(t, "an obligation_state subject that did not place the obligation's state, in flight", b, s, txn, reason.DisputeSubjectUnreferenced, tampered(t, s, dispute(func(p map[string]any) {
+		p["subject_id"], p["subject_hash"] = prfID, prfHash
+	}), raise(record.DisputeInput{SubjectType: "obligation_state", SubjectID: obl})))
+	polID, polHash := objectOf(t, s, txn, "policy_decision", "org_northstar")
+	refused(t, "a policy decision as an act subject, in flight", b, s, txn, reason.DisputeSubjectUnreferenced, tampered(t, s, dispute(func(p map[string]any) {
+		p["subject_id"], p["subject_hash"] = polID, polHash
+	}), raise(record.DisputeInput{})))
+
 	// The raiser's own checks, the same functions.
+	refused(t, "the raiser's own refusal subject (an allow, never a deny, is held)", b, s, txn, reason.DisputeSubjectUnreferenced,
+		raise(record.DisputeInput{SubjectType: "refusal", SubjectID: polID, Grounds: []string{"refusal_incorrect"}}))
+	refused(t, "the raiser's own appeal of a determination it did not receive", b, s, txn, reason.DisputeSubjectUnreferenced,
+		raise(record.DisputeInput{SubjectType: "determination", SubjectID: rej, Grounds: []string{"rule_misapplied"}}))
 	refused(t, "the raiser's own unknown ground", b, s, txn, reason.DisputeGroundsUnknown, raise(record.DisputeInput{Grounds: []string{"bad_vibes"}}))
 	refused(t, "the raiser's own dispute with no evidence", b, s, txn, reason.EvidenceUnverified, raise(record.DisputeInput{EvidenceIDs: []string{}}))
 	refused(t, "the raiser's own unknown subject", b, s, txn, reason.DisputeSubjectUnreferenced, raise(record.DisputeInput{SubjectType: "act", SubjectID: "rsp_00000000000000000000000000"}))
@@ -215,6 +245,9 @@ func TestSupersedingDetermination(t *testing.T) {
 	}), errOf(determine(record.DeterminationInput{Supersedes: det1, SupersessionReason: "corrected_input"}))))
 	refused(t, "the determiner's own supersession without a reason", b, s, txn, reason.DeterminationSupersessionUnreasoned,
 		errOf(determine(record.DeterminationInput{Supersedes: det1})))
+	refused(t, "a supersession of a determination not held, in flight", b, s, txn, reason.DisputeSubjectUnreferenced, tampered(t, b, supersession(func(sup map[string]any) {
+		sup["determination_id"] = "det_00000000000000000000000000"
+	}), errOf(determine(record.DeterminationInput{Supersedes: det1, SupersessionReason: "corrected_input"}))))
 	refused(t, "a second determination superseding nothing", b, s, txn, reason.DeterminationSupersessionUnreasoned,
 		errOf(determine(record.DeterminationInput{})))
 	second, err := determine(record.DeterminationInput{Supersedes: det1, SupersessionReason: "corrected_input"})()
@@ -342,6 +375,12 @@ func TestExceptionCountersignerRules(t *testing.T) {
 	refused(t, "an exception naming another receipt than the failed one", b, s, txn, reason.SettlementReceiptUnmatched, tampered(t, s, edit(t, "exception", func(o map[string]any) {
 		payloadOf(o)["adapter_receipt_id"] = "adp_00000000000000000000000000"
 	}), open))
+	refused(t, "exception.opened naming another agreement, in flight", b, s, txn, reason.StateTransitionDenied, tampered(t, s, edit(t, "transaction_event", func(o map[string]any) {
+		payloadOf(o)["data"].(map[string]any)["agreement_id"] = "agr_00000000000000000000000000"
+	}), open))
+	refused(t, "an exception over a failed settlement carrying a dispute, in flight", b, s, txn, reason.StateTransitionDenied, tampered(t, s, edit(t, "exception", func(o map[string]any) {
+		payloadOf(o)["dispute_id"] = "dsp_00000000000000000000000000"
+	}), open))
 	if err := open(); err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +394,9 @@ func TestExceptionCountersignerRules(t *testing.T) {
 	refused(t, "exception.resolved naming another exception, in flight", b, s, txn, reason.StateTransitionDenied, tampered(t, s, edit(t, "transaction_event", func(o map[string]any) {
 		payloadOf(o)["data"].(map[string]any)["exception_id"] = "exc_00000000000000000000000000"
 	}), act(s.Engine.ResolveException, s)))
+	refused(t, "transaction.terminated naming another exception, in flight", b, s, txn, reason.StateTransitionDenied, tampered(t, b, edit(t, "transaction_event", func(o map[string]any) {
+		payloadOf(o)["data"].(map[string]any)["exception_id"] = "exc_00000000000000000000000000"
+	}), act(b.Engine.TerminateTransaction, b)))
 	refused(t, "a termination signed over another record, in flight", b, s, txn, reason.EvidenceSignatureInvalid, tampered(t, b, edit(t, "evidence", func(o map[string]any) {
 		payloadOf(o)["artifact_hash"] = "3333333333333333333333333333333333333333333333333333333333333333"
 	}), act(b.Engine.TerminateTransaction, b)))
@@ -363,6 +405,9 @@ func TestExceptionCountersignerRules(t *testing.T) {
 	}
 	refused(t, "an acceptance signed over another remediation record, in flight", b, s, txn, reason.EvidenceSignatureInvalid, tampered(t, b, edit(t, "evidence", func(o map[string]any) {
 		payloadOf(o)["artifact_hash"] = "6666666666666666666666666666666666666666666666666666666666666666"
+	}), act(b.Engine.AcceptRemediation, b)))
+	refused(t, "remediation.accepted naming another exception, in flight", b, s, txn, reason.StateTransitionDenied, tampered(t, b, edit(t, "transaction_event", func(o map[string]any) {
+		payloadOf(o)["data"].(map[string]any)["exception_id"] = "exc_00000000000000000000000000"
 	}), act(b.Engine.AcceptRemediation, b)))
 	refused(t, "a remediation obligation owing less than the duty, in flight", b, s, txn, reason.ObligationTermsMutated, tampered(t, b, edit(t, "obligation", func(o map[string]any) {
 		payloadOf(o)["quantity"] = "19"
