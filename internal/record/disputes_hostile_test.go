@@ -100,7 +100,13 @@ func TestDisputeCountersignerRules(t *testing.T) {
 		p["subject_id"], p["subject_hash"] = polID, polHash
 	}), raise(record.DisputeInput{})))
 
+	refused(t, "a description naming a third organisation, in flight", b, s, txn, reason.DisclosurePolicyViolation, tampered(t, s, dispute(func(p map[string]any) {
+		p["description"] = "org_rival quoted less for the same calibration."
+	}), raise(record.DisputeInput{Description: "The certificate covers all twenty."})))
+
 	// The raiser's own checks, the same functions.
+	refused(t, "the raiser's own description naming a third organisation", b, s, txn, reason.DisclosurePolicyViolation,
+		raise(record.DisputeInput{Description: "org_rival quoted less for the same calibration."}))
 	refused(t, "the raiser's own refusal subject (an allow, never a deny, is held)", b, s, txn, reason.DisputeSubjectUnreferenced,
 		raise(record.DisputeInput{SubjectType: "refusal", SubjectID: polID, Grounds: []string{"refusal_incorrect"}}))
 	refused(t, "the raiser's own appeal of a determination it did not receive", b, s, txn, reason.DisputeSubjectUnreferenced,

@@ -20,7 +20,7 @@ import (
 
 // disputeActs are the acts of this file, beside the walkthrough's.
 var disputeActs = []string{"dispute.raise", "determination.issue", "exception.open", "remediation.accept", "exception.resolve",
-	"transaction.terminate", "termination.agree", "obligation.activated", "performance.declared", "acceptance.granted",
+	"transaction.terminate", "termination.agree", "obligation.waive", "obligation.activated", "performance.declared", "acceptance.granted",
 	"acceptance.rejected", "settlement.instruct", "transaction.complete"}
 
 // disputing forms the walkthrough's transaction, issues the obligation,
@@ -258,6 +258,11 @@ func TestTerminationFromException(t *testing.T) {
 	// determined.
 	refused(t, "resolving an exception over an undetermined dispute", b, s, txn, reason.StateTransitionDenied, func() error {
 		_, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn})
+		return err
+	})
+	// A disputed obligation is not waived: its question is open.
+	refused(t, "waiving a disputed obligation", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
 		return err
 	})
 	if out, err = b.Engine.TerminateTransaction(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
