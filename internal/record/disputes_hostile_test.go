@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/verify"
 )
 
 // The countersigner's rules over disputes, determinations and the
@@ -493,4 +495,100 @@ func TestForkRaisedAsDispute(t *testing.T) {
 		}
 	}
 	bothVerifyClean(t, b, s, txn)
+}
+
+// TestVerifierJudgesDisputesAndExceptions: a third party's verifier
+// decides "outcome follows" wherever a determination's inputs are in the
+// bundle, and the remediation's two signatures, from the bundle alone.
+func TestVerifierJudgesDisputesAndExceptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("determination", func(t *testing.T) {
+		t.Parallel()
+		b, s, txn, _, dsp, _ := determinable(t)
+		out, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding})
+		if err != nil {
+			t.Fatal(err)
+		}
+		det := out.Objects["determination"]
+		in := bundleOf(t, s, txn)
+		var subject string
+		var edited []map[string]any
+		for _, o := range in.Objects {
+			if o["id"] == dsp {
+				subject = payloadOf(o)["subject_id"].(string)
+			}
+			if o["id"] != det {
+				edited = append(edited, o)
+				continue
+			}
+			raw, err := canonical.Marshal(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forged := reseal(t, agentSigner(t, b), [][]byte{raw}, func(objs []map[string]any) []map[string]any {
+				payloadOf(objs[0])["outcome"].(map[string]any)["inputs_hash"] = "7777777777777777777777777777777777777777777777777777777777777777"
+				return objs
+			})
+			edited = append(edited, mustDecode(t, forged[0]))
+		}
+		rep := verify.Verify(verify.Input{Objects: edited, Mandates: in.Mandates, Keys: in.Keys}, verify.Options{RulesVersion: record.RulesVersion})
+		if !failedWith(rep, "determination_finding", reason.DeterminationNotFollowing) {
+			t.Fatalf("an inputs_hash over other inputs: %+v", checksNamed(rep, "determination_finding"))
+		}
+		// With the subject withheld, whether the outcome follows is not
+		// checkable, never verified.
+		var withheld []map[string]any
+		for _, o := range in.Objects {
+			if o["id"] != subject {
+				withheld = append(withheld, o)
+			}
+		}
+		rep = verify.Verify(verify.Input{Objects: withheld, Mandates: in.Mandates, Keys: in.Keys, Disclosure: &verify.Disclosure{StatedGaps: []string{subject}}},
+			verify.Options{RulesVersion: record.RulesVersion})
+		found := false
+		for _, c := range checksNamed(rep, "determination_finding") {
+			if c.Subject == det {
+				found = true
+				if c.Result != verify.NotCheckable {
+					t.Fatalf("the finding with its subject withheld: %+v", c)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no determination_finding check of the determination")
+		}
+	})
+	t.Run("remediation", func(t *testing.T) {
+		t.Parallel()
+		b, s, _, txn, _ := failedPayment(t)
+		act := func(f func(context.Context, record.ExceptionActInput) (record.Outcome, error), sd *recordtest.Side) {
+			t.Helper()
+			if _, err := f(ctx, record.ExceptionActInput{MandateID: sd.Mandate, TransactionID: txn}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn}); err != nil {
+			t.Fatal(err)
+		}
+		act(s.Engine.ProposeRemediation, s)
+		act(b.Engine.AcceptRemediation, b)
+		in := bundleOf(t, b, txn)
+		if rep := verify.Verify(in, verify.Options{RulesVersion: record.RulesVersion}); len(checksNamed(rep, "remediation_signatures")) == 0 || rep.Results.Failed != 0 {
+			t.Fatalf("the remediated record: %+v", rep.Results)
+		}
+		var fewer []map[string]any
+		for _, o := range in.Objects {
+			p, _ := o["payload"].(map[string]any)
+			by, _ := o["created_by"].(map[string]any)
+			if o["object_type"] == "evidence" && p["evidence_type"] == "signed_document" && by["organization_id"] == "org_delta" {
+				continue
+			}
+			fewer = append(fewer, o)
+		}
+		rep := verify.Verify(verify.Input{Objects: fewer, Mandates: in.Mandates, Keys: in.Keys}, verify.Options{RulesVersion: record.RulesVersion})
+		if !failedWith(rep, "remediation_signatures", reason.EvidenceSignatureInvalid) {
+			t.Fatalf("the obligee's signature alone: %+v", checksNamed(rep, "remediation_signatures"))
+		}
+	})
 }
