@@ -53,8 +53,16 @@ var minimums = map[string]int{
 	"obligation_response":     1,
 	"dispute":                 1,
 	"determination":           1,
-	"exception":               1,
 	"settlement_instruction":  1,
+}
+
+// partyMinimums are the minimums of the types whose payload the kernel
+// defers and party defines: an exception (spec-map C17) is a signed
+// statement like a dispute, so it needs its opener's signature
+// (docs/record-protocol.md, issue 17 decisions). They are kept apart from
+// minimums, which mirrors the schema exactly.
+var partyMinimums = map[string]int{
+	"exception": 1,
 }
 
 // PurposeAllowed reports whether purpose may sign an object of objectType
@@ -84,5 +92,8 @@ func AllowedPurposes(objectType string) []string {
 // payload-defined act types including a bare transaction_event, per the
 // kernel schema's allOf, and 0 where none is required.
 func MinSignatures(objectType string) int {
+	if n, ok := partyMinimums[objectType]; ok {
+		return n
+	}
 	return minimums[objectType]
 }
