@@ -192,13 +192,86 @@ func RecordTools(e *record.Engine) []Tool {
 				"Existing obligations keep their version's terms_hash. The decision covers acceptance_act from list_inbox ({action_type: agreement.amend, " +
 				"proposed_terms: <the new terms>, agreement_id: the version amended}).",
 		}, e.AcceptAmendment),
+		actTool(e, Tool{
+			Name:  "raise_dispute",
+			Title: "Dispute something the counterparty did",
+			Description: "Either party, against the other (determination §3). One subject, named by id: an act (any object of the record: " +
+				"an event, a response, an instruction, ...), obligation_state (an obligation's current state, by the obligation's id), a " +
+				"determination of the counterparty's (an appeal) or a refusal; grounds from the closed list (authority_absent, authority_exceeded, " +
+				"state_transition_invalid, obligation_not_performed, obligation_wrongly_rejected, evidence_unverified, disclosure_breach, " +
+				"refusal_incorrect, rule_misapplied; else A202-DISPUTE-GROUNDS-UNKNOWN); at least one evidence item, held (evidence_ids) or new " +
+				"(evidence) (else A202-EVIDENCE-UNVERIFIED); within the window of the rules in force at the subject act, 168 hours, an appeal 336 " +
+				"(else A202-DISPUTE-OUT-OF-WINDOW). Raising suspends nothing: the state does not move, except that a dispute over an obligation's " +
+				"state while the deal is performed opens an exception (→ exception_open, the obligation disputed). The counterparty, the " +
+				"respondent, answers with issue_determination. The decision covers {action_type: dispute.raise, proposed_terms: <the terms in " +
+				"force>, agreement_id, subject_id}.",
+		}, e.RaiseDispute),
+		actTool(e, Tool{
+			Name:  "raise_fork_dispute",
+			Title: "Raise a fork as a dispute",
+			Description: "When get_transaction_record shows a fork (the counterparty signed a second successor of an event, which this instance " +
+				"refused and kept): raises it as a dispute over the last event both chains share, ground state_transition_invalid, with both chains " +
+				"as evidence (their chain hashes). Nothing moves; the record you hold stays the one you countersigned. The decision covers " +
+				"{action_type: dispute.raise, proposed_terms: <the terms in force>, agreement_id, subject_id}.",
+		}, e.RaiseForkDispute),
+		actTool(e, Tool{
+			Name:  "issue_determination",
+			Title: "Determine a dispute raised against you",
+			Description: "The respondent of a dispute (the rules name it the determiner; else A202-DETERMINATION-NOT-FOLLOWING), ordinarily " +
+				"conceding. A reasoned finding, the rules applied, the evidence relied on, and an effect no more than the rules grant the question " +
+				"(act and determination: binding; obligation_state: presumptive; refusal: advisory; else A202-DETERMINATION-EFFECT-OVERCLAIM). " +
+				"state_result only under a binding effect, for an obligation standing disputed. A later determination of the same dispute names the " +
+				"one it supersedes with a reason (appeal_outcome, corrected_input, rule_misapplication; else " +
+				"A202-DETERMINATION-SUPERSESSION-UNREASONED); a determination already superseded cannot be superseded again " +
+				"(A202-DETERMINATION-SUPERSESSION-FORKED). Nothing deletes a determination. The decision covers {action_type: " +
+				"determination.issue, proposed_terms: <the terms in force>, agreement_id, dispute_id}.",
+		}, e.IssueDetermination),
+		actTool(e, Tool{
+			Name:  "open_exception",
+			Title: "Open an exception over a failed payment",
+			Description: "Either party, in settlement_pending, when the latest receipt of a settlement instruction reports failed (settlement_status): " +
+				"a failed or reversed payment does not cancel the obligation, it opens an exception (→ exception_open) over the obligation paid, " +
+				"with the failed receipt as evidence. From exception_open: resolve_exception (the opener; → settlement_pending, then instruct " +
+				"again), propose_remediation / accept_remediation (the duty performed again), terminate_transaction, or propose_termination. " +
+				"The decision covers {action_type: exception.open, proposed_terms: <the agreement's terms>, agreement_id}.",
+		}, e.OpenException),
+		actTool(e, Tool{
+			Name:  "propose_remediation",
+			Title: "Offer to perform a duty again",
+			Description: "The obligor of the exception's obligation, in exception_open. Signs the remediation record (the obligation performed " +
+				"again: same quantity and unit, no consideration of its own, due a fixed delay after the offer) and sends the signature; the " +
+				"obligee accepts with accept_remediation (get_transaction_record exceptions[].remediation_offers). The decision covers " +
+				"{action_type: remediation.accept, proposed_terms: <the agreement's terms>, agreement_id}.",
+		}, e.ProposeRemediation),
+		actTool(e, Tool{
+			Name:  "accept_remediation",
+			Title: "Accept the counterparty's offer to remedy",
+			Description: "The obligee, in exception_open, once the obligor offered (propose_remediation). Signs the same remediation record and " +
+				"records remediation.accepted (→ in_performance) with the remediation obligation, pending: the obligor asserts it, you accept it, " +
+				"and settlement goes on. The decision covers {action_type: remediation.accept, proposed_terms: <the agreement's terms>, agreement_id}.",
+		}, e.AcceptRemediation),
+		actTool(e, Tool{
+			Name:  "resolve_exception",
+			Title: "Resolve an exception you opened",
+			Description: "The party that opened the exception, in exception_open; for one a dispute opened, once the dispute is determined. " +
+				"Records exception.resolved (→ settlement_pending). The decision covers {action_type: exception.resolve, proposed_terms: " +
+				"<the agreement's terms>, agreement_id}.",
+		}, e.ResolveException),
+		actTool(e, Tool{
+			Name:  "terminate_transaction",
+			Title: "End a transaction through its exception",
+			Description: "Either party, in exception_open. Signs the termination record (every obligation not yet terminal released) and records " +
+				"transaction.terminated (→ terminated), countersigned; nothing follows. To end it by agreement instead, propose_termination. " +
+				"The decision covers {action_type: transaction.terminate, proposed_terms: <the agreement's terms>, agreement_id}.",
+		}, e.TerminateTransaction),
 		Typed(Tool{
 			Name:  "get_transaction_record",
 			Title: "A transaction's record",
 			Description: "Shows a transaction as this instance holds it: every event with from → to states, who signed it and whether it is recorded or " +
 				"pending, the chain status (intact, forked or broken), forks kept, the objects, every obligation's state (pending, asserted, accepted, " +
-				"rejected, waived, released), termination records proposed and not yet agreed (termination_proposals; current ones can be agreed), a " +
-				"notice when an act did not go through, and the current state. An unknown transaction is refused.",
+				"rejected, waived, released, disputed), termination records proposed and not yet agreed (termination_proposals; current ones can be " +
+				"agreed), disputes (determined or not), determinations (effect, what supersedes them), exceptions (open, remediated, resolved, " +
+				"terminated, with remediation offered), a notice when an act did not go through, and the current state. An unknown transaction is refused.",
 			ReadOnly: true, Idempotent: true,
 		}, func(ctx context.Context, in TransactionArgs) (record.TransactionView, error) {
 			return e.Transaction(ctx, in.TransactionID)

@@ -203,6 +203,21 @@ the action hash is the SHA-256 of the act's canonical form, and an approval is b
 <p>Events a counterparty sent for a position already taken. They were refused and are kept here; they are not part of the record.</p>
 {{range .Forks}}<div class="ev"><dl><dt>Position</dt><dd>{{.Sequence}}</dd><dt>Event</dt><dd class="mono">{{.EventID}}</dd><dt>From</dt><dd>{{.From}}</dd><dt>Detected</dt><dd>{{.DetectedAt}}</dd><dt>Why</dt><dd>{{.Detail}}</dd></dl></div>{{end}}
 {{end}}
+{{if .Exceptions}}
+<h2>Exceptions ({{len .Exceptions}})</h2>
+<p>Something went wrong after commitment: a failed payment, or a disputed obligation. The exception pauses the transaction until it is remediated, resolved or the transaction is terminated.</p>
+{{range .Exceptions}}<div class="ev"><dl><dt>Exception</dt><dd><a class="mono" href="#{{.ExceptionID}}">{{.ExceptionID}}</a></dd><dt>Type</dt><dd>{{.ExceptionType}}</dd><dt>Status</dt><dd><span class="state">{{.Status}}</span></dd><dt>Obligation</dt><dd><a class="mono" href="#{{.ObligationID}}">{{.ObligationID}}</a></dd>{{with .DisputeID}}<dt>Dispute</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}{{with .SettlementInstructionID}}<dt>Failed instruction</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}<dt>Opened by</dt><dd>{{.OpenedBy}} at {{.OpenedAt}}</dd>{{range .RemediationOffers}}<dt>Remediation offered</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}</dl></div>{{end}}
+{{end}}
+{{if .Disputes}}
+<h2>Disputes ({{len .Disputes}})</h2>
+<p>Raising a dispute suspends nothing; the respondent determines it.</p>
+{{range .Disputes}}<div class="ev"><dl><dt>Dispute</dt><dd><a class="mono" href="#{{.DisputeID}}">{{.DisputeID}}</a></dd><dt>Raised by</dt><dd>{{.RaisedBy}} against {{.Respondent}} at {{.RaisedAt}}</dd><dt>Subject</dt><dd>{{.SubjectType}} <a class="mono" href="#{{.SubjectID}}">{{.SubjectID}}</a></dd><dt>Grounds</dt><dd>{{range $i, $g := .Grounds}}{{if $i}}, {{end}}{{$g}}{{end}}</dd>{{with .Description}}<dt>Description</dt><dd>{{.}}</dd>{{end}}<dt>Determined</dt><dd>{{if .Determined}}yes{{else}}<span class="gap">not yet</span>{{end}}</dd>{{range .Determinations}}<dt>Determination</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}</dl></div>{{end}}
+{{end}}
+{{if .Determinations}}
+<h2>Determinations ({{len .Determinations}})</h2>
+<p>A determination is never deleted; a later one supersedes it, with a reason.</p>
+{{range .Determinations}}<div class="ev"><dl><dt>Determination</dt><dd><a class="mono" href="#{{.DeterminationID}}">{{.DeterminationID}}</a></dd><dt>Of dispute</dt><dd><a class="mono" href="#{{.DisputeID}}">{{.DisputeID}}</a></dd><dt>Determiner</dt><dd>{{.Determiner}} at {{.DeterminedAt}}</dd><dt>Effect</dt><dd>{{.Effect}}</dd><dt>Finding</dt><dd>{{.Finding}}</dd>{{with .StateResult}}<dt>State result</dt><dd>{{.}}</dd>{{end}}{{with .Supersedes}}<dt>Supersedes</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}{{with .SupersessionReason}}<dt>Reason</dt><dd>{{.}}</dd>{{end}}{{with .SupersededBy}}<dt>Superseded by</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}</dl></div>{{end}}
+{{end}}
 {{if .Obligations}}
 <h2>Obligations</h2>
 {{range .Obligations}}<div class="ev"><dl><dt>Obligation</dt><dd><a class="mono" href="#{{.ObligationID}}">{{.ObligationID}}</a></dd><dt>State</dt><dd><span class="state">{{.State}}</span></dd>{{range .Assertions}}<dt>Assertion</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}</dl></div>{{end}}

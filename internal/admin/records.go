@@ -41,6 +41,9 @@ type timelineView struct {
 	Objects                                                      []objectRow
 	Obligations                                                  []record.ObligationView
 	Forks                                                        []record.ForkView
+	Disputes                                                     []record.DisputeView
+	Determinations                                               []record.DeterminationView
+	Exceptions                                                   []record.ExceptionView
 }
 
 // eventRow is one event of the timeline.
@@ -155,7 +158,7 @@ func (h *handler) timeline(r *http.Request, id string) (timelineView, error) {
 	}
 	tv := timelineView{ID: v.TransactionID, State: v.State, Counterparty: v.Counterparty, Role: v.Role, Session: v.SessionID,
 		ChainStatus: v.ChainStatus, Pending: v.Pending, Terminal: protocol.State(v.State).Terminal(),
-		Obligations: v.Obligations, Forks: v.Forks}
+		Obligations: v.Obligations, Forks: v.Forks, Disputes: v.Disputes, Determinations: v.Determinations, Exceptions: v.Exceptions}
 	if v.Notice != nil {
 		b, _ := json.Marshal(v.Notice)
 		var n map[string]any

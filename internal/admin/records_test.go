@@ -21,18 +21,19 @@ import (
 // over its record engine.
 type pair struct {
 	b, s *recordtest.Side
+	c    *recordtest.Clock
 	f    *fixture
 }
 
 func setupPair(t *testing.T) *pair {
 	t.Helper()
-	b, s, _ := recordtest.Pair(t)
+	b, s, c := recordtest.Pair(t)
 	f := &fixture{n: b.Node, agent: b.Agent, mandate: b.Mandate}
 	f.adminTok, _ = instance.LoadToken(b.Node.Dir, instance.AdminTokenFile)
 	f.agentTok, _ = instance.LoadToken(b.Node.Dir, instance.AgentTokenFile)
 	f.srv = httptest.NewServer(admin.Handler(b.Princ, f.adminTok, []string{f.agentTok}, nil, admin.WithRecord(b.Engine)))
 	t.Cleanup(f.srv.Close)
-	return &pair{b: b, s: s, f: f}
+	return &pair{b: b, s: s, c: c, f: f}
 }
 
 // offerHeld has the supplier offer the walkthrough terms and the buyer's
@@ -170,4 +171,24 @@ func TestTransactionPages(t *testing.T) {
 			t.Errorf("no token on %s: %d", path, resp.StatusCode)
 		}
 	}
+}
+
+// TestTimelineShowsDisputesAndExceptions: a dispute over the buyer's
+// rejection, the buyer's determination conceding it, and an exception a
+// dispute over the obligation's state opened show on the buyer's
+// timeline, each in words, with the events that moved the state.
+func TestTimelineShowsDisputesAndExceptions(t *testing.T) {
+	t.Parallel()
+	p := setupPair(t)
+	txn := recordtest.Form(t, p.b, p.s, "3200.00")
+	d := recordtest.Dispute(t, p.b, p.s, p.c, txn)
+	obl, dsp, det := d.ObligationID, d.ActDispute, d.Determination
+	_, body := p.f.do(t, call{method: "GET", path: "/transactions/" + txn, cookie: p.f.adminTok})
+	wantAll(t, "the disputed timeline", body, "State exception_open", "6. Exception opened (exception.opened)",
+		"State in_performance → exception_open",
+		"Exceptions (1)", "Type obligation_disputed Status open Obligation "+obl,
+		"Disputes (2)", "Dispute "+dsp, "Raised by org_delta against org_northstar", "Subject act "+d.Rejection, "Grounds obligation_wrongly_rejected",
+		"Description The certificate covers all twenty.", "Determined yes Determination "+det, "Determined not yet",
+		"Determinations (1)", "Determination "+det+" Of dispute "+dsp, "Determiner org_northstar", "Effect presumptive",
+		"Finding The rejection is not supported by the certificate.")
 }

@@ -42,6 +42,7 @@ var actPhrases = map[protocol.Act]string{
 	protocol.ActAgreementAmend:       "Amend the agreement",
 	protocol.ActObligationWaive:      "Waive an obligation",
 	protocol.ActDisputeRaise:         "Raise a dispute",
+	protocol.ActDeterminationIssue:   "Determine a dispute raised against you",
 	protocol.ActExceptionOpen:        "Open an exception",
 	protocol.ActRemediationAccept:    "Accept a remediation",
 	protocol.ActExceptionResolve:     "Resolve an exception",

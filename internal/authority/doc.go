@@ -72,6 +72,8 @@
 //	   the matrix, malformed value or path)       A202-MANDATE-CONSTRAINT-UNKNOWN
 //	   the act's value not of the type            A202-POLICY-DENIED
 //	12 each approval rule whose when matches      A202-APPROVAL-REQUIRED (hold)
+//	   the acting mandate's local policy
+//	   (Evaluator.Policy: deny only, never a hold) A202-POLICY-DENIED
 //
 // Steps 8–12 apply every mandate of the chain, not only the acting one. Any
 // deny finding makes the decision deny; otherwise any hold makes it

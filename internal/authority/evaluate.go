@@ -93,6 +93,23 @@ type Evaluator struct {
 	// Clock is the evaluation time (nil means time.Now). The result's
 	// EvaluatedAt is this instant truncated to the second.
 	Clock func() time.Time
+	// Policy is the acting organisation's local, deny-only policy beside
+	// its mandates (nil: none). It is asked about the acting mandate after
+	// every constraint, and can only deny.
+	Policy Policy
+}
+
+// Policy is a local policy a principal sets beside one of its own
+// mandates, outside the signed document: a minimum conformance grade of
+// the counterparty, say (docs/authority.md, "Local policy"). It can only
+// add reasons to deny, never allow or hold an act, so whatever it allows
+// the mandate alone allows too, and a counterparty re-evaluating an act
+// under the mandate (which it cannot see the policy of) never denies what
+// the actor allowed.
+type Policy interface {
+	// Deny returns why the local policy of mandateID denies the act
+	// document act; none when it does not (or sets no policy).
+	Deny(ctx context.Context, mandateID string, act map[string]any) []string
 }
 
 // Uncached returns a copy of e whose status resolver, when it offers one
@@ -121,6 +138,7 @@ const (
 	StepConstraint   = "constraint"
 	StepApprovalRule = "approval_rule"
 	StepApproval     = "approval"
+	StepPolicy       = "policy"
 )
 
 // Finding is one reason behind a decision other than allow.
@@ -315,6 +333,12 @@ func (r *run) evaluate(req Request) {
 	}
 	for _, m := range chain {
 		r.checkRules(m, act)
+	}
+	// The acting mandate's local policy: deny only.
+	if r.e.Policy != nil {
+		for _, why := range r.e.Policy.Deny(r.ctx, leafID, act) {
+			r.deny(StepPolicy, leafID, reason.PolicyDenied, "the local policy of mandate %s: %s", leafID, why)
+		}
 	}
 }
 

@@ -28,6 +28,10 @@ import (
 //	termination.agreed    termination.agree       the agreement's terms                  agreement_id
 //	agreement.amended     agreement.amend         the new version's terms                agreement_id: the version
 //	                                                                                     it amends
+//	exception.opened      exception.open          the agreement's terms                  agreement_id
+//	remediation.accepted  remediation.accept      the agreement's terms                  agreement_id
+//	exception.resolved    exception.resolve       the agreement's terms                  agreement_id
+//	transaction.terminated transaction.terminate  the agreement's terms                  agreement_id
 //
 // On agreement.direct an offeror's appending would be its offer.submit;
 // only the offeree appends it.
@@ -42,17 +46,30 @@ import (
 //	object                       act                     proposed_terms                         references
 //	obligation                   obligation.activated    core{quantity, unit_code, total}       agreement_id
 //	performance_event            performance.declared    core{asserted quantity, unit,          obligation_id
-//	                                                     the obligation's consideration}
+//	                                                     the obligation's total}
 //	obligation_response accept   acceptance.granted      core{accepted quantity, unit,          assertion_id
 //	                                                     consideration}
 //	obligation_response reject   acceptance.rejected     as granted, the asserted quantity      assertion_id
 //	obligation_response waive    obligation.waive        core{quantity, unit_code, total}       obligation_id
-//	                                                     of the obligation waived; total is
-//	                                                     its consideration, or zero in the
-//	                                                     agreement's currency when it has none
+//	                                                     of the obligation waived
+//
+// An obligation's total in these documents (and in the events' rows
+// above) is its consideration, or zero in the agreement's currency when it
+// has none (ObligationTotal).
 //
 // A waiver travelling on its own (no event) is evaluated by the same
 // document.
+//
+// Acts about the transaction as a whole that travel on their own, or ride
+// an event with a document of their own, take the terms in force (the
+// agreement's, before one the latest offer's) and agreement_id when there
+// is an agreement (record package, disputes.go, exceptions.go):
+//
+//	object                       act                     further reference
+//	dispute                      dispute.raise           subject_id
+//	determination                determination.issue     dispute_id
+//	signed_document over a       remediation.accept      —
+//	remediation record (offer)
 
 // Document is an act's document as both parties build it (decisions.md 6;
 // docs/record-protocol.md decision 4): ActDocument with, when the acting
@@ -111,16 +128,20 @@ func CoreTerms(quantity, unit string, total any) map[string]any {
 
 // eventActs names the act a party performs by appending each event.
 var eventActs = map[protocol.EventType]protocol.Act{
-	protocol.EvAgreementCommitted:   protocol.ActAgreementSign,
-	protocol.EvObligationActivated:  protocol.ActObligationActivated,
-	protocol.EvPerformanceDeclared:  protocol.ActPerformanceDeclared,
-	protocol.EvAcceptanceGranted:    protocol.ActAcceptanceGranted,
-	protocol.EvAcceptanceRejected:   protocol.ActAcceptanceRejected,
-	protocol.EvSettlementInstructed: protocol.ActSettlementInstruct,
-	protocol.EvTransactionCompleted: protocol.ActTransactionComplete,
-	protocol.EvTransactionCancelled: protocol.ActTransactionCancel,
-	protocol.EvTerminationAgreed:    protocol.ActTerminationAgree,
-	protocol.EvAgreementAmended:     protocol.ActAgreementAmend,
+	protocol.EvAgreementCommitted:    protocol.ActAgreementSign,
+	protocol.EvObligationActivated:   protocol.ActObligationActivated,
+	protocol.EvPerformanceDeclared:   protocol.ActPerformanceDeclared,
+	protocol.EvAcceptanceGranted:     protocol.ActAcceptanceGranted,
+	protocol.EvAcceptanceRejected:    protocol.ActAcceptanceRejected,
+	protocol.EvSettlementInstructed:  protocol.ActSettlementInstruct,
+	protocol.EvTransactionCompleted:  protocol.ActTransactionComplete,
+	protocol.EvTransactionCancelled:  protocol.ActTransactionCancel,
+	protocol.EvTerminationAgreed:     protocol.ActTerminationAgree,
+	protocol.EvAgreementAmended:      protocol.ActAgreementAmend,
+	protocol.EvExceptionOpened:       protocol.ActExceptionOpen,
+	protocol.EvRemediationAccepted:   protocol.ActRemediationAccept,
+	protocol.EvExceptionResolved:     protocol.ActExceptionResolve,
+	protocol.EvTransactionTerminated: protocol.ActTransactionTerminate,
 }
 
 // EventActName returns the act an event records when org appended it.
@@ -180,7 +201,8 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 		if _, p := named("offer_id", protocol.Offer); p != nil {
 			terms = termsOf(p)
 		}
-	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed:
+	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed,
+		protocol.EvExceptionOpened, protocol.EvRemediationAccepted, protocol.EvExceptionResolved, protocol.EvTransactionTerminated:
 		if id, p := named("agreement_id", protocol.Agreement); p != nil {
 			terms, refs = termsOf(p), map[string]any{"agreement_id": id}
 		}
@@ -210,7 +232,11 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 	case protocol.EvPerformanceDeclared:
 		if _, pp := named("performance_event_id", protocol.PerformanceEvent); pp != nil {
 			if op := fetch(str(pp["obligation_id"]), protocol.Obligation); op != nil {
-				terms = CoreTerms(str(pp["asserted_quantity"]), str(pp["unit_code"]), op["consideration"])
+				total, w := ObligationTotal(op, get)
+				if w != "" {
+					return nil, nil, w
+				}
+				terms = CoreTerms(str(pp["asserted_quantity"]), str(pp["unit_code"]), total)
 				refs = map[string]any{"obligation_id": pp["obligation_id"]}
 			}
 		}
@@ -226,7 +252,11 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 				qty = str(pp["asserted_quantity"])
 			}
 			if op != nil {
-				terms = CoreTerms(qty, str(op["unit_code"]), op["consideration"])
+				total, w := ObligationTotal(op, get)
+				if w != "" {
+					return nil, nil, w
+				}
+				terms = CoreTerms(qty, str(op["unit_code"]), total)
 				refs = map[string]any{"assertion_id": rp["assertion_id"]}
 			}
 		}
@@ -268,15 +298,26 @@ func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs m
 		if op == nil {
 			return protocol.ActPerformanceDeclared, nil, nil, why
 		}
-		return protocol.ActPerformanceDeclared, CoreTerms(str(p["asserted_quantity"]), str(p["unit_code"]), op["consideration"]), map[string]any{"obligation_id": p["obligation_id"]}, ""
+		total, w := ObligationTotal(op, get)
+		if w != "" {
+			return protocol.ActPerformanceDeclared, nil, nil, w
+		}
+		return protocol.ActPerformanceDeclared, CoreTerms(str(p["asserted_quantity"]), str(p["unit_code"]), total), map[string]any{"obligation_id": p["obligation_id"]}, ""
 	case protocol.ObligationResponse:
 		op := obligation(str(p["obligation_id"]))
+		var total any
+		if op != nil && str(p["response_type"]) != "waive" {
+			var w string
+			if total, w = ObligationTotal(op, get); w != "" {
+				return "", nil, nil, w
+			}
+		}
 		switch str(p["response_type"]) {
 		case "accept":
 			if op == nil {
 				return protocol.ActAcceptanceGranted, nil, nil, why
 			}
-			return protocol.ActAcceptanceGranted, CoreTerms(str(p["accepted_quantity"]), str(op["unit_code"]), op["consideration"]), map[string]any{"assertion_id": p["assertion_id"]}, ""
+			return protocol.ActAcceptanceGranted, CoreTerms(str(p["accepted_quantity"]), str(op["unit_code"]), total), map[string]any{"assertion_id": p["assertion_id"]}, ""
 		case "reject":
 			if op == nil {
 				return protocol.ActAcceptanceRejected, nil, nil, why
@@ -286,12 +327,12 @@ func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs m
 				return protocol.ActAcceptanceRejected, nil, nil, fmt.Sprintf("the assertion %s is not held, so the act cannot be rebuilt", orNone(str(p["assertion_id"])))
 			}
 			pp, _ := prf["payload"].(map[string]any)
-			return protocol.ActAcceptanceRejected, CoreTerms(str(pp["asserted_quantity"]), str(op["unit_code"]), op["consideration"]), map[string]any{"assertion_id": p["assertion_id"]}, ""
+			return protocol.ActAcceptanceRejected, CoreTerms(str(pp["asserted_quantity"]), str(op["unit_code"]), total), map[string]any{"assertion_id": p["assertion_id"]}, ""
 		case "waive":
 			if op == nil {
 				return protocol.ActObligationWaive, nil, nil, why
 			}
-			total, why := WaivedConsideration(op, get)
+			total, why := ObligationTotal(op, get)
 			if why != "" {
 				return protocol.ActObligationWaive, nil, nil, why
 			}
@@ -302,13 +343,15 @@ func ObjectAct(obj map[string]any, get Lookup) (name protocol.Act, terms, refs m
 	return "", nil, nil, fmt.Sprintf("a %s records no act of its own", typeOf(obj))
 }
 
-// WaivedConsideration is the total of a waiver's act document: what the
-// waiver releases in money, the obligation's consideration, or, for an
-// obligation that carries none (a partial acceptance's remainder, whose
-// consideration stays on the duty it came from), zero in the agreement's
-// currency, so that a mandate's limits on $.proposed_terms.core.total
-// evaluate a waiver as they evaluate every other act.
-func WaivedConsideration(obligation map[string]any, get Lookup) (any, string) {
+// ObligationTotal is the total of the act document of an act on an
+// obligation (its performance, a response to it, its waiver): the
+// obligation's consideration, or, for an obligation that carries none (a
+// partial acceptance's remainder, whose consideration stays on the duty it
+// came from, or a remediation obligation, whose duty is paid under the
+// obligation it performs again), zero in the agreement's currency, so that
+// a mandate's limits on $.proposed_terms.core.total evaluate every act on
+// an obligation as they evaluate every other act.
+func ObligationTotal(obligation map[string]any, get Lookup) (any, string) {
 	if c, ok := obligation["consideration"].(map[string]any); ok && len(c) > 0 {
 		return c, ""
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/grade"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/reason"
@@ -166,7 +167,7 @@ func writeJSONLine(w io.Writer, v any) {
 	enc.Encode(v)
 }
 
-const mandateUsage = `Usage: party mandate <issue|list|suspend|reinstate|revoke> [flags] [MANDATE_ID]
+const mandateUsage = `Usage: party mandate <issue|list|suspend|reinstate|revoke|policy> [flags] [MANDATE_ID]
 
 The principal's acts on mandates, signed with the principal's key in the
 state directory. They work whether or not 'party serve' is running; a
@@ -177,6 +178,8 @@ status change is visible at the mandate's status endpoint at once.
   suspend MANDATE_ID          suspend an active mandate (reversible)
   reinstate MANDATE_ID        make a suspended mandate active again
   revoke MANDATE_ID           revoke a mandate for good
+  policy MANDATE_ID           set the local policy beside a mandate: a
+                              minimum grade of the counterparty (deny-only)
 
 Run 'party mandate <subcommand> -h' for each one's flags.
 
@@ -199,6 +202,8 @@ func runMandate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runMandateList(args[1:], stdout, stderr)
 	case "suspend", "reinstate", "revoke":
 		return runMandateStatus(args[0], args[1:], stdout, stderr)
+	case "policy":
+		return runMandatePolicy(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "party mandate: unknown subcommand %q\n\n%s", args[0], mandateUsage)
 	return 2
@@ -473,5 +478,71 @@ func runMandateStatus(verb string, args []string, stdout, stderr io.Writer) int 
 		return failure(c.Name(), err, false, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "%s %s\n", id, statusChangeDone[verb])
+	return 0
+}
+
+const mandatePolicyUsage = `Usage: party mandate policy --dir DIR [--min-grade DIM=BAND]... [--clear] [--json] MANDATE_ID
+
+Sets the local policy beside one of this instance's mandates: the minimum
+conformance grade the counterparty an act is towards must hold, per
+dimension (A to E, band 0 to 3), e.g. --min-grade A=1 --min-grade C=1 or
+--min-grade A=1,C=1. The policy is kept beside the mandate, not in its
+signed document, and it can only deny: an act under the mandate is denied
+(A202-POLICY-DENIED) when no grade about the counterparty is held, when
+the latest one held (party grade list) has expired or is not active, or
+when a required dimension is unassessed or below the band. --clear
+removes the policy. Without either flag the current policy is printed.
+`
+
+func runMandatePolicy(args []string, stdout, stderr io.Writer) int {
+	c := newFlags("party mandate policy", mandatePolicyUsage)
+	dir := c.dirFlag()
+	var mins stringList
+	c.Var(&mins, "min-grade", "a minimum band, DIM=BAND (repeatable, or comma-separated)")
+	clear := c.Bool("clear", false, "remove the mandate's policy")
+	asJSON := c.Bool("json", false, "machine-readable output")
+	pos, code, done := c.parse(args, stdout, stderr)
+	if done {
+		return code
+	}
+	switch {
+	case len(pos) != 1:
+		return c.usageError(stderr, "give exactly one MANDATE_ID")
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required")
+	case *clear && len(mins) > 0:
+		return c.usageError(stderr, "--clear and --min-grade exclude each other")
+	}
+	min, err := grade.ParseMinimum(mins)
+	if err != nil {
+		return c.usageError(stderr, "%v", err)
+	}
+	o, p, err := openPrincipal(*dir, stderr)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	defer o.Close()
+	ctx := context.Background()
+	if *clear || len(min) > 0 {
+		if err := p.SetMinimumGrade(ctx, pos[0], min); err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+	}
+	held, err := o.Store.MinimumGrade(ctx, pos[0])
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	if held == nil {
+		held = map[string]int{}
+	}
+	if *asJSON {
+		writeJSONLine(stdout, map[string]any{"mandate_id": pos[0], "minimum_grade": held})
+		return 0
+	}
+	if len(held) == 0 {
+		fmt.Fprintf(stdout, "%s: no local policy\n", pos[0])
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s: the counterparty must hold a grade of at least %s\n", pos[0], grade.Minimum(held))
 	return 0
 }

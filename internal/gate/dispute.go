@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 )
@@ -9,10 +10,7 @@ import (
 // schema's enum also holds the four appeal grounds of §7, which belong to
 // the operated appeal route; the bilateral gate accepts only these nine,
 // for every subject type (spec-map §14 C20).
-var disputeGrounds = setOf("authority_absent", "authority_exceeded",
-	"state_transition_invalid", "obligation_not_performed",
-	"obligation_wrongly_rejected", "evidence_unverified", "disclosure_breach",
-	"refusal_incorrect", "rule_misapplied")
+var disputeGrounds = setOf(protocol.DisputeGrounds...)
 
 var (
 	disputeSubjectTypes  = setOf("act", "determination", "obligation_state", "refusal")

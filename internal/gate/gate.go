@@ -157,6 +157,10 @@ type Options struct {
 	// object leaves the instance for a counterparty whose gate runs both on
 	// the bytes it receives. Never set it for received bytes.
 	OwnObject bool
+	// GradeKeys, when set, resolves the key a grade's signature names, and
+	// Grade verifies the signature under it (see Grade). Nil leaves the
+	// signature unread.
+	GradeKeys GradeKeyResolver
 }
 
 // DefaultRulesVersion is the rules version the gate assumes when neither

@@ -1,10 +1,13 @@
 package gate
 
 import (
+	"crypto"
+	"errors"
 	"time"
 
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/schema"
+	"github.com/partyd/party/internal/signature"
 )
 
 // Role scopes and the fixture families each contains: the registry of
@@ -32,10 +35,32 @@ var roleScopes = map[string][]string{
 // 12 months or the next minor version, whichever is first).
 const gradeLifetime = 12
 
+// GradeKey is what a grade's signature key resolves to: its public key and
+// the organisation that holds it.
+type GradeKey struct {
+	Public         crypto.PublicKey
+	OrganizationID string
+}
+
+// GradeKeyResolver resolves the key a grade's signature names to a key the
+// caller trusts (a pinned principal key, say); false when it trusts none
+// under that id.
+type GradeKeyResolver func(keyID string) (GradeKey, bool)
+
 // Grade judges a conformance grade. It reads the role scope and the
 // expiry before any dimension (role scopes §6.1; conformance grades §4.2
 // item 3): a grade whose scope does not resolve, or that has expired, is
 // not read further, and its dimensions are never reported as band 0.
+//
+// With opt.GradeKeys set it also verifies the grade's signature
+// (signature.VerifyGradeSignature) under the key the resolver trusts for
+// its key_id: an untrusted key, a placeholder value or a signature that
+// does not verify (a tampered grade) is A202-EVIDENCE-SIGNATURE-INVALID,
+// and a grade signed by the organisation it grades is refused (a self-run
+// result is not a grade, conformance grades §5 rule 1; no code is
+// registered for it). Without a resolver the signature is not read, as
+// `party gate` reads the published fixtures, whose values are
+// placeholders.
 func Grade(doc map[string]any, opt Options) Judgment {
 	var ps problems
 	if doc == nil {
@@ -82,6 +107,10 @@ func Grade(doc map[string]any, opt Options) Judgment {
 	if readable {
 		s, _ := named[0].(string)
 		checkGradeCoverage(&ps, doc, roleScopes[s], s)
+		checkGradeBands(&ps, doc)
+	}
+	if opt.GradeKeys != nil {
+		checkGradeSignature(&ps, doc, opt.GradeKeys)
 	}
 	ps = append(ps, schemaLayer(schema.ValidateGrade, doc)...)
 	return judge(KindGrade, ps)
@@ -110,4 +139,58 @@ func checkGradeCoverage(ps *problems, doc map[string]any, families []string, sco
 			ps.add(reason.GradeScopeOverclaim, pointer("/held_out_coverage/families", i), "held-out family %q is outside %s", s, scope)
 		}
 	}
+}
+
+// checkGradeBands refuses a band above 1 in a dimension no held-out case
+// set exercised: band 1 is the published set's, and bands 2 and 3 need
+// inputs the subject was not given (conformance grades §3, §5 rule 4; role
+// scopes §7.2 item 1). No code is registered for it.
+func checkGradeBands(ps *problems, doc map[string]any) {
+	held, _ := objAt(doc, "held_out_coverage")
+	covered, _ := arrAt(held, "dimensions")
+	dims, _ := objAt(doc, "dimensions")
+	for _, d := range sortedKeys(dims) {
+		result, ok := objAt(dims, d)
+		if !ok {
+			continue
+		}
+		band, ok := intAt(result, "band")
+		if ok && band > 1 && !contains(anyStrings(covered), d) {
+			ps.add("", pointer("/dimensions", d, "band"), "band %d in dimension %s rests on the published set alone, which establishes band 1 at most", band, d)
+		}
+	}
+}
+
+// checkGradeSignature verifies a grade's one signature under the key the
+// resolver trusts for it, and refuses a grade its own subject signed.
+func checkGradeSignature(ps *problems, doc map[string]any, keys GradeKeyResolver) {
+	sig, _ := objAt(doc, "signature")
+	kid, _ := strAt(sig, "key_id")
+	k, ok := keys(kid)
+	if !ok {
+		ps.add(reason.EvidenceSignatureInvalid, "/signature/key_id", "key %q is not a key trusted to sign grades", kid)
+		return
+	}
+	if err := signature.VerifyGradeSignature(doc, k.Public); err != nil {
+		detail := err.Error()
+		if errors.Is(err, signature.ErrNotCheckable) {
+			detail = "the signature value is not a signature: " + detail
+		}
+		ps.add(reason.EvidenceSignatureInvalid, "/signature", "%s", detail)
+		return
+	}
+	subject, _ := objAt(doc, "subject")
+	if org, _ := strAt(subject, "organization_id"); org != "" && org == k.OrganizationID {
+		ps.add("", "/signature/key_id", "the grade is signed by %s, the organisation it grades: a self-run result is not a grade (conformance grades §5 rule 1)", org)
+	}
+}
+
+func anyStrings(v []any) []string {
+	out := make([]string, 0, len(v))
+	for _, x := range v {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/grade"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/peering"
@@ -120,7 +121,9 @@ func Open(dir string, o Options) (*Org, error) {
 		return nil, err
 	}
 	o2.Status = sc
-	o2.evaluator = &authority.Evaluator{Keys: o2, Mandates: o2, Status: sc, Clock: o2.now}
+	// The acting organisation's local, deny-only policy beside its
+	// mandates: a minimum grade of the counterparty (package grade).
+	o2.evaluator = &authority.Evaluator{Keys: o2, Mandates: o2, Status: sc, Clock: o2.now, Policy: grade.Policy{Store: in.Store, Clock: o2.now}}
 	return o2, nil
 }
 

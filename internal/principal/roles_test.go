@@ -46,7 +46,7 @@ const module = "github.com/partyd/party"
 var agentSide = []string{
 	"internal/org", "internal/instance", "internal/agent", "internal/record",
 	"internal/delivery", "internal/peering", "internal/status", "internal/store",
-	"internal/authority", "bindings/mcp", "bindings/mcp/bridge", "bindings/a2a", "bindings/https",
+	"internal/authority", "internal/grade", "bindings/mcp", "bindings/mcp/bridge", "bindings/a2a", "bindings/https",
 }
 
 // principalSide are the packages that hold or hand out the principal's

@@ -116,6 +116,32 @@ func (s ObligationState) Open() bool {
 	return false
 }
 
+// DisputeSubject is a dispute's subject_type (determination §3.2).
+type DisputeSubject string
+
+// The four subjects a dispute may be raised against, each by content hash.
+const (
+	SubjectAct             DisputeSubject = "act"
+	SubjectDetermination   DisputeSubject = "determination"
+	SubjectObligationState DisputeSubject = "obligation_state"
+	SubjectRefusal         DisputeSubject = "refusal"
+)
+
+// DisputeGrounds are the nine grounds of determination §3.5, the closed
+// list a bilateral dispute states from.
+var DisputeGrounds = []string{"authority_absent", "authority_exceeded", "state_transition_invalid", "obligation_not_performed",
+	"obligation_wrongly_rejected", "evidence_unverified", "disclosure_breach", "refusal_incorrect", "rule_misapplied"}
+
+// ExceptionType is an exception's exception_type, in party's form of the
+// kernel's deferred exception payload (docs/record-protocol.md).
+type ExceptionType string
+
+// The two exceptions party opens.
+const (
+	ExceptionSettlementFailed   ExceptionType = "settlement_failed"
+	ExceptionObligationDisputed ExceptionType = "obligation_disputed"
+)
+
 // ResponseType is an obligation response's response_type (obligation
 // §5.2; kernel schema enum).
 type ResponseType string

@@ -65,6 +65,9 @@ type harness struct {
 	kb, ks  *killer
 	crashed map[*recordtest.Side]string
 	armed   map[*recordtest.Side]*killer // the killer each side's engine reports to
+	// options, when a flow's setup sets it (and arms both sides again),
+	// adds to every engine the harness starts (a rail that fails).
+	options func(sd *recordtest.Side, o *record.Options)
 }
 
 func newHarness(t *testing.T, b, s *recordtest.Side, c *recordtest.Clock, kb, ks *killer) *harness {
@@ -88,6 +91,9 @@ func (h *harness) arm(sd *recordtest.Side, k *killer) {
 	sd.Engine = recordtest.NewEngine(h.t, sd.Node, sd.Out, func(o *record.Options) {
 		if k != nil {
 			o.TestingOnlyKill = k.hit
+		}
+		if h.options != nil {
+			h.options(sd, o)
 		}
 	})
 	h.other(sd).Out.Reconnect(sd.Engine)
@@ -379,7 +385,7 @@ func crashFlows() []flow {
 		},
 		want: []string{"agreement.direct", "agreement.committed"},
 	}
-	return append([]flow{formation, obligations, settlement, held}, lifecycleFlows()...)
+	return slices.Concat([]flow{formation, obligations, settlement, held}, lifecycleFlows(), disputeFlows())
 }
 
 // obligationOf is the obligation the flow issued, read from the record

@@ -237,6 +237,26 @@ func coverAll(acted map[string]bool, want []string, what string) error {
 // allowed by a decision of its own that travels with it; every decision
 // that travels is the event's or a rider's.
 func (e *Engine) checkRiders(ctx context.Context, r *receipt, ev *Obj, riders []*Obj) error {
+	lookup := e.lookupWith(ctx, r)
+	acts := make([]riderAct, 0, len(riders))
+	for _, o := range riders {
+		name, terms, refs, why := authority.ObjectAct(o.m, lookup)
+		if why != "" {
+			return refusef(reason.StateTransitionDenied, "%s", why)
+		}
+		acts = append(acts, riderAct{obj: o, act: actDoc{name: name, terms: terms, refs: refs}})
+	}
+	return e.checkRiderActs(ctx, r, ev, acts)
+}
+
+// riderAct is a rider and its act as the receiving instance rebuilt it.
+type riderAct struct {
+	obj *Obj
+	act actDoc
+}
+
+// checkRiderActs is checkRiders over acts the caller rebuilt.
+func (e *Engine) checkRiderActs(ctx context.Context, r *receipt, ev *Obj, acts []riderAct) error {
 	lead := ev.P("policy_decision_id")
 	unused := map[string]*Obj{}
 	for _, p := range r.byType(protocol.PolicyDecision) {
@@ -244,29 +264,25 @@ func (e *Engine) checkRiders(ctx context.Context, r *receipt, ev *Obj, riders []
 			unused[p.P("action_hash")] = p
 		}
 	}
-	if len(unused) != len(riders) {
-		return refusef(reason.PolicyDenied, "the %s message carries %d further decisions for %d further acts", ev.EventType(), len(unused), len(riders))
+	if len(unused) != len(acts) {
+		return refusef(reason.PolicyDenied, "the %s message carries %d further decisions for %d further acts", ev.EventType(), len(unused), len(acts))
 	}
-	lookup := e.lookupWith(ctx, r)
-	for _, o := range riders {
-		name, terms, refs, why := authority.ObjectAct(o.m, lookup)
-		if why != "" {
-			return refusef(reason.StateTransitionDenied, "%s", why)
-		}
+	for _, ra := range acts {
+		o, a := ra.obj, ra.act
 		m, err := e.peerMandate(ctx, r.from, o.Mandate())
 		if err != nil {
 			return err
 		}
-		h, err := authority.ActionHash(authority.Document(string(name), r.txn, e.o.Config().OrganizationID, terms, refs, m))
+		h, err := authority.ActionHash(authority.Document(string(a.name), r.txn, e.o.Config().OrganizationID, a.terms, a.refs, m))
 		if err != nil {
 			return err
 		}
 		pol, ok := unused[h]
 		if !ok {
-			return refusef(reason.PolicyDenied, "no decision travels for the %s act of %s", name, o.ID())
+			return refusef(reason.PolicyDenied, "no decision travels for the %s act of %s", a.name, o.ID())
 		}
 		delete(unused, h)
-		if err := e.checkDecision(ctx, r.from, o, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, nil, false); err != nil {
+		if err := e.checkDecision(ctx, r.from, o, pol, a, r.txn, nil, false); err != nil {
 			return err
 		}
 	}

@@ -26,7 +26,10 @@ import (
 //     formation's commit its policy decisions (the offer's and the
 //     countersigner's acts, which have no event), at an amendment its
 //     agreements, and at a termination its evidence (the parties'
-//     signatures over the termination record, which no id names);
+//     signatures over the termination record, which no id names); a
+//     remediation's evidence likewise, and with a dispute or a
+//     determination the transaction's disputes, determinations and
+//     evidence, and the dispute's subject (an event, perhaps);
 //   - both organisations' key records and mandates.
 
 // idPattern matches a value that names an object by id: a registered
@@ -99,7 +102,7 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		} else {
 			rows, err = e.o.Store.EventsOfTypes(ctx, txn, string(protocol.EvAgreementDirect), string(protocol.EvAgreementCommitted),
 				string(protocol.EvAgreementAmended), string(protocol.EvObligationActivated), string(protocol.EvAcceptanceGranted),
-				string(protocol.EvAcceptanceRejected), string(protocol.EvSettlementInstructed))
+				string(protocol.EvAcceptanceRejected), string(protocol.EvSettlementInstructed), string(protocol.EvExceptionOpened))
 		}
 		if err != nil {
 			return nil, nil, err
@@ -130,6 +133,29 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		types = append(types, protocol.Evidence)
 	case event != nil && event.EventType() == protocol.EvTransactionCompleted:
 		types = append(types, protocol.Settlement, protocol.AdapterReceipt) // every obligation's payment
+	case event != nil && (event.EventType() == protocol.EvRemediationAccepted || event.EventType() == protocol.EvTransactionTerminated):
+		types = append(types, protocol.Evidence) // the signatures over the record, which no id names
+	case event != nil && event.EventType() == protocol.EvExceptionResolved:
+		types = append(types, protocol.Determination)
+	}
+	// A dispute or determination is read with the transaction's others
+	// (a supersession fork is seen across them) and with its subject,
+	// which may be an event.
+	for _, o := range news {
+		if o.Type() != protocol.Dispute && o.Type() != protocol.Determination {
+			continue
+		}
+		types = append(types, protocol.Dispute, protocol.Determination, protocol.Evidence)
+		dsp := o
+		if o.Type() == protocol.Determination {
+			if d, err := e.get(ctx, o.P("dispute_id")); err == nil {
+				dsp = d
+			}
+		}
+		if subj, err := e.get(ctx, dsp.P("subject_id")); err == nil && subj.Txn() == txn && !seen[subj.ID()] {
+			seen[subj.ID()] = true
+			held = append(held, subj.m)
+		}
 	}
 	for _, t := range types {
 		list, err := e.ofType(ctx, txn, t)
@@ -151,7 +177,7 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 // completion seals it, and a termination's record names every obligation
 // the chain left open.
 func wholeChain(t protocol.EventType) bool {
-	return t == protocol.EvTransactionCompleted || t == protocol.EvTerminationAgreed
+	return t == protocol.EvTransactionCompleted || t == protocol.EvTerminationAgreed || t == protocol.EvTransactionTerminated
 }
 
 // eventAt reads the event at a position of a transaction.

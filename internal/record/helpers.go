@@ -144,13 +144,15 @@ func keysOf(m map[string]string) []string {
 //	acceptance.rejected                                     (a remainder named → pending)
 //	agreement.amended     every obligation the amendment adds → pending;
 //	                      every duty it waives            → waived
-//	termination.agreed    every obligation still open     → released (the
-//	                      record both signed names exactly these)
+//	termination.agreed,   every obligation still open     → released (the
+//	transaction.terminated                                  record signed names exactly these)
+//	exception.opened      the obligation of an obligation_disputed exception → disputed
+//	remediation.accepted  the remediation obligation      → pending
 func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 	switch ev.EventType() {
 	case protocol.EvSettlementInstructed:
 		return e.applySettlement(tx, ev, objs)
-	case protocol.EvTerminationAgreed:
+	case protocol.EvTerminationAgreed, protocol.EvTransactionTerminated:
 		return releaseOpen(tx, ev)
 	}
 	if ev.Data("obligation_id") == "" && ev.EventType() != protocol.EvAgreementAmended {
@@ -168,9 +170,23 @@ func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 	}
 	for _, o := range objs {
 		switch o.Type() {
+		case protocol.Exception:
+			// An exception over a disputed obligation moves it to
+			// disputed (obligation §6.2); a failed settlement's leaves the
+			// obligation as it stands.
+			if ev.EventType() != protocol.EvExceptionOpened || o.P("exception_type") != string(protocol.ExceptionObligationDisputed) {
+				continue
+			}
+			cur, err := current(o.P("obligation_id"))
+			if err != nil {
+				return err
+			}
+			if err := put(o.P("obligation_id"), string(protocol.OblDisputed), cur.Assertions, cur.AcceptedBy); err != nil {
+				return err
+			}
 		case protocol.Obligation:
 			switch ev.EventType() {
-			case protocol.EvObligationActivated, protocol.EvAgreementAmended:
+			case protocol.EvObligationActivated, protocol.EvAgreementAmended, protocol.EvRemediationAccepted:
 				if err := put(o.ID(), string(protocol.OblPending), nil, ""); err != nil {
 					return err
 				}
@@ -221,9 +237,19 @@ func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 // applyObjects moves what an act recorded by its objects alone moves, in
 // the transaction that stores it: on the acting side once the
 // counterparty took the message, on the receiving side as it stores it.
-// A waiver (obligation §5.2, §6.1) moves its obligation to waived.
+// A waiver (obligation §5.2, §6.1) moves its obligation to waived; a
+// dispute over an obligation's state travelling on its own (in
+// exception_open) moves the obligation to disputed; a determination's
+// binding state_result moves its obligation to the state named
+// (disputes.go).
 func (e *Engine) applyObjects(tx *store.Txn, objs []*Obj) error {
 	for _, o := range objs {
+		if o.Type() == protocol.Dispute || o.Type() == protocol.Determination {
+			if err := applyDisputeObjects(tx, o); err != nil {
+				return err
+			}
+			continue
+		}
 		if o.Type() != protocol.ObligationResponse || o.P("response_type") != "waive" {
 			continue
 		}

@@ -143,6 +143,31 @@ type EvidenceInput struct {
 	LocatorHint  string `json:"locator_hint,omitempty" jsonschema:"Where the artifact can be fetched; never a secret."`
 }
 
+// evidence issues one evidence object the acting party presents and
+// returns its full reference (evidence verification §3, §3.3).
+func (b *builder) evidence(ev EvidenceInput) (map[string]any, error) {
+	cfg := b.e.o.Config()
+	eo, err := b.add(protocol.Evidence, map[string]any{
+		"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
+		"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
+		"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
+	}, protocol.PurposeObjectIssuance)
+	if err != nil {
+		return nil, asRefusal(err, reason.EvidenceTypeUnknown)
+	}
+	return evidenceRef(eo, ev.LocatorHint), nil
+}
+
+// evidenceRef is the full reference to an evidence object.
+func evidenceRef(eo *Obj, locator string) map[string]any {
+	ref := map[string]any{"evidence_id": eo.ID(), "content_hash": eo.Hash(), "evidence_type": eo.P("evidence_type"),
+		"signed_by": party(eo.Org(), eo.Agent())}
+	if locator != "" {
+		ref["locator_hint"] = locator
+	}
+	return ref
+}
+
 // ResponseTypes are the responses Respond records: a waiver has no event
 // in the transaction's state machine (see RespondInput).
 var ResponseTypes = []protocol.ResponseType{protocol.ResponseAccept, protocol.ResponseReject}
@@ -453,26 +478,20 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 			}
 			return coverAll(acted, owed, "a declaration asserts every obligation still owed: assert")
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return authority.CoreTerms(qtys[0], lead.P("unit_code"), lead.Payload()["consideration"]), map[string]any{"obligation_id": lead.ID()}, nil
+		act: func(ctx context.Context, _ *state) (map[string]any, map[string]any, error) {
+			total, err := e.obligationTotal(ctx, lead)
+			if err != nil {
+				return nil, nil, err
+			}
+			return authority.CoreTerms(qtys[0], lead.P("unit_code"), total), map[string]any{"obligation_id": lead.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.o.Config()
 			for i, obl := range obls {
 				refs := []any{}
 				for _, ev := range items[i].Evidence {
-					eo, err := b.add(protocol.Evidence, map[string]any{
-						"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
-						"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
-						"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-					}, protocol.PurposeObjectIssuance)
+					ref, err := b.evidence(ev)
 					if err != nil {
-						return asRefusal(err, reason.EvidenceTypeUnknown)
-					}
-					ref := map[string]any{"evidence_id": eo.ID(), "content_hash": eo.Hash(), "evidence_type": ev.EvidenceType,
-						"signed_by": party(cfg.OrganizationID, b.agent)}
-					if ev.LocatorHint != "" {
-						ref["locator_hint"] = ev.LocatorHint
+						return err
 					}
 					refs = append(refs, ref)
 				}
@@ -650,8 +669,12 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 			}
 			return coverAll(acted, outstanding, "a response event answers every outstanding assertion: answer")
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return authority.CoreTerms(lead.qty, lead.obl.P("unit_code"), lead.obl.Payload()["consideration"]), map[string]any{"assertion_id": lead.last}, nil
+		act: func(ctx context.Context, _ *state) (map[string]any, map[string]any, error) {
+			total, err := e.obligationTotal(ctx, lead.obl)
+			if err != nil {
+				return nil, nil, err
+			}
+			return authority.CoreTerms(lead.qty, lead.obl.P("unit_code"), total), map[string]any{"assertion_id": lead.last}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			for i, it := range items {

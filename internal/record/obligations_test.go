@@ -57,13 +57,15 @@ func assertPerformance(t *testing.T, s *recordtest.Side, obl, qty string) record
 }
 
 // held is everything one side holds of a transaction: where it stands,
-// every event row (pending ones included), and every object of it.
+// every event row (pending ones included), every object of it, and where
+// each of its obligations stands.
 type held struct {
-	State   string
-	Head    int
-	Hash    string
-	Events  []store.Event
-	Objects map[string]string
+	State       string
+	Head        int
+	Hash        string
+	Events      []store.Event
+	Objects     map[string]string
+	Obligations map[string]string
 }
 
 func holding(t *testing.T, sd *recordtest.Side, txn string) held {
@@ -83,7 +85,7 @@ func holding(t *testing.T, sd *recordtest.Side, txn string) held {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []string{"policy_decision", "evidence", "obligation", "performance_event", "obligation_response", "transaction_event"} {
+	for _, typ := range []string{"policy_decision", "evidence", "obligation", "performance_event", "obligation_response", "transaction_event", "dispute", "determination", "exception"} {
 		more, err := st.ObjectsOfType(ctx, typ)
 		if err != nil {
 			t.Fatal(err)
@@ -96,6 +98,14 @@ func holding(t *testing.T, sd *recordtest.Side, txn string) held {
 			t.Fatal(err)
 		}
 		h.Objects[o["id"].(string)] = string(b)
+	}
+	obls, err := st.ObligationStates(ctx, txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Obligations = map[string]string{}
+	for _, o := range obls {
+		h.Obligations[o.ObligationID] = o.State
 	}
 	return h
 }

@@ -127,6 +127,13 @@ func (b *builder) ride(ctx context.Context, o *Obj) error {
 	if why != "" {
 		return errf("rider %s: %s", o.ID(), why)
 	}
+	return b.rideAct(ctx, name, terms, refs)
+}
+
+// rideAct is ride for a rider whose act document the caller rebuilds
+// itself (a dispute riding the exception it opens): the same decision, at
+// the event's position, kept for renewal.
+func (b *builder) rideAct(ctx context.Context, name protocol.Act, terms, refs map[string]any) error {
 	d, err := b.e.ownDecision(ctx, b.mandate, name, b.txn, b.counterparty, terms, refs, nil, b.seq)
 	if err != nil {
 		return err

@@ -57,7 +57,13 @@ type TransactionView struct {
 	// the other has not agreed to yet (propose_termination); one that is
 	// current is agreed to with agree_termination.
 	TerminationProposals []TerminationView `json:"termination_proposals"`
-	Pending              string            `json:"pending,omitempty"`
+	// Disputes, Determinations and Exceptions are the record's disputes,
+	// determinations and exceptions, each with where it stands
+	// (read_disputes.go).
+	Disputes       []DisputeView       `json:"disputes"`
+	Determinations []DeterminationView `json:"determinations"`
+	Exceptions     []ExceptionView     `json:"exceptions"`
+	Pending        string              `json:"pending,omitempty"`
 	// Notice says what became of an act that did not complete as it
 	// returned (refused after it was queued, or no longer allowed).
 	Notice *Notice `json:"notice,omitempty"`
@@ -151,6 +157,9 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		v.Obligations = append(v.Obligations, ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions})
 	}
 	if v.TerminationProposals, err = e.terminationProposals(ctx, t); err != nil {
+		return v, err
+	}
+	if err := e.disputeViews(ctx, t, &v); err != nil {
 		return v, err
 	}
 	if n, err := e.o.Store.Notice(ctx, id); err == nil && n != "" {

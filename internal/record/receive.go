@@ -13,6 +13,7 @@ import (
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // receipt is one message being received: who sent it (the organisation
@@ -179,6 +180,13 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return e.receiveWithdrawal(ctx, r)
 	case approvals <= 1 && n == 2 && r.one(protocol.ObligationResponse) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWaiver(ctx, r)
+	case r.one(protocol.Dispute) != nil:
+		return e.receiveDispute(ctx, r)
+	case r.one(protocol.Determination) != nil:
+		return e.receiveDetermination(ctx, r)
+	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil &&
+		r.one(protocol.Evidence).P("claim") == verify.RemediationSignatureClaim:
+		return e.receiveRemediationProposal(ctx, r)
 	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveTerminationProposal(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
@@ -187,7 +195,7 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return e.receiveReceipt(ctx, r)
 	}
 	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, a waiver, a termination proposal, " +
-		"an agreement to sign, an adapter receipt, or an event with its objects")
+		"a dispute, a determination, an offer to remedy, an agreement to sign, an adapter receipt, or an event with its objects")
 }
 
 // signingKeys lists the key ids a message's signatures name.

@@ -199,19 +199,7 @@ func (e *Engine) getTyped(ctx context.Context, id string, t protocol.ObjectType)
 // ofType reads the objects of one type of a transaction, in storage
 // order, through the (transaction_id, object_type) index.
 func (e *Engine) ofType(ctx context.Context, txn string, t protocol.ObjectType) ([]*Obj, error) {
-	raws, err := e.o.Store.TransactionObjectsOfType(ctx, txn, string(t))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Obj, 0, len(raws))
-	for _, b := range raws {
-		o, err := parse(b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return ofTypeIn(ctx, e.o.Store, txn, t)
 }
 
 func str(v any) string { s, _ := v.(string); return s }

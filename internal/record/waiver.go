@@ -79,16 +79,26 @@ func waivable(txnState protocol.State, obl string, os obligationState) error {
 // waiverAct is the act document's terms and references of a waiver of
 // obl (authority.ObjectAct's row for a waive response).
 func (e *Engine) waiverAct(ctx context.Context, obl *Obj) (terms, refs map[string]any, err error) {
-	total, why := authority.WaivedConsideration(obl.Payload(), func(id string) map[string]any {
+	total, err := e.obligationTotal(ctx, obl)
+	if err != nil {
+		return nil, nil, err
+	}
+	return authority.CoreTerms(obl.P("quantity"), obl.P("unit_code"), total), map[string]any{"obligation_id": obl.ID()}, nil
+}
+
+// obligationTotal is the total of an act on obl's document
+// (authority.ObligationTotal).
+func (e *Engine) obligationTotal(ctx context.Context, obl *Obj) (any, error) {
+	total, why := authority.ObligationTotal(obl.Payload(), func(id string) map[string]any {
 		if o, err := e.get(ctx, id); err == nil && o.Txn() == obl.Txn() {
 			return o.m
 		}
 		return nil
 	})
 	if why != "" {
-		return nil, nil, errf("%s", why)
+		return nil, errf("%s", why)
 	}
-	return authority.CoreTerms(obl.P("quantity"), obl.P("unit_code"), total), map[string]any{"obligation_id": obl.ID()}, nil
+	return total, nil
 }
 
 // WaiveObligation releases the obligor of an obligation this organisation

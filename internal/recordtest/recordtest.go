@@ -433,3 +433,82 @@ func Complete(t testing.TB, b, s *Side, txn string) {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 }
+
+// Disputed is what Dispute left on a transaction.
+type Disputed struct {
+	TransactionID, ObligationID string
+	// Rejection is the buyer's response rejecting the assertion.
+	Rejection string
+	// ActDispute is the supplier's dispute over the buyer's rejection,
+	// Determination the buyer's presumptive determination of it, and
+	// StateDispute the supplier's dispute over the obligation's state,
+	// which opened the exception.
+	ActDispute, Determination, StateDispute string
+}
+
+// Dispute takes a committed transaction of the walkthrough to
+// exception_open the way a wrongful rejection does: the buyer issues the
+// obligation, the supplier asserts all 20 with a certificate and the buyer
+// rejects it; under mandates listing the dispute acts, the supplier
+// disputes the rejection, the buyer concedes with a presumptive
+// determination, and the supplier disputes the obligation's state, which
+// opens the exception.
+func Dispute(t testing.TB, b, s *Side, c *Clock, txn string) Disputed {
+	t.Helper()
+	ctx := context.Background()
+	d := Disputed{TransactionID: txn}
+	mandate := func(sd *Side, counterparty string) string {
+		m, err := sd.Princ.IssueMandate(ctx, authority.IssueRequest{
+			ValidFrom: envelope.Timestamp(c.Now().Add(-time.Minute)), ValidUntil: envelope.Timestamp(c.Now().Add(30 * 24 * time.Hour)),
+			Actions: []string{"obligation.activated", "performance.declared", "acceptance.rejected", "dispute.raise", "determination.issue",
+				"exception.open", "remediation.accept", "exception.resolve", "transaction.terminate"},
+			Scope:         map[string]any{"categories": []any{"services.calibration"}, "counterparty_organization_ids": []any{counterparty}},
+			SpendingLimit: &authority.SpendingLimit{Currency: "EUR", Amount: "4000.00"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m["id"].(string)
+	}
+	bm, sm := mandate(b, s.Node.Org.Config().OrganizationID), mandate(s, b.Node.Org.Config().OrganizationID)
+	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: bm, TransactionID: txn})
+	if err != nil {
+		t.Fatalf("issue: %+v %v", out, err)
+	}
+	d.ObligationID = out.Objects["obligation"]
+	claim := "calibration certificates, 20 transmitters"
+	out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: sm, ObligationID: d.ObligationID, AssertedQuantity: "20",
+		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}})
+	if err != nil {
+		t.Fatalf("assert: %+v %v", out, err)
+	}
+	raws, err := s.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "evidence")
+	if err != nil || len(raws) != 1 {
+		t.Fatalf("the supplier holds %d evidence objects: %v", len(raws), err)
+	}
+	eo, err := canonical.DecodeObject(raws[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	evd := eo["id"].(string)
+	if out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: bm, ObligationID: d.ObligationID, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
+		t.Fatalf("reject: %+v %v", out, err)
+	}
+	d.Rejection = out.Objects["obligation_response"]
+	if out, err = s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "act", SubjectID: d.Rejection,
+		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: []string{evd}, Description: "The certificate covers all twenty."}); err != nil {
+		t.Fatalf("raise: %+v %v", out, err)
+	}
+	d.ActDispute = out.Objects["dispute"]
+	if out, err = b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: bm, DisputeID: d.ActDispute, Effect: "presumptive",
+		Finding: "The rejection is not supported by the certificate."}); err != nil {
+		t.Fatalf("determine: %+v %v", out, err)
+	}
+	d.Determination = out.Objects["determination"]
+	if out, err = s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "obligation_state", SubjectID: d.ObligationID,
+		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: []string{evd}}); err != nil || out.State != "exception_open" {
+		t.Fatalf("raise over the obligation's state: %+v %v", out, err)
+	}
+	d.StateDispute = out.Objects["dispute"]
+	return d
+}

@@ -28,6 +28,11 @@ var purposes = map[string][]string{
 	"evidence":                {"object_issuance"},
 	"revocation_record":       {"object_issuance"},
 	"key_record":              {"object_issuance"},
+	// The runner's table has no row for exception, whose payload the
+	// kernel defers (spec-map C17); party signs its exceptions with the
+	// issuance purpose every other act object takes
+	// (docs/record-protocol.md, issue 17 decisions).
+	"exception": {"object_issuance"},
 }
 
 // minimums is the signatures minItems of the commercial kernel schema's
@@ -49,6 +54,15 @@ var minimums = map[string]int{
 	"dispute":                 1,
 	"determination":           1,
 	"settlement_instruction":  1,
+}
+
+// partyMinimums are the minimums of the types whose payload the kernel
+// defers and party defines: an exception (spec-map C17) is a signed
+// statement like a dispute, so it needs its opener's signature
+// (docs/record-protocol.md, issue 17 decisions). They are kept apart from
+// minimums, which mirrors the schema exactly.
+var partyMinimums = map[string]int{
+	"exception": 1,
 }
 
 // PurposeAllowed reports whether purpose may sign an object of objectType
@@ -78,5 +92,8 @@ func AllowedPurposes(objectType string) []string {
 // payload-defined act types including a bare transaction_event, per the
 // kernel schema's allOf, and 0 where none is required.
 func MinSignatures(objectType string) int {
+	if n, ok := partyMinimums[objectType]; ok {
+		return n
+	}
 	return minimums[objectType]
 }

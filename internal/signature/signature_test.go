@@ -809,3 +809,12 @@ func TestGradeSignature(t *testing.T) {
 }
 
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// TestExceptionNeedsItsOpenersSignature: the exception, whose payload
+// party defines (C17), takes the issuance purpose and one signature at
+// least, beside the schema's minimums.
+func TestExceptionNeedsItsOpenersSignature(t *testing.T) {
+	if MinSignatures("exception") != 1 || !PurposeAllowed("exception", "object_issuance") || PurposeAllowed("exception", "event_append") {
+		t.Fatalf("exception: minimum %d, purposes %v", MinSignatures("exception"), AllowedPurposes("exception"))
+	}
+}

@@ -282,6 +282,24 @@ var migrations = []string{
 	);
 	CREATE INDEX settlements_due ON settlements(ours, state, next_attempt);
 	ALTER TABLE obligation_states ADD COLUMN accepted_by TEXT NOT NULL DEFAULT '';`,
+	// 9: conformance grades held about organisations, and the principal's
+	// local, deny-only policy beside a mandate (see grades.go).
+	`CREATE TABLE grades (
+		determination_id TEXT PRIMARY KEY,
+		subject_org      TEXT NOT NULL,
+		issuer_org       TEXT NOT NULL,
+		issued_at        TEXT NOT NULL,
+		expires_at       TEXT NOT NULL,
+		body             BLOB NOT NULL,
+		assessment       BLOB,
+		stored_at        TEXT NOT NULL
+	);
+	CREATE INDEX grades_by_subject ON grades(subject_org, issued_at);
+	CREATE TABLE mandate_policies (
+		mandate_id    TEXT PRIMARY KEY,
+		minimum_grade TEXT NOT NULL,
+		set_at        TEXT NOT NULL
+	);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

@@ -2,6 +2,9 @@ package verify
 
 import (
 	"fmt"
+	"strings"
+
+	"github.com/partyd/party/internal/canonical"
 
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/reason"
@@ -187,8 +190,117 @@ func (r *run) determination(o *object) {
 		}
 	}
 
-	r.add(6, "determination_finding", o.subject, NotCheckable, "",
-		"whether the finding follows from the rules applied over the inputs, and whether inputs_hash is the hash of those inputs, needs the rules' content and the inputs, which a bundle does not carry")
+	r.determinationFinding(o)
+}
+
+// InputRef names one input of a determination: an object by id and
+// content hash.
+type InputRef struct {
+	ID   string
+	Hash string
+}
+
+// DeterminationInputs is the input set a determination is taken against,
+// as party defines it (determination §4.3 item 2; docs/record-protocol.md,
+// issue 17 decisions): the rules in force (question.rules_ref), the
+// dispute, its subject, the evidence relied on in the order the outcome
+// lists it, and the determination superseded (or null), each object by
+// id and content hash. RFC 8785 orders it canonically.
+func DeterminationInputs(rulesRef any, dispute, subject InputRef, evidence []InputRef, superseded *InputRef) map[string]any {
+	ref := func(x InputRef) map[string]any { return map[string]any{"id": x.ID, "content_hash": x.Hash} }
+	ev := make([]any, 0, len(evidence))
+	for _, x := range evidence {
+		ev = append(ev, ref(x))
+	}
+	var sup any
+	if superseded != nil {
+		sup = ref(*superseded)
+	}
+	return map[string]any{"rules_ref": rulesRef, "dispute": ref(dispute), "subject": ref(subject), "evidence_relied_on": ev, "supersedes": sup}
+}
+
+// DeterminationInputsHash is the inputs_hash of an input set: the SHA-256
+// of its RFC 8785 bytes.
+func DeterminationInputsHash(rulesRef any, dispute, subject InputRef, evidence []InputRef, superseded *InputRef) (string, error) {
+	return canonical.Hash(DeterminationInputs(rulesRef, dispute, subject, evidence, superseded))
+}
+
+// determinationFinding: whether the finding follows from the rules over
+// the inputs, wherever the inputs are in the bundle (determination §4.3).
+// Under the pilot rule set read bilaterally, the determiner the rules
+// name (#determiner.authority) is the dispute's respondent, deciding
+// against itself (role scopes §4.4), and the determination is its own
+// object; the inputs hash recomputes over the dispute, its subject, the
+// evidence relied on (each resolving to evidence of the transaction held
+// with that hash) and the determination superseded. With every input held,
+// anything else is A202-DETERMINATION-NOT-FOLLOWING; with one missing, the
+// check is not_checkable.
+func (r *run) determinationFinding(o *object) {
+	p := o.payload
+	question, _ := objAt(p, "question")
+	outcome, _ := objAt(p, "outcome")
+	var missing []string
+	dsp, okD := r.heldAs(str(p, "dispute_id"), "dispute")
+	if !okD {
+		missing = append(missing, "the dispute "+orNone(str(p, "dispute_id")))
+	}
+	subject := r.subjectOf(str(question, "subject_hash"))
+	if subject == nil {
+		missing = append(missing, "the subject "+short(str(question, "subject_hash")))
+	}
+	var evidence []InputRef
+	evs, _ := arrAt(outcome, "evidence_relied_on")
+	for _, x := range evs {
+		ref, _ := x.(map[string]any)
+		id := str(ref, "evidence_id")
+		e, held := r.heldAs(id, "evidence")
+		if !held {
+			missing = append(missing, "the evidence "+orNone(id))
+			continue
+		}
+		evidence = append(evidence, InputRef{ID: e.id, Hash: e.recomputed})
+	}
+	var superseded *InputRef
+	if sup, ok := objAt(p, "supersedes"); ok {
+		t, held := r.heldAs(str(sup, "determination_id"), "determination")
+		if !held {
+			missing = append(missing, "the determination superseded "+orNone(str(sup, "determination_id")))
+		} else {
+			superseded = &InputRef{ID: t.id, Hash: t.recomputed}
+		}
+	}
+	if len(missing) > 0 {
+		r.add(6, "determination_finding", o.subject, NotCheckable, "",
+			"whether the finding follows from its rules and inputs is checkable only over the inputs, and "+strings.Join(missing, ", ")+" is not in the bundle")
+		return
+	}
+	var v verdict
+	det, _ := objAt(p, "determiner")
+	resp, _ := objAt(dsp.payload, "respondent_party")
+	switch {
+	case !sameJSON(det, resp):
+		v.fail("the determiner %s is not the respondent %s of %s, the party the pilot rules name (#determiner.authority)", str(det, "organization_id"), str(resp, "organization_id"), dsp.id)
+	case createdBy(o) != str(det, "organization_id"):
+		v.fail("%s is made by %s, not by its determiner %s", o.subject, createdBy(o), str(det, "organization_id"))
+	default:
+		v.pass("it is the determination of the respondent of %s, the party the rules name", dsp.id)
+	}
+	for _, e := range evidence {
+		if ev := r.byID[e.ID]; str(ev.val, "transaction_id") != str(o.val, "transaction_id") {
+			v.fail("the evidence %s relied on is not of this transaction", e.ID)
+		}
+	}
+	got, err := DeterminationInputsHash(question["rules_ref"], InputRef{ID: dsp.id, Hash: dsp.recomputed}, InputRef{ID: subject.id, Hash: subject.recomputed}, evidence, superseded)
+	switch {
+	case err != nil:
+		v.fail("the inputs have no canonical form: %v", err)
+	case got != str(outcome, "inputs_hash"):
+		v.fail("inputs_hash %s is not the hash of the inputs held (%s)", short(str(outcome, "inputs_hash")), short(got))
+	default:
+		v.pass("inputs_hash is the hash of its inputs: %s, its subject, %d evidence item(s)", dsp.id, len(evidence))
+	}
+	res, detail := v.result()
+	r.add(6, "determination_finding", o.subject, res, reason.DeterminationNotFollowing, detail)
 }
 
 // subjectRules is the rules version in force at a determination's subject

@@ -168,12 +168,25 @@ func (r *run) cancelledGuard(v *verdict, s *stream, i int, e *object, data map[s
 }
 
 func (r *run) terminationGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
+	want, agr := r.terminationRecord(v, s, i, e, data)
+	if want == "" {
+		r.add(5, "termination_signatures", e.subject, Failed, reason.EvidenceSignatureInvalid, "the event names no termination record for the parties to have signed")
+		return
+	}
+	r.terminationSignatures(e, agr, want)
+}
+
+// terminationRecord checks the termination record an event binds
+// (termination.agreed, transaction.terminated): recomputed from the
+// bundle's objects, it names the disposition of every open obligation. It
+// returns the hash the event binds ("" when it names none) and the
+// agreement.
+func (r *run) terminationRecord(v *verdict, s *stream, i int, e *object, data map[string]any) (string, *object) {
 	txn := str(e.val, "transaction_id")
 	want, ok := strAt(data, "termination_record_hash")
 	if !ok {
 		v.fail("the event names no termination record")
-		r.add(5, "termination_signatures", e.subject, Failed, reason.EvidenceSignatureInvalid, "the event names no termination record for the parties to have signed")
-		return
+		return "", nil
 	}
 	agr := r.held(v, data, "agreement_id", "agreement")
 	occurred, okT := timeAt(e.payload, "occurred_at")
@@ -200,38 +213,17 @@ func (r *run) terminationGuard(v *verdict, s *stream, i int, e *object, data map
 			v.pass("the termination record names the disposition of every open obligation (%s)", orNone(strings.Join(open, ", ")))
 		}
 	}
-	r.terminationSignatures(e, agr, want)
+	return want, agr
 }
 
 // terminationSignatures: both parties signed the record's hash, each by a
 // signed_document over it (see the top of this file).
 func (r *run) terminationSignatures(e *object, agr *object, hash string) {
-	var v verdict
 	if agr == nil {
-		v.unsure("the agreement is not in the bundle, so its parties are not known")
-	} else {
-		for _, role := range []string{"buyer", "supplier"} {
-			org := partyOrg(agr.payload, role)
-			var res Result = Failed
-			detail := fmt.Sprintf("no signed_document over termination record %s is signed by the %s %s", short(hash), role, orNone(org))
-			for _, o := range r.objs {
-				if o.typ != "evidence" || str(o.payload, "evidence_type") != "signed_document" || str(o.payload, "artifact_hash") != hash ||
-					createdBy(o) != org {
-					continue
-				}
-				issuer, _ := objAt(o.payload, "issuer")
-				if str(issuer, "organization_id") != org {
-					continue
-				}
-				if got, d := r.signedBy(o, org); got == Verified || res == Failed {
-					res, detail = got, d
-				}
-			}
-			v.take(res, detail)
-		}
+		r.add(5, "termination_signatures", e.subject, NotCheckable, "", "not established: the agreement is not in the bundle, so its parties are not known")
+		return
 	}
-	res, detail := v.result()
-	r.add(5, "termination_signatures", e.subject, res, reason.EvidenceSignatureInvalid, detail)
+	r.pairSignatures(e, agr, hash, "termination_signatures")
 }
 
 func (r *run) amendedGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
@@ -333,7 +325,7 @@ func (r *run) waiverState(o *object) {
 			continue
 		}
 		for _, e := range s.events {
-			if str(e.payload, "event_type") != "termination.agreed" {
+			if et := str(e.payload, "event_type"); et != "termination.agreed" && et != "transaction.terminated" {
 				continue
 			}
 			if t, ok := timeAt(e.payload, "occurred_at"); ok && !t.After(at) {

@@ -54,6 +54,7 @@ func (r *run) objectGuards() {
 			}
 		case "evidence":
 			r.recordSignature(o)
+			r.remediationSignature(o)
 		case "obligation_response":
 			switch str(o.payload, "response_type") {
 			case "accept":

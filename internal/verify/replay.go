@@ -202,6 +202,14 @@ func (r *run) guard(s *stream, i int, e *object, session bool) {
 		r.terminationGuard(&v, s, i, e, data)
 	case "agreement.amended":
 		r.amendedGuard(&v, s, i, e, data)
+	case "exception.opened":
+		r.exceptionOpenedGuard(&v, e, data)
+	case "remediation.accepted":
+		r.remediationGuard(&v, s, i, e, data)
+	case "exception.resolved":
+		r.resolvedGuard(&v, s, i, e, data)
+	case "transaction.terminated":
+		r.terminatedGuard(&v, s, i, e, data)
 	default:
 		if g, ok := guards[event]; ok {
 			v.unsure("the guard of %s (%s) is not established from the objects of a bundle", event, g)

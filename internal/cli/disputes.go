@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/store"
+)
+
+func init() {
+	register("disputes", "list the disputes, determinations and exceptions of this instance's transactions", runDisputes)
+}
+
+const disputesUsage = `Usage: party disputes --dir DIR [--transaction TXN] [--open] [--json]
+
+Lists, for the principal, what has gone wrong on this instance's
+transactions: each exception (a failed payment, a disputed obligation) and
+where it stands (open, remediated, resolved, terminated, with any
+remediation offered), each dispute raised by or against this organisation
+(its subject, grounds, whether it is determined) and each determination
+(its determiner, effect, and what supersedes it). The agent raises,
+determines, remediates and resolves through its tools (raise_dispute,
+issue_determination, open_exception, propose_remediation,
+accept_remediation, resolve_exception, terminate_transaction); the
+principal holds them back with a mandate's actions and approval rules
+('party mandate issue') and approves them with 'party approve'. It reads
+the database only, so it works whether or not 'party serve' is running.
+
+  --transaction TXN   only this transaction
+  --open              only open exceptions and undetermined disputes
+                      (and the transactions holding them)
+  --json              one JSON object per transaction with any
+
+Exit status: 0 on success (also when there is nothing to list), 1 on
+failure, 2 on a usage error.
+`
+
+func runDisputes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("disputes", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, disputesUsage) }
+	dir := fs.String("dir", "", "state directory")
+	txn := fs.String("transaction", "", "only this transaction (txn_...)")
+	open := fs.Bool("open", false, "only open exceptions and undetermined disputes")
+	asJSON := fs.Bool("json", false, "print JSON lines")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(stdout, disputesUsage)
+			return 0
+		}
+		return 2
+	}
+	if *dir == "" || fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	if !instance.Exists(*dir) {
+		fmt.Fprintf(stderr, "party disputes: %s is not a state directory (run 'party init')\n", *dir)
+		return 1
+	}
+	st, err := store.Open(instance.Paths{Dir: *dir}.Join(instance.DatabaseFile))
+	if err != nil {
+		fmt.Fprintf(stderr, "party disputes: %v\n", err)
+		return 1
+	}
+	defer st.Close()
+	ctx := context.Background()
+	var ids []string
+	if *txn != "" {
+		if _, err := st.GetTransaction(ctx, *txn); err != nil {
+			fmt.Fprintf(stderr, "party disputes: transaction %s is unknown to this instance\n", *txn)
+			return 1
+		}
+		ids = []string{*txn}
+	} else {
+		ts, err := st.Transactions(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "party disputes: %v\n", err)
+			return 1
+		}
+		for _, t := range ts {
+			ids = append(ids, t.ID)
+		}
+	}
+	for _, id := range ids {
+		d, err := record.ReadDisputes(ctx, st, id)
+		if err != nil {
+			fmt.Fprintf(stderr, "party disputes: %s: %v\n", id, err)
+			return 1
+		}
+		if *open {
+			d = openOnly(d)
+		}
+		if len(d.Disputes)+len(d.Determinations)+len(d.Exceptions) == 0 {
+			continue
+		}
+		if *asJSON {
+			writeJSONLine(stdout, d)
+			continue
+		}
+		writeDisputes(stdout, d)
+	}
+	return 0
+}
+
+// openOnly keeps the open exceptions and the undetermined disputes.
+func openOnly(d record.Disputes) record.Disputes {
+	out := record.Disputes{TransactionID: d.TransactionID, Disputes: []record.DisputeView{}, Determinations: []record.DeterminationView{}, Exceptions: []record.ExceptionView{}}
+	for _, x := range d.Exceptions {
+		if x.Status == "open" || x.Status == "pending" {
+			out.Exceptions = append(out.Exceptions, x)
+		}
+	}
+	for _, x := range d.Disputes {
+		if !x.Determined {
+			out.Disputes = append(out.Disputes, x)
+		}
+	}
+	return out
+}
+
+func writeDisputes(w io.Writer, d record.Disputes) {
+	for _, x := range d.Exceptions {
+		fmt.Fprintf(w, "%s exception %s %s %s: obligation %s, opened by %s", d.TransactionID, x.ExceptionID, x.ExceptionType, x.Status, x.ObligationID, x.OpenedBy)
+		if x.DisputeID != "" {
+			fmt.Fprintf(w, ", dispute %s", x.DisputeID)
+		}
+		if x.SettlementInstructionID != "" {
+			fmt.Fprintf(w, ", failed instruction %s", x.SettlementInstructionID)
+		}
+		if len(x.RemediationOffers) > 0 {
+			fmt.Fprintf(w, ", remediation offered (%s)", strings.Join(x.RemediationOffers, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, x := range d.Disputes {
+		state := "undetermined"
+		if x.Determined {
+			state = "determined"
+		}
+		fmt.Fprintf(w, "%s dispute %s %s: by %s against %s over %s %s, grounds %s\n", d.TransactionID, x.DisputeID, state, x.RaisedBy, x.Respondent,
+			x.SubjectType, x.SubjectID, strings.Join(x.Grounds, ", "))
+	}
+	for _, x := range d.Determinations {
+		fmt.Fprintf(w, "%s determination %s of %s: by %s, %s", d.TransactionID, x.DeterminationID, x.DisputeID, x.Determiner, x.Effect)
+		if x.StateResult != "" {
+			fmt.Fprintf(w, ", state result %s", x.StateResult)
+		}
+		if x.Supersedes != "" {
+			fmt.Fprintf(w, ", supersedes %s (%s)", x.Supersedes, x.SupersessionReason)
+		}
+		if x.SupersededBy != "" {
+			fmt.Fprintf(w, ", superseded by %s", x.SupersededBy)
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -1,0 +1,324 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/grade"
+	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/reason"
+)
+
+func init() {
+	register("grade", "grade a counterparty's implementation on the published bilateral cases, or check a grade", runGrade)
+}
+
+const gradeUsage = `Usage: party grade <issue|verify|import|list> [flags]
+
+Conformance grades between two organisations (conformance grades §2–§6;
+role scopes §6–§8). A grade is a statement by its issuer about one
+implementation, scoped to one specification version and one role scope;
+it is not certification by any body.
+
+  issue --about ORG          run the published bilateral fixture families
+                             against ORG's instance and sign a grade of it
+                             (the principal's act)
+  verify FILE                check a grade: role scope and expiry first,
+                             then its dimensions, then its signature under
+                             the principal keys this instance pinned
+  import FILE                verify a grade and keep it, so that a
+                             mandate's minimum-grade policy reads it
+  list [--about ORG]         the grades this instance holds
+
+Run 'party grade <subcommand> -h' for each one's flags.
+
+Exit status: 0 on success, 1 when a grade is refused or an act fails, 2 on
+a usage error.
+`
+
+func runGrade(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, gradeUsage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, gradeUsage)
+		return 0
+	case "issue":
+		return runGradeIssue(args[1:], stdout, stderr)
+	case "verify":
+		return runGradeCheck("verify", args[1:], stdin, stdout, stderr)
+	case "import":
+		return runGradeCheck("import", args[1:], stdin, stdout, stderr)
+	case "list":
+		return runGradeList(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "party grade: unknown subcommand %q\n\n%s", args[0], gradeUsage)
+	return 2
+}
+
+const gradeIssueUsage = `Usage: party grade issue --dir DIR --about ORG [--spec DIR] [--implementation NAME]
+                         [--valid-days N] [--out FILE] [--json]
+
+Presents every case of the sixteen bilateral fixture families of the
+published set (conformance/manifest-v0.1.json and its fixtures under
+--spec) to ORG's instance, at its conformance probe route on the peer
+listener (pinned TLS; POST /a202/conformance/probe), and judges each
+answer as the published runner does: a positive case accepted, a negative
+one refused with the declared code among those raised. A case that cannot
+be presented ends the run, and nothing is issued.
+
+The grade names the one role scope a202-scope/bilateral/0.1; each of the
+five dimensions is band 1 when every case of the families it is
+established from passed and band 0 when one failed (a peer run of the
+published set never reaches band 2); level peer_assessed; it expires
+after --valid-days (at most 365). Its determination_ref hashes the
+assessment report, which is kept with the grade. The principal's key
+signs it; it is stored and written to --out (default standard output).
+
+Output: each failed case and the bands; with --json one line
+{"grade": {...}, "assessment": {...}}.
+`
+
+func runGradeIssue(args []string, stdout, stderr io.Writer) int {
+	c := newFlags("party grade issue", gradeIssueUsage)
+	dir := c.dirFlag()
+	about := c.String("about", "", "the counterparty organisation to grade (org_...)")
+	spec := c.String("spec", os.Getenv("A202_SPEC_DIR"), "the published specification data: the directory holding conformance/ (default $A202_SPEC_DIR)")
+	impl := c.String("implementation", "", "the implementation assessed, as you know it (default: the counterparty's AgentCard URL)")
+	days := c.Int("valid-days", 90, "days until the grade expires (1 to 365)")
+	out := c.String("out", "", "write the signed grade to FILE (default standard output)")
+	asJSON := c.Bool("json", false, "machine-readable output")
+	pos, code, done := c.parse(args, stdout, stderr)
+	if done {
+		return code
+	}
+	switch {
+	case len(pos) > 0:
+		return c.usageError(stderr, "unexpected argument %q", pos[0])
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required")
+	case *about == "":
+		return c.usageError(stderr, "--about is required")
+	case *spec == "":
+		return c.usageError(stderr, "--spec is required (or set A202_SPEC_DIR)")
+	case *days < 1 || *days > 365:
+		return c.usageError(stderr, "--valid-days is 1 to 365")
+	}
+	cases, err := grade.Cases(*spec)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	o, p, err := openPrincipal(*dir, stderr)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	defer o.Close()
+	hc, peer, err := o.Clients.For(*about)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	name := *impl
+	if name == "" {
+		name = "the A202 instance at " + peer.AgentCardURL
+	}
+	ctx := context.Background()
+	a, err := grade.Assess(ctx, grade.HTTPProber{Client: hc, BaseURL: peer.BaseURL()}, *about, cases, o.Clock())
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	doc, report, err := grade.Build(grade.Spec{Implementation: name, Assessment: a, IssuedAt: o.Clock(), ValidFor: time.Duration(*days) * 24 * time.Hour})
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	signed, err := p.IssueGrade(ctx, doc, report)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	body, err := canonical.Marshal(signed)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	if *out != "" {
+		if err := os.WriteFile(*out, append(body, '\n'), 0o644); err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+	}
+	if *asJSON {
+		writeJSONLine(stdout, map[string]any{"grade": signed, "assessment": a})
+		return 0
+	}
+	for _, r := range a.Failed() {
+		want := r.Expected
+		if r.ExpectedCode != "" {
+			want += " " + string(r.ExpectedCode)
+		}
+		fmt.Fprintf(stdout, "failed %s (%s): expected %s, answered %s %s\n", r.Fixture, r.Family, want, r.Outcome, joinCodes(r.ReasonCodes))
+	}
+	var bands []string
+	for _, d := range grade.DimensionNames {
+		bands = append(bands, d+"="+strconv.Itoa(a.Band(d)))
+	}
+	fmt.Fprintf(stdout, "graded %s on %d cases (%d failed): %s, expires %v, determination %v\n", *about, len(a.Results), len(a.Failed()),
+		strings.Join(bands, " "), signed["expires_at"], signed["determination_ref"].(map[string]any)["determination_id"])
+	if *out == "" {
+		fmt.Fprintf(stdout, "%s\n", body)
+	}
+	return 0
+}
+
+func joinCodes(cs []reason.Code) string {
+	s := make([]string, len(cs))
+	for i, c := range cs {
+		s[i] = string(c)
+	}
+	return strings.Join(s, " ")
+}
+
+const gradeCheckUsage = `Usage: party grade verify --dir DIR [--json] FILE
+       party grade import --dir DIR [--json] FILE
+
+Checks a conformance grade as a relying party must: its one role scope
+(A202-GRADE-SCOPE-UNKNOWN, A202-GRADE-SCOPE-INVALID) and its expiry first,
+then the families its bands and held-out coverage are established from
+(A202-GRADE-SCOPE-OVERCLAIM; a band above 1 with no held-out coverage of
+its dimension is refused), then its signature (grade_issuance) under a
+principal key this instance trusts: its own, or one a pinned peer file
+carries (A202-EVIDENCE-SIGNATURE-INVALID for an untrusted key or a grade
+changed after signing). An expired grade is refused with no code, none
+being registered. A grade signed by the organisation it grades is
+refused: a self-run result is not a grade.
+
+import keeps a grade that checks, so that a mandate's minimum-grade
+policy (party mandate policy) reads it. "-" reads standard input.
+
+Output: accepted or refused with the reason codes and problems; with
+--json {"outcome", "reason_codes", "problems"}.
+`
+
+func runGradeCheck(sub string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := newFlags("party grade "+sub, gradeCheckUsage)
+	dir := c.dirFlag()
+	asJSON := c.Bool("json", false, "machine-readable output")
+	pos, code, done := c.parse(args, stdout, stderr)
+	if done {
+		return code
+	}
+	switch {
+	case len(pos) != 1:
+		return c.usageError(stderr, "give exactly one FILE")
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required")
+	}
+	var data []byte
+	var err error
+	if pos[0] == "-" {
+		data, err = io.ReadAll(io.LimitReader(stdin, canonical.MaxDocumentSize+1))
+	} else {
+		data, err = readBounded(pos[0])
+	}
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	o, err := org.Open(*dir, org.Options{Logger: cliLogger(stderr)})
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	defer o.Close()
+	ctx := context.Background()
+	keys := grade.PrincipalKeys(ctx, o)
+	if sub == "import" {
+		doc, issuer, err := grade.Import(ctx, o.Store, keys, data, o.Clock())
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		subject, _ := doc["subject"].(map[string]any)
+		if *asJSON {
+			writeJSONLine(stdout, map[string]any{"outcome": "imported", "issuer_organization_id": issuer, "subject": subject})
+			return 0
+		}
+		fmt.Fprintf(stdout, "imported the grade %s issued about %v\n", issuer, subject["organization_id"])
+		return 0
+	}
+	doc, err := canonical.DecodeObject(data)
+	var j gate.Judgment
+	if err != nil {
+		j = gate.File(data, gate.Options{})
+	} else {
+		j = grade.Check(doc, keys, o.Clock())
+	}
+	if *asJSON {
+		writeJSONLine(stdout, jsonLine(pos[0], j))
+	} else {
+		fmt.Fprintln(stdout, textLine(pos[0], j))
+	}
+	if !j.Accepted() {
+		return 1
+	}
+	return 0
+}
+
+const gradeListUsage = `Usage: party grade list --dir DIR [--about ORG] [--json]
+
+The grades this instance holds (issued here or imported), oldest first:
+who issued each, about whom, when it expires, and its bands. A mandate's
+minimum-grade policy reads the latest about a counterparty.
+`
+
+func runGradeList(args []string, stdout, stderr io.Writer) int {
+	c := newFlags("party grade list", gradeListUsage)
+	dir := c.dirFlag()
+	about := c.String("about", "", "only the grades about this organisation")
+	asJSON := c.Bool("json", false, "print a JSON array of grade documents")
+	pos, code, done := c.parse(args, stdout, stderr)
+	if done {
+		return code
+	}
+	switch {
+	case len(pos) > 0:
+		return c.usageError(stderr, "unexpected argument %q", pos[0])
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required")
+	}
+	o, err := org.Open(*dir, org.Options{Logger: cliLogger(stderr)})
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	defer o.Close()
+	gs, err := o.Store.GradesAbout(context.Background(), *about)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	docs := make([]map[string]any, 0, len(gs))
+	for _, g := range gs {
+		doc, err := canonical.DecodeObject(g.Body)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		docs = append(docs, doc)
+		if !*asJSON {
+			dims, _ := doc["dimensions"].(map[string]any)
+			var bands []string
+			for _, d := range grade.DimensionNames {
+				if r, ok := dims[d].(map[string]any); ok {
+					bands = append(bands, fmt.Sprintf("%s=%v", d, r["band"]))
+				} else {
+					bands = append(bands, d+"=unassessed")
+				}
+			}
+			fmt.Fprintf(stdout, "%s about %s by %s, issued %s, expires %s, %v: %s\n", g.DeterminationID, g.SubjectOrg, g.IssuerOrg, g.IssuedAt, g.ExpiresAt, doc["status"], strings.Join(bands, " "))
+		}
+	}
+	if *asJSON {
+		writeJSONLine(stdout, docs)
+	}
+	return 0
+}
