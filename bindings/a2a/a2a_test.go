@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -582,5 +584,26 @@ func TestOutboxSurvivesReceiverRestart(t *testing.T) {
 	// The object B holds for the message is canonical and unchanged.
 	if _, err := canonical.DecodeObject(got[0].objects[0]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeldAnswerIsRetried: an application that holds a message (an act
+// waiting for its principal's approval) answers a retryable error with
+// codes; the sender's client reports it as unavailable, carrying the
+// codes, so the outbox asks again instead of removing the act.
+func TestHeldAnswerIsRetried(t *testing.T) {
+	a, b := pair(t)
+	b.app.reply = func([][]byte) ([][]byte, error) {
+		return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable, reason.Refuse("held", reason.ApprovalRequired))
+	}
+	_, err := a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{evidence(t, a.node, txn, 10, nil)})
+	if !errors.Is(err, delivery.ErrUnavailable) || delivery.Permanent(err) || !slices.Contains(reason.CodesOf(err), reason.ApprovalRequired) {
+		t.Fatalf("a held answer: %v", err)
+	}
+	// A refusal is still final.
+	b.app.reply = func([][]byte) ([][]byte, error) { return nil, reason.Refuse("no", reason.PolicyDenied) }
+	_, err = a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{evidence(t, a.node, txn, 11, nil)})
+	if errors.Is(err, delivery.ErrUnavailable) || !delivery.Permanent(err) {
+		t.Fatalf("a refusal: %v", err)
 	}
 }

@@ -222,6 +222,10 @@ func (e *exchange) failure() error {
 			}
 			codes = append(codes, reason.Code(s))
 		}
+		if retry, _ := data["a202_retry"].(bool); retry {
+			// Held, not refused: the message is asked again.
+			return fmt.Errorf("%w: %w", delivery.ErrUnavailable, reason.Refuse("held by the peer", codes...))
+		}
 		return reason.Refuse("refused by the peer", codes...)
 	}
 	if e.rpcErr.Code == -32603 || e.rpcErr.Code == -32000 {

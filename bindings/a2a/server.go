@@ -276,6 +276,10 @@ func (s *Server) writeError(w http.ResponseWriter, id json.RawMessage, err error
 		if errors.As(err, &refusal) {
 			e.Data["a202_reason_codes"] = codeStrings(refusal.Codes)
 		}
+	case errors.Is(err, delivery.ErrUnavailable) && errors.As(err, &refusal):
+		// Not refused: held (an act waiting for this instance's principal).
+		// The sender asks again, and is told why it waits.
+		e = rpcError{Code: -32000, Message: "server error", Data: map[string]any{"error": "try again later", "a202_retry": true, "a202_reason_codes": codeStrings(refusal.Codes)}}
 	case errors.As(err, &refusal):
 		text := kernelRefusal
 		if len(refusal.Codes) > 0 {

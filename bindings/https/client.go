@@ -187,6 +187,12 @@ func (c *Client) submissionOutcome(resp *http.Response) error {
 	case s == http.StatusOK || s == http.StatusCreated:
 		// Binding §7.4: a submission is never answered 200 or 201.
 		return fmt.Errorf("%w: the peer answered %d to a submission, which the binding forbids", delivery.ErrRejected, s)
+	case s == http.StatusServiceUnavailable:
+		// Possibly held, with the codes saying why: asked again.
+		if cs := codes(); len(cs) > 0 {
+			return fmt.Errorf("%w: HTTP %d: %w", delivery.ErrUnavailable, s, reason.Refuse("held by the peer", cs...))
+		}
+		return fmt.Errorf("%w: HTTP %d", delivery.ErrUnavailable, s)
 	case s == http.StatusTooManyRequests || s >= 500:
 		return fmt.Errorf("%w: HTTP %d", delivery.ErrUnavailable, s)
 	default:

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -510,5 +511,19 @@ func TestOutboxOverHTTPSSurvivesRestart(t *testing.T) {
 	}
 	if p, _ := ob.Pending(ctx); len(p) != 0 {
 		t.Fatalf("still pending: %d", len(p))
+	}
+}
+
+// TestHeldAnswerIsRetried: a held message (an act waiting for the
+// receiver's principal) is answered 503 with its codes; the client reports
+// it as unavailable with the codes, so the outbox asks again.
+func TestHeldAnswerIsRetried(t *testing.T) {
+	a, b := pair(t)
+	b.app.reply = func([][]byte) ([][]byte, error) {
+		return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable, reason.Refuse("held", reason.ApprovalRequired))
+	}
+	_, err := a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{evidence(t, a.node, txn, 10, nil)})
+	if !errors.Is(err, delivery.ErrUnavailable) || delivery.Permanent(err) || !slices.Contains(reason.CodesOf(err), reason.ApprovalRequired) {
+		t.Fatalf("a held answer: %v", err)
 	}
 }

@@ -261,6 +261,11 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		if errors.As(err, &refusal) {
 			codes = refusal.Codes
 		}
+	case errors.Is(err, delivery.ErrUnavailable) && errors.As(err, &refusal):
+		// Held, not refused (an act waiting for this instance's
+		// principal): the sender asks again, told why it waits.
+		w.Header().Set("Retry-After", "5")
+		status, codes = http.StatusServiceUnavailable, refusal.Codes
 	case errors.As(err, &refusal) && refusal.Has(reason.ExtensionUnsupported):
 		status, codes = http.StatusPreconditionFailed, []reason.Code{reason.ExtensionUnsupported}
 		// Not activated: no echo on a 412.

@@ -27,14 +27,27 @@ func requestBase(r *http.Request) string { return "http://" + r.Host }
 // compared in constant time and never logged.
 // An empty metadataURL is derived from the request's Host.
 func RequireToken(want, forbidden, metadataURL string, next http.Handler) http.Handler {
+	return RequireTokens(map[string]http.Handler{want: next}, forbidden, metadataURL)
+}
+
+// RequireTokens is RequireToken for several tokens, each opening its own
+// handler (each agent's MCP server behind its own token). Every token is
+// compared, in constant time, whatever the request presents.
+func RequireTokens(routes map[string]http.Handler, forbidden, metadataURL string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metadataURL := metadataURL
 		if metadataURL == "" {
 			metadataURL = requestBase(r) + ProtectedResourcePath
 		}
 		tok, ok := bearer(r)
+		var next http.Handler
+		for want, h := range routes {
+			if ok && instance.TokenEqual(tok, want) {
+				next = h
+			}
+		}
 		switch {
-		case ok && instance.TokenEqual(tok, want):
+		case next != nil:
 			next.ServeHTTP(w, r)
 		case ok && forbidden != "" && instance.TokenEqual(tok, forbidden):
 			http.Error(w, "this token is not valid on this surface", http.StatusForbidden)

@@ -257,3 +257,65 @@ func TestStreamableHTTPWithBearerToken(t *testing.T) {
 		t.Fatalf("over HTTP: %v", out)
 	}
 }
+
+// TestEachAgentBehindItsOwnToken: two agents of one instance, each with
+// its own MCP server behind its own token (daemon wiring). The token
+// decides which agent a client is: whoami names that agent, and a mandate
+// issued to the other agent is refused, as are the other agent's approval
+// requests.
+func TestEachAgentBehindItsOwnToken(t *testing.T) {
+	n, _, leadMandate := setup(t)
+	ctx := context.Background()
+	p := n.Principal(t)
+	added, err := p.AddAgent(ctx, "agt_northstar_two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := n.Org.Config()
+	servers := map[string]*sdk.Server{}
+	toks := map[string]string{}
+	for _, id := range cfg.AgentIDs() {
+		tok, err := instance.LoadToken(n.Dir, cfg.AgentTokenPath(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[id] = tok
+		servers[tok] = mcp.NewAgentServer(id, mcp.AgentTools(agent.NewFor(n.Org, id)), n.Org.Store, nil)
+	}
+	adminTok, _ := instance.LoadToken(n.Dir, instance.AdminTokenFile)
+	hs := httptest.NewServer(mcp.AgentsHandler(servers, adminTok))
+	defer hs.Close()
+	dial := func(tok string) *sdk.ClientSession {
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(ctx,
+			&sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{tok}}, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	lead, two := dial(toks[cfg.AgentID]), dial(toks[added.AgentID])
+	defer lead.Close()
+	defer two.Close()
+
+	if who, _ := callJSON(t, two, "whoami", map[string]any{}); who["agent_id"] != added.AgentID || who["agent_key_id"] != added.KeyID || len(who["mandates"].([]any)) != 0 {
+		t.Fatalf("the second agent's whoami: %v", who)
+	}
+	if who, _ := callJSON(t, lead, "whoami", map[string]any{}); who["agent_id"] != cfg.AgentID || len(who["mandates"].([]any)) != 1 {
+		t.Fatalf("the lead agent's whoami: %v", who)
+	}
+	out, isErr := callJSON(t, two, "verify_mandate", map[string]any{"mandate_id": leadMandate, "proposed_action": act("1000.00")})
+	if !isErr || !slices.Contains(out["reason_codes"].([]any), any("A202-POLICY-DENIED")) {
+		t.Fatalf("the second agent under the lead's mandate: %v", out)
+	}
+	req, _ := callJSON(t, lead, "request_approval", map[string]any{"mandate_id": leadMandate, "proposed_action": act("3500.00")})
+	id, _ := req["approval_request_id"].(string)
+	if id == "" {
+		t.Fatalf("request_approval: %v", req)
+	}
+	if out, isErr := callJSON(t, two, "approval_status", map[string]any{"approval_request_id": id}); !isErr {
+		t.Fatalf("the second agent reads the lead's approval request: %v", out)
+	}
+	if out, isErr := callJSON(t, lead, "approval_status", map[string]any{"approval_request_id": id}); isErr || out["status"] != "pending" {
+		t.Fatalf("the lead reads its own request: %v", out)
+	}
+}

@@ -57,10 +57,12 @@ func RecordTools(e *record.Engine) []Tool {
 		actTool(e, Tool{
 			Name:  "propose_offer",
 			Title: "Propose an offer to a counterparty",
-			Description: "Supplier side, first act of a transaction. Signs an offer with the complete terms and delivers it to the counterparty's instance; " +
+			Description: "Either side, first act of a transaction, or a counter-offer or revision in it. Signs an offer with the complete terms and delivers it to the counterparty's instance; " +
 				"opens a new transaction unless transaction_id continues one with a counter-offer (then supersedes_offer_id must name the session's latest offer, " +
-				"else A202-OFFER-STALE). The instance evaluates the act document {action_type: offer.submit, transaction_id, counterparty_organization_id, " +
-				"proposed_terms: <terms>, category?} under your mandate before signing; a deny records nothing. Returns the transaction id, the offer id and " +
+				"else A202-OFFER-STALE). role says which side you take when you open (buyer for a purchase order or request for quote, supplier by default); " +
+				"later offers keep the session's sides. The instance evaluates the act document {action_type: offer.submit, transaction_id, counterparty_organization_id, " +
+				"proposed_terms: <terms>, category?, offeror_role: buyer (only when you are the buyer)} under your mandate before signing; a deny records nothing, " +
+				"and a hold for approval names the approval request to poll (take the act again with the same transaction_id once approved). Returns the transaction id, the offer id and " +
 				"status delivered or pending.",
 		}, e.ProposeOffer),
 		actTool(e, Tool{

@@ -38,6 +38,7 @@ func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 	evidence.MinItems = jsonschema.Ptr(1)
 	return map[reflect.Type]*jsonschema.Schema{
 		reflect.TypeFor[protocol.ResponseType]():    {Type: "string", Enum: values(record.ResponseTypes)},
+		reflect.TypeFor[protocol.Role]():            {Type: "string", Enum: values(protocol.Roles)},
 		reflect.TypeFor[protocol.RejectionReason](): {Type: "string", Enum: values(protocol.RejectionReasons)},
 		reflect.TypeFor[record.PageLimit]():         {Type: "integer", Minimum: jsonschema.Ptr(1.0), Maximum: jsonschema.Ptr(float64(store.MaxPage))},
 		reflect.TypeFor[record.Terms]():             {Type: "object", Required: slices.Clone(record.TermsMembers)},

@@ -87,6 +87,7 @@ import (
 
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 )
@@ -101,7 +102,7 @@ const Instructions = `This server is your organisation's A202 instance. It signs
 Call order:
 1. whoami: your organisation, your agent id and the mandates you hold.
 2. verify_mandate for the exact act you intend to take. It answers allow, deny or require_approval, with the act's action_hash.
-3. On require_approval: request_approval with the same arguments, poll approval_status until your principal decides, then verify_mandate again with the approval_id. You can ask for an approval; you can never give one.
+3. On require_approval: request_approval with the same arguments, poll approval_status until your principal decides, then verify_mandate again with the approval_id. You can ask for an approval; you can never give one. An act tool whose act your mandate holds files the request itself: its refusal names the approval_request_id; once approved, take the same act again.
 4. Take the act with the tool for it. Every recording tool re-evaluates your mandate at that moment and refuses an act it does not allow.
 5. get_transaction_record and list_transactions show where transactions stand; verify_evidence checks a record.
 
@@ -127,6 +128,36 @@ type Tool struct {
 
 	in, out reflect.Type // the handler's input and output types
 	run     func(ctx context.Context, args json.RawMessage) (any, error)
+	// scope is the idempotency scope of the tool's request_ids (default
+	// its name): an agent's own (NewAgentServer).
+	scope string
+}
+
+func (t Tool) idemScope() string {
+	if t.scope != "" {
+		return t.scope
+	}
+	return t.Name
+}
+
+// NewAgentServer returns the MCP server of one of the instance's agents:
+// tools (built over that agent's surface, agent.NewFor) run with the agent
+// named as the one their calls act for (org.WithAgent), so every mandate
+// they read or act under must be issued to it; its request_ids are its
+// own.
+func NewAgentServer(agentID string, tools []Tool, st *store.Store, logger *slog.Logger, opts ...Option) *sdk.Server {
+	scoped := make([]Tool, len(tools))
+	for i, t := range tools {
+		run := t.run
+		if run != nil {
+			t.run = func(ctx context.Context, args json.RawMessage) (any, error) {
+				return run(org.WithAgent(ctx, agentID), args)
+			}
+		}
+		t.scope = agentID + "/" + t.Name
+		scoped[i] = t
+	}
+	return NewServer(scoped, st, logger, opts...)
 }
 
 // Typed returns t answering with run. The arguments are decoded strictly
@@ -229,9 +260,9 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 		return t.run(ctx, clean)
 	}
 	if t.OwnIdempotency {
-		return t.run(context.WithValue(ctx, requestKey{}, Request{Scope: t.Name, ID: rid, ArgsHash: canonical.SHA256Hex(clean)}), clean)
+		return t.run(context.WithValue(ctx, requestKey{}, Request{Scope: t.idemScope(), ID: rid, ArgsHash: canonical.SHA256Hex(clean)}), clean)
 	}
-	prior, found, err := st.Claim(ctx, t.Name, rid, canonical.SHA256Hex(clean))
+	prior, found, err := st.Claim(ctx, t.idemScope(), rid, canonical.SHA256Hex(clean))
 	switch {
 	case errors.Is(err, store.ErrRequestReused):
 		return nil, reason.Refuse("request_id " + rid + " was already used with other arguments; choose a new request_id for a new request")
@@ -249,14 +280,14 @@ func call(ctx context.Context, t Tool, st *store.Store, raw json.RawMessage) (an
 	out, err := t.run(ctx, clean)
 	if err != nil {
 		// A refused call recorded nothing; the id may be used again.
-		_ = st.Release(ctx, t.Name, rid)
+		_ = st.Release(ctx, t.idemScope(), rid)
 		return nil, err
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Finish(ctx, t.Name, rid, b); err != nil {
+	if err := st.Finish(ctx, t.idemScope(), rid, b); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -282,6 +313,9 @@ type Refused struct {
 	Outcome     string        `json:"outcome"`
 	ReasonCodes []reason.Code `json:"reason_codes"`
 	Detail      string        `json:"detail"`
+	// ApprovalRequestID names the approval request an act held for your
+	// principal's approval waits under: poll approval_status with it.
+	ApprovalRequestID string `json:"approval_request_id,omitempty"`
 }
 
 // result maps a tool's output or error to an MCP result. It is the only
@@ -293,6 +327,7 @@ func result(out any, err error) *sdk.CallToolResult {
 		if errors.As(err, &r) {
 			payload.Outcome = "refused"
 			payload.Detail = r.Detail
+			payload.ApprovalRequestID = r.ApprovalRequestID
 			if r.Codes != nil {
 				payload.ReasonCodes = r.Codes
 			}
@@ -322,9 +357,21 @@ func decode(raw json.RawMessage, v any) error {
 // URL the client used. adminToken is recognised only to answer 403: the
 // principal's token opens nothing here.
 func Handler(server *sdk.Server, agentToken, adminToken string) http.Handler {
+	return AgentsHandler(map[string]*sdk.Server{agentToken: server}, adminToken)
+}
+
+// AgentsHandler serves the MCP endpoint of several agents at /mcp: the
+// bearer token authenticates the agent, and its requests reach that
+// agent's server alone (servers maps each agent's token to its server).
+// adminToken is recognised only to answer 403.
+func AgentsHandler(servers map[string]*sdk.Server, adminToken string) http.Handler {
 	mux := http.NewServeMux()
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{})
-	mux.Handle("/mcp", RequireToken(agentToken, adminToken, "", h))
+	routes := map[string]http.Handler{}
+	for tok, srv := range servers {
+		srv := srv
+		routes[tok] = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{})
+	}
+	mux.Handle("/mcp", RequireTokens(routes, adminToken, ""))
 	mux.Handle(ProtectedResourcePath, ProtectedResourceMetadata(""))
 	return mux
 }

@@ -97,13 +97,13 @@ func FormToken(adminToken string) string {
 }
 
 type handler struct {
-	p     *principal.Surface
-	org   string
-	admin string
-	agent string
-	csrf  string
-	log   *slog.Logger
-	rec   *record.Engine // nil: no transaction pages
+	p      *principal.Surface
+	org    string
+	admin  string
+	agents []string
+	csrf   string
+	log    *slog.Logger
+	rec    *record.Engine // nil: no transaction pages
 }
 
 // Option adjusts Handler.
@@ -118,13 +118,13 @@ func WithRecord(e *record.Engine) Option {
 
 // Handler returns the admin surface over the principal's surface p, the
 // one value in a serve process that signs as the principal (see package
-// principal, "Roles in the types"). adminToken opens it; agentToken is
-// recognised only to be refused with 403.
-func Handler(p *principal.Surface, adminToken, agentToken string, log *slog.Logger, opts ...Option) http.Handler {
+// principal, "Roles in the types"). adminToken opens it; the agents'
+// tokens are recognised only to be refused with 403.
+func Handler(p *principal.Surface, adminToken string, agentTokens []string, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{p: p, org: p.Config().OrganizationID, admin: adminToken, agent: agentToken, csrf: FormToken(adminToken), log: log}
+	h := &handler{p: p, org: p.Config().OrganizationID, admin: adminToken, agents: agentTokens, csrf: FormToken(adminToken), log: log}
 	for _, o := range opts {
 		o(h)
 	}
@@ -181,8 +181,11 @@ func (h *handler) classify(tok string, otherwise credential) credential {
 	switch {
 	case instance.TokenEqual(tok, h.admin):
 		return credAdmin
-	case h.agent != "" && instance.TokenEqual(tok, h.agent):
-		return credAgent
+	}
+	for _, a := range h.agents {
+		if a != "" && instance.TokenEqual(tok, a) {
+			return credAgent
+		}
 	}
 	return otherwise
 }

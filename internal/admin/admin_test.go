@@ -77,7 +77,7 @@ func setup(t *testing.T) *fixture {
 	f := &fixture{n: n, agent: agent.New(n.Org), mandate: m["id"].(string)}
 	f.adminTok, _ = instance.LoadToken(n.Dir, instance.AdminTokenFile)
 	f.agentTok, _ = instance.LoadToken(n.Dir, instance.AgentTokenFile)
-	f.srv = httptest.NewServer(admin.Handler(p, f.adminTok, f.agentTok, nil))
+	f.srv = httptest.NewServer(admin.Handler(p, f.adminTok, []string{f.agentTok}, nil))
 	t.Cleanup(f.srv.Close)
 	return f
 }

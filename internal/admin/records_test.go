@@ -31,7 +31,7 @@ func setupPair(t *testing.T) *pair {
 	f := &fixture{n: b.Node, agent: b.Agent, mandate: b.Mandate}
 	f.adminTok, _ = instance.LoadToken(b.Node.Dir, instance.AdminTokenFile)
 	f.agentTok, _ = instance.LoadToken(b.Node.Dir, instance.AgentTokenFile)
-	f.srv = httptest.NewServer(admin.Handler(b.Princ, f.adminTok, f.agentTok, nil, admin.WithRecord(b.Engine)))
+	f.srv = httptest.NewServer(admin.Handler(b.Princ, f.adminTok, []string{f.agentTok}, nil, admin.WithRecord(b.Engine)))
 	t.Cleanup(f.srv.Close)
 	return &pair{b: b, s: s, c: c, f: f}
 }

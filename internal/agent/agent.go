@@ -17,7 +17,9 @@
 //  3. On require_approval: RequestApproval, then ApprovalStatus until the
 //     principal decides, then VerifyMandate again with the approval_id.
 //  4. The acts themselves (offers, acceptances, obligations), which
-//     re-evaluate the mandate at the moment they record anything.
+//     re-evaluate the mandate at the moment they record anything. An act
+//     the mandate holds files its approval request itself (the refusal
+//     names it); once the principal approves, the same act is released.
 //
 // Every refusal is a *reason.Refusal with registered codes, and means
 // nothing was recorded.
@@ -25,7 +27,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -38,22 +39,33 @@ import (
 	"github.com/partyd/party/internal/store"
 )
 
-// Surface is the agent's surface over one organisation.
+// Surface is one agent's surface over its organisation: it sees and acts
+// only under the mandates issued to that agent.
 type Surface struct {
-	o *org.Org
-	// requested hears of each approval request stored (OnApprovalRequest).
-	requested []func(store.ApprovalRequest)
+	o     *org.Org
+	agent string
 }
 
 // OnApprovalRequest registers fn to be called with each approval request
-// once it is stored (the principal's webhook, package notify). fn must not
-// block. Register before the surface serves.
+// once it is stored, whoever filed it (the agent, or the instance for an
+// act it holds: org.FileApproval), for the principal's webhook (package
+// notify). fn must not block. Register before the surface serves.
 func (a *Surface) OnApprovalRequest(fn func(store.ApprovalRequest)) {
-	a.requested = append(a.requested, fn)
+	a.o.OnApprovalRequest(fn)
 }
 
-// New returns the agent's surface of o.
-func New(o *org.Org) *Surface { return &Surface{o: o} }
+// New returns the surface of o's primary agent.
+func New(o *org.Org) *Surface { return &Surface{o: o, agent: o.Config().AgentID} }
+
+// NewFor returns the surface of agentID, one of o's agents.
+func NewFor(o *org.Org, agentID string) *Surface { return &Surface{o: o, agent: agentID} }
+
+// AgentID is the agent the surface acts for.
+func (a *Surface) AgentID() string { return a.agent }
+
+// Context names the surface's agent as the one ctx acts for
+// (org.WithAgent): what the engine's acts and checks read.
+func (a *Surface) Context(ctx context.Context) context.Context { return org.WithAgent(ctx, a.agent) }
 
 // Org returns the organisation runtime behind the surface.
 func (a *Surface) Org() *org.Org { return a.o }
@@ -85,7 +97,8 @@ type WhoamiResult struct {
 // still resolves live status at every act), and the pinned counterparties.
 func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 	cfg := a.o.Config()
-	res := WhoamiResult{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, AgentKeyID: cfg.AgentKeyID, Mandates: []MandateInfo{}, Peers: []string{}}
+	kid, _ := cfg.KeyOf(a.agent)
+	res := WhoamiResult{OrganizationID: cfg.OrganizationID, AgentID: a.agent, AgentKeyID: kid, Mandates: []MandateInfo{}, Peers: []string{}}
 	ms, err := a.o.Store.Mandates(ctx, "local")
 	if err != nil {
 		return res, err
@@ -96,7 +109,7 @@ func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if instance.IsInstanceMandate(doc) || m.SubjectAgentID != cfg.AgentID {
+		if instance.IsInstanceMandate(doc) || m.SubjectAgentID != a.agent {
 			continue
 		}
 		st := m.Status
@@ -157,7 +170,7 @@ type VerifyResult struct {
 
 // Mandate returns a mandate held by this agent (org.AgentMandate).
 func (a *Surface) Mandate(ctx context.Context, id string) (map[string]any, error) {
-	return a.o.AgentMandate(ctx, id)
+	return a.o.AgentMandate(a.Context(ctx), id)
 }
 
 // Evaluate runs the evaluator over one act under one of this agent's
@@ -182,10 +195,11 @@ func (a *Surface) Evaluate(ctx context.Context, mandateID string, act map[string
 		}
 	}
 	cfg := a.o.Config()
+	kid, _ := cfg.KeyOf(a.agent)
 	return a.o.Evaluator().Evaluate(ctx, authority.Request{
 		Mandate:  m,
 		Act:      act,
-		Actor:    authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID},
+		Actor:    authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: a.agent, KeyID: kid},
 		Approval: approval,
 	}), nil
 }
@@ -265,33 +279,11 @@ func (a *Surface) RequestApproval(ctx context.Context, in VerifyInput) (Approval
 		// An approval never releases a deny (mandate §8).
 		return ApprovalRequestResult{}, r.Err()
 	}
-	act, err := canonical.Marshal(in.ProposedAction)
+	req, err := a.o.FileApproval(ctx, in.MandateID, in.ProposedAction, r)
 	if err != nil {
 		return ApprovalRequestResult{}, err
 	}
-	rules, err := json.Marshal(r.ApprovalRulesMatched)
-	if err != nil {
-		return ApprovalRequestResult{}, err
-	}
-	id, err := envelope.NewID("req")
-	if err != nil {
-		return ApprovalRequestResult{}, err
-	}
-	txn, _ := in.ProposedAction["transaction_id"].(string)
-	if err := a.o.Store.PutApprovalRequest(ctx, store.ApprovalRequest{
-		ID: id, MandateID: in.MandateID, TransactionID: txn, ActionHash: r.ActionHash, Act: act, Rules: string(rules),
-	}); err != nil {
-		return ApprovalRequestResult{}, err
-	}
-	a.o.Log.Info("approval requested", "approval_request_id", id, "mandate_id", in.MandateID, "action_hash", r.ActionHash)
-	if len(a.requested) > 0 {
-		if stored, err := a.o.Store.GetApprovalRequest(ctx, id); err == nil {
-			for _, fn := range a.requested {
-				fn(stored)
-			}
-		}
-	}
-	return ApprovalRequestResult{ApprovalRequestID: id, ActionHash: r.ActionHash, Status: store.ApprovalPending}, nil
+	return ApprovalRequestResult{ApprovalRequestID: req.ID, ActionHash: r.ActionHash, Status: store.ApprovalPending}, nil
 }
 
 // ApprovalStatusResult is what ApprovalStatus returns.
@@ -307,9 +299,14 @@ type ApprovalStatusResult struct {
 // (approved, but the approval's life has run out).
 func (a *Surface) ApprovalStatus(ctx context.Context, requestID string) (ApprovalStatusResult, error) {
 	r, err := a.o.Store.GetApprovalRequest(ctx, requestID)
+	if err == nil {
+		if _, merr := a.Mandate(ctx, r.MandateID); merr != nil {
+			err = store.ErrNotFound // another agent's request: not this agent's to see
+		}
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return ApprovalStatusResult{}, reason.Refuse(fmt.Sprintf("no approval request %s; call request_approval first", requestID))
+			return ApprovalStatusResult{}, reason.Refuse(fmt.Sprintf("no approval request %s of yours; call request_approval first", requestID))
 		}
 		return ApprovalStatusResult{}, err
 	}

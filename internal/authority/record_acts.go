@@ -91,6 +91,29 @@ func Document(name, txn, counterparty string, terms, refs map[string]any, mandat
 	return ActDocument(name, txn, counterparty, terms, members)
 }
 
+// OfferRefs are the references of an offer.submit act whose offeror takes
+// role in the transaction it offers in. An offer object names its offeror
+// and offeree but not which of them will be the buyer (the kernel's offer
+// payload is closed), so the side is stated in the act the offeror's
+// signed policy decision binds: an offeror that is the buyer states
+// {"offeror_role": "buyer"}; an offeror that is the supplier states
+// nothing, so that a supplier's offer hashes exactly as the published
+// reference builds it (docs/record-protocol.md, Issue 16 decisions). The
+// offeror's instance, the receiving instance (which reads the side off the
+// decision's action hash) and the verifier (which reads it off the
+// agreement's buyer and supplier) build it here.
+func OfferRefs(role protocol.Role) map[string]any {
+	if role == protocol.Buyer {
+		return map[string]any{OfferorRoleMember: string(protocol.Buyer)}
+	}
+	return nil
+}
+
+// OfferorRoleMember is the act-document member that states an offeror's
+// side when it is the buyer (OfferRefs); an approval rule can match it
+// ($.offeror_role).
+const OfferorRoleMember = "offeror_role"
+
 // CoreTerms is the proposed_terms of an obligation act: the quantity, the
 // unit and, when there is one, the consideration as total (as the
 // published reference builds them, so that a spending limit reads the same

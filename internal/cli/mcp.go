@@ -17,7 +17,7 @@ func init() {
 	register("mcp", "connect an MCP client that launches a process (stdio) to the running serve", runMCP)
 }
 
-const mcpUsage = `Usage: party mcp --dir DIR [--log-level LEVEL]
+const mcpUsage = `Usage: party mcp --dir DIR [--agent AGENT_ID] [--log-level LEVEL]
 
 Connects an agent client that launches its MCP server as a process to the
 running 'party serve' of DIR: a bridge between standard input and output
@@ -27,7 +27,10 @@ forwarded both ways, notifications included, so the client sees exactly
 the tools serve offers, acting on the one record engine serve runs.
 Standard output carries only the protocol; logs are JSON lines on
 standard error, and never hold the token. Of DIR it reads config.json and
-tokens/agent, nothing else.
+tokens/agent, nothing else. With --agent, it connects as one of the
+instance's further agents ('party agent add'), with that agent's token
+(DIR/tokens/agents/AGENT_ID): the client then sees and acts under that
+agent's mandates only.
 
 Start 'party serve --dir DIR' first: when nothing answers at mcp_addr,
 party mcp says so on standard error and exits 1.
@@ -42,6 +45,7 @@ bridge fails, 2 on a usage error.
 
 func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := newFlags("party mcp", mcpUsage)
+	agentID := c.String("agent", "", "connect as this agent of the instance (default its primary agent)")
 	dir, log, code, ok := c.longRunning(args, stdout, stderr)
 	if !ok {
 		return code
@@ -53,7 +57,15 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Error("party mcp: reading the instance", "error", err)
 		return 1
 	}
-	token, err := instance.LoadToken(dir, instance.AgentTokenFile)
+	tokenFile := instance.AgentTokenFile
+	if *agentID != "" {
+		if _, known := cfg.KeyOf(*agentID); !known {
+			log.Error("party mcp: not an active agent of this instance", "agent_id", *agentID)
+			return 1
+		}
+		tokenFile = cfg.AgentTokenPath(*agentID)
+	}
+	token, err := instance.LoadToken(dir, tokenFile)
 	if err != nil {
 		log.Error("party mcp: reading the agent token", "error", err)
 		return 1

@@ -37,6 +37,8 @@ import (
 	"sync"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/partyd/party/bindings/mcp"
 	"github.com/partyd/party/bindings/peer"
 	"github.com/partyd/party/internal/admin"
@@ -132,10 +134,6 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	agentTok, err := instance.LoadToken(dir, instance.AgentTokenFile)
-	if err != nil {
-		return err
-	}
 	adminTok, err := instance.LoadToken(dir, instance.AdminTokenFile)
 	if err != nil {
 		return err
@@ -145,7 +143,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return err
 	}
 	d := &Daemon{Org: o, Agent: agent.New(o), Log: log}
-	d.mcpTools = append(mcp.AgentTools(d.Agent), mcp.VerifyTools(o.Store)...)
+	d.mcpTools = mcp.VerifyTools(o.Store)
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	for _, m := range opt.Mount {
@@ -171,6 +169,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	// final states, delivered best effort beside the acts (package notify).
 	hook, err := notify.Open(dir, cfg, notify.Options{Logger: log})
 	if err != nil {
+		lns.closeAll()
 		return err
 	}
 	if hook != nil {
@@ -186,16 +185,29 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		// Each transaction and the inbox as resources, with notifications.
 		mcpOpts = append(mcpOpts, mcp.WithResources(bg, d.Engine))
 	}
-	server := mcp.NewServer(d.mcpTools, o.Store, log, mcpOpts...)
+	// One MCP server per agent, behind its own token: each agent sees and
+	// acts only under its own mandates.
+	agentServers := map[string]*sdk.Server{}
+	var agentToks []string
+	for _, id := range cfg.AgentIDs() {
+		tok, err := instance.LoadToken(dir, cfg.AgentTokenPath(id))
+		if err != nil {
+			lns.closeAll()
+			return err
+		}
+		tools := append(mcp.AgentTools(agent.NewFor(o, id)), d.mcpTools...)
+		agentServers[tok] = mcp.NewAgentServer(id, tools, o.Store, log, mcpOpts...)
+		agentToks = append(agentToks, tok)
+	}
 	var adminOpts []admin.Option
 	if d.Engine != nil {
 		// The transaction pages read the record through the engine.
 		adminOpts = append(adminOpts, admin.WithRecord(d.Engine))
 	}
 	servers := []*http.Server{
-		{Handler: mcp.Handler(server, agentTok, adminTok), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: mcp.AgentsHandler(agentServers, adminTok), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: admin.Handler(principalSurface, adminTok, agentTok, log, adminOpts...), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: admin.Handler(principalSurface, adminTok, agentToks, log, adminOpts...), ReadHeaderTimeout: 10 * time.Second},
 	}
 	serving := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}

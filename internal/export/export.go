@@ -1,9 +1,11 @@
 // Package export writes one transaction of an instance's record as a
 // bundle directory (decisions.md 15) that anyone can verify with `party
 // verify`: the transaction's recorded objects as the exact bytes held, the
-// key records of both organisations, the mandates the objects were made
-// under (with their parents), keys.json derived from the key records, and
-// bundle.json stating the rules version outside the record.
+// key records of both organisations (every version of each), the mandates
+// the objects were made under (with their parents), the revocation
+// records of those mandates and of both organisations' agents and keys,
+// keys.json derived from the key records, and bundle.json stating the
+// rules version outside the record.
 //
 // It reads the database only, so it works whether or not `party serve` is
 // running (SQLite in WAL mode lets a reader in beside the writer). Events
@@ -168,6 +170,40 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 		if p, ok := m["parent_mandate_id"].(string); ok && p != "" {
 			ids = append(ids, p)
 		}
+	}
+	// The revocation records a third party needs to read the parties'
+	// authority as it changed: those of the mandates the bundle holds (the
+	// latest of each, as its status endpoint serves it), and those of
+	// either party's agents and keys (issue 16).
+	inBundle := map[string]bool{}
+	for _, m := range mandates {
+		inBundle[fmt.Sprint(m["id"])] = true
+	}
+	revs, err := st.ObjectsOfType(ctx, "revocation_record")
+	if err != nil {
+		return bundle.Contents{}, Summary{}, err
+	}
+	for _, b := range revs {
+		o, err := canonical.DecodeObject(b)
+		if err != nil {
+			return bundle.Contents{}, Summary{}, err
+		}
+		p, _ := o["payload"].(map[string]any)
+		by, _ := o["created_by"].(map[string]any)
+		org := fmt.Sprint(by["organization_id"])
+		switch p["subject_type"] {
+		case "mandate":
+			if !inBundle[fmt.Sprint(p["subject_id"])] {
+				continue
+			}
+		case "agent", "key":
+			if org != t.Counterparty && !isLocal(ctx, st, o) {
+				continue
+			}
+		default:
+			continue
+		}
+		objects = append(objects, o)
 	}
 	c := bundle.Contents{
 		Manifest: bundle.Manifest{RulesVersion: record.RulesVersion, TransactionID: txn},

@@ -11,7 +11,6 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/signature"
-	"github.com/partyd/party/internal/status"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -40,21 +39,7 @@ func bootstrap(ctx context.Context, st *store.Store, cfg Config, principal, agen
 	if err != nil {
 		return err
 	}
-	req := authority.IssueRequest{
-		MandateID:                 id,
-		Issuer:                    authority.Issuer{OrganizationID: cfg.OrganizationID, PrincipalID: cfg.PrincipalID, KeyID: cfg.PrincipalKeyID},
-		Subject:                   authority.Subject{AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID},
-		RepresentedOrganizationID: cfg.OrganizationID,
-		ValidFrom:                 envelope.Timestamp(now),
-		ValidUntil:                envelope.Timestamp(now.AddDate(10, 0, 0)),
-		StatusEndpoint:            status.EndpointFor(cfg.PublicURL, id),
-		Actions:                   []string{KeyRecordAction},
-		Scope:                     map[string]any{"categories": []any{"a202.instance.keys"}},
-		Constraints: []map[string]any{{
-			"id": "c_key_records_only", "type": "commercial.string", "path": "$.action_type",
-			"operator": "equals", "value": KeyRecordAction, "on_failure": "deny",
-		}},
-	}
+	req := InstanceMandate(cfg, id, cfg.AgentID, cfg.AgentKeyID, now)
 	m, err := authority.Issue(req, ps, now)
 	if err != nil {
 		return fmt.Errorf("instance: issue the instance mandate: %w", err)

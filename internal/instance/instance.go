@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/keys"
@@ -21,12 +23,17 @@ import (
 // build on. It never holds the principal's private key (see the package
 // documentation, "Roles in the types").
 type Instance struct {
-	Dir    string
+	Dir string
+	// Config is the configuration as Open read it; a running process reads
+	// Current, which Refresh keeps up to date.
 	Config Config
 	Store  *store.Store
 
-	agent           crypto.Signer
+	mu              sync.RWMutex
+	agents          map[string]agentKey
 	principalPublic crypto.PublicKey
+	stamp           os.FileInfo // config.json as last read
+	checked         time.Time   // when Refresh last looked
 }
 
 // Open loads a state directory made by Init: config.json, keys/agent.pem
@@ -38,9 +45,13 @@ func Open(dir string) (*Instance, error) {
 		return nil, err
 	}
 	p := Paths{dir}
-	agent, err := keys.ReadPrivateFile(p.Join(AgentKeyFile))
+	stamp, err := os.Stat(p.Join(ConfigFile))
 	if err != nil {
 		return nil, fmt.Errorf("instance: %w", err)
+	}
+	agents, err := loadAgents(dir, cfg)
+	if err != nil {
+		return nil, err
 	}
 	st, err := store.Open(p.Join(DatabaseFile))
 	if err != nil {
@@ -51,7 +62,7 @@ func Open(dir string) (*Instance, error) {
 		st.Close()
 		return nil, err
 	}
-	return &Instance{Dir: dir, Config: cfg, Store: st, agent: agent, principalPublic: pub}, nil
+	return &Instance{Dir: dir, Config: cfg, Store: st, agents: agents, principalPublic: pub, stamp: stamp, checked: time.Now()}, nil
 }
 
 // ownPrincipalKey reads the public key of this organisation's principal
@@ -91,10 +102,18 @@ func (in *Instance) Close() error { return in.Store.Close() }
 // PrincipalPublicKey returns the principal's public key, as its key record
 // states it. The private key is not here: package principal loads it for
 // the principal's surface only.
-func (in *Instance) PrincipalPublicKey() crypto.PublicKey { return in.principalPublic }
+func (in *Instance) PrincipalPublicKey() crypto.PublicKey {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return in.principalPublic
+}
 
-// AgentKey returns the agent's signing key.
-func (in *Instance) AgentKey() crypto.Signer { return in.agent }
+// AgentKey returns the primary agent's signing key.
+func (in *Instance) AgentKey() crypto.Signer {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return in.agents[in.Config.AgentID].key
+}
 
 // TLSCertificate loads the instance's TLS certificate and key.
 func (in *Instance) TLSCertificate() (tls.Certificate, error) {

@@ -9,9 +9,11 @@
 //	  party.db            the SQLite record (package store); never a private key
 //	  keys/principal.pem  the principal's P-256 key, PKCS#8 PEM, mode 0600
 //	  keys/agent.pem      the agent's P-256 key, PKCS#8 PEM, mode 0600
+//	  keys/agents/        the further agents' keys (`party agent add`)
 //	  tls/cert.pem        the instance's self-signed TLS certificate
 //	  tls/key.pem         its private key, mode 0600
 //	  tokens/agent        the agent's MCP bearer token, mode 0600
+//	  tokens/agents/      the further agents' MCP tokens
 //	  tokens/admin        the principal's admin token, mode 0600
 //	  peer.json           this instance's peer file, to hand to counterparties
 //	  peers/              counterparties' peer files, added by `party peer add`
@@ -103,6 +105,9 @@ type Config struct {
 	// payment on (package rails): a sandbox rail by default; a webhook
 	// rail reaches the organisation's own payment system.
 	Rails []rails.Config `json:"rails,omitempty"`
+	// Agents are the instance's further agents (`party agent add`), each
+	// with its own key and MCP token (see AgentEntry).
+	Agents []AgentEntry `json:"agents,omitempty"`
 	// PrincipalWebhook, when set, is where the principal is told of
 	// approval requests and of transactions reaching a final state
 	// (package notify): an HTTPS URL and the file holding the HMAC secret

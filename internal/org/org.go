@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
@@ -39,6 +40,7 @@ import (
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/status"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // ErrUnknownKey is returned for a key id neither this organisation nor any
@@ -58,6 +60,12 @@ type Org struct {
 	Clock func() time.Time
 
 	evaluator *authority.Evaluator
+
+	decodedMu sync.Mutex
+	decoded   map[string]map[string]any
+
+	hooksMu   sync.Mutex
+	requested []func(store.ApprovalRequest) // OnApprovalRequest
 }
 
 // Options adjust Open.
@@ -96,6 +104,7 @@ func Open(dir string, o Options) (*Org, error) {
 	}
 	clients := peering.NewClients(cert, peers, 10*time.Second)
 	trusted := peering.NewTrustedKeys(in.Store, clients, log)
+	trusted.SetClock(clock)
 	if err := trusted.Load(context.Background(), peers); err != nil {
 		in.Close()
 		return nil, err
@@ -123,8 +132,15 @@ func (o *Org) now() time.Time { return o.Clock() }
 // Close releases the record.
 func (o *Org) Close() error { return o.In.Close() }
 
-// Config is the instance configuration.
-func (o *Org) Config() instance.Config { return o.In.Config }
+// Config is the instance configuration, as config.json says now (a
+// principal's `party agent add` or `party key rotate` in another process
+// is picked up within a second).
+func (o *Org) Config() instance.Config {
+	if err := o.In.Refresh(); err != nil {
+		o.Log.Warn("rereading config.json failed; acting on the configuration held", "error", err)
+	}
+	return o.In.Current()
+}
 
 // Evaluator returns the policy evaluator, which resolves keys, mandates and
 // live status through this Org.
@@ -155,23 +171,32 @@ func (o *Org) peerPins() []string {
 	return pins
 }
 
-// AgentSigner signs as this organisation's agent.
+// AgentSigner signs as this organisation's primary agent (the one that
+// countersigns the counterparty's events).
 func (o *Org) AgentSigner() (signature.Signer, error) {
-	return signature.NewSigner(o.In.Config.AgentKeyID, o.In.AgentKey())
+	return o.SignerFor(o.Config().AgentID)
 }
 
-// ResolveKey implements authority.KeyResolver: this organisation's two keys
-// (public halves: the principal's from its key record),
-// then the principal keys a pinned peer file carries, then the agent keys
-// a pinned principal vouched for in a key record.
-func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, error) {
-	cfg := o.In.Config
-	switch keyID {
-	case cfg.PrincipalKeyID:
-		return authority.Key{Public: o.In.PrincipalPublicKey(), OrganizationID: cfg.OrganizationID, HolderID: cfg.PrincipalID, Status: o.keyStatus(ctx, keyID)}, nil
-	case cfg.AgentKeyID:
-		return authority.Key{Public: o.In.AgentKey().Public(), OrganizationID: cfg.OrganizationID, HolderID: cfg.AgentID, Status: o.keyStatus(ctx, keyID)}, nil
+// SignerFor signs as one of this instance's agents, with its current key.
+func (o *Org) SignerFor(agentID string) (signature.Signer, error) {
+	o.Config() // pick up a rotated key
+	kid, k, err := o.In.AgentSigningKey(agentID)
+	if err != nil {
+		return nil, err
 	}
+	return signature.NewSigner(kid, k)
+}
+
+// ResolveKey implements authority.KeyResolver: the principal keys a pinned
+// peer file carries, then every key a key record held here publishes,
+// this organisation's own (its principal's and agents', current and
+// retired) and the keys a pinned principal of a peer vouched for. The
+// key's holder is the principal for a key record the key signs itself,
+// else the agent that published it; its status is what its version chain
+// states now (KeyStanding), revoked when a revocation record revoked its
+// holder.
+func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, error) {
+	cfg := o.Config()
 	for _, p := range o.Peers.Peers() {
 		if jwk, ok := p.PrincipalKeys[keyID]; ok {
 			pub, err := keys.ParseJWK(jwk)
@@ -182,41 +207,194 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 			return authority.Key{Public: pub, OrganizationID: p.OrganizationID, HolderID: holder, Status: envelope.KeyActive}, nil
 		}
 	}
-	for _, p := range o.Peers.Peers() {
-		pub, err := o.Trusted.Lookup(p.OrganizationID, keyID)
-		if err != nil {
-			continue
-		}
-		rec, err := o.Store.GetObject(ctx, keyID)
-		if err != nil {
-			return authority.Key{}, fmt.Errorf("org: trusted key %s has no stored record: %w", keyID, err)
-		}
-		obj, err := canonical.DecodeObject(rec)
-		if err != nil {
-			return authority.Key{}, err
-		}
-		by, _ := obj["created_by"].(map[string]any)
-		payload, _ := obj["payload"].(map[string]any)
-		holder, _ := by["agent_id"].(string)
-		st, _ := payload["status"].(string)
-		return authority.Key{Public: pub, OrganizationID: p.OrganizationID, HolderID: holder, Status: st}, nil
+	recs, err := o.keyRecords(ctx)
+	if err != nil {
+		return authority.Key{}, err
 	}
-	return authority.Key{}, fmt.Errorf("%w: %s", ErrUnknownKey, keyID)
+	root, ok := recs.byID[keyID]
+	if !ok || root.obj["object_type"] != "key_record" {
+		return authority.Key{}, fmt.Errorf("%w: %s", ErrUnknownKey, keyID)
+	}
+	payload, _ := root.obj["payload"].(map[string]any)
+	controller, _ := payload["controller_organization_id"].(string)
+	var pub crypto.PublicKey
+	switch {
+	case controller == cfg.OrganizationID && root.origin == "local":
+		if pub, err = keys.ParseJWK(payload["public_key_jwk"]); err != nil {
+			return authority.Key{}, fmt.Errorf("org: own key record %s: %w", keyID, err)
+		}
+	default:
+		// A peer's key is trusted only as its pinned principal vouched
+		// for it (peering.TrustKeyRecord), never for being in the store.
+		if pub, err = o.Trusted.Lookup(controller, keyID); err != nil || root.origin != controller {
+			return authority.Key{}, fmt.Errorf("%w: %s", ErrUnknownKey, keyID)
+		}
+	}
+	holder := keyHolder(root.obj)
+	if holder == "principal" {
+		holder = cfg.PrincipalID
+		if controller != cfg.OrganizationID {
+			holder = "" // a peer's principal keys are the pinned ones
+		}
+	}
+	st := o.statusNow(recs, keyID, holder)
+	return authority.Key{Public: pub, OrganizationID: controller, HolderID: holder, Status: st}, nil
 }
 
-// keyStatus reads a key's status from its stored key record.
-func (o *Org) keyStatus(ctx context.Context, keyID string) string {
-	rec, err := o.Store.GetObject(ctx, keyID)
-	if err != nil {
-		return "unknown"
+// keyHolder is who holds the key a key record publishes: "principal" when
+// the key signs its own record (a principal's key record is self-signed,
+// instance bootstrap), else the agent that published it.
+func keyHolder(rec map[string]any) string {
+	sigs, _ := rec["signatures"].([]any)
+	for _, e := range sigs {
+		if m, ok := e.(map[string]any); ok && m["key_id"] == rec["id"] {
+			return "principal"
+		}
 	}
-	obj, err := canonical.DecodeObject(rec)
+	by, _ := rec["created_by"].(map[string]any)
+	holder, _ := by["agent_id"].(string)
+	return holder
+}
+
+// heldKeyRecords are the key and revocation records held, decoded.
+type heldKeyRecords struct {
+	list        []map[string]any // key records, store order
+	byID        map[string]heldRecord
+	revocations []map[string]any
+}
+
+type heldRecord struct {
+	obj    map[string]any
+	origin string
+}
+
+// keyRecords reads every key record held (both organisations': a handful)
+// and the revocation records of agents and keys.
+func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
+	out := heldKeyRecords{byID: map[string]heldRecord{}}
+	rows, err := o.Store.ObjectsWithOrigin(ctx, "key_record")
 	if err != nil {
-		return "unknown"
+		return out, err
 	}
-	payload, _ := obj["payload"].(map[string]any)
-	st, _ := payload["status"].(string)
+	for _, r := range rows {
+		obj, err := o.decodeCached(r.Body)
+		if err != nil {
+			return out, err
+		}
+		out.list = append(out.list, obj)
+		if id, _ := obj["id"].(string); id != "" {
+			if _, dup := out.byID[id]; !dup {
+				out.byID[id] = heldRecord{obj: obj, origin: r.Origin}
+			}
+		}
+	}
+	revs, err := o.Store.ObjectsOfType(ctx, "revocation_record")
+	if err != nil {
+		return out, err
+	}
+	for _, b := range revs {
+		obj, err := o.decodeCached(b)
+		if err != nil {
+			return out, err
+		}
+		if p, _ := obj["payload"].(map[string]any); p["subject_type"] != "mandate" {
+			out.revocations = append(out.revocations, obj)
+		}
+	}
+	return out, nil
+}
+
+// decodeCached decodes a stored object's bytes once per content: key
+// records are read at every key resolution.
+func (o *Org) decodeCached(b []byte) (map[string]any, error) {
+	k := string(b)
+	o.decodedMu.Lock()
+	m, ok := o.decoded[k]
+	o.decodedMu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := canonical.DecodeObject(b)
+	if err != nil {
+		return nil, err
+	}
+	o.decodedMu.Lock()
+	if o.decoded == nil || len(o.decoded) > 256 {
+		o.decoded = map[string]map[string]any{}
+	}
+	o.decoded[k] = m
+	o.decodedMu.Unlock()
+	return m, nil
+}
+
+// statusNow is a key's status now: its version chain's (verify.KeyStatusNow),
+// or its holder's when a revocation record took the holder out of service.
+func (o *Org) statusNow(recs heldKeyRecords, keyID, holder string) string {
+	now := o.Clock()
+	st, _, _ := verify.KeyStatusNow(verify.KeyVersions(recs.list, keyID), keyID, now)
+	if st != envelope.KeyActive {
+		return st
+	}
+	if h := holderRevoked(recs.revocations, holder, now); h != "" {
+		return h
+	}
 	return st
+}
+
+// holderRevoked is the status a revocation record in effect gives the
+// agent holder ("" when none does): the latest one effective by now.
+func holderRevoked(revs []map[string]any, holder string, now time.Time) string {
+	status, at := "", time.Time{}
+	for _, r := range revs {
+		p, _ := r["payload"].(map[string]any)
+		if p["subject_type"] != "agent" || p["subject_id"] != holder || holder == "" {
+			continue
+		}
+		eff, err := envelope.ParseTimestamp(fmt.Sprint(p["effective_at"]))
+		if err != nil || now.Before(eff) || eff.Before(at) {
+			continue
+		}
+		status, at = fmt.Sprint(p["status"]), eff
+	}
+	if status == envelope.KeyActive {
+		return ""
+	}
+	return status
+}
+
+// KeyStanding is a key's status as the live checks judge a new signature
+// by it (canonical model §4 rules 6–7): at the signature's signed_at, by
+// the version of its key record chain that governed then, and now, by the
+// latest version (and the holder's revocation record, if any).
+type KeyStanding struct {
+	AtSigning       verify.Result
+	AtSigningDetail string
+	Now             string
+	NowDetail       string
+}
+
+// KeyStanding judges keyID at signedAt and now, with the rules the
+// verifier applies (verify.KeyStatusAt, verify.KeyStatusNow) over the key
+// records this instance holds.
+func (o *Org) KeyStanding(ctx context.Context, keyID, signedAt string) (KeyStanding, error) {
+	recs, err := o.keyRecords(ctx)
+	if err != nil {
+		return KeyStanding{}, err
+	}
+	vs := verify.KeyVersions(recs.list, keyID)
+	var ks KeyStanding
+	ks.AtSigning, ks.AtSigningDetail = verify.KeyStatusAt(vs, keyID, signedAt)
+	var res verify.Result
+	ks.Now, res, ks.NowDetail = verify.KeyStatusNow(vs, keyID, o.Clock())
+	if res != verify.Verified {
+		ks.Now = verify.KeyUnresolved
+	}
+	if root, ok := recs.byID[keyID]; ok && ks.Now == envelope.KeyActive {
+		if h := holderRevoked(recs.revocations, keyHolder(root.obj), o.Clock()); h != "" {
+			ks.Now, ks.NowDetail = h, "its holder "+keyHolder(root.obj)+" is "+h+" by a revocation record"
+		}
+	}
+	return ks, nil
 }
 
 // PublicKey resolves a key id to its public key (for signature checks).
@@ -238,17 +416,38 @@ func (o *Org) ResolveMandate(ctx context.Context, mandateID string) (map[string]
 }
 
 // AgentMandate returns a mandate this organisation's principal issued to
-// this instance's agent: the only mandates its agent can act under. Any
-// other id is refused with A202-POLICY-DENIED.
+// one of this instance's agents: the only mandates its agents can act
+// under. When ctx names the acting agent (WithAgent: the MCP server does,
+// for the agent its token authenticated), the mandate must be issued to
+// that agent. Any other id is refused with A202-POLICY-DENIED.
 func (o *Org) AgentMandate(ctx context.Context, id string) (map[string]any, error) {
 	rec, err := o.Store.GetMandate(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	if err != nil || rec.Origin != "local" || rec.SubjectAgentID != o.In.Config.AgentID {
-		return nil, reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to this agent; call whoami for the mandates you hold", id)
+	cfg := o.Config()
+	agent, named := ActingAgent(ctx)
+	switch {
+	case err != nil || rec.Origin != "local" || !cfg.HasAgent(rec.SubjectAgentID):
+		return nil, reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to its agents; call whoami for the mandates you hold", id)
+	case named && rec.SubjectAgentID != agent:
+		return nil, reason.Refusef(reason.PolicyDenied, "mandate %s is issued to another agent, not to %s; call whoami for the mandates you hold", id, agent)
 	}
 	return canonical.DecodeObject(rec.Body)
+}
+
+type agentKey struct{}
+
+// WithAgent names the agent ctx acts for: the agent's surfaces act, see
+// and decide only under that agent's mandates.
+func WithAgent(ctx context.Context, agentID string) context.Context {
+	return context.WithValue(ctx, agentKey{}, agentID)
+}
+
+// ActingAgent returns the agent ctx acts for, if WithAgent named one.
+func ActingAgent(ctx context.Context) (string, bool) {
+	a, ok := ctx.Value(agentKey{}).(string)
+	return a, ok && a != ""
 }
 
 // StatusStore adapts the record to status.Store: the status of the

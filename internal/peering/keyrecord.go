@@ -163,7 +163,37 @@ type TrustedKeys struct {
 
 	mu      sync.Mutex
 	sets    map[string]*keys.KeySet
-	fetchMu sync.Mutex // one exchange at a time
+	last    map[string]time.Time // when each peer's records were last fetched
+	asked   map[string]time.Time // when an unknown key last made us fetch
+	fetchMu sync.Mutex           // one exchange at a time
+	clock   func() time.Time
+}
+
+// KeyRefresh bounds how old a peer's key records may be when a message of
+// that peer is checked: older, and they are fetched again first, so a key
+// the peer revoked or rotated is refused by this instance within this
+// bound (and at once when a message names a key not held).
+const KeyRefresh = 30 * time.Second
+
+// unknownKeyPause is the least time between two fetches a peer's unknown
+// key ids trigger.
+const unknownKeyPause = 2 * time.Second
+
+// SetClock sets the clock refresh ages are reckoned in (tests move it).
+func (t *TrustedKeys) SetClock(c func() time.Time) {
+	t.mu.Lock()
+	t.clock = c
+	t.mu.Unlock()
+}
+
+func (t *TrustedKeys) now() time.Time {
+	t.mu.Lock()
+	c := t.clock
+	t.mu.Unlock()
+	if c == nil {
+		return time.Now()
+	}
+	return c()
 }
 
 // NewTrustedKeys returns an empty key store. st persists trusted records
@@ -173,7 +203,7 @@ func NewTrustedKeys(st *store.Store, clients *Clients, logger *slog.Logger) *Tru
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &TrustedKeys{store: st, clients: clients, logger: logger, sets: map[string]*keys.KeySet{}}
+	return &TrustedKeys{store: st, clients: clients, logger: logger, sets: map[string]*keys.KeySet{}, last: map[string]time.Time{}, asked: map[string]time.Time{}}
 }
 
 func (t *TrustedKeys) set(org string) *keys.KeySet {
@@ -204,6 +234,9 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 		}
 		return "", err
 	}
+	if prev, later := laterVersion(keyRecord); later {
+		return t.addVersion(ctx, peer, keyRecord, keyID, prev, pub)
+	}
 	set := t.set(peer.OrganizationID)
 	if held, lerr := set.Lookup(keyID); lerr == nil && !samePublic(held, pub) {
 		t.logger.Warn("refused a key change: a key_id names one key for good, a new key needs a new key_id",
@@ -223,6 +256,90 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 	}
 	t.logger.Info("trusted a peer key", "organization_id", peer.OrganizationID, "key_id", keyID)
 	return keyID, nil
+}
+
+// laterVersion reports whether a key record is a later version of
+// another (version above 1), and names its predecessor.
+func laterVersion(record []byte) (string, bool) {
+	obj, err := canonical.DecodeObject(record)
+	if err != nil {
+		return "", false
+	}
+	v, _ := obj["version"].(json.Number)
+	prev, _ := obj["previous_version_id"].(string)
+	return prev, v != "" && v != "1" && prev != ""
+}
+
+// addVersion keeps a later version of a trusted key's record (a key
+// rotated or revoked: canonical model §4 rule 6): its predecessor must be
+// a record held for the same peer publishing the same key, and it signs
+// nothing itself, so no key id is trusted by it; what it states is read
+// from the chain when a key's status is judged.
+func (t *TrustedKeys) addVersion(ctx context.Context, peer instance.PeerInfo, record []byte, id, prev string, pub crypto.PublicKey) (string, error) {
+	if t.store == nil {
+		return "", fmt.Errorf("%w: %s: a later key record version needs the record it follows", ErrUntrustedKey, id)
+	}
+	held, err := t.store.GetObject(ctx, prev)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s follows %s, which is not held", ErrUntrustedKey, id, prev)
+	}
+	if _, pp, err := TrustKeyRecord(peer, held); err != nil || !samePublic(pp, pub) {
+		return "", fmt.Errorf("%w: %s follows %s, which is not %s's record of the same key", ErrUntrustedKey, id, prev, peer.OrganizationID)
+	}
+	if _, err := t.store.PutObject(ctx, record, peer.OrganizationID); err != nil && !errors.Is(err, store.ErrConflict) {
+		return "", fmt.Errorf("peering: storing key record %s: %w", id, err)
+	}
+	t.logger.Info("kept a later version of a peer key's record", "organization_id", peer.OrganizationID, "record", id, "follows", prev)
+	return id, nil
+}
+
+// TrustRevocationRecord decides whether record, the exact bytes of a
+// revocation_record received from or for peer, is peer's statement about
+// one of its agents or keys: canonical bytes, its own content_hash, created
+// for peer's organisation, subject an agent or a key, and an
+// object_issuance signature by a pinned principal key of peer that
+// verifies. (Mandate revocations reach a relying party through the
+// mandate's status endpoint instead.)
+func TrustRevocationRecord(peer instance.PeerInfo, record []byte) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrUntrustedKey, fmt.Sprintf(format, args...))
+	}
+	obj, err := canonical.DecodeObject(record)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if canon, err := canonical.Marshal(obj); err != nil || !bytes.Equal(canon, record) {
+		return fail("bytes are not in canonical form")
+	}
+	if obj["object_type"] != "revocation_record" {
+		return fail("object_type is %v, not revocation_record", obj["object_type"])
+	}
+	if h, err := canonical.ContentHash(obj); err != nil || h != obj["content_hash"] {
+		return fail("%v: content_hash is not the record's own", obj["id"])
+	}
+	by, _ := obj["created_by"].(map[string]any)
+	payload, _ := obj["payload"].(map[string]any)
+	if by["organization_id"] != peer.OrganizationID {
+		return fail("%v is created for %v, not %s", obj["id"], by["organization_id"], peer.OrganizationID)
+	}
+	if st := payload["subject_type"]; st != "agent" && st != "key" {
+		return fail("%v revokes a %v, not an agent or key", obj["id"], st)
+	}
+	principals, err := pinnedPrincipals(peer)
+	if err != nil {
+		return fail("%v", err)
+	}
+	entries, err := signature.Entries(obj)
+	if err != nil {
+		return fail("%v: %v", obj["id"], err)
+	}
+	for i, e := range entries {
+		pk, ok := principals[fmt.Sprint(e["key_id"])]
+		if ok && e["purpose"] == "object_issuance" && signature.VerifyEntry(obj, i, pk) == nil {
+			return nil
+		}
+	}
+	return fail("%v: no valid object_issuance signature by a pinned principal key of %s", obj["id"], peer.OrganizationID)
 }
 
 // claimedKey reads the key_id and key a record claims, without trusting
@@ -289,10 +406,58 @@ func (t *TrustedKeys) Load(ctx context.Context, dir *Directory) error {
 	return nil
 }
 
-// EnsureKeys fetches org's key records once, on first contact: it does
-// nothing when a key of org is already trusted.
+// EnsureKeys makes org's key records current: fetched on first contact,
+// and again when they were fetched more than KeyRefresh ago, so that a key
+// the peer rotated or revoked reaches this instance within that bound.
+// Between fetches it does nothing.
 func (t *TrustedKeys) EnsureKeys(ctx context.Context, org string) error {
-	if t.Known(org) {
+	now := t.now()
+	t.mu.Lock()
+	last, fetched := t.last[org]
+	t.mu.Unlock()
+	if t.Known(org) && fetched && now.Sub(last) < KeyRefresh {
+		return nil
+	}
+	if t.Known(org) && t.clients == nil {
+		return nil
+	}
+	_, err := t.Exchange(ctx, org)
+	if err != nil && t.Known(org) {
+		// The records held stand until the peer serves newer ones; the
+		// next message asks again.
+		t.logger.Warn("refreshing a peer's key records failed; judging by the records held", "organization_id", org, "error", err)
+		at := t.now().Add(unknownKeyPause - KeyRefresh)
+		t.mu.Lock()
+		t.last[org] = at
+		t.mu.Unlock()
+		return nil
+	}
+	return err
+}
+
+// EnsureKnown fetches org's key records again when one of keyIDs is
+// neither trusted for org nor held (a key the peer added since the last
+// fetch), at most once per unknownKeyPause.
+func (t *TrustedKeys) EnsureKnown(ctx context.Context, org string, keyIDs []string) error {
+	set := t.set(org)
+	unknown := false
+	for _, id := range keyIDs {
+		if _, err := set.Lookup(id); err != nil {
+			unknown = true
+		}
+	}
+	if !unknown || t.clients == nil {
+		return nil
+	}
+	now := t.now()
+	t.mu.Lock()
+	asked := t.asked[org]
+	pause := now.Sub(asked) < unknownKeyPause
+	if !pause {
+		t.asked[org] = now
+	}
+	t.mu.Unlock()
+	if pause {
 		return nil
 	}
 	_, err := t.Exchange(ctx, org)
@@ -317,16 +482,47 @@ func (t *TrustedKeys) Exchange(ctx context.Context, org string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Key records first, in the order served (a version after the one it
+	// follows), then the revocation records of the peer's agents and keys.
+	var revocations [][]byte
 	for _, rec := range records {
+		if typeOf(rec) == "revocation_record" {
+			revocations = append(revocations, rec)
+			continue
+		}
 		if _, err := t.Add(ctx, peer, rec); err != nil {
 			t.logger.Warn("refused a key record from a peer", "organization_id", org, "error", err)
+		}
+	}
+	for _, rec := range revocations {
+		if err := TrustRevocationRecord(peer, rec); err != nil {
+			t.logger.Warn("refused a revocation record from a peer", "organization_id", org, "error", err)
+			continue
+		}
+		if t.store != nil {
+			if _, err := t.store.PutObject(ctx, rec, peer.OrganizationID); err != nil && !errors.Is(err, store.ErrConflict) {
+				return 0, fmt.Errorf("peering: storing a revocation record of %s: %w", org, err)
+			}
 		}
 	}
 	n := t.set(org).Len()
 	if n == 0 {
 		return 0, fmt.Errorf("%w: %s served no key record this instance trusts", ErrUntrustedKey, org)
 	}
+	at := t.now()
+	t.mu.Lock()
+	t.last[org] = at
+	t.mu.Unlock()
 	return n, nil
+}
+
+func typeOf(record []byte) string {
+	obj, err := canonical.DecodeObject(record)
+	if err != nil {
+		return ""
+	}
+	s, _ := obj["object_type"].(string)
+	return s
 }
 
 // KeyRecordsURL returns the URL of peer's key records.
@@ -382,7 +578,9 @@ func FetchKeyRecords(ctx context.Context, hc *http.Client, peer instance.PeerInf
 type KeyRecordSource func(ctx context.Context) ([][]byte, error)
 
 // OwnKeyRecords is the KeyRecordSource of an instance whose records are in
-// st: every stored key_record whose controller is ownOrg.
+// st: every stored key_record whose controller is ownOrg, every version of
+// each in the order stored, then ownOrg's revocation records of its agents
+// and keys.
 func OwnKeyRecords(st *store.Store, ownOrg string) KeyRecordSource {
 	return func(ctx context.Context) ([][]byte, error) {
 		all, err := st.ObjectsOfType(ctx, "key_record")
@@ -397,6 +595,21 @@ func OwnKeyRecords(st *store.Store, ownOrg string) KeyRecordSource {
 			}
 			payload, _ := obj["payload"].(map[string]any)
 			if payload["controller_organization_id"] == ownOrg {
+				out = append(out, rec)
+			}
+		}
+		revs, err := st.ObjectsOfType(ctx, "revocation_record")
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range revs {
+			obj, err := canonical.DecodeObject(rec)
+			if err != nil {
+				continue
+			}
+			by, _ := obj["created_by"].(map[string]any)
+			payload, _ := obj["payload"].(map[string]any)
+			if st := payload["subject_type"]; by["organization_id"] == ownOrg && (st == "agent" || st == "key") {
 				out = append(out, rec)
 			}
 		}

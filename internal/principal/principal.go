@@ -190,6 +190,14 @@ func (s *Surface) IssueMandate(ctx context.Context, req authority.IssueRequest) 
 	if req.Subject == (authority.Subject{}) {
 		req.Subject = authority.Subject{AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID}
 	}
+	if req.Subject.AgentID != "" && req.Subject.KeyID == "" {
+		// One of this instance's agents, under its current key.
+		kid, ok := cfg.KeyOf(req.Subject.AgentID)
+		if !ok {
+			return nil, fmt.Errorf("principal: %s is not an active agent of this instance; name its key_id, or add it with `party agent add`", req.Subject.AgentID)
+		}
+		req.Subject.KeyID = kid
+	}
 	if req.MandateID == "" {
 		id, err := envelope.NewID("mnd")
 		if err != nil {

@@ -335,6 +335,16 @@ func TestServeKeepsThePrincipalKeyFromTheAgent(t *testing.T) {
 	if found := privateKeys(reflect.ValueOf(n.Principal(t))); !holds(found, principalKey.Public()) {
 		t.Fatalf("the walk finds %d keys in the principal's surface, not the principal's", len(found))
 	}
+	// With a second agent (party agent add), each agent's own key is on
+	// the agent's side, and still never the principal's.
+	added, err := n.Principal(t).AddAgent(context.Background(), "agt_roles_two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondKey, err := keys.ReadPrivateFile(filepath.Join(n.Dir, filepath.FromSlash(added.KeyFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -369,8 +379,8 @@ func TestServeKeepsThePrincipalKeyFromTheAgent(t *testing.T) {
 	if !engine {
 		t.Fatal("the record engine was not mounted before the walk")
 	}
-	if !holds(found, agentKey.Public()) {
-		t.Fatalf("the agent's key is not among the %d private keys reachable from the daemon: the walk is broken", len(found))
+	if !holds(found, agentKey.Public()) || !holds(found, secondKey.Public()) {
+		t.Fatalf("the agents' keys are not among the %d private keys reachable from the daemon: the walk is broken", len(found))
 	}
 	if holds(found, principalKey.Public()) {
 		t.Fatal("the principal's private key is reachable from the values serve hands the agent's side")

@@ -207,6 +207,9 @@ const (
 // Role is a party's role in a transaction's agreement.
 type Role string
 
+// Roles are the two roles, the values an offer's side takes.
+var Roles = []Role{Buyer, Supplier}
+
 // The two roles of an agreement (canonical model §10: buyer and supplier).
 const (
 	Buyer    Role = "buyer"

@@ -136,6 +136,11 @@ var ErrRefused = errors.New("refused")
 type Refusal struct {
 	Codes  []Code
 	Detail string
+	// ApprovalRequestID names the approval request an act held for a
+	// principal's approval (A202-APPROVAL-REQUIRED) stands under, when the
+	// instance filed or found one: the caller polls it and, once it is
+	// approved, takes the act again.
+	ApprovalRequestID string
 }
 
 // Refuse returns a *Refusal with the given detail and codes.

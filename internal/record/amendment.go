@@ -51,6 +51,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/protocol"
@@ -214,13 +215,12 @@ func (e *Engine) AcceptAmendment(ctx context.Context, in AmendInput) (Outcome, e
 				return err
 			}
 			cfg := e.o.Config()
-			me := party(cfg.OrganizationID, cfg.AgentID)
 			for _, id := range in.WaiveObligationIDs {
 				obl, err := e.heldObligation(ctx, id)
 				if err != nil {
 					return err
 				}
-				if obl.Txn() != txn || !sameParty(obl.PSub("obligee"), me) {
+				if obl.Txn() != txn || obl.PartyOrg("obligee") != cfg.OrganizationID {
 					return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", id)
 				}
 				os, err := e.obligationState(ctx, id)
@@ -239,11 +239,14 @@ func (e *Engine) AcceptAmendment(ctx context.Context, in AmendInput) (Outcome, e
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			cfg := e.o.Config()
+			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
+				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", offer.ID(), to, b.agent)
+			}
 			acc, err := b.add(protocol.Acceptance, map[string]any{
 				"offer_id":        offer.ID(),
 				"offer_hash":      offer.Hash(),
 				"session_id":      offer.P("session_id"),
-				"accepting_party": party(cfg.OrganizationID, cfg.AgentID),
+				"accepting_party": party(cfg.OrganizationID, b.agent),
 			}, protocol.PurposeOfferAcceptance)
 			if err != nil {
 				return err
@@ -471,6 +474,14 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	}
 	prev := str(v2.m["previous_version_id"])
 	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementAmend, r.txn, r.from, v2.Terms(), map[string]any{"agreement_id": prev}, nil, ev.Seq())
+	if req := heldRequest(err); req != "" && !e.rejected(ctx, req) {
+		// Held for this instance's principal (issue 16), as its signature
+		// of an agreement is: the counterparty asks again, and the first
+		// attempt after the approval is signed, the approval with it.
+		e.log.Info("signing the amendment waits for the principal's approval", "transaction_id", r.txn, "agreement_id", v2.ID(), "approval_request_id", req)
+		return nil, nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable,
+			refusef(reason.ApprovalRequired, "the counterparty holds its signature on amendment %s for its principal's approval; ask again", v2.ID()))
+	}
 	if err != nil {
 		e.log.Info("own policy does not allow signing the amendment", "transaction_id", r.txn, "codes", reason.CodesOf(err))
 		told := refusef(reason.PolicyDenied, "your own policy does not allow signing amendment %s (%v)", v2.ID(), reason.CodesOf(err))
@@ -483,7 +494,11 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	if err != nil {
 		return nil, nil, err
 	}
-	return []*Obj{signed}, []*Obj{d.pol}, nil
+	own := []*Obj{d.pol}
+	if d.approval != nil {
+		own = append(own, d.approval)
+	}
+	return []*Obj{signed}, own, nil
 }
 
 // amendmentAnswer rebuilds the offeror's answer to an amendment it
@@ -517,7 +532,17 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 	}
 	for _, p := range pols {
 		if p.Org() == e.o.Config().OrganizationID && intOf(p.Payload()["stream_sequence"]) == ev.Seq() && p.P("action_hash") == h {
-			return [][]byte{v2.raw, p.raw}, nil
+			out := [][]byte{v2.raw, p.raw}
+			aprs, err := e.ofType(ctx, txn, protocol.Approval)
+			if err != nil {
+				return nil, err
+			}
+			for _, a := range aprs {
+				if a.Org() == e.o.Config().OrganizationID && a.P("action_hash") == h {
+					out = append(out, a.raw) // the approval that released it
+				}
+			}
+			return out, nil
 		}
 	}
 	return nil, errf("this instance's decision to sign %s is not held", v2.ID())
@@ -538,7 +563,7 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 	if ours == nil {
 		return nil, errf("the amendment message carries no agreement %s", ev.Data("agreement_id"))
 	}
-	var v2, pol *Obj
+	var v2, pol, apr *Obj
 	for _, b := range reply {
 		o, err := parse(b)
 		if err != nil {
@@ -549,6 +574,8 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 			v2 = o
 		case o.Type() == protocol.PolicyDecision:
 			pol = o
+		case o.Type() == protocol.Approval:
+			apr = o
 		}
 	}
 	if v2 == nil || pol == nil || v2.Hash() != ours.Hash() {
@@ -564,17 +591,30 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 	if err := e.verifyEntry(ctx, v2, 1, m.Peer, "agt_"); err != nil {
 		return nil, err
 	}
-	if err := e.checkAuthors(ctx, m.Peer, []*Obj{pol}); err != nil {
+	supporting := []*Obj{pol}
+	if apr != nil {
+		// The counterparty's principal released its signature.
+		if apr.P("action_hash") != pol.P("action_hash") {
+			return nil, refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
+		}
+		supporting = append(supporting, apr)
+	}
+	if err := e.checkAuthors(ctx, m.Peer, supporting); err != nil {
 		return nil, err
 	}
 	a := actDoc{name: protocol.ActAgreementAmend, terms: v2.Terms(), refs: map[string]any{"agreement_id": str(v2.m["previous_version_id"])}}
-	if err := e.checkDecision(ctx, m.Peer, pol, pol, a, m.TransactionID, nil, false); err != nil {
+	if err := e.checkDecision(ctx, m.Peer, pol, pol, a, m.TransactionID, apr, false); err != nil {
 		return nil, err
 	}
 	return func(tx *store.Txn) error {
 		if err := tx.ReplaceVerified(v2.info(), ours.raw, v2.raw); err != nil {
 			return err
 		}
-		return putReceived(tx, pol, m.Peer)
+		for _, o := range supporting {
+			if err := putReceived(tx, o, m.Peer); err != nil {
+				return err
+			}
+		}
+		return nil
 	}, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
@@ -66,10 +67,11 @@ type harness struct {
 	// options, when a flow's setup sets it (and arms both sides again),
 	// adds to every engine the harness starts (a rail that fails).
 	options func(sd *recordtest.Side, o *record.Options)
+	armed   map[*recordtest.Side]*killer // the killer each side's engine reports to
 }
 
 func newHarness(t *testing.T, b, s *recordtest.Side, c *recordtest.Clock, kb, ks *killer) *harness {
-	h := &harness{t: t, b: b, s: s, c: c, kb: kb, ks: ks, crashed: map[*recordtest.Side]string{}}
+	h := &harness{t: t, b: b, s: s, c: c, kb: kb, ks: ks, crashed: map[*recordtest.Side]string{}, armed: map[*recordtest.Side]*killer{}}
 	h.arm(b, kb)
 	h.arm(s, ks)
 	return h
@@ -85,6 +87,7 @@ func (h *harness) other(sd *recordtest.Side) *recordtest.Side {
 // arm gives sd a new engine that reports its kill points to k (nil: a
 // restarted engine, which never crashes again).
 func (h *harness) arm(sd *recordtest.Side, k *killer) {
+	h.armed[sd] = k
 	sd.Engine = recordtest.NewEngine(h.t, sd.Node, sd.Out, func(o *record.Options) {
 		if k != nil {
 			o.TestingOnlyKill = k.hit
@@ -131,6 +134,17 @@ func (h *harness) settle(ctx context.Context) time.Duration {
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
+					// A side's own worker may reach its kill point here (an
+					// act the instance takes by itself, after a principal
+					// released it); an engine restarted once never crashes.
+					c, ok := p.(recordtest.Crash)
+					for _, sd := range []*recordtest.Side{h.b, h.s} {
+						if k := h.armed[sd]; ok && k != nil && k.fired {
+							h.crashed[sd] = c.Point
+							h.armed[sd] = nil
+							return
+						}
+					}
 					h.t.Fatalf("an engine crashed twice: %v", p)
 				}
 			}()
@@ -144,13 +158,29 @@ func (h *harness) settle(ctx context.Context) time.Duration {
 				h.crashed[h.other(sd)] = "receiving"
 			}
 		}
-		if len(h.b.Pending(h.t)) == 0 && len(h.s.Pending(h.t)) == 0 && len(h.crashed) == 0 && !h.railWork() {
+		if h.waiting(h.b) && h.waiting(h.s) && len(h.crashed) == 0 && !h.railWork() {
 			return h.c.Now().Sub(start)
 		}
 		h.c.Add(time.Second)
 	}
 	h.t.Fatalf("the records did not settle: %d and %d messages wait", len(h.b.Pending(h.t)), len(h.s.Pending(h.t)))
 	return 0
+}
+
+// waiting reports whether nothing of sd's waits to be delivered, but what
+// its counterparty holds for its principal's approval while the principal
+// has yet to decide (a flow's next step is the principal's).
+func (h *harness) waiting(sd *recordtest.Side) bool {
+	undecided := false
+	if list, err := h.other(sd).Princ.Approvals(context.Background(), true); err == nil {
+		undecided = len(list) > 0
+	}
+	for _, m := range sd.Pending(h.t) {
+		if !undecided || !strings.Contains(m.LastError, string(reason.ApprovalRequired)) {
+			return false
+		}
+	}
+	return true
 }
 
 // railWork reports whether a payment still waits for its rail's answer.
@@ -313,7 +343,49 @@ func crashFlows() []flow {
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted", "settlement.instructed", "transaction.completed"},
 	}
-	return slices.Concat([]flow{formation, obligations, settlement}, lifecycleFlows(), disputeFlows())
+	var signer, heldOffer, heldApproval string
+	held := flow{
+		name: "formation-held",
+		setup: func(t *testing.T, h *harness) string {
+			var err error
+			if txn, err = envelope.NewID("txn"); err != nil {
+				t.Fatal(err)
+			}
+			signer = tradingMandate(t, h.s, "org_northstar", []string{"offer.submit", "agreement.sign"}, ruleOn("agreement.sign", "org_delta"))
+			return txn
+		},
+		steps: []step{
+			{"propose_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: signer, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+					ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: txn})
+			}, func(out record.Outcome) { heldOffer = out.Objects["offer"] }},
+			{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				if heldApproval == "" {
+					heldApproval = recordtest.Approve(h.t, h.b, heldOffer)
+				}
+				return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: heldOffer, ApprovalID: heldApproval})
+			}, nil},
+			{"approve_signature", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				// The supplier's principal approves the signature its rule
+				// held; the acceptor's next attempt is then due.
+				list := pendingRequests(h.t, h.s, "agreement.sign")
+				if len(list) != 1 {
+					h.t.Fatalf("the supplier's principal sees %d requests", len(list))
+				}
+				if _, err := h.s.Princ.Decide(ctx, list[0].RequestID, true, nil); err != nil {
+					return record.Outcome{}, err
+				}
+				for _, m := range h.b.Pending(h.t) {
+					if d := m.NextAttempt.Sub(h.c.Now()); d > 0 {
+						h.c.Add(d)
+					}
+				}
+				return record.Outcome{}, nil
+			}, nil},
+		},
+		want: []string{"agreement.direct", "agreement.committed"},
+	}
+	return slices.Concat([]flow{formation, obligations, settlement, held}, lifecycleFlows(), disputeFlows())
 }
 
 // obligationOf is the obligation the flow issued, read from the record

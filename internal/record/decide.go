@@ -10,10 +10,12 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // newObject builds, seals and signs an envelope object as this
@@ -27,9 +29,13 @@ func (e *Engine) newObject(t protocol.ObjectType, txn, mandateID string, payload
 // version): version prev's + 1, previous_version_id prev's id.
 func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payload map[string]any, purpose string, now time.Time, id string, prev *Obj) (*Obj, error) {
 	cfg := e.o.Config()
+	agent, s, err := e.actorOf(context.Background(), mandateID)
+	if err != nil {
+		return nil, err
+	}
 	spec := envelope.Spec{
 		ObjectType: string(t), ID: id, TransactionID: txn, CreatedAt: now, Payload: payload,
-		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, MandateID: mandateID},
+		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, MandateID: mandateID},
 	}
 	if prev != nil {
 		spec.PreviousVersionID, spec.Version = prev.ID(), intOf(prev.m["version"])+1
@@ -39,10 +45,6 @@ func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payloa
 		return nil, err
 	}
 	if err := envelope.Seal(m); err != nil {
-		return nil, err
-	}
-	s, err := e.o.AgentSigner()
-	if err != nil {
 		return nil, err
 	}
 	if err := signature.Sign(m, s, purpose, now); err != nil {
@@ -84,6 +86,36 @@ func gateCheck(o *Obj, own bool) error {
 	return gate.Envelope(o.m, opt).Err()
 }
 
+// liveKey is the key status rule for a signature on a message this
+// instance is asked to take into its record (canonical model §4 rules
+// 6–7), judged by the functions the verifier judges with, over the key
+// records held (refreshed from the counterparty at most KeyRefresh ago,
+// and whenever it names a key not held): the key was active when it
+// signed, at the entry's signed_at, by the version of its key record chain
+// that governed then (else A202-EVIDENCE-SIGNATURE-INVALID); and it is
+// active now (else A202-MANDATE-INACTIVE): a key revoked or expired since
+// does not void what it signed before, which stays in both records and
+// verifies, but it signs no new act.
+func (e *Engine) liveKey(ctx context.Context, o *Obj, entry map[string]any, k authority.Key) error {
+	kid := str(entry["key_id"])
+	ks, err := e.o.KeyStanding(ctx, kid, str(entry["signed_at"]))
+	if err != nil {
+		return err
+	}
+	if ks.AtSigning == verify.NotCheckable && k.Status == envelope.KeyActive {
+		// A pinned principal key of the counterparty, with no key record
+		// here: the peer file vouches for it, active.
+		return nil
+	}
+	if ks.AtSigning != verify.Verified {
+		return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %s, which was not active when it signed: %s", o.ID(), kid, ks.AtSigningDetail)
+	}
+	if ks.Now != envelope.KeyActive {
+		return refusef(reason.MandateInactive, "%s is signed with key %s, which is %s now and signs no new act: %s", o.ID(), kid, ks.Now, ks.NowDetail)
+	}
+	return nil
+}
+
 // countersign adds this agent's signature to an object and returns its
 // new view.
 func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error) {
@@ -105,9 +137,52 @@ func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error
 	return &Obj{raw: b, m: m}, nil
 }
 
-// ownMandate returns one of this agent's mandates.
+// ownMandate returns one of this instance's agents' mandates (the acting
+// agent's, when ctx names it: org.AgentMandate).
 func (e *Engine) ownMandate(ctx context.Context, id string) (map[string]any, error) {
 	return e.o.AgentMandate(ctx, id)
+}
+
+// actorOf returns the agent that acts under one of this instance's
+// mandates, its subject, and that agent's signer, whose key must be the
+// one the mandate names: a mandate issued before its agent's key was
+// rotated names the old key, and its successor is to be used instead
+// (principal.RotateAgentKey).
+func (e *Engine) actorOf(ctx context.Context, mandateID string) (string, signature.Signer, error) {
+	subj, err := e.subjectOf(ctx, mandateID)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := e.o.SignerFor(subj.AgentID)
+	if err != nil {
+		return "", nil, refusef(reason.PolicyDenied, "mandate %s is issued to %s, which does not act on this instance", mandateID, subj.AgentID)
+	}
+	if s.KeyID() != subj.KeyID {
+		return "", nil, refusef(reason.MandateInactive, "mandate %s binds key %s, but agent %s signs with %s now: its key was rotated; act under the mandate reissued to the new key (whoami)", mandateID, subj.KeyID, subj.AgentID, s.KeyID())
+	}
+	return subj.AgentID, s, nil
+}
+
+// subjectOf reads the subject of one of this instance's mandates (a
+// mandate never changes, so it is read once).
+func (e *Engine) subjectOf(ctx context.Context, mandateID string) (authority.Subject, error) {
+	if v, ok := e.subjects.Load(mandateID); ok {
+		return v.(authority.Subject), nil
+	}
+	rec, err := e.o.Store.GetMandate(ctx, mandateID)
+	if err != nil || rec.Origin != originLocal {
+		return authority.Subject{}, refusef(reason.PolicyDenied, "mandate %s is not one this instance issued", mandateID)
+	}
+	m, err := canonical.DecodeObject(rec.Body)
+	if err != nil {
+		return authority.Subject{}, err
+	}
+	subj := authority.Subject{AgentID: str(sub(m, "subject")["agent_id"]), KeyID: str(sub(m, "subject")["key_id"])}
+	if subj.AgentID == "" {
+		return authority.Subject{}, refusef(reason.PolicyDenied, "mandate %s is issued to a principal; an agent acts only under its own", mandateID)
+	}
+	e.subjects.Store(mandateID, subj)
+	return subj, nil
 }
 
 // decision is an act decided by this organisation's own evaluator.
@@ -115,30 +190,50 @@ type decision struct {
 	pol *Obj
 	res authority.Result
 	doc map[string]any // the act document evaluated
+	// approval is the approval that released a hold: the one presented,
+	// or the one the principal gave for this exact act (found by its
+	// action hash). It travels with the act.
+	approval *Obj
 }
 
 // ownDecision evaluates this organisation's own act and, on allow, returns
 // the shareable signed policy decision for it, made for position seq of
 // the transaction stream. A deny or hold stays here: only its codes are
 // returned, as a refusal, to the agent.
+//
+// Approvals on every act (issue 16): an act the mandate holds for approval
+// goes through here whoever takes it, the agent through a tool or this
+// instance in answer to the counterparty (the offeror's agreement.sign,
+// the acceptor's commit). Without a presented approval, the latest request
+// for this exact act decides: approved, its approval releases the hold
+// (and travels with the act); pending or rejected, the act stays held; and
+// with none, a pending request is filed for the principal's surfaces to
+// show. The refusal names the request (reason.Refusal.ApprovalRequestID).
 func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act protocol.Act, txn, counterparty string, terms, refs map[string]any, approval *Obj, seq int) (decision, error) {
 	doc := authority.Document(string(act), txn, counterparty, terms, refs, mandate)
 	cfg := e.o.Config()
+	agent, s, err := e.actorOf(ctx, str(mandate["id"]))
+	if err != nil {
+		return decision{doc: doc}, err
+	}
 	req := authority.Request{
 		Mandate: mandate, Act: doc,
-		Actor: authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID},
+		Actor: authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, KeyID: s.KeyID()},
 	}
 	if approval != nil {
 		req.Approval = approval.m
 	}
 	res := e.o.Evaluator().Evaluate(ctx, req)
-	d := decision{res: res, doc: doc}
+	d := decision{res: res, doc: doc, approval: approval}
+	if res.Decision == authority.RequireApproval && approval == nil {
+		held, err := e.releaseHold(ctx, &d, req)
+		if err != nil || held != nil {
+			return d, orErr(held, err)
+		}
+	}
+	res = d.res
 	if res.Decision != authority.Allow {
 		return d, res.Err()
-	}
-	s, err := e.o.AgentSigner()
-	if err != nil {
-		return d, err
 	}
 	pol, err := authority.NewSharedDecision(res, s, seq)
 	if err != nil {
@@ -146,6 +241,50 @@ func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act pr
 	}
 	d.pol, err = viewOf(pol)
 	return d, err
+}
+
+func orErr(a, b error) error {
+	if b != nil {
+		return b
+	}
+	return a
+}
+
+// releaseHold settles an act d's evaluation holds for approval, with no
+// approval presented: the principal's approval of this exact act, if given,
+// is presented now (d is re-evaluated with it); otherwise held returns the
+// refusal naming the request the act waits under, filed here when there
+// was none.
+func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Request) (held error, err error) {
+	mandateID := str(req.Mandate["id"])
+	prior, apr, found, err := e.o.LatestApproval(ctx, mandateID, d.res.ActionHash)
+	if err != nil {
+		return nil, err
+	}
+	if apr != nil {
+		req.Approval = apr
+		res := e.o.Evaluator().Evaluate(ctx, req)
+		if res.Decision == authority.Allow {
+			o, err := viewOf(apr)
+			if err != nil {
+				return nil, err
+			}
+			d.res, d.approval = res, o
+			return nil, nil
+		}
+	}
+	if found && prior.Status != store.ApprovalApproved {
+		return org.Held(d.res, prior), nil
+	}
+	// No request yet, or an approval that no longer releases the act (it
+	// expired): the principal is asked again.
+	e.point("approval.request.before-commit")
+	filed, err := e.o.FileApproval(ctx, mandateID, d.doc, d.res)
+	if err != nil {
+		return nil, err
+	}
+	e.point("approval.request.after-commit")
+	return org.Held(d.res, filed), nil
 }
 
 // actDoc is an act as the counterparty's instance rebuilds it.
@@ -291,11 +430,11 @@ func (e *Engine) checkAuthors(ctx context.Context, from string, objs []*Obj) err
 		}
 		for _, s := range o.Signatures() {
 			k, err := e.o.ResolveKey(ctx, str(s["key_id"]))
-			switch {
-			case err != nil || k.OrganizationID != from:
+			if err != nil || k.OrganizationID != from {
 				return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %v, which %s has not vouched for", o.ID(), s["key_id"], from)
-			case k.Status != envelope.KeyActive:
-				return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %v, which is %s", o.ID(), s["key_id"], k.Status)
+			}
+			if err := e.liveKey(ctx, o, s, k); err != nil {
+				return err
 			}
 		}
 		m, err := e.peerMandate(ctx, from, o.Mandate())

@@ -77,11 +77,8 @@ func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []Deliverab
 		deliverables = []DeliverableInput{{Quantity: str(core["quantity"]), Consideration: total}}
 	}
 	cfg := e.o.Config()
-	me := party(cfg.OrganizationID, cfg.AgentID)
-	obligor := agr.PSub("supplier")
-	if sameParty(obligor, me) {
-		obligor = agr.PSub("buyer")
-	}
+	me := party(cfg.OrganizationID, b.agent)
+	obligor := agr.PSub(string(b.st.Role().Other()))
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	if len(ids) == 0 {
 		return nil, refusef(reason.ObligationSubjectUnreferenced, "agreement %s names no commitment for the obligation to decompose", agr.ID())
@@ -183,8 +180,7 @@ func owesTerms(agr *Obj, obls []*Obj) error {
 // subject bound to agr's terms_hash and profile at a term path that
 // resolves, owed in agr's unit, pending.
 func (e *Engine) checkIssued(from string, agr, obl *Obj) error {
-	cfg := e.o.Config()
-	me := party(cfg.OrganizationID, cfg.AgentID)
+	me := ownParty(e.o.Config().OrganizationID, agr) // this organisation's party to the agreement
 	subj := obl.PSub("subject")
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	switch {

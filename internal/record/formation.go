@@ -2,11 +2,14 @@ package record
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -35,6 +38,20 @@ type OfferInput struct {
 	SupersedesOfferID string `json:"supersedes_offer_id,omitempty" jsonschema:"For a counter-offer: the session's latest offer."`
 	// EvidenceRefs are short-form evidence references (evd_...).
 	EvidenceRefs []string `json:"evidence_refs,omitempty" jsonschema:"Short-form evidence references (evd_...)."`
+	// Role is the side this organisation takes in the transaction: buyer
+	// (a purchase order, a request for quote answered with terms) or
+	// supplier. It is chosen by the offer that opens a transaction (empty:
+	// supplier) and kept by every later offer of the session, whichever
+	// party makes it; a later offer naming another side is refused with
+	// A202-STREAM-MISMATCH. The offer states it in the act its decision
+	// binds (authority.OfferRefs).
+	Role protocol.Role `json:"role,omitempty" jsonschema:"The side you take in a transaction you open: buyer (a purchase order, a request for quote) or supplier (default); a later offer may only repeat it."`
+	// ApprovalID is an approval of exactly this offer, when the mandate
+	// holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this offer, when your mandate holds it for approval."`
+	// OffereeAgentID addresses the offer to one of the counterparty's
+	// agents (it must accept it); empty: its primary agent.
+	OffereeAgentID string `json:"offeree_agent_id,omitempty" jsonschema:"One of the counterparty's agents (agt_...) to address the offer to; only that agent accepts it (default: its primary agent)."`
 }
 
 // Terms is a complete terms object {profile, core, profile_terms}
@@ -61,8 +78,11 @@ func init() {
 	}
 }
 
-// peerAgent returns the agent of org that acts in its key records.
-func (e *Engine) peerAgent(ctx context.Context, org string) (string, error) {
+// peerAgent returns the agent of org an offer is addressed to: want, when
+// a key record of org names it as the holder of one of its keys, else
+// org's primary agent, the one that published the record of its pinned
+// principal key (instance bootstrap).
+func (e *Engine) peerAgent(ctx context.Context, org, want string) (string, error) {
 	if err := e.o.Trusted.EnsureKeys(ctx, org); err != nil {
 		return "", fmt.Errorf("record: learning %s's agent: %w", org, err)
 	}
@@ -70,12 +90,31 @@ func (e *Engine) peerAgent(ctx context.Context, org string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	p, err := e.o.Peers.Peer(org)
+	if err != nil {
+		return "", err
+	}
+	first := ""
 	for _, o := range krs {
-		if o.P("controller_organization_id") == org && o.Agent() != "" {
+		if o.P("controller_organization_id") != org || o.Agent() == "" {
+			continue
+		}
+		switch _, pinned := p.PrincipalKeys[o.ID()]; {
+		case want != "" && o.Agent() == want:
+			return want, nil
+		case want == "" && pinned:
 			return o.Agent(), nil
+		case first == "":
+			first = o.Agent()
 		}
 	}
-	return "", fmt.Errorf("record: no key record of %s names its agent", org)
+	if want != "" {
+		return "", refusef(reason.StreamMismatch, "no key record of %s names agent %s", org, want)
+	}
+	if first == "" {
+		return "", fmt.Errorf("record: no key record of %s names its agent", org)
+	}
+	return first, nil
 }
 
 // latestOffer returns the session's latest offer of a transaction, or nil.
@@ -112,10 +151,17 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 	if err != nil {
 		return Outcome{}, err
 	}
+	role := in.Role
+	switch {
+	case role == "":
+		role = protocol.Supplier
+	case !role.Valid():
+		return Outcome{}, refusef(reason.TermsInvalid, "role %q is neither buyer nor supplier", in.Role)
+	}
 	var supersedes any
-	return e.perform(ctx, actSpec{
-		name: protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID,
-		open: &opening{counterparty: in.Counterparty, role: protocol.Supplier, session: session},
+	out, err := e.perform(ctx, actSpec{
+		name: protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		open: &opening{counterparty: in.Counterparty, role: role, session: session},
 		check: func(ctx context.Context, st *state) error {
 			if !st.known {
 				if in.SupersedesOfferID != "" {
@@ -126,6 +172,10 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			if st.t.Counterparty != in.Counterparty {
 				return refusef(reason.StreamMismatch, "transaction %s is held with %s", txn, st.t.Counterparty)
 			}
+			if in.Role != "" && in.Role != st.Role() {
+				return refusef(reason.StreamMismatch, "in transaction %s this organisation is the %s; an offer in it cannot make it the %s", txn, st.t.Role, in.Role)
+			}
+			role = st.Role()
 			last, err := e.latestOffer(ctx, txn)
 			if err != nil {
 				return err
@@ -157,9 +207,11 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			}
 			return nil
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return in.Terms, nil, nil },
+		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
+			return in.Terms, authority.OfferRefs(role), nil
+		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			peerAgent, err := e.peerAgent(ctx, in.Counterparty)
+			peerAgent, err := e.peerAgent(ctx, in.Counterparty, in.OffereeAgentID)
 			if err != nil {
 				return err
 			}
@@ -172,7 +224,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			}
 			cfg := e.o.Config()
 			offer, err := b.add(protocol.Offer, map[string]any{
-				"offeror":             party(cfg.OrganizationID, cfg.AgentID),
+				"offeror":             party(cfg.OrganizationID, b.agent),
 				"offeree":             party(in.Counterparty, peerAgent),
 				"session_id":          session,
 				"supersedes_offer_id": supersedes,
@@ -192,6 +244,15 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 			return nil
 		},
 	})
+	var r *reason.Refusal
+	if in.TransactionID == "" && heldRequest(err) != "" && errors.As(err, &r) {
+		// The act held is the offer in this transaction: only the same
+		// act again is released by its approval.
+		held := *r
+		held.Detail += " Take it again with transaction_id " + txn + ": the approval binds the act in that transaction."
+		return out, &held
+	}
+	return out, err
 }
 
 // orNoneAny shows a value that may be nil.
@@ -210,19 +271,25 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	if offer.PartyOrg("offeror") != r.from || offer.PartyOrg("offeree") != cfg.OrganizationID {
 		return nil, refusef(reason.StreamMismatch, "offer %s is not from %s to %s", offer.ID(), r.from, cfg.OrganizationID)
 	}
-	if str(offer.PSub("offeree")["agent_id"]) != cfg.AgentID {
-		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %v, not %s", offer.ID(), offer.PSub("offeree")["agent_id"], cfg.AgentID)
+	if to := str(offer.PSub("offeree")["agent_id"]); !slices.Contains(cfg.AgentIDs(), to) {
+		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %v, which does not act for %s", offer.ID(), to, cfg.OrganizationID)
 	}
 	if offer.expired(r.now) {
 		return nil, refusef(reason.OfferExpired, "offer %s lapsed at %s", offer.ID(), offer.P("valid_until"))
 	}
 	session := offer.P("session_id")
-	role := protocol.Buyer
+	stated, err := e.statedOfferorRole(ctx, r, offer, pol)
+	if err != nil {
+		return nil, err
+	}
+	role := stated.Other()
 	if r.st.known {
 		if r.st.t.SessionID != session {
 			return nil, refusef(reason.StreamMismatch, "transaction %s is held in session %s", r.txn, r.st.t.SessionID)
 		}
-		role = r.st.Role()
+		if role != r.st.Role() {
+			return nil, refusef(reason.StreamMismatch, "offer %s states its offeror %s is the %s; in transaction %s %s is the %s", offer.ID(), r.from, stated, r.txn, r.from, r.st.Role().Other())
+		}
 		last, err := e.latestOffer(ctx, r.txn)
 		if err != nil {
 			return nil, err
@@ -252,14 +319,14 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	} else {
 		r.st.t.ID, r.st.t.Counterparty = r.txn, r.from
 	}
-	if err := e.checkDecision(ctx, r.from, offer, pol, actDoc{name: protocol.ActOfferSubmit, terms: offer.Terms()}, r.txn, nil, false); err != nil {
+	if err := e.checkDecision(ctx, r.from, offer, pol, actDoc{name: protocol.ActOfferSubmit, terms: offer.Terms(), refs: authority.OfferRefs(stated)}, r.txn, r.one(protocol.Approval), false); err != nil {
 		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
 		return nil, err
 	}
 	e.point("receive.before-store")
-	err := e.update(ctx, r.txn, func(tx *store.Txn) error {
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if !r.st.known {
 			if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
 				return err
@@ -278,6 +345,29 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	e.point("receive.after-store")
 	e.log.Info("offer received", "transaction_id", r.txn, "offer_id", offer.ID(), "from", r.from)
 	return [][]byte{}, nil
+}
+
+// statedOfferorRole reads the side an offer's offeror states it takes
+// (authority.OfferRefs) off the action hash its policy decision binds: the
+// offer.submit act rebuilt under the offeror's mandate with each side in
+// turn, of which exactly one can hash to the decision's. A decision that
+// binds neither is left for checkDecision to refuse; its side is taken to
+// be the supplier's, the side of an offer that states none.
+func (e *Engine) statedOfferorRole(ctx context.Context, r *receipt, offer, pol *Obj) (protocol.Role, error) {
+	if pol == nil {
+		return protocol.Supplier, nil
+	}
+	m, err := e.peerMandate(ctx, r.from, offer.Mandate())
+	if err != nil {
+		return "", err
+	}
+	for _, role := range []protocol.Role{protocol.Supplier, protocol.Buyer} {
+		doc := authority.Document(string(protocol.ActOfferSubmit), r.txn, e.o.Config().OrganizationID, offer.Terms(), authority.OfferRefs(role), m)
+		if h, err := authority.ActionHash(doc); err == nil && h == pol.P("action_hash") {
+			return role, nil
+		}
+	}
+	return protocol.Supplier, nil
 }
 
 // AcceptOffer accepts the counterparty's latest offer: the acceptance over
@@ -315,11 +405,16 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
 		build: func(ctx context.Context, st *state, b *builder) error {
 			cfg := e.o.Config()
+			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
+				// The acceptance is by the offeree the offer names
+				// (canonical model §10 step 3).
+				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", in.OfferID, to, b.agent)
+			}
 			acc, err := b.add(protocol.Acceptance, map[string]any{
 				"offer_id":        in.OfferID,
 				"offer_hash":      offer.Hash(),
 				"session_id":      offer.P("session_id"),
-				"accepting_party": party(cfg.OrganizationID, cfg.AgentID),
+				"accepting_party": party(cfg.OrganizationID, b.agent),
 			}, protocol.PurposeOfferAcceptance)
 			if err != nil {
 				return err
@@ -406,7 +501,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 		return err
 	}
 	cfg := e.o.Config()
-	me := party(cfg.OrganizationID, cfg.AgentID)
+	me := party(cfg.OrganizationID, ev1.Agent())
 	them := offer.PSub("offeror")
 	if str(them["organization_id"]) == cfg.OrganizationID {
 		them = offer.PSub("offeree")
@@ -457,7 +552,8 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 // message.
 func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours *Obj, reply [][]byte) error {
 	now := e.o.Clock().UTC().Truncate(time.Second)
-	var agr, cmt, pol *Obj
+	e.learnKeys(ctx, m.Peer, reply)
+	var agr, cmt, pol, apr *Obj
 	for _, b := range reply {
 		o, err := parse(b)
 		if err != nil {
@@ -470,16 +566,29 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 			cmt = o
 		case protocol.PolicyDecision:
 			pol = o
+		case protocol.Approval:
+			apr = o
+		default:
+			return refusef(reason.AgreementHashMismatch, "%s's answer to agreement %s carries %s %s", m.Peer, ours.ID(), o.Type(), o.ID())
 		}
 	}
 	if agr == nil || cmt == nil || pol == nil || agr.ID() != ours.ID() || agr.Hash() != ours.Hash() {
 		return refusef(reason.AgreementHashMismatch, "%s's answer does not carry agreement %s as proposed, its commitment and its decision", m.Peer, ours.ID())
 	}
+	supporting := []*Obj{cmt, pol}
+	if apr != nil {
+		// The counterparty's principal released its signature: the
+		// approval binds the decision's act.
+		if apr.P("action_hash") != pol.P("action_hash") {
+			return refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
+		}
+		supporting = append(supporting, apr)
+	}
 	entries, mine := agr.Signatures(), ours.Signatures()
 	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
 		return refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", m.Peer)
 	}
-	if err := e.checkAuthors(ctx, m.Peer, []*Obj{cmt, pol}); err != nil {
+	if err := e.checkAuthors(ctx, m.Peer, supporting); err != nil {
 		return err
 	}
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
@@ -491,17 +600,21 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 	if err != nil {
 		return err
 	}
-	if err := e.extend(ctx, st, []*Obj{agr, cmt, pol}); err != nil {
+	if err := e.extend(ctx, st, append([]*Obj{agr}, supporting...)); err != nil {
 		return err
 	}
 	store1 := func(tx *store.Txn) error {
 		if err := tx.ReplaceVerified(agr.info(), ours.raw, agr.raw); err != nil {
 			return err
 		}
-		for _, o := range []*Obj{cmt, pol} {
+		for _, o := range supporting {
 			if err := putReceived(tx, o, m.Peer); err != nil {
 				return err
 			}
+		}
+		// Signed: a notice that the signature waited is answered.
+		if err := tx.SetNotice(m.TransactionID, ""); err != nil {
+			return err
 		}
 		return tx.Delivered(m.ID)
 	}
@@ -555,7 +668,6 @@ func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj,
 // policy check, and issues its commitment.
 func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, error) {
 	agr := r.one(protocol.Agreement)
-	cfg := e.o.Config()
 	if !r.st.known {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
 	}
@@ -586,7 +698,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	offered, _ := canonical.Marshal(offer.Terms())
 	proposed, _ := canonical.Marshal(terms)
 	termsHash, _ := canonical.Hash(terms)
-	me := party(cfg.OrganizationID, cfg.AgentID)
+	me := offer.PSub("offeror") // this instance's agent that made the offer
 	mine, theirs := protocol.Role(r.st.t.Role), protocol.Role(r.st.t.Role).Other()
 	switch {
 	case agr.P("accepted_offer_id") != offer.ID() || agr.P("accepted_offer_hash") != offer.Hash() || agr.P("acceptance_id") != ev1.Data("acceptance_id"):
@@ -613,6 +725,15 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	}
 	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementSign, r.txn, r.from, terms, map[string]any{"agreement_id": agr.ID()}, nil, r.st.t.HeadSequence+1)
 	if err != nil {
+		if req := heldRequest(err); req != "" && !e.rejected(ctx, req) {
+			// Held for this instance's principal (issue 16): nothing is
+			// stored but the request, the counterparty is told the
+			// signature waits, and its outbox asks again; the first
+			// attempt after the principal approved is signed.
+			e.log.Info("signing the agreement waits for the principal's approval", "transaction_id", r.txn, "agreement_id", agr.ID(), "approval_request_id", req)
+			return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable,
+				refusef(reason.ApprovalRequired, "the counterparty holds its signature on agreement %s for its principal's approval; ask again", agr.ID()))
+		}
 		// This instance's own deny stays here: the counterparty learns
 		// only that the agreement is not signed.
 		e.log.Info("own policy does not allow signing the agreement", "transaction_id", r.txn, "codes", reason.CodesOf(err))
@@ -641,6 +762,17 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if err != nil {
 		return nil, err
 	}
+	answer := []*Obj{signed, cmt, d.pol}
+	if d.approval != nil {
+		// The principal's approval that released the signature travels
+		// with it: the counterparty's verifier asks for it at commit.
+		answer = append(answer, d.approval)
+	}
+	answerIDs := make([]string, len(answer))
+	raws := make([][]byte, len(answer))
+	for i, o := range answer {
+		answerIDs[i], raws[i] = o.ID(), o.raw
+	}
 	e.point("cosign.before-store")
 	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
@@ -651,14 +783,30 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 				return err
 			}
 		}
-		return tx.PutInbox(r.from, r.key, r.txn, []string{agr.ID(), cmt.ID(), d.pol.ID()}, r.now)
+		return tx.PutInbox(r.from, r.key, r.txn, answerIDs, r.now)
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.point("cosign.after-store")
 	e.log.Info("agreement signed", "transaction_id", r.txn, "agreement_id", agr.ID(), "commitment_id", cmt.ID(), "decision", d.pol.ID())
-	return [][]byte{signed.raw, cmt.raw, d.pol.raw}, nil
+	return raws, nil
+}
+
+// heldRequest returns the approval request a refusal says its act is held
+// under, or "".
+func heldRequest(err error) string {
+	var r *reason.Refusal
+	if errors.As(err, &r) && slices.Contains(r.Codes, reason.ApprovalRequired) {
+		return r.ApprovalRequestID
+	}
+	return ""
+}
+
+// rejected reports whether the principal rejected the approval request id.
+func (e *Engine) rejected(ctx context.Context, id string) bool {
+	r, err := e.o.Store.GetApprovalRequest(ctx, id)
+	return err == nil && r.Status == store.ApprovalRejected
 }
 
 // cosignedAnswer rebuilds the answer to an agreement signed before: the
@@ -679,9 +827,20 @@ func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]
 		return nil, err
 	}
 	cfg := e.o.Config()
+	var hash string
 	for _, p := range pols {
 		if p.Org() == cfg.OrganizationID && intOf(p.Payload()["stream_sequence"]) == 2 {
 			out = append(out, p.raw)
+			hash = p.P("action_hash")
+		}
+	}
+	aprs, err := e.ofType(ctx, txn, protocol.Approval)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range aprs {
+		if hash != "" && a.Org() == cfg.OrganizationID && a.P("action_hash") == hash {
+			out = append(out, a.raw)
 		}
 	}
 	return out, nil

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -40,8 +39,8 @@ func (e *Engine) verifyEntry(ctx context.Context, o *Obj, i int, org, holderPref
 	if err != nil || k.OrganizationID != org || !isHolder(k.HolderID, holderPrefix) {
 		return refusef(reason.EvidenceSignatureInvalid, "signature %d of %s is not by a key of %s's %s", i, o.ID(), org, holderPrefix)
 	}
-	if k.Status != envelope.KeyActive {
-		return refusef(reason.EvidenceSignatureInvalid, "signature %d of %s is by key %v, which is %s", i, o.ID(), entries[i]["key_id"], k.Status)
+	if err := e.liveKey(ctx, o, entries[i], k); err != nil {
+		return err
 	}
 	return signature.VerifyEntry(o.m, i, k.Public)
 }
@@ -339,6 +338,23 @@ type cachedKeys struct {
 	set *keys.KeySet
 }
 
+// ownKeyIDs lists the keys of this organisation's first key record
+// versions (a later version names a key, it is not one).
+func (e *Engine) ownKeyIDs(ctx context.Context) ([]string, error) {
+	krs, err := e.keyRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	org := e.o.Config().OrganizationID
+	var out []string
+	for _, o := range krs {
+		if o.P("controller_organization_id") == org && intOf(o.m["version"]) <= 1 {
+			out = append(out, o.ID())
+		}
+	}
+	return out, nil
+}
+
 // keySet returns the public keys this instance trusts for itself and peer:
 // its own principal and agent keys, the peer's pinned principal keys and
 // the agent keys they vouched for.
@@ -349,12 +365,17 @@ func (e *Engine) keySet(ctx context.Context, peer string) (*keys.KeySet, error) 
 		e.keys.sets = map[string]cachedKeys{}
 	}
 	trusted := e.o.Trusted.KeySet(peer)
-	n := trusted.Len()
+	own, err := e.ownKeyIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Keys are only ever added (a rotation adds one), so the counts say
+	// whether the set held is current.
+	n := trusted.Len()<<16 + len(own)
 	if c, ok := e.keys.sets[peer]; ok && c.n == n {
 		return c.set, nil
 	}
 	ks := keys.NewKeySet()
-	cfg := e.o.Config()
 	add := func(id string) error {
 		k, err := e.o.ResolveKey(ctx, id)
 		if err != nil {
@@ -362,11 +383,13 @@ func (e *Engine) keySet(ctx context.Context, peer string) (*keys.KeySet, error) 
 		}
 		return ks.Add(id, k.Public)
 	}
-	if err := add(cfg.AgentKeyID); err != nil {
-		return nil, err
-	}
-	if err := add(cfg.PrincipalKeyID); err != nil {
-		return nil, err
+	// Every key of this organisation a key record publishes: its
+	// principal's and all its agents', current and retired, so that what
+	// an old key signed still verifies.
+	for _, id := range own {
+		if err := add(id); err != nil {
+			return nil, err
+		}
 	}
 	p, err := e.o.Peers.Peer(peer)
 	if err != nil {

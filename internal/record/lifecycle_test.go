@@ -512,7 +512,7 @@ func TestTerminationUnnamedObligationRefused(t *testing.T) {
 func TestTerminationStaleOrTerminalRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, s, c, txn, obl := committed(t)
+	b, s, _, txn, obl := committed(t)
 	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +532,9 @@ func TestTerminationStaleOrTerminalRefused(t *testing.T) {
 	// From a terminal state the rules give no termination.agreed: a
 	// termination of a cancelled transaction, built by hand and signed
 	// with the buyer's valid key, is refused.
-	b2, s2, _ := recordtest.Pair(t)
+	// Signed at the second pair's time: its keys' validity starts on its
+	// own clock.
+	b2, s2, c2 := recordtest.Pair(t)
 	o := recordtest.Offer(t, s2, "3200.00")
 	if _, err := s2.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: s2.Mandate, TransactionID: o.TransactionID}); err != nil {
 		t.Fatal(err)
@@ -542,9 +544,9 @@ func TestTerminationStaleOrTerminalRefused(t *testing.T) {
 		return err
 	})
 	evs, _ := b2.Node.Org.Store.Events(ctx, o.TransactionID)
-	_, raw := forge(t, b2, c, "transaction_event", o.TransactionID, "event_append", map[string]any{
+	_, raw := forge(t, b2, c2, "transaction_event", o.TransactionID, "event_append", map[string]any{
 		"stream": map[string]any{"kind": "transaction", "id": o.TransactionID}, "sequence": 2, "event_type": "termination.agreed",
-		"occurred_at": envelope.Timestamp(c.Now()), "previous_event_hash": evs[0].ContentHash,
+		"occurred_at": envelope.Timestamp(c2.Now()), "previous_event_hash": evs[0].ContentHash,
 		"action_hash": canonical.SHA256Hex([]byte("act")), "policy_decision_id": "pol_0123456789abcdef01234567",
 		"from_state": "cancelled", "to_state": "terminated", "data": map[string]any{"termination_record_hash": canonical.SHA256Hex([]byte("record"))},
 	})

@@ -439,7 +439,7 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 					return refusef(reason.StateTransitionDenied, "obligation %s is asserted twice in one declaration", obl.ID())
 				}
 				acted[obl.ID()] = true
-				if !sameParty(obl.PSub("obligor"), party(cfg.OrganizationID, cfg.AgentID)) {
+				if obl.PartyOrg("obligor") != cfg.OrganizationID {
 					// The guard of performance.declared is an obligor-signed
 					// assertion (obligation §6.1); a guard that fails is an
 					// illegal transition.
@@ -727,7 +727,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 	cfg := e.o.Config()
 	in := it.in
-	if !sameParty(it.obl.PSub("obligee"), party(cfg.OrganizationID, cfg.AgentID)) {
+	if it.obl.PartyOrg("obligee") != cfg.OrganizationID {
 		return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)
 	}
 	switch in.ResponseType {

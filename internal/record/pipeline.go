@@ -89,6 +89,7 @@ type builder struct {
 	st        *state
 	txn       string
 	mandateID string
+	agent     string // the acting agent: the mandate's subject
 	now       time.Time
 	created   []*Obj // the act's new objects, in message order
 	carried   []*Obj // objects held before that travel with it (an approval)
@@ -109,6 +110,9 @@ type builder struct {
 type riderDoc struct {
 	Act      protocol.Act   `json:"act"`
 	Document map[string]any `json:"document"`
+	// ApprovalID is the approval that released the rider, when its
+	// mandate held it (it travels with the message).
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // ride makes o, one of the act's new objects, a rider: a further act of
@@ -135,7 +139,15 @@ func (b *builder) rideAct(ctx context.Context, name protocol.Act, terms, refs ma
 		return err
 	}
 	b.created = append(b.created, d.pol)
-	b.riders = append(b.riders, riderDoc{Act: name, Document: d.doc})
+	rd := riderDoc{Act: name, Document: d.doc}
+	if d.approval != nil {
+		// The principal's approval that released the rider travels too.
+		rd.ApprovalID = d.approval.ID()
+		if !slices.ContainsFunc(b.carried, func(o *Obj) bool { return o.ID() == rd.ApprovalID }) {
+			b.carried = append(b.carried, d.approval)
+		}
+	}
+	b.riders = append(b.riders, rd)
 	return nil
 }
 
@@ -242,10 +254,12 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, now: now, data: map[string]any{},
+	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, agent: str(sub(mandate, "subject")["agent_id"]), now: now, data: map[string]any{},
 		mandate: mandate, counterparty: counterparty, seq: seq}
-	if approval != nil {
-		b.carried = append(b.carried, approval)
+	approvalID := ""
+	if d.approval != nil {
+		b.carried = append(b.carried, d.approval)
+		approvalID = d.approval.ID()
 	}
 	if spec.build != nil {
 		if err := spec.build(ctx, st, b); err != nil {
@@ -262,7 +276,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 		}
 		b.name("event", ev.ID())
 	}
-	act, err := json.Marshal(pendingAct{Act: spec.name, MandateID: spec.mandateID, Document: d.doc, ApprovalID: spec.approvalID, Seq: seq, Riders: b.riders})
+	act, err := json.Marshal(pendingAct{Act: spec.name, MandateID: spec.mandateID, Document: d.doc, ApprovalID: approvalID, Seq: seq, Riders: b.riders})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -399,6 +413,15 @@ func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
 		}
 		return nil
 	case errors.Is(err, delivery.ErrQueued):
+		if slices.Contains(reason.CodesOf(err), reason.ApprovalRequired) {
+			// The counterparty holds its part for its principal's
+			// approval; the message is asked again, and the agent is told
+			// why it waits.
+			now := e.o.Clock()
+			if err := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.SetNotice(m.TransactionID, notice(err, now)) }); err != nil {
+				e.log.Warn("could not note that the counterparty holds an act for approval", "transaction_id", m.TransactionID, "error", err)
+			}
+		}
 		return nil
 	default:
 		return e.refused(ctx, m, err)
@@ -500,6 +523,7 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 
 // checkCountersigned finds our event in a reply, countersigned.
 func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj, reply [][]byte) (*Obj, error) {
+	e.learnKeys(ctx, peer, reply)
 	var got *Obj
 	for _, b := range reply {
 		if o, err := parse(b); err == nil && o.ID() == ours.ID() {
@@ -529,6 +553,18 @@ func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj,
 		return nil, err
 	}
 	return got, nil
+}
+
+// learnKeys fetches peer's key records again when a reply names a key not
+// held (the peer rotated one since the last fetch); a failure leaves the
+// check that needs the key to refuse.
+func (e *Engine) learnKeys(ctx context.Context, peer string, raw [][]byte) {
+	if e.o.Trusted == nil {
+		return
+	}
+	if err := e.o.Trusted.EnsureKnown(ctx, peer, signingKeys(raw)); err != nil {
+		e.log.Warn("fetching the key records a reply names failed", "peer", peer, "error", err)
+	}
 }
 
 // refused settles a refusal of one of this instance's messages. A refusal
@@ -655,16 +691,16 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 	if err != nil {
 		return false, err
 	}
+	agent, s, err := e.actorOf(ctx, pa.MandateID)
+	if err != nil {
+		return false, err
+	}
 	req := authority.Request{Mandate: mandate, Act: pa.Document,
-		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: e.o.Config().AgentID, KeyID: e.o.Config().AgentKeyID}}
+		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()}}
 	if pa.ApprovalID != "" {
 		if apr, ok := e.getTyped(ctx, pa.ApprovalID, protocol.Approval); ok {
 			req.Approval = apr.m
 		}
-	}
-	s, err := e.o.AgentSigner()
-	if err != nil {
-		return false, err
 	}
 	// decide evaluates one of the message's acts again and signs a fresh
 	// decision for it; the act's old decision is the one bound to the same
@@ -689,6 +725,11 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 	for _, rd := range pa.Riders {
 		rreq := req
 		rreq.Act, rreq.Approval = rd.Document, nil
+		if rd.ApprovalID != "" {
+			if apr, ok := e.getTyped(ctx, rd.ApprovalID, protocol.Approval); ok {
+				rreq.Approval = apr.m
+			}
+		}
 		rp, h, err := decide(rreq)
 		if err != nil {
 			return false, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -282,6 +283,9 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 		if w, _ := e.o.Store.Withdrawn(ctx, last.ID()); w {
 			continue
 		}
+		if agent, named := org.ActingAgent(ctx); named && str(last.PSub("offeree")["agent_id"]) != agent {
+			continue // addressed to another agent of this organisation
+		}
 		it := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
 		if protocol.State(t.State) != protocol.Draft {
 			open, agr, err := e.openAmendment(ctx, t)
@@ -298,6 +302,46 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 		out = append(out, it)
 	}
 	return out, nil
+}
+
+// ReleaseHeld continues the acts this instance takes by itself that its
+// principal has since approved: formation's commit, which a mandate's rule
+// on agreement.sign holds until the principal approves it (the acts an
+// agent takes are taken again by the agent; the offeror's signature is
+// asked for again by the counterparty). Run calls it every few seconds; a
+// test calls it directly.
+func (e *Engine) ReleaseHeld(ctx context.Context) {
+	reqs, err := e.o.Store.ApprovalRequests(ctx, store.ApprovalApproved)
+	if err != nil {
+		e.log.Warn("releasing held acts: listing approvals failed", "error", err)
+		return
+	}
+	e.releasedMu.Lock()
+	if e.released == nil {
+		e.released = map[string]bool{}
+	}
+	var txns []string
+	for _, r := range reqs {
+		if !e.released[r.ID] && r.TransactionID != "" {
+			e.released[r.ID] = true
+			txns = append(txns, r.TransactionID)
+		}
+	}
+	e.releasedMu.Unlock()
+	for _, txn := range txns {
+		t, err := e.o.Store.GetTransaction(ctx, txn)
+		if err != nil || protocol.State(t.State) != protocol.AgreementPending {
+			continue
+		}
+		if msgs, err := e.o.Store.TransactionOutbox(ctx, txn); err == nil && len(msgs) > 0 {
+			continue // a reply continues it
+		}
+		unlock := e.lock(txn)
+		if err := e.advance(ctx, txn); err != nil {
+			e.log.Warn("continuing an approved act failed", "transaction_id", txn, "codes", reason.CodesOf(err), "error", err)
+		}
+		unlock()
+	}
 }
 
 // Resume continues every transaction with unfinished work, found by

@@ -8,6 +8,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
@@ -111,6 +112,9 @@ const lockWait = 2 * time.Second
 // one is checked and what it moves is stored with its reply, in one
 // database transaction.
 func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
+	// What the instance takes in answer to the counterparty it takes for
+	// itself, under its own mandates, not for any agent's call.
+	ctx = org.WithAgent(ctx, "")
 	if err := delivery.CheckMessage(txn, raw); err != nil {
 		return nil, err
 	}
@@ -119,7 +123,13 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return reply, nil
 	}
 	if e.o.Trusted != nil {
+		// The sender's key records, current within KeyRefresh, and fetched
+		// again at once when the message names a key not held: a key the
+		// sender rotated or revoked is judged by its latest record.
 		if err := e.o.Trusted.EnsureKeys(ctx, from); err != nil {
+			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
+		}
+		if err := e.o.Trusted.EnsureKnown(ctx, from, signingKeys(raw)); err != nil {
 			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
 		}
 	}
@@ -153,8 +163,9 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	}
 	events := r.byType(protocol.TransactionEvent)
 	// An act held for approval travels with the approval that released it;
-	// acts recorded by their objects alone that take one (a waiver, a
-	// termination proposal) are told apart by their other objects.
+	// acts recorded by their objects alone (an offer, a withdrawal, a
+	// waiver, a termination proposal) are told apart by their other
+	// objects.
 	approvals := len(r.byType(protocol.Approval))
 	n := len(r.objs) - approvals
 	switch {
@@ -163,9 +174,9 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 			return nil, reason.Refuse("a message carries one event, last")
 		}
 		return e.receiveEvent(ctx, r)
-	case approvals == 0 && len(r.objs) == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
+	case approvals <= 1 && n == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveOffer(ctx, r)
-	case approvals == 0 && len(r.objs) == 1 && r.one(protocol.PolicyDecision) != nil:
+	case approvals <= 1 && n == 1 && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWithdrawal(ctx, r)
 	case approvals <= 1 && n == 2 && r.one(protocol.ObligationResponse) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveWaiver(ctx, r)
@@ -185,6 +196,21 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	}
 	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, a waiver, a termination proposal, " +
 		"a dispute, a determination, an offer to remedy, an agreement to sign, an adapter receipt, or an event with its objects")
+}
+
+// signingKeys lists the key ids a message's signatures name.
+func signingKeys(raw [][]byte) []string {
+	var out []string
+	for _, b := range raw {
+		o, err := parse(b)
+		if err != nil {
+			continue
+		}
+		for _, s := range o.Signatures() {
+			out = append(out, str(s["key_id"]))
+		}
+	}
+	return out
 }
 
 // Reply returns the reply recorded for a message from org (the plain

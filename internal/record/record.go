@@ -151,6 +151,10 @@ type Engine struct {
 	railWake chan struct{}
 	// subs are the change subscribers (Subscribe).
 	subs subscribers
+
+	releasedMu sync.Mutex
+	released   map[string]bool // approval requests ReleaseHeld acted on
+	subjects   sync.Map        // mandate id → authority.Subject (subjectOf)
 }
 
 // Options configure an Engine.
@@ -218,7 +222,24 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.Resume(ctx)
 	go e.RunSettlements(ctx)
+	go e.runReleases(ctx)
 	return e.out.Run(ctx)
+}
+
+// runReleases continues approved held acts (ReleaseHeld) every two
+// seconds until ctx ends: a principal decides in another process (the
+// CLI) as often as on this one's admin page.
+func (e *Engine) runReleases(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.ReleaseHeld(ctx)
+		}
+	}
 }
 
 // RunSettlements does the rail work as it falls due (WorkSettlements),

@@ -163,7 +163,7 @@ func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outc
 		name: protocol.ActSettlementInstruct, txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
-			if !sameParty(obl.PSub("obligee"), party(cfg.OrganizationID, cfg.AgentID)) {
+			if obl.PartyOrg("obligee") != cfg.OrganizationID {
 				return refusef(reason.SettlementCustodyRefused, "the obligee of %s pays its consideration, to its obligor; this organisation is not its obligee", obl.ID())
 			}
 			if _, ok := e.rails.Get(in.Rail); !ok {

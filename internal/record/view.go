@@ -217,6 +217,14 @@ func party(org, agent string) map[string]any {
 	return map[string]any{"organization_id": org, "agent_id": agent}
 }
 
+// ownParty is org's party to an agreement: its buyer or its supplier.
+func ownParty(org string, agr *Obj) map[string]any {
+	if agr.PartyOrg("buyer") == org {
+		return agr.PSub("buyer")
+	}
+	return agr.PSub("supplier")
+}
+
 func sameParty(a, b map[string]any) bool {
 	return str(a["organization_id"]) == str(b["organization_id"]) && str(a["agent_id"]) == str(b["agent_id"])
 }

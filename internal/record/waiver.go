@@ -112,7 +112,7 @@ func (e *Engine) WaiveObligation(ctx context.Context, in WaiveInput) (Outcome, e
 		name: protocol.ActObligationWaive, txn: obl.Txn(), mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
-			if !sameParty(obl.PSub("obligee"), party(cfg.OrganizationID, cfg.AgentID)) {
+			if obl.PartyOrg("obligee") != cfg.OrganizationID {
 				return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 			}
 			os, err := e.obligationState(ctx, obl.ID())

@@ -19,6 +19,9 @@ const ActOfferWithdraw = string(protocol.ActOfferWithdraw)
 type WithdrawInput struct {
 	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.withdraw."`
 	OfferID   string `json:"offer_id" jsonschema:"Your offer (off_...)."`
+	// ApprovalID is an approval of exactly this withdrawal, when the
+	// mandate holds it for approval.
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this withdrawal, when your mandate holds it for approval."`
 }
 
 // WithdrawOffer withdraws this organisation's latest offer of a session
@@ -37,7 +40,7 @@ func (e *Engine) WithdrawOffer(ctx context.Context, in WithdrawInput) (Outcome, 
 	}
 	txn := offer.Txn()
 	return e.perform(ctx, actSpec{
-		name: protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID,
+		name: protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if offer.Org() != e.o.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
@@ -84,7 +87,7 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 		return nil, refusef(reason.OfferStale, "the session's latest offer is not %s's", r.from)
 	}
 	a := actDoc{name: protocol.ActOfferWithdraw, terms: last.Terms(), refs: map[string]any{"offer_id": last.ID()}}
-	if err := e.checkDecision(ctx, r.from, pol, pol, a, r.txn, nil, false); err != nil {
+	if err := e.checkDecision(ctx, r.from, pol, pol, a, r.txn, r.one(protocol.Approval), false); err != nil {
 		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
@@ -92,8 +95,10 @@ func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, e
 	}
 	e.point("receive.before-store")
 	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
-		if err := putReceived(tx, pol, r.from); err != nil {
-			return err
+		for _, o := range r.objs {
+			if err := putReceived(tx, o, r.from); err != nil {
+				return err
+			}
 		}
 		if err := tx.Withdraw(last.ID(), r.txn, pol.ID()); err != nil {
 			return err

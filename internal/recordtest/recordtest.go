@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -377,24 +378,27 @@ func SameRecord(t testing.TB, b, s *Side, txn string, want int) []string {
 		if len(entries) != 2 {
 			t.Fatalf("event %d carries %d signatures", i+1, len(entries))
 		}
-		keys := map[string]bool{}
+		orgs := map[string]bool{}
 		for j, en := range entries {
 			kid := en["key_id"].(string)
-			var pub any
-			switch kid {
-			case b.Node.Org.Config().AgentKeyID:
-				pub = b.Node.Org.In.AgentKey().Public()
-			case s.Node.Org.Config().AgentKeyID:
-				pub = s.Node.Org.In.AgentKey().Public()
-			default:
-				t.Fatalf("event %d signed by %s, not an agent key of the two parties", i+1, kid)
+			// Either party's agent keys, current or rotated out since,
+			// as the key records held publish them.
+			var k authority.Key
+			var err error
+			for _, sd := range []*Side{b, s} {
+				if k, err = sd.Node.Org.ResolveKey(ctx, kid); err == nil && k.OrganizationID == sd.Node.Org.Config().OrganizationID {
+					break
+				}
 			}
-			keys[kid] = true
-			if err := signature.VerifyEntry(obj, j, pub); err != nil {
+			if err != nil || !strings.HasPrefix(k.HolderID, "agt_") {
+				t.Fatalf("event %d signed by %s, not an agent key of the two parties (%v)", i+1, kid, err)
+			}
+			orgs[k.OrganizationID] = true
+			if err := signature.VerifyEntry(obj, j, k.Public); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if len(keys) != 2 {
+		if len(orgs) != 2 {
 			t.Fatalf("event %d is not signed by both parties", i+1)
 		}
 		types = append(types, be[i].EventType)

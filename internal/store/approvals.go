@@ -78,6 +78,25 @@ func (s *Store) ApprovalRequests(ctx context.Context, status string) ([]Approval
 	return out, rows.Err()
 }
 
+// ApprovalRequestsFor lists the requests for one exact act (mandate and
+// action hash), oldest first.
+func (s *Store) ApprovalRequestsFor(ctx context.Context, mandateID, actionHash string) ([]ApprovalRequest, error) {
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE mandate_id = ? AND action_hash = ? ORDER BY requested_at, rowid`, mandateID, actionHash)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ApprovalRequest
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 // DecideApprovalRequest stores the signed approval object and moves the
 // request from pending to approved or rejected, in one transaction. It is a
 // compare-and-swap on pending: a request is decided once.

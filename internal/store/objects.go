@@ -138,6 +138,32 @@ func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte,
 	return s.bodies(ctx, `SELECT body FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
 }
 
+// StoredObject is an object's bytes with the origin it was stored under
+// ("local", or the organisation it came from).
+type StoredObject struct {
+	Body   []byte
+	Origin string
+}
+
+// ObjectsWithOrigin returns every object of a type with its origin, in
+// the order they were stored.
+func (s *Store) ObjectsWithOrigin(ctx context.Context, objectType string) ([]StoredObject, error) {
+	rows, err := s.query(ctx, `SELECT body, origin FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []StoredObject
+	for rows.Next() {
+		var o StoredObject
+		if err := rows.Scan(&o.Body, &o.Origin); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
 func (s *Store) bodies(ctx context.Context, query string, args ...any) ([][]byte, error) {
 	rows, err := s.query(ctx, query, args...)
 	if err != nil {

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -296,8 +298,8 @@ func (r *run) approverSigned(o *object, org, principal string) (bad, open []stri
 // names as the key's controller, or "".
 func (r *run) recordController(keyID string) string {
 	for _, v := range r.chain(keyID).versions {
-		if v.trusted && v.controller != "" {
-			return v.controller
+		if v.Trusted && v.Controller != "" {
+			return v.Controller
 		}
 	}
 	return ""
@@ -393,7 +395,13 @@ func (r *run) formationApprovals(v *verdict, s *stream, i int, e *object, agr *o
 			r.missing(str(by, "mandate_id"))
 		} else {
 			offerTerms, _ := objAt(offer.payload, "terms")
-			r.decidedApprovals(v, "offer.submit", offeror, txn, offerTerms, nil, []*mandate{m}, offer.subject)
+			// The side the offeror stated in its act is the side the
+			// agreement gives it (authority.OfferRefs).
+			role := protocol.Supplier
+			if partyOrg(agr.payload, "buyer") == offeror {
+				role = protocol.Buyer
+			}
+			r.decidedApprovals(v, "offer.submit", offeror, txn, offerTerms, authority.OfferRefs(role), []*mandate{m}, offer.subject)
 		}
 	}
 

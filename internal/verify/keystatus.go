@@ -20,31 +20,131 @@ import (
 // content_hash and at least one of its signatures verifies: a status
 // statement nobody can be shown to have made is not a status.
 
-// keyVersion is one key_record version of a key.
-type keyVersion struct {
-	obj        *object
-	version    int64
-	status     string
-	controller string
-	from       time.Time
-	until      time.Time // zero: no declared end
-	created    time.Time
-	readable   bool   // from (and until, if present) parse
-	trusted    bool   // hash and at least one signature verify
-	why        string // why it is not trusted
-	pub        crypto.PublicKey
+// KeyVersion is one key_record version of a key, as the status rules
+// read it. The verifier reads it from a bundle's objects; a running
+// instance (the countersigner's live checks) from the key records it
+// holds, which it trusted when it stored them. Both judge with the same
+// functions, KeyStatusAt and KeyStatusNow.
+type KeyVersion struct {
+	ID         string // the record's id
+	Subject    string // how reports name the record
+	Version    int64
+	Status     string
+	Controller string
+	From       time.Time
+	Until      time.Time // zero: no declared end
+	Created    time.Time
+	Readable   bool   // from (and until, if present) parse
+	Trusted    bool   // its hash and at least one signature verify
+	Why        string // why it is not trusted
+	Public     crypto.PublicKey
+	pos        int    // its place in the input, to order equal versions
 	desc       string // describe's text, made once: every signature by the key quotes it
+}
+
+// ReadKeyVersion reads one decoded key_record as a version. trusted and
+// why are the caller's judgement of its bytes and signatures.
+func ReadKeyVersion(rec map[string]any, trusted bool, why string) KeyVersion {
+	payload, _ := objAt(rec, "payload")
+	v := KeyVersion{ID: str(rec, "id"), Subject: str(rec, "id"), Trusted: trusted, Why: why}
+	v.Version, _ = intAt(rec, "version")
+	v.Status = str(payload, "status")
+	v.Controller = str(payload, "controller_organization_id")
+	v.Created, _ = timeAt(rec, "created_at")
+	var ok bool
+	v.From, ok = timeAt(payload, "valid_from")
+	v.Readable = ok
+	if !isNull(payload, "valid_until") {
+		v.Until, ok = timeAt(payload, "valid_until")
+		v.Readable = v.Readable && ok
+	}
+	if pub, err := keys.ParseJWK(payload["public_key_jwk"]); err == nil {
+		v.Public = pub
+	}
+	return v
+}
+
+// KeyChainOf returns the positions in records of keyID's key_record
+// versions: the record whose id is keyID and every key_record linked to it
+// through previous_version_id, in either direction (canonical model §4
+// rule 6). A later version of a key is a record of its own id naming its
+// predecessor; the key keeps the id of its first record, the id its
+// signatures name.
+func KeyChainOf(records []map[string]any, keyID string) []int {
+	byID := map[string]int{}
+	succ := map[string][]int{}
+	for i, o := range records {
+		if str(o, "object_type") != "key_record" {
+			continue
+		}
+		if _, dup := byID[str(o, "id")]; !dup {
+			byID[str(o, "id")] = i
+		}
+		if p, ok := strAt(o, "previous_version_id"); ok {
+			succ[p] = append(succ[p], i)
+		}
+	}
+	root, held := byID[keyID]
+	if !held {
+		return nil
+	}
+	in := map[int]bool{root: true}
+	queue := []int{root}
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		next := append([]int(nil), succ[str(records[i], "id")]...)
+		if p, ok := strAt(records[i], "previous_version_id"); ok {
+			if pi, held := byID[p]; held {
+				next = append(next, pi)
+			}
+		}
+		for _, n := range next {
+			if !in[n] {
+				in[n] = true
+				queue = append(queue, n)
+			}
+		}
+	}
+	out := make([]int, 0, len(in))
+	for i := range in {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// sortVersions orders a chain by version, then by place.
+func sortVersions(vs []KeyVersion) {
+	sort.SliceStable(vs, func(i, j int) bool {
+		if vs[i].Version != vs[j].Version {
+			return vs[i].Version < vs[j].Version
+		}
+		return vs[i].pos < vs[j].pos
+	})
+}
+
+// KeyVersions reads keyID's version chain from held records that the
+// caller has already trusted (a running instance's store), ascending.
+func KeyVersions(records []map[string]any, keyID string) []KeyVersion {
+	var out []KeyVersion
+	for _, i := range KeyChainOf(records, keyID) {
+		v := ReadKeyVersion(records[i], true, "")
+		v.pos = i
+		v.desc = v.describe()
+		out = append(out, v)
+	}
+	sortVersions(out)
+	return out
 }
 
 // keyChain is the version chain of one key_id.
 type keyChain struct {
 	keyID    string
-	versions []*keyVersion // by version, ascending
+	versions []KeyVersion // by version, ascending
 }
 
-// chain returns the key_record versions of keyID: the record whose id is
-// keyID and every key_record linked to it through previous_version_id, in
-// either direction.
+// chain returns the key_record versions of keyID in the bundle.
 func (r *run) chain(keyID string) *keyChain {
 	if c, ok := r.keyChains[keyID]; ok {
 		return c
@@ -57,91 +157,57 @@ func (r *run) chain(keyID string) *keyChain {
 	if !held || root.typ != "key_record" {
 		return c
 	}
-	succ := map[string][]*object{}
-	for _, o := range r.objs {
-		if o.typ == "key_record" {
-			if p, ok := strAt(o.val, "previous_version_id"); ok {
-				succ[p] = append(succ[p], o)
+	if r.keyRecs == nil {
+		for _, o := range r.objs {
+			if o.typ == "key_record" {
+				r.keyRecs = append(r.keyRecs, o)
 			}
 		}
-	}
-	in := map[*object]bool{root: true}
-	queue := []*object{root}
-	for len(queue) > 0 {
-		o := queue[0]
-		queue = queue[1:]
-		next := append([]*object(nil), succ[o.id]...)
-		if p, ok := strAt(o.val, "previous_version_id"); ok {
-			if po, held := r.byID[p]; held && po.typ == "key_record" {
-				next = append(next, po)
-			}
-		}
-		for _, n := range next {
-			if !in[n] {
-				in[n] = true
-				queue = append(queue, n)
-			}
+		r.keyVals = make([]map[string]any, len(r.keyRecs))
+		for i, o := range r.keyRecs {
+			r.keyVals[i] = o.val
 		}
 	}
-	for o := range in {
-		c.versions = append(c.versions, r.keyVersionOf(o))
+	for _, i := range KeyChainOf(r.keyVals, keyID) {
+		c.versions = append(c.versions, r.keyVersionOf(r.keyRecs[i]))
 	}
-	sort.Slice(c.versions, func(i, j int) bool {
-		if c.versions[i].version != c.versions[j].version {
-			return c.versions[i].version < c.versions[j].version
-		}
-		return c.versions[i].obj.pos < c.versions[j].obj.pos
-	})
+	sortVersions(c.versions)
 	return c
 }
 
-func (r *run) keyVersionOf(o *object) *keyVersion {
-	v := &keyVersion{obj: o}
-	v.version, _ = intAt(o.val, "version")
-	v.status = str(o.payload, "status")
-	v.controller = str(o.payload, "controller_organization_id")
-	v.created, _ = timeAt(o.val, "created_at")
-	var ok bool
-	v.from, ok = timeAt(o.payload, "valid_from")
-	v.readable = ok
-	if !isNull(o.payload, "valid_until") {
-		v.until, ok = timeAt(o.payload, "valid_until")
-		v.readable = v.readable && ok
-	}
-	if pub, err := keys.ParseJWK(o.payload["public_key_jwk"]); err == nil {
-		v.pub = pub
-	}
+func (r *run) keyVersionOf(o *object) KeyVersion {
+	version, _ := intAt(o.val, "version")
+	trusted, why := false, ""
 	switch {
 	case !o.hashOK():
-		v.why = fmt.Sprintf("key_record %s v%d does not hash to its content_hash", o.subject, v.version)
+		why = fmt.Sprintf("key_record %s v%d does not hash to its content_hash", o.subject, version)
 	default:
-		signed := false
 		for _, s := range o.sigs {
-			signed = signed || s.result == Verified
+			trusted = trusted || s.result == Verified
 		}
-		if signed {
-			v.trusted = true
-		} else {
-			v.why = fmt.Sprintf("no signature of key_record %s v%d verifies", o.subject, v.version)
+		if !trusted {
+			why = fmt.Sprintf("no signature of key_record %s v%d verifies", o.subject, version)
 		}
 	}
+	v := ReadKeyVersion(o.val, trusted, why)
+	v.Subject, v.pos = o.subject, o.pos
 	v.desc = v.describe()
 	return v
 }
 
-func (v *keyVersion) covers(t time.Time) bool {
-	return v.readable && !t.Before(v.from) && (v.until.IsZero() || t.Before(v.until))
+func (v KeyVersion) covers(t time.Time) bool {
+	return v.Readable && !t.Before(v.From) && (v.Until.IsZero() || t.Before(v.Until))
 }
 
-func (v *keyVersion) describe() string {
+func (v KeyVersion) describe() string {
 	if v.desc != "" {
 		return v.desc
 	}
 	until := "no end"
-	if !v.until.IsZero() {
-		until = "until " + envelope.Timestamp(v.until)
+	if !v.Until.IsZero() {
+		until = "until " + envelope.Timestamp(v.Until)
 	}
-	return fmt.Sprintf("key_record %s v%d: %s, valid from %s, %s", v.obj.subject, v.version, v.status, envelope.Timestamp(v.from), until)
+	return fmt.Sprintf("key_record %s v%d: %s, valid from %s, %s", v.Subject, v.Version, v.Status, envelope.Timestamp(v.From), until)
 }
 
 // atSigning resolves the key's status at signedAt: the outcome and why.
@@ -149,41 +215,54 @@ func (r *run) atSigning(keyID, signedAt string) (Result, string) {
 	c := r.chain(keyID)
 	if len(c.versions) == 0 {
 		r.missing(keyID)
+	}
+	return KeyStatusAt(c.versions, keyID, signedAt)
+}
+
+// KeyStatusAt resolves a key's status at signedAt from its version chain
+// (canonical model §4 rule 6): the latest version already issued when the
+// signature was made whose validity interval covers that instant governs;
+// failing that, the earliest version covering it. Verified means the key
+// was active then; Failed, that it was not (suspended, revoked, or outside
+// every interval); NotCheckable, that no trusted version says.
+func KeyStatusAt(versions []KeyVersion, keyID, signedAt string) (Result, string) {
+	if len(versions) == 0 {
 		return NotCheckable, fmt.Sprintf("no key_record for %s in the bundle, so its status at signing is unknown", keyID)
 	}
 	t, err := envelope.ParseTimestamp(signedAt)
 	if err != nil {
 		return Failed, fmt.Sprintf("signed_at %q is not a timestamp", signedAt)
 	}
-	var governing *keyVersion
-	for _, v := range c.versions {
-		if v.covers(t) && !v.created.IsZero() && !v.created.After(t) {
+	var governing *KeyVersion
+	for i := range versions {
+		v := &versions[i]
+		if v.covers(t) && !v.Created.IsZero() && !v.Created.After(t) {
 			governing = v // the latest version already issued when the signature was made
 		}
 	}
 	if governing == nil {
-		for _, v := range c.versions {
-			if v.covers(t) {
-				governing = v // the earliest statement about that instant
+		for i := range versions {
+			if versions[i].covers(t) {
+				governing = &versions[i] // the earliest statement about that instant
 				break
 			}
 		}
 	}
 	if governing == nil {
 		readable := false
-		for _, v := range c.versions {
-			readable = readable || v.readable
+		for _, v := range versions {
+			readable = readable || v.Readable
 		}
 		if !readable {
 			return NotCheckable, fmt.Sprintf("no key_record version of %s states a readable validity interval", keyID)
 		}
 		return Failed, fmt.Sprintf("signed at %s, outside every validity interval of %s", signedAt, keyID)
 	}
-	if !governing.trusted {
-		return NotCheckable, governing.why + ", so the status it states at signing is not relied on"
+	if !governing.Trusted {
+		return NotCheckable, governing.Why + ", so the status it states at signing is not relied on"
 	}
-	if governing.status != envelope.KeyActive {
-		return Failed, fmt.Sprintf("the key was %s when it signed at %s (%s)", governing.status, signedAt, governing.describe())
+	if governing.Status != envelope.KeyActive {
+		return Failed, fmt.Sprintf("the key was %s when it signed at %s (%s)", governing.Status, signedAt, governing.describe())
 	}
 	return Verified, "active at " + signedAt + " (" + governing.describe() + ")"
 }
@@ -196,29 +275,50 @@ func (r *run) current(keyID string) (Result, string) {
 	c := r.chain(keyID)
 	if len(c.versions) == 0 {
 		r.missing(keyID)
-		return NotCheckable, fmt.Sprintf("no key_record for %s in the bundle, so its current status is unknown", keyID)
 	}
-	latest := c.versions[len(c.versions)-1]
-	if !latest.trusted {
-		return NotCheckable, latest.why + ", so the current status it states is not relied on"
+	_, res, detail := KeyStatusNow(c.versions, keyID, r.now)
+	return res, detail
+}
+
+// Key statuses now, beyond a key_record's own (KeyStatusNow).
+const (
+	KeyExpired    = "expired"
+	KeyNotYet     = "not yet valid"
+	KeyUnresolved = "unresolved"
+)
+
+// KeyStatusNow resolves a key's status at now from its version chain: the
+// latest version states it, and its validity interval bounds it (expired,
+// not yet valid). res is about resolving it: Verified when a trusted,
+// readable latest version states it, NotCheckable (status unresolved)
+// otherwise. A key revoked or expired now has not thereby voided the
+// signatures it made while active (canonical model §4 rule 7); what a
+// running instance refuses is a new act under it.
+func KeyStatusNow(versions []KeyVersion, keyID string, now time.Time) (status string, res Result, detail string) {
+	if len(versions) == 0 {
+		return KeyUnresolved, NotCheckable, fmt.Sprintf("no key_record for %s in the bundle, so its current status is unknown", keyID)
 	}
-	if !latest.readable {
-		return NotCheckable, fmt.Sprintf("the latest key_record version of %s states no readable validity interval", keyID)
+	latest := versions[len(versions)-1]
+	if !latest.Trusted {
+		return KeyUnresolved, NotCheckable, latest.Why + ", so the current status it states is not relied on"
 	}
-	now := envelope.Timestamp(r.now)
-	status := latest.status
+	if !latest.Readable {
+		return KeyUnresolved, NotCheckable, fmt.Sprintf("the latest key_record version of %s states no readable validity interval", keyID)
+	}
+	at := envelope.Timestamp(now)
+	status = latest.Status
 	switch {
 	case status != envelope.KeyActive:
-	case r.now.Before(latest.from):
-		status = "not yet valid"
-	case !latest.until.IsZero() && !r.now.Before(latest.until):
-		status = "expired"
+	case now.Before(latest.From):
+		status = KeyNotYet
+	case !latest.Until.IsZero() && !now.Before(latest.Until):
+		status = KeyExpired
 	}
 	if status == envelope.KeyActive {
-		return Verified, fmt.Sprintf("active at %s (%s)", now, latest.describe())
+		return status, Verified, fmt.Sprintf("active at %s (%s)", at, latest.describe())
 	}
-	return Verified, fmt.Sprintf("%s at %s (%s); this does not void signatures made while the key was active, which are judged by their status at signing",
-		status, now, latest.describe())
+	return status, Verified, fmt.Sprintf("%s at %s (%s); this does not void signatures made while the key was active, which are judged by their status at signing",
+		status, at, latest.describe())
 }
 
 // recordMatches checks that the key_records of keyID publish the key the
@@ -234,11 +334,11 @@ func (r *run) recordMatches(keyID string) (Result, string) {
 		return NotCheckable, keyID + " is not among the declared keys"
 	}
 	for _, v := range c.versions {
-		if v.pub == nil {
-			return Failed, fmt.Sprintf("key_record %s v%d carries no readable public key", v.obj.subject, v.version)
+		if v.Public == nil {
+			return Failed, fmt.Sprintf("key_record %s v%d carries no readable public key", v.Subject, v.Version)
 		}
-		if !samePublic(v.pub, pub) {
-			return Failed, fmt.Sprintf("key_record %s v%d publishes a different key from the one declared as %s", v.obj.subject, v.version, keyID)
+		if !samePublic(v.Public, pub) {
+			return Failed, fmt.Sprintf("key_record %s v%d publishes a different key from the one declared as %s", v.Subject, v.Version, keyID)
 		}
 	}
 	return Verified, fmt.Sprintf("every key_record version of %s publishes the declared key", keyID)
@@ -256,8 +356,8 @@ func samePublic(a, b crypto.PublicKey) bool {
 // as its subject's. "" means not established.
 func (r *run) controllerOf(keyID string) string {
 	for _, v := range r.chain(keyID).versions {
-		if v.trusted && v.controller != "" {
-			return v.controller
+		if v.Trusted && v.Controller != "" {
+			return v.Controller
 		}
 	}
 	for _, m := range r.mandates {

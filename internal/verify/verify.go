@@ -169,6 +169,8 @@ type run struct {
 	mandates   []*mandate
 	mandateBy  map[string]*mandate
 	keyChains  map[string]*keyChain
+	keyRecs    []*object        // the key_records, for the chains
+	keyVals    []map[string]any // their values
 	streams    []*stream
 	streamBy   map[string]*stream
 
