@@ -64,6 +64,22 @@ func heldUnder(t *testing.T, what string, err error) string {
 	return r.ApprovalRequestID
 }
 
+// approvalVerified asserts each side's record of txn verifies clean and
+// its verifier checked the approval aprID of the act named action.
+func approvalVerified(t *testing.T, txn, aprID, action string, sides ...*recordtest.Side) {
+	t.Helper()
+	for _, sd := range sides {
+		rep := verifiesClean(t, sd, txn)
+		approved := false
+		for _, c := range rep.Checks {
+			approved = approved || c.Name == "approval" && c.Result == "verified" && strings.Contains(c.Detail, aprID)
+		}
+		if !approved {
+			t.Fatalf("%s's verifier does not find the approval of %s", sd.Node.Org.Config().OrganizationID, action)
+		}
+	}
+}
+
 // TestApprovalReleasesHeldAcceptanceGranted: the buyer's rule holds its
 // acceptance of the supplier's performance; the hold leaves both records
 // as they were and files one request, which the principal sees with the
@@ -114,16 +130,7 @@ func TestApprovalReleasesHeldAcceptanceGranted(t *testing.T) {
 	if _, err := s.Node.Org.Store.GetObject(ctx, apr["id"].(string)); err != nil {
 		t.Fatalf("the approval did not travel with the event: %v", err)
 	}
-	for _, sd := range []*recordtest.Side{b, s} {
-		rep := verifiesClean(t, sd, txn)
-		approved := false
-		for _, c := range rep.Checks {
-			approved = approved || c.Name == "approval" && c.Result == "verified" && strings.Contains(c.Detail, apr["id"].(string))
-		}
-		if !approved {
-			t.Fatalf("%s's verifier does not find the approval of acceptance.granted", sd.Node.Org.Config().OrganizationID)
-		}
-	}
+	approvalVerified(t, txn, apr["id"].(string), "acceptance.granted", b, s)
 }
 
 // TestRejectedApprovalKeepsTheHold: a rejection releases nothing, and the
@@ -348,14 +355,5 @@ func TestApprovalReleasesHeldSettlementInstruction(t *testing.T) {
 	if types[5] != "settlement.instructed" {
 		t.Fatalf("events %v", types)
 	}
-	for _, sd := range []*recordtest.Side{b, s} {
-		rep := verifiesClean(t, sd, txn)
-		approved := false
-		for _, c := range rep.Checks {
-			approved = approved || c.Name == "approval" && c.Result == "verified" && strings.Contains(c.Detail, apr["id"].(string))
-		}
-		if !approved {
-			t.Fatalf("%s's verifier does not find the approval of settlement.instruct", sd.Node.Org.Config().OrganizationID)
-		}
-	}
+	approvalVerified(t, txn, apr["id"].(string), "settlement.instruct", b, s)
 }
