@@ -6,7 +6,7 @@
 #   sh deploy/compose-check.sh          # from the repository root
 #
 # Needs: a running Docker engine, the Compose v2 CLI (`docker compose`),
-# Go, and a static busybox (Debian: busybox-static) at $BUSYBOX or
+# Go, curl, and a static busybox (Debian: busybox-static) at $BUSYBOX or
 # /bin/busybox. The images are those of deploy/Dockerfile rebuilt from
 # local files by deploy/offline.Dockerfile (no base image, no network);
 # the compose file itself runs unchanged, under its own project name so it
@@ -49,6 +49,7 @@ trap cleanup EXIT INT TERM
 docker info >/dev/null 2>&1 || fail "no Docker engine answers (docker info)"
 docker compose version >/dev/null 2>&1 || fail "no Compose v2 CLI (docker compose version)"
 [ -x "$busybox" ] || fail "no busybox at $busybox (set BUSYBOX)"
+command -v curl >/dev/null 2>&1 || fail "no curl"
 case $(file -L "$busybox" 2>/dev/null || echo static) in
 *dynamically*) fail "$busybox is dynamically linked; a static busybox is needed (busybox-static)" ;;
 esac
