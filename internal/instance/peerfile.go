@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -113,32 +114,102 @@ func ParsePeerFile(data []byte) (PeerInfo, error) {
 }
 
 func writePeerFile(dir string, cfg Config, principal crypto.Signer) error {
+	return WriteOwnPeerFile(dir, cfg, []PrincipalKey{{KeyID: cfg.PrincipalKeyID, Public: principal.Public()}})
+}
+
+// PrincipalKey is one of this organisation's principal keys, as the peer
+// file carries it.
+type PrincipalKey struct {
+	KeyID  string
+	Public crypto.PublicKey
+}
+
+// WriteOwnPeerFile writes DIR/peer.json, the file handed to counterparties,
+// pinning every key in principals (after a principal key rotation, the
+// retired key too: what it signed, agent key records above all, must stay
+// trusted by a counterparty that pins the file afresh).
+func WriteOwnPeerFile(dir string, cfg Config, principals []PrincipalKey) error {
 	cert, err := LoadCertificate(dir)
 	if err != nil {
 		return err
 	}
-	jwk, err := keys.PublicJWK(principal.Public())
-	if err != nil {
-		return err
-	}
-	tp, err := keys.Thumbprint(principal.Public())
-	if err != nil {
-		return err
-	}
 	p := PeerInfo{
-		Format:                  PeerFileVersion,
-		OrganizationID:          cfg.OrganizationID,
-		AgentCardURL:            strings.TrimSuffix(cfg.PublicURL, "/") + AgentCardPath,
-		TLSCertificateSHA256:    CertFingerprint(cert.Raw),
-		PrincipalKeyThumbprints: []string{tp},
-		PrincipalKeys:           map[string]map[string]any{cfg.PrincipalKeyID: jwk},
-		PrincipalIDs:            map[string]string{cfg.PrincipalKeyID: cfg.PrincipalID},
+		Format:               PeerFileVersion,
+		OrganizationID:       cfg.OrganizationID,
+		AgentCardURL:         strings.TrimSuffix(cfg.PublicURL, "/") + AgentCardPath,
+		TLSCertificateSHA256: CertFingerprint(cert.Raw),
+		PrincipalKeys:        map[string]map[string]any{},
+		PrincipalIDs:         map[string]string{},
+	}
+	for _, k := range principals {
+		if err := p.pin(k.KeyID, k.Public, cfg.PrincipalID); err != nil {
+			return err
+		}
 	}
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(dir, PeerFile), append(data, '\n'), 0o644)
+}
+
+// pin adds a principal key to the peer file: its thumbprint, its JWK and
+// the principal holding it.
+func (p *PeerInfo) pin(keyID string, pub crypto.PublicKey, principalID string) error {
+	jwk, err := keys.PublicJWK(pub)
+	if err != nil {
+		return err
+	}
+	tp, err := keys.Thumbprint(pub)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(p.PrincipalKeyThumbprints, tp) {
+		p.PrincipalKeyThumbprints = append(p.PrincipalKeyThumbprints, tp)
+	}
+	if p.PrincipalKeys == nil {
+		p.PrincipalKeys = map[string]map[string]any{}
+	}
+	if p.PrincipalIDs == nil {
+		p.PrincipalIDs = map[string]string{}
+	}
+	p.PrincipalKeys[keyID] = jwk
+	if principalID != "" {
+		p.PrincipalIDs[keyID] = principalID
+	}
+	return nil
+}
+
+// PinPrincipalKey adds a principal key to the pinned peer file of org,
+// in place, atomically: the counterparty's successor principal key, which
+// a key record signed by one of its pinned principal keys vouched for
+// (peering.TrustedKeys). The keys already pinned stay pinned. Pinning a
+// key already pinned is a no-op.
+func PinPrincipalKey(dir, org, keyID string, pub crypto.PublicKey, principalID string) (PeerInfo, error) {
+	path := filepath.Join(dir, PeersDir, org+".json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return PeerInfo{}, fmt.Errorf("instance: no pinned peer file of %s: %w", org, err)
+	}
+	p, err := ParsePeerFile(data)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	if err := p.pin(keyID, pub, principalID); err != nil {
+		return PeerInfo{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return PeerInfo{}, err
+	}
+	canon, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	canon = append(canon, '\n')
+	if bytes.Equal(canon, data) {
+		return p, nil
+	}
+	return p, writeFileAtomic(path, canon, 0o644)
 }
 
 // AddPeer validates a counterparty's peer file and stores it under peers/,

@@ -88,6 +88,13 @@ type Config struct {
 	// PrincipalKeyID and AgentKeyID name the two keys in A202 objects.
 	PrincipalKeyID string `json:"principal_key_id"`
 	AgentKeyID     string `json:"agent_key_id"`
+	// PrincipalKeyFile is the file holding the principal's private key,
+	// relative to the state directory; empty means keys/principal.pem.
+	// A principal key rotation writes the new key to a file of its own and
+	// switches this and PrincipalKeyID in one rewrite of config.json, so a
+	// crash leaves the old pair or the new one, never a mix. Only package
+	// principal reads it.
+	PrincipalKeyFile string `json:"principal_key_file,omitempty"`
 	// MCPAddr is the loopback address of the agent's MCP Streamable HTTP
 	// endpoint (path /mcp).
 	MCPAddr string `json:"mcp_addr"`
@@ -126,6 +133,9 @@ type WebhookConfig struct {
 	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
 }
 
+// PrincipalKeyFileFor is the file a rotated principal key id is kept in.
+func PrincipalKeyFileFor(keyID string) string { return "keys/principal-" + keyID + ".pem" }
+
 // Paths resolves a state directory's files.
 type Paths struct{ Dir string }
 
@@ -146,6 +156,11 @@ func LoadConfig(dir string) (Config, error) {
 	}
 	if c.OrganizationID == "" || c.AgentID == "" || c.PrincipalID == "" {
 		return Config{}, fmt.Errorf("instance: %s lacks organization_id, agent_id or principal_id", ConfigFile)
+	}
+	if c.PrincipalKeyFile != "" && c.PrincipalKeyFile != PrincipalKeyFileFor(c.PrincipalKeyID) {
+		// Only ever the file a rotation names after the key: config.json
+		// must not point the principal's signer at an arbitrary path.
+		return Config{}, fmt.Errorf("instance: %s: principal_key_file %q is not %s", ConfigFile, c.PrincipalKeyFile, PrincipalKeyFileFor(c.PrincipalKeyID))
 	}
 	return c, nil
 }
