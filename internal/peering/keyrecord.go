@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // ErrUntrustedKey is wrapped by every refusal of TrustKeyRecord and
@@ -167,6 +169,16 @@ type TrustedKeys struct {
 	asked   map[string]time.Time // when an unknown key last made us fetch
 	fetchMu sync.Mutex           // one exchange at a time
 	clock   func() time.Time
+	pins    *Directory // where successor principal keys are pinned; nil: never
+}
+
+// PinSuccessors lets t pin a peer's successor principal key in the peer's
+// file in d (see Add). Without it, a rotated principal key of a peer is
+// trusted as a key, never as the peer's principal.
+func (t *TrustedKeys) PinSuccessors(d *Directory) {
+	t.mu.Lock()
+	t.pins = d
+	t.mu.Unlock()
 }
 
 // KeyRefresh bounds how old a peer's key records may be when a message of
@@ -246,6 +258,11 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 	if err := set.Add(keyID, pub); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrUntrustedKey, err)
 	}
+	if err := t.pinSuccessor(ctx, peer, keyRecord, keyID, pub); err != nil {
+		// The key stays trusted as the key its record publishes; it is
+		// not the peer's principal.
+		t.logger.Warn("a peer's key record claims a principal key that is not pinned", "organization_id", peer.OrganizationID, "key_id", keyID, "error", err)
+	}
 	if t.store != nil {
 		if _, err := t.store.PutObject(ctx, keyRecord, peer.OrganizationID); err != nil && !errors.Is(err, store.ErrConflict) {
 			// ErrConflict means another record (say, the same key signed
@@ -256,6 +273,112 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 	}
 	t.logger.Info("trusted a peer key", "organization_id", peer.OrganizationID, "key_id", keyID)
 	return keyID, nil
+}
+
+// pinSuccessor pins keyID as a principal key of peer when its record
+// (already trusted by TrustKeyRecord) is a successor principal key: signed
+// by the key it publishes, as every principal key record is, and vouched
+// for by a principal key pinned in peer's file that the records held show
+// active at that signature's signed_at and still active now (a retired
+// principal key vouches for nothing new, so a successor is learned before
+// its predecessor's retirement, which the peer serves after it). Records
+// that are not self-signed are agent keys and are left alone; a
+// self-signed one that no live pinned key vouched for is an error.
+func (t *TrustedKeys) pinSuccessor(ctx context.Context, peer instance.PeerInfo, keyRecord []byte, keyID string, pub crypto.PublicKey) error {
+	t.mu.Lock()
+	d := t.pins
+	t.mu.Unlock()
+	principals, err := pinnedPrincipals(peer)
+	if err != nil {
+		return err
+	}
+	if _, pinned := principals[keyID]; pinned || d == nil {
+		return nil
+	}
+	obj, err := canonical.DecodeObject(keyRecord)
+	if err != nil {
+		return err
+	}
+	entries, err := signature.Entries(obj)
+	if err != nil {
+		return err
+	}
+	self := false
+	for i, e := range entries {
+		self = self || (e["key_id"] == keyID && e["purpose"] == "object_issuance" && signature.VerifyEntry(obj, i, pub) == nil)
+	}
+	if !self {
+		return nil
+	}
+	held, err := t.heldRecords(ctx, peer.OrganizationID)
+	if err != nil {
+		return err
+	}
+	now := t.now()
+	var why []string
+	for i, e := range entries {
+		by, _ := e["key_id"].(string)
+		pk, ok := principals[by]
+		if !ok || e["purpose"] != "object_issuance" || signature.VerifyEntry(obj, i, pk) != nil {
+			continue
+		}
+		if vs := verify.KeyVersions(held, by); len(vs) > 0 {
+			at, detail := verify.KeyStatusAt(vs, by, fmt.Sprint(e["signed_at"]))
+			if st, _, _ := verify.KeyStatusNow(vs, by, now); at != verify.Verified || st != envelope.KeyActive {
+				why = append(why, fmt.Sprintf("%s is %s now (at signing: %s)", by, st, detail))
+				continue
+			}
+		}
+		if _, err := instance.PinPrincipalKey(d.stateDir, peer.OrganizationID, keyID, pub, peer.PrincipalIDs[by]); err != nil {
+			return err
+		}
+		if err := d.Reload(); err != nil {
+			return err
+		}
+		t.logger.Info("pinned a peer's successor principal key", "organization_id", peer.OrganizationID, "key_id", keyID, "vouched_for_by", by)
+		return nil
+	}
+	if len(why) == 0 {
+		why = append(why, "no pinned principal key signed it")
+	}
+	return fmt.Errorf("%w: %s is self-signed, as a principal key is, but %s", ErrUntrustedKey, keyID, strings.Join(why, "; "))
+}
+
+// heldRecords are the key records held for org, decoded.
+func (t *TrustedKeys) heldRecords(ctx context.Context, org string) ([]map[string]any, error) {
+	if t.store == nil {
+		return nil, nil
+	}
+	raws, err := t.store.ObjectsOfType(ctx, "key_record")
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	for _, b := range raws {
+		o, err := canonical.DecodeObject(b)
+		if err != nil {
+			continue
+		}
+		if p, _ := o["payload"].(map[string]any); p["controller_organization_id"] == org {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// current is peer as its file reads now: a successor principal key
+// pinned by the record before makes the next one trusted on its word.
+func (t *TrustedKeys) current(peer instance.PeerInfo) instance.PeerInfo {
+	t.mu.Lock()
+	d := t.pins
+	t.mu.Unlock()
+	if d == nil {
+		return peer
+	}
+	if p, err := d.Peer(peer.OrganizationID); err == nil {
+		return p
+	}
+	return peer
 }
 
 // laterVersion reports whether a key record is a later version of
@@ -399,7 +522,7 @@ func (t *TrustedKeys) Load(ctx context.Context, dir *Directory) error {
 		if err != nil {
 			continue
 		}
-		if _, err := t.Add(ctx, peer, rec); err != nil {
+		if _, err := t.Add(ctx, t.current(peer), rec); err != nil {
 			t.logger.Warn("a stored peer key record is no longer trusted", "organization_id", org, "key_id", obj["id"], "error", err)
 		}
 	}
@@ -493,6 +616,7 @@ func (t *TrustedKeys) Exchange(ctx context.Context, org string) (int, error) {
 		if _, err := t.Add(ctx, peer, rec); err != nil {
 			t.logger.Warn("refused a key record from a peer", "organization_id", org, "error", err)
 		}
+		peer = t.current(peer)
 	}
 	for _, rec := range revocations {
 		if err := TrustRevocationRecord(peer, rec); err != nil {

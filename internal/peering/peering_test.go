@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/peering/peeringtest"
+	"github.com/partyd/party/internal/signature"
 )
 
 // whoami answers with the organisation the request authenticated as.
@@ -323,4 +326,136 @@ func indent(t *testing.T, b []byte) []byte {
 		t.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// TestSuccessorPrincipalKeyPinned: a peer's principal rotates its key
+// (principal.RotatePrincipalKey). The successor's key record, signed by
+// the new key and by the pinned one, is pinned in the peer file; records
+// built by hand with valid keys that lack either signature, or whose
+// voucher is a principal key the peer has retired, are not.
+func TestSuccessorPrincipalKeyPinned(t *testing.T) {
+	a, b := peeringtest.Pair(t)
+	ctx := context.Background()
+	var logs bytes.Buffer
+	tk := peering.NewTrustedKeys(b.Instance.Store, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	tk.PinSuccessors(b.Directory)
+	for _, rec := range a.KeyRecords {
+		if _, err := tk.Add(ctx, a.Info, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := a.Instance.Config
+	now := time.Now().UTC().Truncate(time.Second)
+	actor := envelope.Actor{OrganizationID: a.Org, AgentID: cfg.AgentID, MandateID: "mnd_aaaaaaaaaaaaaaaaaaaaaaaa"}
+	principal, err := signature.NewSigner(cfg.PrincipalKeyID, a.PrincipalKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := signature.NewSigner(cfg.AgentKeyID, a.Instance.AgentKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// successor builds the key record of a fresh key, signed by itself
+	// (self) and then by each of by.
+	successor := func(self bool, by ...signature.Signer) (string, []byte) {
+		t.Helper()
+		k, _ := keys.Generate()
+		kid, _ := envelope.NewID("key")
+		rec, err := envelope.NewKeyRecord(envelope.KeyRecordSpec{KeyID: kid, Controller: a.Org, PublicKey: k.Public(), ValidFrom: now, CreatedBy: actor, CreatedAt: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := envelope.Seal(rec); err != nil {
+			t.Fatal(err)
+		}
+		if self {
+			s, _ := signature.NewSigner(kid, k)
+			by = append([]signature.Signer{s}, by...)
+		}
+		for _, s := range by {
+			if err := signature.Sign(rec, s, "object_issuance", now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := canonical.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kid, b
+	}
+	pinned := func(kid string) bool {
+		t.Helper()
+		p, err := b.Directory.Peer(a.Org)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := p.PrincipalKeys[kid]
+		return ok
+	}
+	before, _ := os.ReadFile(filepath.Join(b.Dir, instance.PeersDir, a.Org+".json"))
+	unchanged := func(what string) {
+		t.Helper()
+		now, _ := os.ReadFile(filepath.Join(b.Dir, instance.PeersDir, a.Org+".json"))
+		if !bytes.Equal(now, before) {
+			t.Fatalf("%s changed the peer file", what)
+		}
+	}
+
+	kid, rec := successor(true)
+	if _, err := tk.Add(ctx, a.Info, rec); !errors.Is(err, peering.ErrUntrustedKey) || pinned(kid) {
+		t.Fatalf("a self-signed key nobody pinned vouched for: %v", err)
+	}
+	unchanged("a self-signed key")
+	kid, rec = successor(true, agent)
+	if _, err := tk.Add(ctx, a.Info, rec); !errors.Is(err, peering.ErrUntrustedKey) || pinned(kid) {
+		t.Fatalf("a principal key vouched for by the agent: %v", err)
+	}
+	unchanged("a principal key vouched for by the agent")
+	kid, rec = successor(false, principal)
+	if _, err := tk.Add(ctx, a.Info, rec); err != nil || pinned(kid) {
+		t.Fatalf("an agent key the principal signed is trusted as a key, not pinned: %v pinned=%v", err, pinned(kid))
+	}
+	unchanged("an agent key")
+
+	kid, rec = successor(true, principal)
+	if _, err := tk.Add(ctx, a.Info, rec); err != nil || !pinned(kid) {
+		t.Fatalf("the successor: %v pinned=%v", err, pinned(kid))
+	}
+	onDisk, err := instance.Peers(b.Dir)
+	if err != nil || len(onDisk) != 1 || onDisk[0].PrincipalIDs[kid] != cfg.PrincipalID || len(onDisk[0].PrincipalKeyThumbprints) != 2 {
+		t.Fatalf("the successor in the peer file on disk: %+v %v", onDisk, err)
+	}
+	if _, ok := onDisk[0].PrincipalKeys[cfg.PrincipalKeyID]; !ok {
+		t.Fatal("the predecessor is no longer pinned")
+	}
+
+	// The predecessor retired (a later version of its record, expired):
+	// it vouches for nothing new.
+	old, err := envelope.NewKeyRecord(envelope.KeyRecordSpec{KeyID: "key_" + strings.Repeat("r", 24), Controller: a.Org, PublicKey: a.PrincipalKey(t).Public(),
+		ValidFrom: now, ValidUntil: now.Add(time.Minute), CreatedBy: actor, CreatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old["version"], old["previous_version_id"] = json.Number("2"), cfg.PrincipalKeyID
+	if err := envelope.Seal(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := signature.Sign(old, principal, "object_issuance", now); err != nil {
+		t.Fatal(err)
+	}
+	ob, _ := canonical.Marshal(old)
+	if _, err := tk.Add(ctx, a.Info, ob); err != nil {
+		t.Fatal(err)
+	}
+	tk.SetClock(func() time.Time { return now.Add(time.Hour) })
+	before, _ = os.ReadFile(filepath.Join(b.Dir, instance.PeersDir, a.Org+".json"))
+	logs.Reset()
+	kid, rec = successor(true, principal)
+	if _, err := tk.Add(ctx, a.Info, rec); err != nil || pinned(kid) {
+		t.Fatalf("a successor vouched for by a retired key: %v pinned=%v", err, pinned(kid))
+	}
+	unchanged("a successor vouched for by a retired key")
+	if !strings.Contains(logs.String(), "expired now") {
+		t.Fatalf("not logged: %s", logs.String())
+	}
 }
