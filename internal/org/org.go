@@ -105,6 +105,7 @@ func Open(dir string, o Options) (*Org, error) {
 	clients := peering.NewClients(cert, peers, 10*time.Second)
 	trusted := peering.NewTrustedKeys(in.Store, clients, log)
 	trusted.SetClock(clock)
+	trusted.PinSuccessors(peers)
 	if err := trusted.Load(context.Background(), peers); err != nil {
 		in.Close()
 		return nil, err
@@ -197,6 +198,10 @@ func (o *Org) SignerFor(agentID string) (signature.Signer, error) {
 // holder.
 func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, error) {
 	cfg := o.Config()
+	recs, err := o.keyRecords(ctx)
+	if err != nil {
+		return authority.Key{}, err
+	}
 	for _, p := range o.Peers.Peers() {
 		if jwk, ok := p.PrincipalKeys[keyID]; ok {
 			pub, err := keys.ParseJWK(jwk)
@@ -204,12 +209,16 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 				return authority.Key{}, err
 			}
 			holder := p.PrincipalIDs[keyID]
-			return authority.Key{Public: pub, OrganizationID: p.OrganizationID, HolderID: holder, Status: envelope.KeyActive}, nil
+			// The pin makes the key the peer's principal's; whether it is
+			// still in service is what the peer's records of it say (a
+			// principal key retired by a rotation is expired), and active
+			// while the peer has said nothing.
+			st := envelope.KeyActive
+			if r, held := recs.byID[keyID]; held && r.origin == p.OrganizationID {
+				st = o.statusNow(recs, keyID, "")
+			}
+			return authority.Key{Public: pub, OrganizationID: p.OrganizationID, HolderID: holder, Status: st}, nil
 		}
-	}
-	recs, err := o.keyRecords(ctx)
-	if err != nil {
-		return authority.Key{}, err
 	}
 	root, ok := recs.byID[keyID]
 	if !ok || root.obj["object_type"] != "key_record" {
