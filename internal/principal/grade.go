@@ -29,7 +29,7 @@ func (s *Surface) IssueGrade(ctx context.Context, doc map[string]any, report []b
 		return nil, fmt.Errorf("principal: the grade's determination_hash is not the hash of the assessment report it is issued on")
 	}
 	now := s.o.Clock()
-	if err := signature.SignGrade(doc, s.key.signer, now); err != nil {
+	if err := signature.SignGrade(doc, s.signer(), now); err != nil {
 		return nil, err
 	}
 	if j := grade.Check(doc, grade.PrincipalKeys(ctx, s.o), now); !j.Accepted() {

@@ -96,7 +96,7 @@ func (s *Surface) AddAgent(ctx context.Context, agentID string) (AgentAdded, err
 	if err := instance.NewToken(s.o.In.Dir, tokenFile); err != nil {
 		return AgentAdded{}, err
 	}
-	m, err := authority.Issue(instance.InstanceMandate(cfg, mid, agentID, kid, now), s.key.signer, now)
+	m, err := authority.Issue(instance.InstanceMandate(cfg, mid, agentID, kid, now), s.signer(), now)
 	if err != nil {
 		return AgentAdded{}, err
 	}
@@ -141,7 +141,7 @@ func (s *Surface) putKeyRecord(ctx context.Context, spec envelope.KeyRecordSpec,
 	if err := envelope.Seal(rec); err != nil {
 		return nil, err
 	}
-	if err := signature.Sign(rec, s.key.signer, "object_issuance", spec.CreatedAt); err != nil {
+	if err := signature.Sign(rec, s.signer(), "object_issuance", spec.CreatedAt); err != nil {
 		return nil, err
 	}
 	b, err := canonical.Marshal(rec)
@@ -280,7 +280,7 @@ func (s *Surface) RevokeAgent(ctx context.Context, agentID, why string) error {
 	rec, err := status.NewRevocationRecord(status.RevocationSpec{
 		SubjectType: "agent", SubjectID: agentID, Status: status.Revoked, EffectiveAt: now, Reason: why,
 		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agentID, MandateID: instMandate}, CreatedAt: now,
-	}, s.key.signer)
+	}, s.signer())
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (s *Surface) retireKey(ctx context.Context, keyID string, actor envelope.Ac
 	}
 	rec, err := status.NewRevocationRecord(status.RevocationSpec{
 		SubjectType: "key", SubjectID: keyID, Status: status.Revoked, EffectiveAt: now, Reason: why, CreatedBy: actor, CreatedAt: now,
-	}, s.key.signer)
+	}, s.signer())
 	if err != nil {
 		return "", "", err
 	}
@@ -383,12 +383,25 @@ func (s *Surface) retireKey(ctx context.Context, keyID string, actor envelope.Ac
 // parent; each old one is revoked, naming its successor. done maps old to
 // new ids.
 func (s *Surface) reissueTo(ctx context.Context, agentID, oldKey, newKey string, done map[string]string) error {
+	return s.reissue(ctx, func(doc map[string]any) bool {
+		subj, _ := doc["subject"].(map[string]any)
+		return subj["agent_id"] == agentID && subj["key_id"] == oldKey
+	}, func(req *authority.IssueRequest) { req.Subject.KeyID = newKey }, "a key rotation", done)
+}
+
+// reissue issues again every active trading mandate pick selects, with
+// edit applied, and every active mandate whose parent it reissues, under
+// the new parent (a parent before its children); each old one is revoked,
+// its revocation naming its successor. The issuer is always this
+// organisation's principal under its current key. done maps old to new
+// ids.
+func (s *Surface) reissue(ctx context.Context, pick func(map[string]any) bool, edit func(*authority.IssueRequest), after string, done map[string]string) error {
 	for {
 		ms, err := s.o.Store.Mandates(ctx, "local")
 		if err != nil {
 			return err
 		}
-		progressed := false
+		docs := map[string]map[string]any{}
 		for _, rec := range ms {
 			if rec.Status != store.StatusActive || done[rec.ID] != "" {
 				continue
@@ -397,13 +410,21 @@ func (s *Surface) reissueTo(ctx context.Context, agentID, oldKey, newKey string,
 			if err != nil {
 				return err
 			}
-			if instance.IsInstanceMandate(doc) {
+			if !instance.IsInstanceMandate(doc) {
+				docs[rec.ID] = doc
+			}
+		}
+		// pending: to be reissued and not yet done, so its children wait.
+		pending := func(id string) bool { d, ok := docs[id]; return ok && pick(d) }
+		progressed := false
+		for _, rec := range ms {
+			doc, ok := docs[rec.ID]
+			if !ok {
 				continue
 			}
-			subj, _ := doc["subject"].(map[string]any)
 			parent, _ := doc["parent_mandate_id"].(string)
-			mine := subj["agent_id"] == agentID && subj["key_id"] == oldKey
-			if !mine && done[parent] == "" {
+			mine := pick(doc)
+			if (!mine && done[parent] == "") || pending(parent) {
 				continue
 			}
 			req, err := issueRequestOf(doc)
@@ -411,21 +432,23 @@ func (s *Surface) reissueTo(ctx context.Context, agentID, oldKey, newKey string,
 				return err
 			}
 			if mine {
-				req.Subject.KeyID = newKey
+				edit(&req)
 			}
 			if p := done[parent]; p != "" {
 				req.ParentMandateID = &p
 			}
-			req.MandateID, req.StatusEndpoint = "", ""
+			req.MandateID, req.StatusEndpoint, req.Issuer = "", "", authority.Issuer{}
 			m, err := s.IssueMandate(ctx, req)
 			if err != nil {
-				return fmt.Errorf("principal: reissuing %s to the new key: %w", rec.ID, err)
+				return fmt.Errorf("principal: reissuing %s after %s: %w", rec.ID, after, err)
 			}
 			done[rec.ID] = fmt.Sprint(m["id"])
-			if err := s.Revoke(ctx, rec.ID, "reissued as "+done[rec.ID]+" after a key rotation"); err != nil {
+			if err := s.Revoke(ctx, rec.ID, "reissued as "+done[rec.ID]+" after "+after); err != nil {
 				return err
 			}
 			progressed = true
+			// docs is stale now: start over.
+			break
 		}
 		if !progressed {
 			return nil

@@ -58,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
@@ -89,7 +90,7 @@ func LoadKey(dir string) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := keys.ReadPrivateFile(instance.Paths{Dir: dir}.Join(instance.PrincipalKeyFile))
+	k, err := keys.ReadPrivateFile(instance.Paths{Dir: dir}.Join(keyFileOf(cfg)))
 	if err != nil {
 		return nil, fmt.Errorf("principal: %w", err)
 	}
@@ -98,6 +99,16 @@ func LoadKey(dir string) (*Key, error) {
 		return nil, fmt.Errorf("principal: %w", err)
 	}
 	return &Key{id: cfg.PrincipalKeyID, public: k.Public(), signer: signer}, nil
+}
+
+// keyFileOf is the state-directory file holding the principal key the
+// configuration names: instance.PrincipalKeyFile until the key is first
+// rotated (RotatePrincipalKey), then keys/principal-<key id>.pem.
+func keyFileOf(cfg instance.Config) string {
+	if cfg.PrincipalKeyFile == "" {
+		return instance.PrincipalKeyFile
+	}
+	return cfg.PrincipalKeyFile
 }
 
 // KeyID is the key's key_id.
@@ -120,8 +131,35 @@ func (k *Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 // runtime o, to read the record and resolve keys and mandates, and the
 // principal's key, to sign.
 type Surface struct {
-	o   *org.Org
-	key *Key
+	o *org.Org
+
+	mu  sync.Mutex
+	key *Key // see signer
+}
+
+// signer is the principal's signer under the key config.json names now:
+// a principal key rotation made by another process (the CLI, while
+// `party serve` keeps this surface for its approvals page) is picked up
+// at the next act. A key file that fails to load or match keeps the old
+// signer, whose acts are then refused as the old key's; it is logged.
+func (s *Surface) signer() signature.Signer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cfg := s.o.Config()
+	if cfg.PrincipalKeyID == s.key.id {
+		return s.key.signer
+	}
+	k, err := LoadKey(s.o.In.Dir)
+	if err == nil && k.id == cfg.PrincipalKeyID {
+		var own crypto.PublicKey
+		if own, err = s.o.PublicKey(context.Background(), k.id); err == nil && samePublic(own, k.public) {
+			s.key = k
+			s.o.Log.Info("the principal key changed; signing with the new one", "key_id", k.id)
+			return s.key.signer
+		}
+	}
+	s.o.Log.Error("the configuration names another principal key, which does not load; signing with the old one", "key_id", cfg.PrincipalKeyID, "error", err)
+	return s.key.signer
 }
 
 // ErrWrongKey is returned by New for a key that is not this
@@ -145,7 +183,7 @@ func New(o *org.Org, key *Key) (*Surface, error) {
 		return nil, err
 	}
 	if !samePublic(own, key.public) {
-		return nil, fmt.Errorf("%w: %s in %s does not match the key record %s", ErrWrongKey, instance.PrincipalKeyFile, o.In.Dir, cfg.PrincipalKeyID)
+		return nil, fmt.Errorf("%w: %s in %s does not match the key record %s", ErrWrongKey, keyFileOf(cfg), o.In.Dir, cfg.PrincipalKeyID)
 	}
 	return &Surface{o: o, key: key}, nil
 }
@@ -215,12 +253,12 @@ func (s *Surface) IssueMandate(ctx context.Context, req authority.IssueRequest) 
 		if err != nil {
 			return nil, reason.Refusef(reason.MandateDelegationWidening, "parent mandate %s: %v", *req.ParentMandateID, err)
 		}
-		if m, err = authority.IssueDelegated(req, parent, s.key.signer, now); err != nil {
+		if m, err = authority.IssueDelegated(req, parent, s.signer(), now); err != nil {
 			return nil, err
 		}
 	} else {
 		var err error
-		if m, err = authority.Issue(req, s.key.signer, now); err != nil {
+		if m, err = authority.Issue(req, s.signer(), now); err != nil {
 			return nil, err
 		}
 	}
@@ -305,7 +343,7 @@ func (s *Surface) change(ctx context.Context, mandateID, from, to, why string) e
 		SubjectType: "mandate", SubjectID: mandateID, Status: to, EffectiveAt: now, Reason: why,
 		CreatedBy: envelope.Actor{OrganizationID: s.o.Config().OrganizationID, AgentID: agent, MandateID: mandateID},
 		CreatedAt: now,
-	}, s.key.signer)
+	}, s.signer())
 	if err != nil {
 		return err
 	}
@@ -413,7 +451,7 @@ func (s *Surface) Decide(ctx context.Context, requestID string, approve bool, co
 		Decision:      decision,
 		Rules:         v.Rules,
 		Conditions:    conditions,
-	}, s.key.signer, s.o, s.o.Clock())
+	}, s.signer(), s.o, s.o.Clock())
 	if err != nil {
 		return nil, err
 	}
