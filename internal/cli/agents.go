@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 )
 
 func init() {
 	register("agent", "add, list or revoke this instance's agents (the principal's acts)", runAgent)
-	register("key", "rotate or revoke an agent's key (the principal's acts)", runKey)
+	register("key", "rotate or revoke an agent's key or the principal's (the principal's acts)", runKey)
 }
 
 const agentUsage = `Usage: party agent <add|list|revoke> --dir DIR [flags]
@@ -133,6 +135,15 @@ const keyUsage = `Usage: party key <rotate|revoke> --dir DIR [flags]
       revoked, and a signed revocation record). Every mandate issued to
       the agent under the old key is issued again to the new key and the
       old one revoked. What the old key signed before keeps verifying.
+  rotate --principal [--reason TEXT]
+      give the principal a new key: its key record is signed by the new
+      key and by the current one, which vouches for it; config.json then
+      names the new key (keys/principal-KEY_ID.pem), the old key's record
+      gets a later version expired from now, peer.json pins both keys,
+      every mandate the old key issued is issued again under the new one,
+      and the old key file is deleted. Counterparties pin the new key on
+      the old one's word. A compromised principal key cannot be rotated
+      so (--revoke is refused): hand each counterparty a new peer file.
   revoke KEY_ID [--reason TEXT]
       revoke one of this organisation's keys with no successor.
 
@@ -160,6 +171,7 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	c := newFlags("party key "+sub, keyUsage)
 	dir := c.dirFlag()
 	agentID := c.String("agent", "", "the agent whose key to rotate")
+	ofPrincipal := c.Bool("principal", false, "rotate the principal's own key (rotate)")
 	revoke := c.Bool("revoke", false, "revoke the old key rather than let it expire (rotate)")
 	why := c.String("reason", "", "why, as plain text")
 	asJSON := c.Bool("json", false, "print JSON")
@@ -170,8 +182,8 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case *dir == "":
 		return c.usageError(stderr, "--dir is required")
-	case sub == "rotate" && (*agentID == "" || len(pos) > 0):
-		return c.usageError(stderr, "rotate takes --agent AGENT_ID and no argument")
+	case sub == "rotate" && ((*agentID == "") == !*ofPrincipal || len(pos) > 0):
+		return c.usageError(stderr, "rotate takes one of --agent AGENT_ID or --principal, and no argument")
 	case sub == "revoke" && len(pos) != 1:
 		return c.usageError(stderr, "revoke takes one KEY_ID")
 	}
@@ -191,6 +203,25 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return 0
 		}
 		fmt.Fprintf(stdout, "revoked key %s (key record version %s, revocation record %s)\n", pos[0], retired, rev)
+		return 0
+	}
+	if *ofPrincipal {
+		r, err := p.RotatePrincipalKey(ctx, *revoke, *why)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		if *asJSON {
+			writeJSONLine(stdout, r)
+			return 0
+		}
+		fmt.Fprintf(stdout, "rotated the principal key: %s replaces %s (%s)\n", r.NewKeyID, r.OldKeyID, r.KeyFile)
+		for _, old := range slices.Sorted(maps.Keys(r.Retired)) {
+			fmt.Fprintf(stdout, "  key %s retired (key record version %s)\n", old, r.Retired[old])
+		}
+		for _, old := range slices.Sorted(maps.Keys(r.Mandates)) {
+			fmt.Fprintf(stdout, "  mandate %s reissued as %s\n", old, r.Mandates[old])
+		}
+		fmt.Fprintln(stdout, "  peer.json now pins both keys; counterparties learn the new one from this instance's key records")
 		return 0
 	}
 	r, err := p.RotateAgentKey(ctx, *agentID, *revoke, *why)
