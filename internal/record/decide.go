@@ -387,7 +387,16 @@ func (e *Engine) peerMandateOne(ctx context.Context, from, id string) (map[strin
 	if j := gate.Mandate(m); !j.Accepted() {
 		return nil, j.Err()
 	}
-	k, err := e.o.ResolveKey(ctx, str(sub(m, "issuer")["key_id"]))
+	issuerKey := str(sub(m, "issuer")["key_id"])
+	k, err := e.o.ResolveKey(ctx, issuerKey)
+	if (err != nil || !isHolder(k.HolderID, "prn_")) && e.o.Trusted != nil {
+		// A principal key not pinned yet may be the successor of a pinned
+		// one (a rotation since the last fetch of from's key records):
+		// fetch them now rather than wait out peering.KeyRefresh.
+		if ferr := e.o.Trusted.EnsureKnown(ctx, from, []string{issuerKey}); ferr == nil {
+			k, err = e.o.ResolveKey(ctx, issuerKey)
+		}
+	}
 	if err != nil || k.OrganizationID != from || !isHolder(k.HolderID, "prn_") {
 		return nil, refusef(reason.EvidenceSignatureInvalid, "mandate %s is issued under a key %s has not pinned as a principal key", id, from)
 	}

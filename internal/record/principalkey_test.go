@@ -47,9 +47,11 @@ func peerFileOf(t *testing.T, sd *recordtest.Side, org string) instance.PeerInfo
 
 // TestPrincipalKeyRotatedMidTransaction: the supplier's principal rotates
 // its own key mid-transaction. Its mandates are reissued under the new
-// key; the buyer, refreshing the supplier's key records, pins the new
-// principal key beside the old, countersigns the supplier's next act under
-// the reissued mandate, and judges the old principal key expired. Both
+// key; the buyer, seconds later (well within peering.KeyRefresh), meets
+// the reissued mandate's unknown issuer key, fetches the supplier's key
+// records at once, pins the new principal key beside the old,
+// countersigns the supplier's next act under the reissued mandate, and
+// judges the old principal key expired. Both
 // records verify, the old key reported active at signing and expired now;
 // the supplier's principal reopens with the new key and the old key file
 // is gone.
@@ -86,7 +88,7 @@ func TestPrincipalKeyRotatedMidTransaction(t *testing.T) {
 	if p, err := instance.ParsePeerFile(own); err != nil || len(p.PrincipalKeys) != 2 || len(p.PrincipalKeyThumbprints) != 2 {
 		t.Fatalf("the supplier's own peer.json after the rotation: %+v %v", p, err)
 	}
-	c.Add(31 * time.Second)
+	c.Add(3 * time.Second)
 
 	_, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
 	if !hasCode(err, reason.MandateInactive) {
