@@ -3,6 +3,8 @@ package record
 import (
 	"context"
 	"regexp"
+	"slices"
+	"sync/atomic"
 
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/store"
@@ -92,9 +94,9 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 	if st.known && st.t.HeadSequence > 0 {
 		// The head, and the events a guard looks back to: those that
 		// shape the transaction (formation, each obligation's issue and
-		// acceptance, each instruction), bounded by what the transaction
-		// holds, not by how long it ran. Completion seals the whole chain,
-		// so it reads the whole chain.
+		// acceptance, each instruction, the latest rejection), bounded by
+		// what the transaction holds, not by how long it ran. Completion
+		// seals the whole chain, so it reads the whole chain.
 		var rows []store.Event
 		var err error
 		if event != nil && wholeChain(event.EventType()) {
@@ -106,6 +108,9 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		}
 		if err != nil {
 			return nil, nil, err
+		}
+		if event == nil || !wholeChain(event.EventType()) {
+			rows = latestRejection(rows)
 		}
 		if head, err := e.o.Store.EventAt(ctx, txn, st.t.HeadSequence); err == nil {
 			rows = append(rows, head)
@@ -162,6 +167,9 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		if err != nil {
 			return nil, nil, err
 		}
+		if t == protocol.ObligationResponse {
+			list = slices.DeleteFunc(slices.Clone(list), func(o *Obj) bool { return o.P("response_type") == "reject" })
+		}
 		addAll(list)
 	}
 	krs, err := e.keyRecords(ctx)
@@ -171,6 +179,30 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 	addAll(krs)
 	ms, err := e.mandatesOf(ctx, st.t.Counterparty)
 	return held, ms, err
+}
+
+// latestRejection keeps, of the acceptance.rejected events among rows,
+// only the latest: a rejection shapes nothing a later guard reads but the
+// time of the latest response (verify's accepted), and a transaction
+// whose obligor asserts again and again would otherwise carry every round
+// into each act's working set (growth with history, issue 13). The
+// rejected responses themselves are left out of the working set likewise
+// (workingSet), but for those a kept event names: no rule reads a reject
+// response but the guard of the event that records it.
+func latestRejection(rows []store.Event) []store.Event {
+	last := -1
+	for i, x := range rows {
+		if x.EventType == string(protocol.EvAcceptanceRejected) && (last < 0 || x.Sequence > rows[last].Sequence) {
+			last = i
+		}
+	}
+	out := rows[:0:0]
+	for i, x := range rows {
+		if x.EventType != string(protocol.EvAcceptanceRejected) || i == last {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // wholeChain reports whether an event's guard reads the whole chain: a
@@ -243,6 +275,11 @@ func walkStrings(v any, f func(string)) {
 	}
 }
 
+// testingOnlyWorkingSet, when set, is told the size of every working set
+// extend builds, with its transaction (a test that history does not grow
+// it).
+var testingOnlyWorkingSet atomic.Pointer[func(txn string, n int)]
+
 // extend runs the verifier's rules over the record of st extended by
 // news (verify.Extend) and returns their refusal, if any. awaiting names
 // new objects this instance is about to sign besides an event.
@@ -250,6 +287,9 @@ func (e *Engine) extend(ctx context.Context, st *state, news []*Obj, awaiting ..
 	held, mandates, err := e.workingSet(ctx, st, news)
 	if err != nil {
 		return err
+	}
+	if f := testingOnlyWorkingSet.Load(); f != nil {
+		(*f)(st.t.ID, len(held))
 	}
 	ks, err := e.keySet(ctx, st.t.Counterparty)
 	if err != nil {
