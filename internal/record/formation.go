@@ -331,6 +331,10 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 			if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
 				return err
 			}
+		} else if err := tx.Touch(r.txn); err != nil {
+			// A counter-offer or an amendment offer appends no event; the
+			// inbox looks among recently updated transactions.
+			return err
 		}
 		for _, o := range r.objs {
 			if err := putReceived(tx, o, r.from); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
 )
 
@@ -1308,4 +1309,36 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 			t.Fatalf("the genuine response: %v", err)
 		}
 	})
+}
+
+// TestAmendmentOfferBringsItsTransactionForward: an amendment offer
+// appends no event, yet it is activity on its transaction: the receiver
+// lists that transaction first, so that list_inbox, which looks for open
+// offers among the most recently updated transactions (a bounded page),
+// finds an amendment of an old transaction behind newer ones.
+func TestAmendmentOfferBringsItsTransactionForward(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, old, _ := committed(t)
+	c.Add(time.Second)
+	newer := recordtest.Form(t, b, s, "1200.00")
+	first := func() string {
+		t.Helper()
+		page, _, err := b.Node.Org.Store.ListTransactions(ctx, store.TransactionFilter{Limit: 1})
+		if err != nil || len(page) != 1 {
+			t.Fatalf("listing: %v %v", page, err)
+		}
+		return page[0].ID
+	}
+	if got := first(); got != newer {
+		t.Fatalf("before the amendment offer, %s is listed first, not %s", got, newer)
+	}
+	off := amendmentOffer(t, s, c, old, "")
+	if got := first(); got != old {
+		t.Fatalf("after the amendment offer on %s, %s is listed first", old, got)
+	}
+	inbox, err := b.Engine.Inbox(ctx, b.Mandate, 1)
+	if err != nil || len(inbox) != 1 || inbox[0].OfferID != off {
+		t.Fatalf("a one-item inbox: %+v %v", inbox, err)
+	}
 }

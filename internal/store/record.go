@@ -214,6 +214,16 @@ func (t *Txn) InsertEvent(e Event) error {
 	return nil
 }
 
+// Touch marks a transaction as active now (its updated_at, by which
+// transactions are listed newest first) without moving its head: an
+// amendment offer received for a committed transaction is activity that
+// appends no event, and list_inbox, which looks for open offers among the
+// most recently updated transactions, must find it there.
+func (t *Txn) Touch(id string) error {
+	_, err := t.exec(`UPDATE transactions SET updated_at = ? WHERE id = ?`, now(), id)
+	return err
+}
+
 // MarkRecorded moves an event from pending to recorded and advances the
 // transaction's head and state to it, as a compare-and-swap on the head:
 // the event must extend the head the transaction has now.
