@@ -2,12 +2,16 @@ package record_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/verify"
 )
 
 // TestDisputeActsHeldForApproval: the acts of issue 17 go through the one
@@ -69,23 +73,57 @@ func TestDisputeActsHeldForApproval(t *testing.T) {
 		t.Fatalf("the released dispute: %+v %v", out, err)
 	}
 	recordtest.SameRecord(t, b, s, txn, 6)
+	det := determinationOf(t, b, txn)
 	for _, sd := range []*recordtest.Side{b, s} {
 		// Both approvals travelled with their acts; the verifier checks
-		// the one an event records (approvals, step 5, is per event; the
-		// determination, an act recorded by its objects, had its approval
-		// checked live by the supplier's instance as it took it).
+		// the one an event records and the determination's, an act
+		// recorded by its objects alone (verify's standaloneApproval).
 		for _, id := range []string{apr["id"].(string), sapr["id"].(string)} {
 			if _, err := sd.Node.Org.Store.GetObject(ctx, id); err != nil {
 				t.Fatalf("%s does not hold the approval %s: %v", sd.Node.Org.Config().OrganizationID, id, err)
 			}
 		}
 		rep := verifiesClean(t, sd, txn)
-		approved := false
+		approved := map[string]bool{}
 		for _, ch := range rep.Checks {
-			approved = approved || ch.Name == "approval" && ch.Result == "verified" && strings.Contains(ch.Detail, sapr["id"].(string))
+			for _, id := range []string{apr["id"].(string), sapr["id"].(string)} {
+				approved[id] = approved[id] || ch.Name == "approval" && ch.Result == "verified" && strings.Contains(ch.Detail, id)
+			}
 		}
-		if !approved {
+		if !approved[sapr["id"].(string)] {
 			t.Fatalf("%s's verifier does not find the approval of exception.open", sd.Node.Org.Config().OrganizationID)
 		}
+		if !approved[apr["id"].(string)] {
+			t.Fatalf("%s's verifier does not find the approval of determination.issue", sd.Node.Org.Config().OrganizationID)
+		}
+		// The same record without the determination's approval: the
+		// verifier says the determination was not approved.
+		c, _, err := export.Collect(ctx, sd.Node.Org.Store, txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := slices.DeleteFunc(slices.Clone(c.Objects), func(o map[string]any) bool { return o["id"] == apr["id"] })
+		rep = verify.Verify(verify.Input{Objects: objs, Mandates: c.Mandates, Keys: c.Keys, TransactionID: txn}, verify.Options{RulesVersion: c.Manifest.RulesVersion})
+		failed := false
+		for _, f := range rep.Failures() {
+			failed = failed || f.Name == "approval" && f.Subject == det && (f.Code == reason.ApprovalRequired || f.Code == reason.ApprovalHashMismatch)
+		}
+		if !failed {
+			t.Fatalf("%s's record without the determination's approval: %+v", sd.Node.Org.Config().OrganizationID, rep.Failures())
+		}
 	}
+}
+
+// determinationOf is the id of the one determination sd holds on txn.
+func determinationOf(t *testing.T, sd *recordtest.Side, txn string) string {
+	t.Helper()
+	raws, err := sd.Node.Org.Store.TransactionObjectsOfType(context.Background(), txn, "determination")
+	if err != nil || len(raws) != 1 {
+		t.Fatalf("determinations of %s: %d %v", txn, len(raws), err)
+	}
+	o, err := canonical.DecodeObject(raws[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o["id"].(string)
 }

@@ -150,7 +150,9 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		if o.Type() != protocol.Dispute && o.Type() != protocol.Determination {
 			continue
 		}
-		types = append(types, protocol.Dispute, protocol.Determination, protocol.Evidence)
+		// Its agreements too: the act it is (verify's standaloneApproval)
+		// is made over the terms in force.
+		types = append(types, protocol.Dispute, protocol.Determination, protocol.Evidence, protocol.Agreement)
 		dsp := o
 		if o.Type() == protocol.Determination {
 			if d, err := e.get(ctx, o.P("dispute_id")); err == nil {

@@ -455,3 +455,55 @@ func (r *run) decidedApprovals(v *verdict, name, org, txn string, terms, refs ma
 	o := r.approvalsGiven(a, m, org, txn, at, true)
 	v.take(o.res, fmt.Sprintf("approvals for %s's %s: %s", org, name, o.detail))
 }
+
+// standaloneApproval is the check `approval` on a dispute or a
+// determination (acts dispute.raise and determination.issue), which no
+// event of their own records: every approval the acting mandate's chain
+// calls for over the act was given. The act is rebuilt as the acting
+// instance built it, over the transaction as a whole (the terms in force
+// and their agreement_id, or, before any agreement, the latest offer's
+// terms; and the one reference refName), and found through the party's
+// policy decision that binds it (decidedAct), trying each agreement
+// version and offer of the transaction: the action hash picks the one
+// the act was made over. Like an event's, the check is made only when the
+// bundle holds the acting mandate.
+func (r *run) standaloneApproval(o *object, name, refName string) {
+	by, _ := objAt(o.val, "created_by")
+	m, held := r.mandateBy[str(by, "mandate_id")]
+	if !held {
+		return
+	}
+	rules, why := r.rulesOf(m)
+	switch {
+	case why != "":
+		r.add(5, "approval", o.subject, NotCheckable, "", why)
+		return
+	case len(rules) == 0:
+		r.add(5, "approval", o.subject, Verified, "", fmt.Sprintf("no mandate of the chain of %s states approval rules", m.id))
+		return
+	}
+	org, txn := str(by, "organization_id"), str(o.val, "transaction_id")
+	ref := str(o.payload, refName)
+	type candidate struct{ terms, refs map[string]any }
+	var cands []candidate
+	for _, x := range r.objs {
+		if str(x.val, "transaction_id") != txn {
+			continue
+		}
+		terms, _ := objAt(x.payload, "terms")
+		switch x.typ {
+		case "agreement":
+			cands = append(cands, candidate{terms, map[string]any{"agreement_id": x.id, refName: ref}})
+		case "offer":
+			cands = append(cands, candidate{terms, map[string]any{refName: ref}})
+		}
+	}
+	for _, c := range cands {
+		if a, am, at, found := r.decidedAct(name, org, txn, c.terms, c.refs, []*mandate{m}); found {
+			out := r.approvalsGiven(a, am, org, txn, at, true)
+			r.add(5, "approval", o.subject, out.res, out.code, out.detail)
+			return
+		}
+	}
+	r.add(5, "approval", o.subject, NotCheckable, "", fmt.Sprintf("%s states approval rules, and %s's %s act is not established: no policy decision in the bundle binds it as rebuilt from the record", rules[0].mandate.id, org, name))
+}

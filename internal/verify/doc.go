@@ -154,7 +154,10 @@
 // rule names, signed by a live key of the acting organisation that is not
 // its agent's, made before the act and unexpired at it (approvals.go).
 // agreement.committed's guard asks the same of every act that formed the
-// agreement, the offer and the countersignature included. An act that
+// agreement, the offer and the countersignature included; a dispute and a
+// determination, acts no event of their own records, have the same check
+// on their objects, the act found through the party's policy decision
+// (standaloneApproval). An act that
 // does not rebuild to the recorded hash (another implementation's act
 // shape) leaves those questions not_checkable. The published reference's
 // acts rebuild, except its agreement.sign, an act it does not name.

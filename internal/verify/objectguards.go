@@ -31,6 +31,10 @@ import (
 //     on the discharge of another: no obligation on a cycle of such
 //     conditions could ever become due (obligation §4; obligation.due's
 //     guard), A202-OBLIGATION-CONDITION-CYCLIC.
+//   - approval, on a dispute and on a determination: acts that no event
+//     of their own records (docs/record-protocol.md, Issue 17 decisions),
+//     judged as an event's act is (approvals.go), the act found through
+//     its party's policy decision (standaloneApproval).
 //   - acceptance_remainder, on an accepting response: accepting less than
 //     owed names a remainder obligation of the same agreement and subject
 //     for the difference (obligation §5.2 rule 3; acceptance.granted's
@@ -55,6 +59,10 @@ func (r *run) objectGuards() {
 		case "evidence":
 			r.recordSignature(o)
 			r.remediationSignature(o)
+		case "dispute":
+			r.standaloneApproval(o, "dispute.raise", "subject_id")
+		case "determination":
+			r.standaloneApproval(o, "determination.issue", "dispute_id")
 		case "obligation_response":
 			switch str(o.payload, "response_type") {
 			case "accept":
