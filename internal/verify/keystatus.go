@@ -264,7 +264,9 @@ func KeyStatusAt(versions []KeyVersion, keyID, signedAt string) (Result, string)
 	if governing.Status != envelope.KeyActive {
 		return Failed, fmt.Sprintf("the key was %s when it signed at %s (%s)", governing.Status, signedAt, governing.describe())
 	}
-	return Verified, "active at " + signedAt + " (" + governing.describe() + ")"
+	// The instant is the signature's own signed_at; leaving it out of the
+	// detail lets every signature of one key version share one string.
+	return Verified, "active at signing (" + governing.describe() + ")"
 }
 
 // current resolves the key's status at verification time: the latest
