@@ -299,16 +299,12 @@ func (t *TrustedKeys) pinSuccessor(ctx context.Context, peer instance.PeerInfo, 
 	if err != nil {
 		return err
 	}
+	if !signature.SelfSigned(obj, pub) {
+		return nil
+	}
 	entries, err := signature.Entries(obj)
 	if err != nil {
 		return err
-	}
-	self := false
-	for i, e := range entries {
-		self = self || (e["key_id"] == keyID && e["purpose"] == "object_issuance" && signature.VerifyEntry(obj, i, pub) == nil)
-	}
-	if !self {
-		return nil
 	}
 	held, err := t.heldRecords(ctx, peer.OrganizationID)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
@@ -186,12 +187,13 @@ func (s *Surface) finishRotation(ctx context.Context, why string, out *Principal
 	var retired []string
 	for _, r := range recs {
 		id, _ := r["id"].(string)
-		if !selfSigned(r) {
-			continue
-		}
-		pub, err := keys.ParseJWK(r["payload"].(map[string]any)["public_key_jwk"])
+		payload, _ := r["payload"].(map[string]any)
+		pub, err := keys.ParseJWK(payload["public_key_jwk"])
 		if err != nil {
 			return fmt.Errorf("principal: own key record %s: %w", id, err)
+		}
+		if !signature.SelfSigned(r, pub) {
+			continue // an agent's key
 		}
 		pinned = append(pinned, instance.PrincipalKey{KeyID: id, Public: pub})
 		if id == cfg.PrincipalKeyID {
@@ -213,18 +215,10 @@ func (s *Surface) finishRotation(ctx context.Context, why string, out *Principal
 	if err := instance.WriteOwnPeerFile(s.o.In.Dir, cfg, pinned); err != nil {
 		return err
 	}
-	isRetired := func(kid string) bool {
-		for _, r := range retired {
-			if r == kid {
-				return true
-			}
-		}
-		return false
-	}
 	err = s.reissue(ctx, func(doc map[string]any) bool {
 		iss, _ := doc["issuer"].(map[string]any)
 		kid, _ := iss["key_id"].(string)
-		return isRetired(kid)
+		return slices.Contains(retired, kid)
 	}, func(*authority.IssueRequest) {}, "a principal key rotation", out.Mandates)
 	if err != nil {
 		return err
@@ -258,23 +252,4 @@ func (s *Surface) keyRecordActor(ctx context.Context) (envelope.Actor, error) {
 		return envelope.Actor{}, err
 	}
 	return envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: cfg.AgentID, MandateID: m}, nil
-}
-
-// selfSigned reports whether a key record is a principal's: signed by the
-// key it publishes (whose key id is the record's own id).
-func selfSigned(rec map[string]any) bool {
-	pub, err := keys.ParseJWK(rec["payload"].(map[string]any)["public_key_jwk"])
-	if err != nil {
-		return false
-	}
-	entries, err := signature.Entries(rec)
-	if err != nil {
-		return false
-	}
-	for i, e := range entries {
-		if e["key_id"] == rec["id"] && signature.VerifyEntry(rec, i, pub) == nil {
-			return true
-		}
-	}
-	return false
 }

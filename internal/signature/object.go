@@ -383,3 +383,21 @@ func refusalDetail(err error) string {
 	}
 	return err.Error()
 }
+
+// SelfSigned reports whether obj, a key_record publishing pub, carries an
+// object_issuance signature by the key it publishes (a signature entry
+// naming the record's own id) that verifies. A principal's key record is
+// self-signed, an agent's is signed by a principal key: this is how every
+// reader tells them apart.
+func SelfSigned(obj map[string]any, pub crypto.PublicKey) bool {
+	entries, err := Entries(obj)
+	if err != nil {
+		return false
+	}
+	for i, e := range entries {
+		if e["key_id"] == obj["id"] && e["purpose"] == "object_issuance" && VerifyEntry(obj, i, pub) == nil {
+			return true
+		}
+	}
+	return false
+}
