@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -227,10 +228,23 @@ func (s *Surface) finishRotation(ctx context.Context, why string, out *Principal
 		return err
 	}
 	// The retired keys' private halves: nothing they sign now is valid,
-	// so nothing keeps them.
+	// so nothing keeps them. Every principal key file but the current
+	// one goes, also a successor's written by a rotation stopped before
+	// its key record was (a key nobody knows of).
 	files := []string{instance.PrincipalKeyFile}
 	for _, id := range retired {
 		files = append(files, instance.PrincipalKeyFileFor(id))
+	}
+	strays, err := filepath.Glob(instance.Paths{Dir: s.o.In.Dir}.Join(instance.PrincipalKeyFileFor("*")))
+	if err != nil {
+		return err
+	}
+	for _, f := range strays {
+		rel, err := filepath.Rel(s.o.In.Dir, f)
+		if err != nil {
+			return err
+		}
+		files = append(files, filepath.ToSlash(rel))
 	}
 	for _, f := range files {
 		if f == keyFileOf(cfg) {

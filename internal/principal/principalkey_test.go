@@ -106,6 +106,12 @@ func TestPrincipalRotationStoppedAtEveryStep(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(n.Dir, filepath.FromSlash(instance.PrincipalKeyFile))); !os.IsNotExist(err) {
 				t.Errorf("the first principal key file remains: %v", err)
 			}
+			// No private key file but the current one, not even the one a
+			// rotation stopped before its key record wrote.
+			files, _ := filepath.Glob(filepath.Join(n.Dir, "keys", "principal*.pem"))
+			if len(files) != 1 || filepath.Base(files[0]) != filepath.Base(instance.PrincipalKeyFileFor(cfg.PrincipalKeyID)) {
+				t.Errorf("principal key files left: %v", files)
+			}
 			ms, err := o.Store.Mandates(ctx, "local")
 			if err != nil {
 				t.Fatal(err)
