@@ -107,6 +107,11 @@ func TestPrincipalKeyRotatedMidTransaction(t *testing.T) {
 	if _, ok := p.PrincipalKeys[oldKey]; !ok {
 		t.Fatal("the buyer dropped the old principal key's pin")
 	}
+	// What the buyer pinned is what the supplier now hands out: adding
+	// the supplier's new peer.json is a no-op, not a refused re-pin.
+	if _, err := instance.AddPeer(b.Node.Dir, own); err != nil {
+		t.Fatalf("the supplier's new peer.json against the buyer's updated pin: %v", err)
+	}
 	if k, err := b.Node.Org.ResolveKey(ctx, oldKey); err != nil || k.Status != verify.KeyExpired {
 		t.Fatalf("the buyer's view of the old principal key: %+v %v", k, err)
 	}
