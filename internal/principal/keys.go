@@ -127,8 +127,9 @@ func (s *Surface) AddAgent(ctx context.Context, agentID string) (AgentAdded, err
 
 // putKeyRecord signs and stores the key record spec describes, as a later
 // version of prev when prev is set (version prev's + 1, naming it), and
-// returns its bytes.
-func (s *Surface) putKeyRecord(ctx context.Context, spec envelope.KeyRecordSpec, prev map[string]any) ([]byte, error) {
+// returns its bytes. It is signed by the principal's key, or by signers,
+// in their order, when any are given.
+func (s *Surface) putKeyRecord(ctx context.Context, spec envelope.KeyRecordSpec, prev map[string]any, signers ...signature.Signer) ([]byte, error) {
 	rec, err := envelope.NewKeyRecord(spec)
 	if err != nil {
 		return nil, err
@@ -141,8 +142,13 @@ func (s *Surface) putKeyRecord(ctx context.Context, spec envelope.KeyRecordSpec,
 	if err := envelope.Seal(rec); err != nil {
 		return nil, err
 	}
-	if err := signature.Sign(rec, s.signer(), "object_issuance", spec.CreatedAt); err != nil {
-		return nil, err
+	if len(signers) == 0 {
+		signers = []signature.Signer{s.signer()}
+	}
+	for _, by := range signers {
+		if err := signature.Sign(rec, by, "object_issuance", spec.CreatedAt); err != nil {
+			return nil, err
+		}
 	}
 	b, err := canonical.Marshal(rec)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/authority"
-	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
@@ -122,25 +121,10 @@ func (s *Surface) RotatePrincipalKey(ctx context.Context, revoke bool, why strin
 		return out, err
 	}
 	now := s.o.Clock().UTC().Truncate(time.Second)
-	rec, err := envelope.NewKeyRecord(envelope.KeyRecordSpec{KeyID: kid, Controller: cfg.OrganizationID, PublicKey: k.Public(), ValidFrom: now, CreatedBy: actor, CreatedAt: now})
-	if err != nil {
-		return out, err
-	}
-	if err := envelope.Seal(rec); err != nil {
-		return out, err
-	}
 	// Self-signed first (instance.Open reads the first signature as the
 	// key's own), then vouched for by the key it succeeds.
-	for _, by := range []signature.Signer{next, s.signer()} {
-		if err := signature.Sign(rec, by, "object_issuance", now); err != nil {
-			return out, err
-		}
-	}
-	b, err := canonical.Marshal(rec)
-	if err != nil {
-		return out, err
-	}
-	if _, err := s.o.Store.PutObject(ctx, b, "local"); err != nil {
+	spec := envelope.KeyRecordSpec{KeyID: kid, Controller: cfg.OrganizationID, PublicKey: k.Public(), ValidFrom: now, CreatedBy: actor, CreatedAt: now}
+	if _, err := s.putKeyRecord(ctx, spec, nil, next, s.signer()); err != nil {
 		return out, err
 	}
 	if err := stopAt("record-stored"); err != nil {
