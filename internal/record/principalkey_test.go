@@ -58,13 +58,7 @@ func peerFileOf(t *testing.T, sd *recordtest.Side, org string) instance.PeerInfo
 func TestPrincipalKeyRotatedMidTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, s, c := recordtest.Pair(t)
-	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obl := out.Objects["obligation"]
+	b, s, c, txn, obl := committed(t)
 	supplier := s.Node.Org.Config().OrganizationID
 	oldKey := s.Node.Org.Config().PrincipalKeyID
 
@@ -133,13 +127,7 @@ func TestPrincipalKeyRotatedMidTransaction(t *testing.T) {
 func TestUnvouchedPrincipalKeyRefusedByCountersigner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, s, c := recordtest.Pair(t)
-	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obl := out.Objects["obligation"]
+	b, s, c, txn, obl := committed(t)
 	cfg := s.Node.Org.Config()
 	now := c.Now().UTC().Truncate(time.Second)
 
