@@ -331,9 +331,9 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 			if err := tx.CreateTransaction(r.txn, r.from, string(role), session, string(protocol.Draft)); err != nil {
 				return err
 			}
-		} else if err := tx.Touch(r.txn); err != nil {
-			// A counter-offer or an amendment offer appends no event; the
-			// inbox looks among recently updated transactions.
+		}
+		// What list_inbox reads (store migration 10).
+		if err := tx.OfferReceived(r.txn); err != nil {
 			return err
 		}
 		for _, o := range r.objs {

@@ -1313,9 +1313,8 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 
 // TestAmendmentOfferBringsItsTransactionForward: an amendment offer
 // appends no event, yet it is activity on its transaction: the receiver
-// lists that transaction first, so that list_inbox, which looks for open
-// offers among the most recently updated transactions (a bounded page),
-// finds an amendment of an old transaction behind newer ones.
+// lists that transaction first, and list_inbox finds an amendment of an
+// old transaction behind newer ones.
 func TestAmendmentOfferBringsItsTransactionForward(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1340,5 +1339,63 @@ func TestAmendmentOfferBringsItsTransactionForward(t *testing.T) {
 	inbox, err := b.Engine.Inbox(ctx, b.Mandate, 1)
 	if err != nil || len(inbox) != 1 || inbox[0].OfferID != off {
 		t.Fatalf("a one-item inbox: %+v %v", inbox, err)
+	}
+}
+
+// TestInboxReadsOnlyTransactionsWithOpenOffers: list_inbox reads the
+// transactions a counterparty's offer may still be open on (store
+// migration 10), not the most recent few hundred of each state: once the
+// agreed offer is found closed the transaction leaves that set, an
+// amendment offer brings it back however old it is, and accepting the
+// amendment closes it again.
+func TestInboxReadsOnlyTransactionsWithOpenOffers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, _ := committed(t)
+	marked := func() []string {
+		t.Helper()
+		list, _, err := b.Node.Org.Store.ListTransactions(ctx, store.TransactionFilter{OpenOffer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range list {
+			ids = append(ids, x.ID)
+		}
+		return ids
+	}
+	inbox := func() []record.InboxItem {
+		t.Helper()
+		items, err := b.Engine.Inbox(ctx, b.Mandate, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return items
+	}
+	if got := marked(); !slices.Equal(got, []string{txn}) {
+		t.Fatalf("after formation the buyer marks %v, want the offer's %s", got, txn)
+	}
+	if items := inbox(); len(items) != 0 {
+		t.Fatalf("inbox after formation: %+v", items)
+	}
+	if got := marked(); len(got) != 0 {
+		t.Fatalf("the inbox left %v marked after finding the agreed offer closed", got)
+	}
+	off := amendmentOffer(t, s, c, txn, "")
+	if got := marked(); !slices.Equal(got, []string{txn}) {
+		t.Fatalf("after the amendment offer the buyer marks %v", got)
+	}
+	if items := inbox(); len(items) != 1 || items[0].OfferID != off || !items[0].Amendment {
+		t.Fatalf("inbox with the amendment offer: %+v", items)
+	}
+	if _, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+		AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if items := inbox(); len(items) != 0 {
+		t.Fatalf("inbox after the amendment: %+v", items)
+	}
+	if got := marked(); len(got) != 0 {
+		t.Fatalf("still marked after the amendment was accepted: %v", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
@@ -257,14 +258,6 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 	if limit <= 0 {
 		limit = store.DefaultPage
 	}
-	var ts []store.Transaction
-	for _, state := range []protocol.State{protocol.Draft, protocol.Committed, protocol.InPerformance} {
-		page, _, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: string(state), Limit: store.MaxPage})
-		if err != nil {
-			return nil, err
-		}
-		ts = append(ts, page...)
-	}
 	now := e.o.Clock()
 	// The mandate is read once for the page, not once per offer.
 	var mandate map[string]any
@@ -272,36 +265,92 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 		mandate, _ = e.ownMandate(ctx, mandateID) // unknown: items without an act, as AcceptanceAct would refuse
 	}
 	out := []InboxItem{}
-	for _, t := range ts {
-		if len(out) >= limit {
+	// Only the transactions that may hold an open offer from the
+	// counterparty (store migration 10), newest first, page after page:
+	// however many transactions the instance holds, and however long ago
+	// an amendment offer arrived, this reads those and no others. Where
+	// it finds none open, it says so, and the transaction leaves the set
+	// until an offer arrives again.
+	cursor := ""
+	for len(out) < limit {
+		ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{OpenOffer: true, Limit: store.MaxPage, Before: cursor})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			if len(out) >= limit {
+				break
+			}
+			it, open, err := e.inboxItem(ctx, t, mandate, now)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case it != nil:
+				out = append(out, *it)
+			case !open:
+				if err := e.o.Store.OfferClosed(ctx, t.ID, t.UpdatedAt); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if next == "" {
 			break
 		}
-		last, err := e.latestOffer(ctx, t.ID)
-		if err != nil || last == nil || last.Org() != t.Counterparty || last.expired(now) {
-			continue
-		}
-		if w, _ := e.o.Store.Withdrawn(ctx, last.ID()); w {
-			continue
-		}
-		if agent, named := org.ActingAgent(ctx); named && str(last.PSub("offeree")["agent_id"]) != agent {
-			continue // addressed to another agent of this organisation
-		}
-		it := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
-		if protocol.State(t.State) != protocol.Draft {
-			open, agr, err := e.openAmendment(ctx, t)
-			if err != nil || open == nil || open.ID() != last.ID() {
-				continue // the agreed offer, not an amendment
-			}
-			it.Amendment, it.AmendsAgreementID = true, agr.ID()
-			if mandate != nil {
-				it.AcceptanceAct = amendmentAct(last, agr, mandate)
-			}
-		} else if mandate != nil {
-			it.AcceptanceAct = acceptanceAct(last, mandate)
-		}
-		out = append(out, it)
+		cursor = next
 	}
 	return out, nil
+}
+
+// inboxItem is the inbox's item for t: its latest offer when that is the
+// counterparty's, current, not withdrawn and addressed to the calling
+// agent, and, in a formed transaction, an amendment offer. open says
+// whether t holds an open offer from the counterparty at all (one for
+// another agent of this organisation is open, but not this agent's item).
+func (e *Engine) inboxItem(ctx context.Context, t store.Transaction, mandate map[string]any, now time.Time) (it *InboxItem, open bool, err error) {
+	switch protocol.State(t.State) {
+	case protocol.Draft, protocol.Committed, protocol.InPerformance:
+	default:
+		return nil, false, nil
+	}
+	// A transaction that cannot be read is left out of this page and stays
+	// in the set: the next inbox looks again.
+	unreadable := func(err error) (*InboxItem, bool, error) {
+		e.log.Warn("inbox: a transaction could not be read", "transaction_id", t.ID, "error", err)
+		return nil, true, nil
+	}
+	last, err := e.latestOffer(ctx, t.ID)
+	if err != nil {
+		return unreadable(err)
+	}
+	if last == nil || last.Org() != t.Counterparty || last.expired(now) {
+		return nil, false, nil
+	}
+	if w, err := e.o.Store.Withdrawn(ctx, last.ID()); err != nil {
+		return unreadable(err)
+	} else if w {
+		return nil, false, nil
+	}
+	item := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
+	if protocol.State(t.State) != protocol.Draft {
+		amend, agr, err := e.openAmendment(ctx, t)
+		if err != nil {
+			return unreadable(err)
+		}
+		if amend == nil || amend.ID() != last.ID() {
+			return nil, false, nil // the agreed offer, not an amendment
+		}
+		item.Amendment, item.AmendsAgreementID = true, agr.ID()
+		if mandate != nil {
+			item.AcceptanceAct = amendmentAct(last, agr, mandate)
+		}
+	} else if mandate != nil {
+		item.AcceptanceAct = acceptanceAct(last, mandate)
+	}
+	if agent, named := org.ActingAgent(ctx); named && str(last.PSub("offeree")["agent_id"]) != agent {
+		return nil, true, nil // addressed to another agent of this organisation
+	}
+	return &item, true, nil
 }
 
 // ReleaseHeld continues the acts this instance takes by itself that its

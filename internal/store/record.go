@@ -214,14 +214,24 @@ func (t *Txn) InsertEvent(e Event) error {
 	return nil
 }
 
-// Touch marks a transaction as active now (its updated_at, by which
-// transactions are listed newest first) without moving its head: an
-// amendment offer received for a committed transaction is activity that
-// appends no event, and list_inbox, which looks for open offers among the
-// most recently updated transactions, must find it there.
-func (t *Txn) Touch(id string) error {
-	_, err := t.exec(`UPDATE transactions SET updated_at = ? WHERE id = ?`, now(), id)
+// OfferReceived records that an offer from the counterparty arrived on a
+// transaction: it may now hold an open offer (migration 10, the inbox's
+// index), and it is active now (its updated_at, by which transactions are
+// listed newest first) though no event moved its head: a counter-offer or
+// an amendment offer appends none.
+func (t *Txn) OfferReceived(id string) error {
+	_, err := t.exec(`UPDATE transactions SET open_offer = 1, updated_at = ? WHERE id = ?`, now(), id)
 	return err
+}
+
+// OfferClosed records that the inbox found no open offer from the
+// counterparty on a transaction it read at updatedAt. An offer received
+// since moved updated_at, so the mark it set stays.
+func (s *Store) OfferClosed(ctx context.Context, id, updatedAt string) error {
+	return s.Update(ctx, func(t *Txn) error {
+		_, err := t.exec(`UPDATE transactions SET open_offer = 0 WHERE id = ? AND updated_at = ?`, id, updatedAt)
+		return err
+	})
 }
 
 // MarkRecorded moves an event from pending to recorded and advances the

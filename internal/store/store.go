@@ -300,6 +300,16 @@ var migrations = []string{
 		minimum_grade TEXT NOT NULL,
 		set_at        TEXT NOT NULL
 	);`,
+	// 10: which transactions may hold an offer from the counterparty that
+	// is still open (an offer in draft, an amendment offer later): set when
+	// one is received (Txn.OfferReceived), cleared by the inbox when it
+	// finds none open there (Store.OfferClosed), so that list_inbox reads
+	// those transactions and no others, however many the instance holds.
+	// Transactions open to offers when the column arrives start set: the
+	// first inbox clears what it finds closed.
+	`ALTER TABLE transactions ADD COLUMN open_offer INTEGER NOT NULL DEFAULT 0;
+	UPDATE transactions SET open_offer = 1 WHERE state IN ('draft', 'committed', 'in_performance');
+	CREATE INDEX transactions_open_offer ON transactions(open_offer, updated_at);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

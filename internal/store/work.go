@@ -230,6 +230,9 @@ type TransactionFilter struct {
 	// Counterparty, when set, keeps only transactions with that
 	// organisation.
 	Counterparty string
+	// OpenOffer keeps only transactions that may hold an open offer from
+	// the counterparty (Txn.OfferReceived, Store.OfferClosed).
+	OpenOffer bool
 	// Limit bounds the page (default DefaultPage, at most MaxPage).
 	Limit int
 	// Before is the cursor: the page starts after this (updated_at, id)
@@ -257,6 +260,9 @@ func (s *Store) ListTransactions(ctx context.Context, f TransactionFilter) ([]Tr
 	if f.Counterparty != "" {
 		where = append(where, "counterparty = ?")
 		args = append(args, f.Counterparty)
+	}
+	if f.OpenOffer {
+		where = append(where, "open_offer = 1")
 	}
 	if f.Before != "" {
 		at, id, ok := strings.Cut(f.Before, "|")

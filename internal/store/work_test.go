@@ -248,3 +248,54 @@ func TestCommitsCountsWrites(t *testing.T) {
 		t.Fatalf("%d commits, want 5", d)
 	}
 }
+
+// TestOpenOfferMarks: a received offer marks its transaction as one the
+// inbox reads; the inbox's "none open here" clears the mark only if no
+// offer arrived since it read the transaction.
+func TestOpenOfferMarks(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	if err := s.Update(ctx, func(tx *Txn) error {
+		for _, id := range []string{"txn_quiet", "txn_offered"} {
+			if err := tx.CreateTransaction(id, "org_a", "buyer", "", "committed"); err != nil {
+				return err
+			}
+		}
+		return tx.OfferReceived("txn_offered")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	marked := func() []string {
+		t.Helper()
+		list, _, err := s.ListTransactions(ctx, TransactionFilter{OpenOffer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return txnIDs(list)
+	}
+	if got := marked(); len(got) != 1 || got[0] != "txn_offered" {
+		t.Fatalf("marked %v", got)
+	}
+	read, err := s.GetTransaction(ctx, "txn_offered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An offer arrives after the inbox read the transaction: its mark
+	// survives the inbox's stale "none open".
+	if err := s.Update(ctx, func(tx *Txn) error { return tx.OfferReceived("txn_offered") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.OfferClosed(ctx, "txn_offered", read.UpdatedAt); err != nil {
+		t.Fatal(err)
+	}
+	if got := marked(); len(got) != 1 {
+		t.Fatalf("a stale close cleared the mark: %v", got)
+	}
+	now, _ := s.GetTransaction(ctx, "txn_offered")
+	if err := s.OfferClosed(ctx, "txn_offered", now.UpdatedAt); err != nil {
+		t.Fatal(err)
+	}
+	if got := marked(); len(got) != 0 {
+		t.Fatalf("still marked: %v", got)
+	}
+}
