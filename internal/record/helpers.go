@@ -150,6 +150,16 @@ func keysOf(m map[string]string) []string {
 //	remediation.accepted  the remediation obligation      → pending
 func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 	switch ev.EventType() {
+	case protocol.EvAgreementDirect, protocol.EvAgreementAmended, protocol.EvTransactionCancelled, protocol.EvTransactionCompleted,
+		protocol.EvTerminationAgreed, protocol.EvTransactionTerminated:
+		// The offer it took (or every offer, in a final state) is no
+		// longer open: the inbox need not look here until another arrives
+		// (store migration 10; the inbox clears any mark it finds stale).
+		if err := tx.OffersTaken(ev.Txn()); err != nil {
+			return err
+		}
+	}
+	switch ev.EventType() {
 	case protocol.EvSettlementInstructed:
 		return e.applySettlement(tx, ev, objs)
 	case protocol.EvTerminationAgreed, protocol.EvTransactionTerminated:

@@ -1344,10 +1344,10 @@ func TestAmendmentOfferBringsItsTransactionForward(t *testing.T) {
 
 // TestInboxReadsOnlyTransactionsWithOpenOffers: list_inbox reads the
 // transactions a counterparty's offer may still be open on (store
-// migration 10), not the most recent few hundred of each state: once the
-// agreed offer is found closed the transaction leaves that set, an
-// amendment offer brings it back however old it is, and accepting the
-// amendment closes it again.
+// migration 10), not the most recent few hundred of each state. The event
+// that takes an offer clears its transaction's mark; an amendment offer
+// marks it again however old it is; an offer that lapses unanswered is
+// found closed by the inbox, which clears the mark itself.
 func TestInboxReadsOnlyTransactionsWithOpenOffers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1372,14 +1372,8 @@ func TestInboxReadsOnlyTransactionsWithOpenOffers(t *testing.T) {
 		}
 		return items
 	}
-	if got := marked(); !slices.Equal(got, []string{txn}) {
-		t.Fatalf("after formation the buyer marks %v, want the offer's %s", got, txn)
-	}
-	if items := inbox(); len(items) != 0 {
-		t.Fatalf("inbox after formation: %+v", items)
-	}
 	if got := marked(); len(got) != 0 {
-		t.Fatalf("the inbox left %v marked after finding the agreed offer closed", got)
+		t.Fatalf("after formation the buyer marks %v: agreement.direct took the offer", got)
 	}
 	off := amendmentOffer(t, s, c, txn, "")
 	if got := marked(); !slices.Equal(got, []string{txn}) {
@@ -1392,10 +1386,20 @@ func TestInboxReadsOnlyTransactionsWithOpenOffers(t *testing.T) {
 		AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}}); err != nil {
 		t.Fatal(err)
 	}
+	if got := marked(); len(got) != 0 {
+		t.Fatalf("still marked after agreement.amended took the offer: %v", got)
+	}
+
+	// A second amendment offer, left to lapse.
+	amendmentOffer(t, s, c, txn, "")
+	if got := marked(); !slices.Equal(got, []string{txn}) {
+		t.Fatalf("after the second amendment offer the buyer marks %v", got)
+	}
+	c.Add(25 * time.Hour)
 	if items := inbox(); len(items) != 0 {
-		t.Fatalf("inbox after the amendment: %+v", items)
+		t.Fatalf("inbox after the offer lapsed: %+v", items)
 	}
 	if got := marked(); len(got) != 0 {
-		t.Fatalf("still marked after the amendment was accepted: %v", got)
+		t.Fatalf("the inbox left %v marked after finding its offer lapsed", got)
 	}
 }

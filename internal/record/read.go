@@ -277,6 +277,7 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 		if err != nil {
 			return nil, err
 		}
+		var closed []store.Transaction
 		for _, t := range ts {
 			if len(out) >= limit {
 				break
@@ -289,10 +290,11 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 			case it != nil:
 				out = append(out, *it)
 			case !open:
-				if err := e.o.Store.OfferClosed(ctx, t.ID, t.UpdatedAt); err != nil {
-					return nil, err
-				}
+				closed = append(closed, t)
 			}
+		}
+		if err := e.o.Store.OffersClosed(ctx, closed); err != nil {
+			return nil, err
 		}
 		if next == "" {
 			break

@@ -224,13 +224,30 @@ func (t *Txn) OfferReceived(id string) error {
 	return err
 }
 
-// OfferClosed records that the inbox found no open offer from the
-// counterparty on a transaction it read at updatedAt. An offer received
-// since moved updated_at, so the mark it set stays.
-func (s *Store) OfferClosed(ctx context.Context, id, updatedAt string) error {
+// OffersTaken clears a transaction's open-offer mark in the commit that
+// records the event taking its offer (an agreement formed or amended) or
+// ending it: no offer on it is open then, and one received later marks it
+// again in a later commit.
+func (t *Txn) OffersTaken(id string) error {
+	_, err := t.exec(`UPDATE transactions SET open_offer = 0 WHERE id = ?`, id)
+	return err
+}
+
+// OffersClosed records that the inbox found no open offer from the
+// counterparty on each of read, as it read them (their updated_at), in one
+// commit. An offer received since moved updated_at, so the mark it set
+// stays.
+func (s *Store) OffersClosed(ctx context.Context, read []Transaction) error {
+	if len(read) == 0 {
+		return nil
+	}
 	return s.Update(ctx, func(t *Txn) error {
-		_, err := t.exec(`UPDATE transactions SET open_offer = 0 WHERE id = ? AND updated_at = ?`, id, updatedAt)
-		return err
+		for _, x := range read {
+			if _, err := t.exec(`UPDATE transactions SET open_offer = 0 WHERE id = ? AND updated_at = ?`, x.ID, x.UpdatedAt); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -302,8 +302,9 @@ var migrations = []string{
 	);`,
 	// 10: which transactions may hold an offer from the counterparty that
 	// is still open (an offer in draft, an amendment offer later): set when
-	// one is received (Txn.OfferReceived), cleared by the inbox when it
-	// finds none open there (Store.OfferClosed), so that list_inbox reads
+	// one is received (Txn.OfferReceived), cleared by the event that takes
+	// it or ends the transaction (Txn.OffersTaken) and by the inbox when it
+	// finds none open there (Store.OffersClosed), so that list_inbox reads
 	// those transactions and no others, however many the instance holds.
 	// Transactions open to offers when the column arrives start set: the
 	// first inbox clears what it finds closed.

@@ -231,7 +231,7 @@ type TransactionFilter struct {
 	// organisation.
 	Counterparty string
 	// OpenOffer keeps only transactions that may hold an open offer from
-	// the counterparty (Txn.OfferReceived, Store.OfferClosed).
+	// the counterparty (Txn.OfferReceived, Store.OffersClosed).
 	OpenOffer bool
 	// Limit bounds the page (default DefaultPage, at most MaxPage).
 	Limit int

@@ -285,14 +285,14 @@ func TestOpenOfferMarks(t *testing.T) {
 	if err := s.Update(ctx, func(tx *Txn) error { return tx.OfferReceived("txn_offered") }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.OfferClosed(ctx, "txn_offered", read.UpdatedAt); err != nil {
+	if err := s.OffersClosed(ctx, []Transaction{read}); err != nil {
 		t.Fatal(err)
 	}
 	if got := marked(); len(got) != 1 {
 		t.Fatalf("a stale close cleared the mark: %v", got)
 	}
 	now, _ := s.GetTransaction(ctx, "txn_offered")
-	if err := s.OfferClosed(ctx, "txn_offered", now.UpdatedAt); err != nil {
+	if err := s.OffersClosed(ctx, []Transaction{now}); err != nil {
 		t.Fatal(err)
 	}
 	if got := marked(); len(got) != 0 {
