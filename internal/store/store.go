@@ -306,10 +306,15 @@ var migrations = []string{
 	// it or ends the transaction (Txn.OffersTaken) and by the inbox when it
 	// finds none open there (Store.OffersClosed), so that list_inbox reads
 	// those transactions and no others, however many the instance holds.
-	// Transactions open to offers when the column arrives start set: the
-	// first inbox clears what it finds closed.
+	// When the column arrives it is set on every draft, and on every formed
+	// transaction that holds an offer stored after its latest agreement (an
+	// amendment offer perhaps open): a superset, which the first inbox
+	// trims.
 	`ALTER TABLE transactions ADD COLUMN open_offer INTEGER NOT NULL DEFAULT 0;
-	UPDATE transactions SET open_offer = 1 WHERE state IN ('draft', 'committed', 'in_performance');
+	UPDATE transactions SET open_offer = 1 WHERE state = 'draft'
+		OR (state IN ('committed', 'in_performance')
+			AND (SELECT MAX(rowid) FROM objects o WHERE o.transaction_id = transactions.id AND o.object_type = 'offer')
+			  > COALESCE((SELECT MAX(rowid) FROM objects a WHERE a.transaction_id = transactions.id AND a.object_type = 'agreement'), 0));
 	CREATE INDEX transactions_open_offer ON transactions(open_offer, updated_at);`,
 }
 

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -297,5 +299,64 @@ func TestOpenOfferMarks(t *testing.T) {
 	}
 	if got := marked(); len(got) != 0 {
 		t.Fatalf("still marked: %v", got)
+	}
+}
+
+// TestOpenOfferMigration: migration 10 marks, in a database made before
+// it, every draft and every formed transaction holding an offer stored
+// after its latest agreement, and nothing else.
+func TestOpenOfferMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before = 9
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= before; v++ {
+		if _, err := db.ExecContext(ctx, migrations[v-1]); err != nil {
+			t.Fatalf("migration %d: %v", v, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []struct{ id, state string }{
+		{"txn_draft", "draft"}, {"txn_amending", "committed"}, {"txn_agreed", "in_performance"}, {"txn_done", "completed"},
+	} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at) VALUES (?, 'org_a', 'buyer', ?, ?, ?)`, r.id, r.state, now(), now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	object := func(txn, typ string) {
+		t.Helper()
+		n++
+		if _, err := db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at) VALUES (?, ?, ?, ?, '{}', 'org_a', ?)`,
+			fmt.Sprintf("obj_%03d", n), typ, txn, fmt.Sprintf("%064d", n), now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	object("txn_draft", "offer")
+	object("txn_amending", "offer")
+	object("txn_amending", "agreement")
+	object("txn_amending", "offer") // an amendment offer after the agreement
+	object("txn_agreed", "offer")
+	object("txn_agreed", "agreement")
+	object("txn_done", "offer")
+	db.Close()
+
+	s := open(t, path)
+	list, _, err := s.ListTransactions(ctx, TransactionFilter{OpenOffer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := txnIDs(list)
+	slices.Sort(got)
+	if want := []string{"txn_amending", "txn_draft"}; !slices.Equal(got, want) {
+		t.Fatalf("migration 10 marked %v, want %v", got, want)
 	}
 }
