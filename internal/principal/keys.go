@@ -421,7 +421,7 @@ func (s *Surface) reissue(ctx context.Context, pick func(map[string]any) bool, e
 			}
 		}
 		// pending: to be reissued and not yet done, so its children wait.
-		pending := func(id string) bool { d, ok := docs[id]; return ok && pick(d) }
+		pending := func(id string) bool { d, ok := docs[id]; return ok && pick(d) && done[id] == "" }
 		progressed := false
 		for _, rec := range ms {
 			doc, ok := docs[rec.ID]
@@ -453,8 +453,6 @@ func (s *Surface) reissue(ctx context.Context, pick func(map[string]any) bool, e
 				return err
 			}
 			progressed = true
-			// docs is stale now: start over.
-			break
 		}
 		if !progressed {
 			return nil

@@ -188,3 +188,43 @@ func TestSurfacePicksUpARotationElsewhere(t *testing.T) {
 		t.Fatalf("the proof names %v", proof["key_id"])
 	}
 }
+
+// TestPrincipalRotationReissuesADelegatedChain: a parent and its child
+// mandate, both issued under the old key, are issued again under the new
+// one, the new child naming the new parent.
+func TestPrincipalRotationReissuesADelegatedChain(t *testing.T) {
+	ctx := context.Background()
+	n := orgtest.New(t, "org_acme", nil, false)
+	p := n.Principal(t)
+	now := time.Now().UTC()
+	preq := request(now, "")
+	preq.Delegation = &authority.Delegation{Allowed: true, MaximumDepth: 1}
+	parent, err := p.IssueMandate(ctx, preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := request(now, "")
+	pid := parent["id"].(string)
+	child.ParentMandateID = &pid
+	child.SpendingLimit = &authority.SpendingLimit{Currency: "EUR", Amount: "1000.00"}
+	c, err := p.IssueMandate(ctx, child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot, err := p.RotatePrincipalKey(ctx, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newParent, newChild := rot.Mandates[pid], rot.Mandates[c["id"].(string)]
+	if newParent == "" || newChild == "" {
+		t.Fatalf("reissued: %v", rot.Mandates)
+	}
+	rec, err := n.Org.Store.GetMandate(ctx, newChild)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := canonical.DecodeObject(rec.Body)
+	if doc["parent_mandate_id"] != newParent || doc["issuer"].(map[string]any)["key_id"] != rot.NewKeyID {
+		t.Fatalf("the new child names parent %v under key %v", doc["parent_mandate_id"], doc["issuer"].(map[string]any)["key_id"])
+	}
+}
