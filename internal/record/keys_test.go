@@ -77,13 +77,7 @@ func onlyReissuedActs(t *testing.T, b, s *recordtest.Side, txn, obl, reissued st
 func TestRotatedKeyOldSignaturesVerifyNewKeyActs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, s, c := recordtest.Pair(t)
-	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obl := out.Objects["obligation"]
+	b, s, c, txn, obl := committed(t)
 	oldKey := s.Node.Org.Config().AgentKeyID
 
 	c.Add(2 * time.Second)
@@ -137,13 +131,7 @@ func TestRotatedKeyOldSignaturesVerifyNewKeyActs(t *testing.T) {
 func TestRevokedAgentKeyRefusedByPeerWithin60s(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, s, c := recordtest.Pair(t)
-	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obl := out.Objects["obligation"]
+	b, s, c, txn, obl := committed(t)
 	key := s.Node.Org.Config().AgentKeyID
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
 		return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
