@@ -86,7 +86,9 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "party verify: rules version %q is not registered (%s)\n", *version, strings.Join(rules.Versions(), ", "))
 		return 2
 	}
-	opt := verify.Options{RulesVersion: *version, SingleSignedEvents: *single}
+	// The summary lists failures and gaps and counts the rest; --json
+	// prints every check.
+	opt := verify.Options{RulesVersion: *version, SingleSignedEvents: *single, CountVerified: !*asJSON}
 	if *atFlag != "" {
 		t, err := envelope.ParseTimestamp(*atFlag)
 		if err != nil {

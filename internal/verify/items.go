@@ -121,6 +121,7 @@ func (r *run) joinItems(lists ...*items) {
 	}
 	for _, it := range lists {
 		for _, c := range it.forks {
+			r.verified += c.verified
 			for id := range c.unresolved {
 				r.unresolved[id] = true
 			}

@@ -195,6 +195,41 @@ func TestChangedBytes(t *testing.T) {
 	wantFailed(t, rep, "signature_count", id, reason.EvidenceSignatureInvalid)
 }
 
+// A report that counts the passed checks instead of listing them
+// (Options.CountVerified, party verify's summary) has the full report's
+// counts, and lists exactly its failed and not-checkable checks, in its
+// order.
+func TestCountVerified(t *testing.T) {
+	rec := newRecord(t, 8)
+	payload(lastEvent(rec))["occurred_at"] = envelope.Timestamp(verifytest.Base.Add(time.Hour))
+	for _, workers := range []int{1, 3} {
+		o := opts()
+		o.Workers = workers
+		full := verify.Verify(inputOf(rec), o)
+		o.CountVerified = true
+		counted := verify.Verify(inputOf(rec), o)
+		if full.Results.Failed == 0 || full.Results.NotCheckable == 0 {
+			t.Fatalf("the record should fail some checks and leave some unchecked: %+v", full.Results)
+		}
+		if counted.Results != full.Results {
+			t.Errorf("%d workers: counts %+v, want %+v", workers, counted.Results, full.Results)
+		}
+		var unpassed []verify.Check
+		for _, c := range full.Checks {
+			if c.Result != verify.Verified {
+				unpassed = append(unpassed, c)
+			}
+		}
+		if !reflect.DeepEqual(counted.Checks, unpassed) {
+			t.Errorf("%d workers: listed %d checks, want the %d that did not pass", workers, len(counted.Checks), len(unpassed))
+		}
+		full.Checks, counted.Checks = nil, nil
+		if !reflect.DeepEqual(full, counted) {
+			t.Errorf("%d workers: the rest of the report differs", workers)
+		}
+	}
+}
+
 func TestRelabelledPurpose(t *testing.T) {
 	rec := newRecord(t, 1)
 	offer := rec.ObjectOfType("offer")
