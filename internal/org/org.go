@@ -61,8 +61,12 @@ type Org struct {
 
 	evaluator *authority.Evaluator
 
-	decodedMu sync.Mutex
-	decoded   map[string]map[string]any
+	// The key and revocation records held, as of keysVersion
+	// (keyRecords).
+	keysMu      sync.Mutex
+	keys        heldKeyRecords
+	keysVersion int64
+	keysHeld    bool
 
 	hooksMu   sync.Mutex
 	requested []func(store.ApprovalRequest) // OnApprovalRequest
@@ -277,16 +281,40 @@ type heldRecord struct {
 	origin string
 }
 
-// keyRecords reads every key record held (both organisations': a handful)
-// and the revocation records of agents and keys.
+// keyRecords returns every key record held (both organisations': a
+// handful) and the revocation records of agents and keys. They are read
+// at every key resolution, several times an act, so they are kept,
+// decoded, until the store's KeyObjectsVersion moves: read first, so that
+// records stored while they are being read are read again next time. The
+// values are shared between callers, who only read them.
 func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
+	v, err := o.Store.KeyObjectsVersion(ctx)
+	if err != nil {
+		return heldKeyRecords{}, err
+	}
+	o.keysMu.Lock()
+	held, ok := o.keys, o.keysHeld && o.keysVersion == v
+	o.keysMu.Unlock()
+	if ok {
+		return held, nil
+	}
+	if held, err = o.readKeyRecords(ctx); err != nil {
+		return heldKeyRecords{}, err
+	}
+	o.keysMu.Lock()
+	o.keys, o.keysVersion, o.keysHeld = held, v, true
+	o.keysMu.Unlock()
+	return held, nil
+}
+
+func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {
 	out := heldKeyRecords{byID: map[string]heldRecord{}}
 	rows, err := o.Store.ObjectsWithOrigin(ctx, "key_record")
 	if err != nil {
 		return out, err
 	}
 	for _, r := range rows {
-		obj, err := o.decodeCached(r.Body)
+		obj, err := canonical.DecodeObject(r.Body)
 		if err != nil {
 			return out, err
 		}
@@ -302,7 +330,7 @@ func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
 		return out, err
 	}
 	for _, b := range revs {
-		obj, err := o.decodeCached(b)
+		obj, err := canonical.DecodeObject(b)
 		if err != nil {
 			return out, err
 		}
@@ -311,29 +339,6 @@ func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
 		}
 	}
 	return out, nil
-}
-
-// decodeCached decodes a stored object's bytes once per content: key
-// records are read at every key resolution.
-func (o *Org) decodeCached(b []byte) (map[string]any, error) {
-	k := string(b)
-	o.decodedMu.Lock()
-	m, ok := o.decoded[k]
-	o.decodedMu.Unlock()
-	if ok {
-		return m, nil
-	}
-	m, err := canonical.DecodeObject(b)
-	if err != nil {
-		return nil, err
-	}
-	o.decodedMu.Lock()
-	if o.decoded == nil || len(o.decoded) > 256 {
-		o.decoded = map[string]map[string]any{}
-	}
-	o.decoded[k] = m
-	o.decodedMu.Unlock()
-	return m, nil
 }
 
 // statusNow is a key's status now: its version chain's (verify.KeyStatusNow),

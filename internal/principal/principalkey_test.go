@@ -17,6 +17,7 @@ import (
 	"github.com/partyd/party/internal/orgtest"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // TestPrincipalRotationStoppedAtEveryStep stops a principal key rotation
@@ -226,5 +227,41 @@ func TestPrincipalRotationReissuesADelegatedChain(t *testing.T) {
 	doc, _ := canonical.DecodeObject(rec.Body)
 	if doc["parent_mandate_id"] != newParent || doc["issuer"].(map[string]any)["key_id"] != rot.NewKeyID {
 		t.Fatalf("the new child names parent %v under key %v", doc["parent_mandate_id"], doc["issuer"].(map[string]any)["key_id"])
+	}
+}
+
+// TestRunningInstanceSeesKeyRecordsWrittenElsewhere: a running instance
+// keeps the key records it resolves keys from (org.Org.keyRecords) only
+// while the store's key version stands, so a rotation the CLI makes in
+// another process shows at its next resolution: the old key expired, the
+// new one known.
+func TestRunningInstanceSeesKeyRecordsWrittenElsewhere(t *testing.T) {
+	ctx := context.Background()
+	// The running instance reads status a little later than the rotation
+	// happens: the old key is valid through the rotation's second.
+	later := func() time.Time { return time.Now().Add(5 * time.Second) }
+	n := orgtest.New(t, "org_acme", later, false)
+	cfg := n.Org.Config()
+	if k, err := n.Org.ResolveKey(ctx, cfg.AgentKeyID); err != nil || k.Status != envelope.KeyActive {
+		t.Fatalf("before: %+v, %v", k, err)
+	}
+	cli, err := org.Open(n.Dir, org.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	p, err := principal.Open(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot, err := p.RotateAgentKey(ctx, cfg.AgentID, false, "routine rotation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := n.Org.ResolveKey(ctx, rot.OldKeyID); err != nil || k.Status != verify.KeyExpired {
+		t.Fatalf("the old key after a rotation elsewhere: %+v, %v", k, err)
+	}
+	if k, err := n.Org.ResolveKey(ctx, rot.NewKeyID); err != nil || k.Status != envelope.KeyActive {
+		t.Fatalf("the new key after a rotation elsewhere: %+v, %v", k, err)
 	}
 }

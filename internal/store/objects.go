@@ -138,6 +138,20 @@ func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte,
 	return s.bodies(ctx, `SELECT body FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
 }
 
+// KeyObjectsVersion returns a number that changes whenever a key_record
+// or a revocation_record is stored, changed (a signature added) or
+// removed, in the same commit, whichever process wrote it (migration 11's
+// triggers). What was read of those objects under one number is still
+// what the store holds while it is unchanged; read the number before the
+// objects, so that a write between the two is seen at the next call.
+func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.queryRow(ctx, `SELECT n FROM key_objects_version WHERE id = 1`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: key objects version: %w", err)
+	}
+	return n, nil
+}
+
 // StoredObject is an object's bytes with the origin it was stored under
 // ("local", or the organisation it came from).
 type StoredObject struct {

@@ -316,6 +316,21 @@ var migrations = []string{
 			AND (SELECT MAX(rowid) FROM objects o WHERE o.transaction_id = transactions.id AND o.object_type = 'offer')
 			  > COALESCE((SELECT MAX(rowid) FROM objects a WHERE a.transaction_id = transactions.id AND a.object_type = 'agreement'), 0));
 	CREATE INDEX transactions_open_offer ON transactions(open_offer, updated_at);`,
+	// 11: a number that moves whenever a key record or a revocation record
+	// is stored, changed or removed, by this process or another (a
+	// principal's CLI beside serve), so that what is read at every key
+	// resolution can be kept until it does (KeyObjectsVersion).
+	`CREATE TABLE key_objects_version (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+	INSERT INTO key_objects_version(id, n) VALUES (1, 0);
+	CREATE TRIGGER key_objects_inserted AFTER INSERT ON objects
+		WHEN NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_updated AFTER UPDATE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record') OR NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

@@ -183,3 +183,75 @@ func TestIdempotency(t *testing.T) {
 		t.Fatal("released claim not reusable", found, err)
 	}
 }
+
+// TestKeyObjectsVersion: the number moves with every change to the key
+// and revocation records, whoever makes it, and with nothing else.
+func TestKeyObjectsVersion(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	s, other := open(t, path), open(t, path) // other: a second process
+	version := func(st *Store) int64 {
+		t.Helper()
+		v, err := st.KeyObjectsVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := version(s)
+	moved := func(why string) {
+		t.Helper()
+		if now := version(other); now == v {
+			t.Fatalf("%s: the version stayed at %d", why, v)
+		} else {
+			v = now
+		}
+		if version(s) != v {
+			t.Fatalf("%s: the two connections disagree", why)
+		}
+	}
+	stayed := func(why string) {
+		t.Helper()
+		if now := version(other); now != v {
+			t.Fatalf("%s: the version moved from %d to %d", why, v, now)
+		}
+	}
+	for _, b := range refObjects(t) {
+		if _, err := s.PutObject(ctx, b, "local"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stayed("storing the transaction's objects")
+	files, _ := filepath.Glob(filepath.Join(spectest.ReferenceVectors(t), "key_records", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no reference key records")
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := canonical.Canonicalize(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.PutObject(ctx, rec, "org_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved("storing a key record")
+	if _, err := s.PutObject(ctx, rec, "org_x"); err != nil {
+		t.Fatal(err)
+	}
+	stayed("storing the same key record again")
+	obj, _ := canonical.DecodeObject(rec)
+	obj["signatures"] = []any{}
+	unsigned, _ := canonical.Marshal(obj)
+	if err := other.ReplaceObject(ctx, info.ID, rec, unsigned); err != nil {
+		t.Fatal(err)
+	}
+	moved("changing a key record's signatures in another process")
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM objects WHERE id = ?`, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	moved("removing a key record")
+}
