@@ -1,7 +1,9 @@
 package record
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"regexp"
 	"slices"
 	"sync/atomic"
@@ -104,13 +106,13 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		} else {
 			rows, err = e.o.Store.EventsOfTypes(ctx, txn, string(protocol.EvAgreementDirect), string(protocol.EvAgreementCommitted),
 				string(protocol.EvAgreementAmended), string(protocol.EvObligationActivated), string(protocol.EvAcceptanceGranted),
-				string(protocol.EvAcceptanceRejected), string(protocol.EvSettlementInstructed), string(protocol.EvExceptionOpened))
+				string(protocol.EvSettlementInstructed), string(protocol.EvExceptionOpened))
+			if err == nil {
+				rows, err = withLatestRejection(ctx, e.o.Store, txn, rows)
+			}
 		}
 		if err != nil {
 			return nil, nil, err
-		}
-		if event == nil || !wholeChain(event.EventType()) {
-			rows = latestRejection(rows)
 		}
 		if head, err := e.o.Store.EventAt(ctx, txn, st.t.HeadSequence); err == nil {
 			rows = append(rows, head)
@@ -165,12 +167,18 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		}
 	}
 	for _, t := range types {
-		list, err := e.ofType(ctx, txn, t)
+		var list []*Obj
+		var err error
+		if t == protocol.ObligationResponse {
+			// Not the reject responses (see withLatestRejection); a kept
+			// event names the one it records. Accept and waive are the
+			// others (the schema's enum, held by the gate).
+			list, err = parseAll(e.o.Store.ObligationResponsesOfTypes(ctx, txn, string(protocol.ResponseAccept), string(protocol.ResponseWaive)))
+		} else {
+			list, err = e.ofType(ctx, txn, t)
+		}
 		if err != nil {
 			return nil, nil, err
-		}
-		if t == protocol.ObligationResponse {
-			list = slices.DeleteFunc(slices.Clone(list), func(o *Obj) bool { return o.P("response_type") == "reject" })
 		}
 		addAll(list)
 	}
@@ -183,28 +191,26 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 	return held, ms, err
 }
 
-// latestRejection keeps, of the acceptance.rejected events among rows,
-// only the latest: a rejection shapes nothing a later guard reads but the
-// time of the latest response (verify's accepted), and a transaction
-// whose obligor asserts again and again would otherwise carry every round
-// into each act's working set (growth with history, issue 13). The
-// rejected responses themselves are left out of the working set likewise
-// (workingSet), but for those a kept event names: no rule reads a reject
-// response but the guard of the event that records it.
-func latestRejection(rows []store.Event) []store.Event {
-	last := -1
-	for i, x := range rows {
-		if x.EventType == string(protocol.EvAcceptanceRejected) && (last < 0 || x.Sequence > rows[last].Sequence) {
-			last = i
-		}
+// withLatestRejection adds to rows, events in sequence order, the
+// transaction's latest acceptance.rejected: a rejection shapes nothing a
+// later guard reads but the time of the latest response (verify's
+// accepted), and a transaction whose obligor asserts again and again
+// would otherwise carry every round into each act's working set (growth
+// with history, issue 13). It is read alone (store.LatestEventOfType), so
+// the rounds before it are not even read. The rejected responses are left
+// out of the working set likewise (workingSet), but for those a kept
+// event names: no rule reads a reject response but the guard of the event
+// that records it.
+func withLatestRejection(ctx context.Context, st *store.Store, txn string, rows []store.Event) ([]store.Event, error) {
+	x, err := st.LatestEventOfType(ctx, txn, string(protocol.EvAcceptanceRejected))
+	if errors.Is(err, store.ErrNotFound) {
+		return rows, nil
 	}
-	out := rows[:0:0]
-	for i, x := range rows {
-		if x.EventType != string(protocol.EvAcceptanceRejected) || i == last {
-			out = append(out, x)
-		}
+	if err != nil {
+		return nil, err
 	}
-	return out
+	i, _ := slices.BinarySearchFunc(rows, x.Sequence, func(e store.Event, seq int) int { return cmp.Compare(e.Sequence, seq) })
+	return slices.Insert(rows, i, x), nil
 }
 
 // wholeChain reports whether an event's guard reads the whole chain: a

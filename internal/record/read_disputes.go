@@ -85,7 +85,11 @@ func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *Trans
 
 // ofTypeIn reads the objects of one type of txn from st, in storage order.
 func ofTypeIn(ctx context.Context, st *store.Store, txn string, t protocol.ObjectType) ([]*Obj, error) {
-	raws, err := st.TransactionObjectsOfType(ctx, txn, string(t))
+	return parseAll(st.TransactionObjectsOfType(ctx, txn, string(t)))
+}
+
+// parseAll parses stored objects as a store read returned them.
+func parseAll(raws [][]byte, err error) ([]*Obj, error) {
 	if err != nil {
 		return nil, err
 	}

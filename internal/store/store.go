@@ -331,6 +331,18 @@ var migrations = []string{
 	CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
 		WHEN OLD.object_type IN ('key_record', 'revocation_record')
 		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;`,
+	// 12: a transaction's events by type, so that an act finds the few
+	// events its guards look back to (and the latest of a type) without
+	// reading every event of a long transaction (EventsOfTypes,
+	// LatestEventOfType).
+	//
+	// And a transaction's obligation responses by response type (read
+	// from the stored canonical bytes, which hold each member once), so
+	// that the accepting and waiving ones are found without reading the
+	// rejections, one per round (ObligationResponsesOfTypes).
+	`CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence);
+	CREATE INDEX obligation_responses_by_type ON objects(transaction_id, json_extract(CAST(body AS TEXT), '$.payload.response_type'))
+		WHERE object_type = 'obligation_response';`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

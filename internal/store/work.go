@@ -373,6 +373,39 @@ func (s *Store) EventAt(ctx context.Context, transactionID string, sequence int)
 	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
 }
 
+// LatestEventOfType returns a transaction's event of the given type with
+// the highest sequence, or ErrNotFound when it has none. It reads that
+// one event, however many of the type the transaction holds.
+func (s *Store) LatestEventOfType(ctx context.Context, transactionID, eventType string) (Event, error) {
+	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND event_type = ? ORDER BY sequence DESC LIMIT 1`, transactionID, eventType))
+}
+
+// ObligationResponsesOfTypes returns a transaction's obligation_response
+// objects whose payload response_type is one of types, in storage order,
+// through migration 12's index: a long transaction holds one rejection
+// per round, and a reader of its acceptances and waivers reads none of
+// them.
+func (s *Store) ObligationResponsesOfTypes(ctx context.Context, transactionID string, types ...string) ([][]byte, error) {
+	if len(types) == 0 {
+		return nil, nil
+	}
+	q := responsesOfTypesQuery(len(types))
+	args := []any{transactionID}
+	for _, t := range types {
+		args = append(args, t)
+	}
+	return s.bodies(ctx, q, args...)
+}
+
+// responsesOfTypesQuery is ObligationResponsesOfTypes's query for n
+// types. The expression and the object_type literal are the index's;
+// INDEXED BY makes SQLite use it (without statistics it would take the
+// wider objects_by_type and read every response) or fail the query.
+func responsesOfTypesQuery(n int) string {
+	return `SELECT body FROM objects INDEXED BY obligation_responses_by_type WHERE object_type = 'obligation_response' AND transaction_id = ?
+		AND json_extract(CAST(body AS TEXT), '$.payload.response_type') IN (?` + strings.Repeat(", ?", n-1) + `) ORDER BY rowid`
+}
+
 // EventsOfTypes returns a transaction's events of the given types, in
 // sequence order.
 func (s *Store) EventsOfTypes(ctx context.Context, transactionID string, types ...string) ([]Event, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -358,5 +359,70 @@ func TestOpenOfferMigration(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"txn_amending", "txn_draft"}; !slices.Equal(got, want) {
 		t.Fatalf("migration 10 marked %v, want %v", got, want)
+	}
+}
+
+// TestLatestEventOfTypeAndResponsesOfTypes: the two reads an act's
+// working set makes of a long transaction return the latest event of a
+// type, and the obligation responses of the response types named, the
+// latter through its index (so a transaction's rejections are not read).
+func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	if err := s.Update(ctx, func(tx *Txn) error { return tx.CreateTransaction("txn_1", "org_a", "buyer", "", "in_performance") }); err != nil {
+		t.Fatal(err)
+	}
+	put := func(id, typ, body string) {
+		t.Helper()
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at) VALUES (?, ?, 'txn_1', ?, ?, 'local', ?)`,
+			id, typ, "h_"+id, []byte(body), now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq, typ := range []string{"agreement.direct", "acceptance.rejected", "performance.declared", "acceptance.rejected", "performance.declared"} {
+		id := fmt.Sprintf("evt_%d", seq+1)
+		put(id, "transaction_event", `{}`)
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_1', ?, ?, ?, ?, 'in_performance', 'org_a', 'recorded')`,
+			seq+1, id, "h_"+id, typ); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, err := s.LatestEventOfType(ctx, "txn_1", "acceptance.rejected"); err != nil || e.Sequence != 4 || e.EventID != "evt_4" {
+		t.Fatalf("latest rejection: %+v, %v", e, err)
+	}
+	if _, err := s.LatestEventOfType(ctx, "txn_1", "acceptance.granted"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("no such event: %v", err)
+	}
+	put("rsp_reject", "obligation_response", `{"payload":{"response_type":"reject"}}`)
+	put("rsp_accept", "obligation_response", `{"kernel_annotations":{"response_type":"reject"},"payload":{"note":"\"response_type\":\"reject\"","response_type":"accept"}}`)
+	put("rsp_waive", "obligation_response", `{"payload":{"response_type":"waive"}}`)
+	put("evt_like", "evidence", `{"payload":{"response_type":"accept"}}`)
+	bodies, err := s.ObligationResponsesOfTypes(ctx, "txn_1", "accept", "waive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range bodies {
+		got = append(got, string(b))
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `"response_type":"accept"}`) || !strings.Contains(got[1], "waive") {
+		t.Fatalf("responses %q", got)
+	}
+	plan, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+responsesOfTypesQuery(2), "txn_1", "accept", "waive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	var steps []string
+	for plan.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := plan.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	if !strings.Contains(strings.Join(steps, "; "), "obligation_responses_by_type") {
+		t.Fatalf("the responses are not read through their index: %q", steps)
 	}
 }
