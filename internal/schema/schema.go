@@ -9,8 +9,9 @@
 //
 // Documents are the values jsonschema.UnmarshalJSON produces (map[string]any,
 // []any, string, bool, nil, json.Number). All schemas are compiled once, on
-// first use; a schema that does not compile is a bug in party's embedded
-// files and panics rather than failing open.
+// first use (the envelope's reduction for one object type on the first
+// object of that type, dispatch.go); a schema that does not compile is a
+// bug in party's embedded files and panics rather than failing open.
 package schema
 
 import (
@@ -154,6 +155,15 @@ func Validate(k Kind, doc any) error {
 	var sch *jsonschema.Schema
 	switch k {
 	case KindEnvelope:
+		// The envelope decided for the object's type first (dispatch.go);
+		// what it refuses, the whole envelope refuses with its own report.
+		if m, ok := doc.(map[string]any); ok {
+			if t, ok := m["object_type"].(string); ok {
+				if d := s.dispatched.schema(t); d != nil && d.Validate(doc) == nil {
+					return nil
+				}
+			}
+		}
 		sch = s.envelope
 	case KindMandate:
 		sch = s.mandate
@@ -242,7 +252,10 @@ func Profiles() []string {
 // set is the result of compiling every embedded schema.
 type set struct {
 	envelope, mandate, grade *jsonschema.Schema
-	profiles                 map[string]*jsonschema.Schema
+	// dispatched holds the envelope with its object_type dispatch
+	// decided, per type (dispatch.go).
+	dispatched *dispatchSet
+	profiles   map[string]*jsonschema.Schema
 }
 
 // compiled returns the package's schemas, compiling them on first use.
@@ -314,7 +327,21 @@ func compileSet(fsys fs.FS) (*set, error) {
 		docs[name] = doc
 	}
 
-	s := &set{profiles: make(map[string]*jsonschema.Schema)}
+	env, _ := docs["envelope.schema.json"].(map[string]any)
+	if env == nil {
+		return nil, errors.New("envelope.schema.json is missing")
+	}
+	reduced, err := specialise(env)
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range reduced {
+		if err := c.AddResource(doc["$id"].(string), doc); err != nil {
+			return nil, err
+		}
+	}
+
+	s := &set{profiles: make(map[string]*jsonschema.Schema), dispatched: newDispatchSet(c, reduced)}
 	for _, root := range []struct {
 		name string
 		dst  **jsonschema.Schema
