@@ -58,16 +58,44 @@ func (e *Engine) Subscribe(fn func(Change)) (cancel func()) {
 // committed, tells the subscribers that txn changed. Every commit of the
 // engine that changes a transaction's record goes through it, so that
 // every act, the existing ones and those added later, is heard.
+//
+// The state the subscribers are told is read inside the same database
+// transaction, after fn, when anyone is subscribed: a point read of a
+// page the commit has just written, where a read after the commit would
+// open a read transaction of its own (2 % of a formation's CPU).
 func (e *Engine) update(ctx context.Context, txn string, fn func(tx *store.Txn) error) error {
-	if err := e.o.Store.Update(ctx, fn); err != nil {
+	var state string
+	read := false
+	err := e.o.Store.Update(ctx, func(tx *store.Txn) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if txn != "" && e.subscribed() {
+			read = true
+			if t, err := tx.Transaction(txn); err == nil {
+				state = t.State
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	e.changed(ctx, txn)
+	e.changed(ctx, txn, state, read)
 	return nil
 }
 
-// changed tells every subscriber that txn changed.
-func (e *Engine) changed(ctx context.Context, txn string) {
+// subscribed reports whether anyone is subscribed.
+func (e *Engine) subscribed() bool {
+	e.subs.mu.Lock()
+	defer e.subs.mu.Unlock()
+	return len(e.subs.fns) > 0
+}
+
+// changed tells every subscriber that txn changed, in state (read from
+// the store if known is false: the subscription came after the commit
+// began).
+func (e *Engine) changed(ctx context.Context, txn, state string, known bool) {
 	if txn == "" {
 		return
 	}
@@ -80,9 +108,11 @@ func (e *Engine) changed(ctx context.Context, txn string) {
 	if len(fns) == 0 {
 		return
 	}
-	c := Change{TransactionID: txn}
-	if t, err := e.o.Store.GetTransaction(context.WithoutCancel(ctx), txn); err == nil {
-		c.State = t.State
+	c := Change{TransactionID: txn, State: state}
+	if !known {
+		if t, err := e.o.Store.GetTransaction(context.WithoutCancel(ctx), txn); err == nil {
+			c.State = t.State
+		}
 	}
 	for _, fn := range fns {
 		fn(c)
