@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,4 +277,14 @@ func reportAccepts(b *testing.B, accepts []time.Duration) {
 	b.ReportMetric(ms(quantile(s, 0.50)), "ms/accept-p50")
 	b.ReportMetric(ms(quantile(s, 0.99)), "ms/accept-p99")
 	b.ReportMetric(ms(s[len(s)-1]), "ms/accept-max")
+}
+
+// processCPU is the user and system time this process has used: both
+// instances, their agents and the benchmark, since all run in it.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
