@@ -366,7 +366,13 @@ func (e *Engine) peerMandateOne(ctx context.Context, from, id string) (map[strin
 		if rec.Origin != from {
 			return nil, refusef(reason.PolicyDenied, "mandate %s is not %s's", id, from)
 		}
-		return canonical.DecodeObject(rec.Body)
+		// The held mandate's view is shared (parse): its readers, the
+		// authority evaluator and the creator check, only read it.
+		o, err := parse(rec.Body)
+		if err != nil {
+			return nil, err
+		}
+		return o.Value(), nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
