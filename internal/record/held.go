@@ -34,7 +34,9 @@ import (
 //     remediation's evidence likewise, and with a dispute or a
 //     determination the transaction's disputes, determinations and
 //     evidence, and the dispute's subject (an event, perhaps);
-//   - both organisations' key records and mandates.
+//   - both organisations' key records (not those of the instance's other
+//     counterparties), and the mandates the objects above name, with
+//     the mandates they were delegated from (not every mandate held).
 
 // idPattern matches a value that names an object by id: a registered
 // prefix, an underscore, an identifier body (canonical model §3).
@@ -186,9 +188,35 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 	if err != nil {
 		return nil, nil, err
 	}
-	addAll(krs)
-	ms, err := e.mandatesOf(ctx, st.t.Counterparty)
+	own := e.o.Config().OrganizationID
+	for _, k := range krs {
+		if c := k.P("controller_organization_id"); c == own || c == st.t.Counterparty {
+			addAll([]*Obj{k})
+		}
+	}
+	named := map[string]bool{}
+	for _, m := range held {
+		mandatesNamed(m, named)
+	}
+	for _, o := range news {
+		mandatesNamed(o.m, named)
+	}
+	ms, err := e.mandatesOf(ctx, st.t.Counterparty, named)
 	return held, ms, err
+}
+
+// mandatesNamed adds to named the mandates object m names: the one its
+// creator acted under, and any a payload names (a policy decision's
+// mandate_ids, say).
+func mandatesNamed(m map[string]any, named map[string]bool) {
+	if id := str(sub(m, "created_by")["mandate_id"]); id != "" {
+		named[id] = true
+	}
+	walkStrings(m["payload"], func(s string) {
+		if len(s) > 4 && s[:4] == "mnd_" {
+			named[s] = true
+		}
+	})
 }
 
 // withLatestRejection adds to rows, events in sequence order, the
@@ -247,23 +275,50 @@ func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
 	return out, nil
 }
 
-// mandatesOf returns the mandates held of this organisation and of peer,
-// decoded.
-func (e *Engine) mandatesOf(ctx context.Context, peer string) ([]map[string]any, error) {
+// mandatesOf returns the mandates of named held of this organisation and
+// of peer, with the mandates they were delegated from, decoded, in id
+// order. Only those the working set's objects name: the mandates an
+// instance holds grow with its transactions (a mandate scoped to one
+// transaction, as the demo issues them) and with its counterparties, and
+// a verifier reads a mandate only where an object names it (the export
+// carries the same ones).
+func (e *Engine) mandatesOf(ctx context.Context, peer string, named map[string]bool) ([]map[string]any, error) {
+	ids := make([]string, 0, len(named))
+	for id := range named {
+		ids = append(ids, id)
+	}
 	var out []map[string]any
-	for _, origin := range []string{originLocal, peer} {
-		recs, err := e.o.Store.Mandates(ctx, origin)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
+	seen := map[string]bool{}
+	for len(ids) > 0 {
+		slices.Sort(ids)
+		next := ids[:0:0]
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			r, err := e.o.Store.GetMandate(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // not held: the check that needs it says so
+			}
+			if err != nil {
+				return nil, err
+			}
+			if r.Origin != originLocal && r.Origin != peer {
+				continue
+			}
 			m, err := parse(r.Body)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, m.m)
+			if p := str(m.m["parent_mandate_id"]); p != "" {
+				next = append(next, p)
+			}
 		}
+		ids = next
 	}
+	slices.SortFunc(out, func(a, b map[string]any) int { return cmp.Compare(str(a["id"]), str(b["id"])) })
 	return out, nil
 }
 
@@ -284,9 +339,9 @@ func walkStrings(v any, f func(string)) {
 }
 
 // testingOnlyWorkingSet, when set, is told the size of every working set
-// extend builds, with its transaction (a test that history does not grow
-// it).
-var testingOnlyWorkingSet atomic.Pointer[func(txn string, n int)]
+// extend builds (objects held, mandates), with its transaction (a test
+// that history does not grow it).
+var testingOnlyWorkingSet atomic.Pointer[func(txn string, n, mandates int)]
 
 // extend runs the verifier's rules over the record of st extended by
 // news (verify.Extend) and returns their refusal, if any. awaiting names
@@ -297,7 +352,7 @@ func (e *Engine) extend(ctx context.Context, st *state, news []*Obj, awaiting ..
 		return err
 	}
 	if f := testingOnlyWorkingSet.Load(); f != nil {
-		(*f)(st.t.ID, len(held))
+		(*f)(st.t.ID, len(held), len(mandates))
 	}
 	ks, err := e.keySet(ctx, st.t.Counterparty)
 	if err != nil {
