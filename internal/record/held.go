@@ -257,9 +257,22 @@ func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error)
 	return e.get(ctx, ev.EventID)
 }
 
-// keyRecords returns every key record held (both organisations'), by the
-// object-type index.
+// keyRecords returns every key record held (of every organisation), by
+// the object-type index. What was read is kept under the store's
+// key-object version, read first, so that an act reads the records again
+// only after one was stored or changed, by any process
+// (store.KeyObjectsVersion). The list is shared: callers only read it.
 func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
+	v, err := e.o.Store.KeyObjectsVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.krMu.Lock()
+	list, ok := e.kr.list, e.kr.held && e.kr.version == v
+	e.krMu.Unlock()
+	if ok {
+		return list, nil
+	}
 	raws, err := e.o.Store.ObjectsOfType(ctx, string(protocol.KeyRecord))
 	if err != nil {
 		return nil, err
@@ -272,6 +285,9 @@ func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
 		}
 		out = append(out, o)
 	}
+	e.krMu.Lock()
+	e.kr.version, e.kr.list, e.kr.held = v, out, true
+	e.krMu.Unlock()
 	return out, nil
 }
 

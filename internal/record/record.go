@@ -147,6 +147,13 @@ type Engine struct {
 
 	keysMu sync.Mutex
 	keys   keyCache
+	// krMu guards kr, the key records last read (keyRecords).
+	krMu sync.Mutex
+	kr   struct {
+		version int64
+		list    []*Obj
+		held    bool
+	}
 	// settle wakes the settlement worker: an instruction was recorded.
 	railWake chan struct{}
 	// subs are the change subscribers (Subscribe).
