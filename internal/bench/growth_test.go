@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/org"
@@ -26,7 +27,9 @@ import (
 //
 // Sub-benchmarks: Growth/txns=N/{propose_offer, accept_offer,
 // issue_obligation, list_transactions, list_inbox, engine_start} and
-// Growth/one-transaction/assert_performance/event={10,300}. The acts also
+// Growth/one-transaction/assert_performance/event={10,300} and
+// Growth/mandates={10,10000}/issue_obligation (each instance holding that
+// many more mandates of its own). The acts also
 // report the read and write system calls of their timed parts (reads/op,
 // writes/op, wKB/op; ioMeter): SQLite's page reads and WAL frame writes,
 // counted, where wall time on a shared host is not steady.
@@ -42,6 +45,44 @@ func BenchmarkGrowth(b *testing.B) {
 		b.Run(fmt.Sprintf("txns=%d", n), func(b *testing.B) { growthAt(b, n) })
 	}
 	b.Run("one-transaction", growthInOneTransaction)
+	for _, n := range []int{10, 10000} {
+		b.Run(fmt.Sprintf("mandates=%d", n), func(b *testing.B) { growthWithMandates(b, n) })
+	}
+}
+
+// growthWithMandates measures an act on instances that each hold n
+// mandates of their own beside the one the act is taken under: an
+// organisation that issues a mandate per transaction, as the demo does,
+// holds one per transaction it ever made.
+func growthWithMandates(b *testing.B, n int) {
+	ctx := context.Background()
+	p := newGrowthPair(b, 10)
+	for _, sd := range []*recordtest.Side{p.b, p.s} {
+		for i := range n {
+			if _, err := sd.Princ.IssueMandate(ctx, authority.IssueRequest{
+				ValidFrom: envelope.Timestamp(p.c.Now().Add(-time.Minute)), ValidUntil: envelope.Timestamp(p.c.Now().Add(24 * time.Hour)),
+				Actions:       []string{"offer.submit"},
+				Scope:         map[string]any{"categories": []any{"services.calibration"}, "counterparty_organization_ids": []any{fmt.Sprintf("org_other%d", i)}},
+				SpendingLimit: &authority.SpendingLimit{Currency: "EUR", Amount: "10.00"},
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("issue_obligation", func(b *testing.B) {
+		m := newIOMeter(b)
+		b.StopTimer()
+		for range b.N {
+			txn := recordtest.Form(b, p.b, p.s, "3200.00")
+			m.start()
+			_, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+			m.stop()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		m.report()
+	})
 }
 
 // growthAt runs the acts and reads measured against history on a pair
