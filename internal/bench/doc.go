@@ -8,6 +8,13 @@
 // Streamable HTTP with bearer tokens. Method and numbers: docs/performance.md,
 // "Formation over loopback".
 //
+// Growth (growth_test.go): the same act on instances holding 10 and
+// 10 000 transactions, at event 10 and 300 of one transaction, and with
+// 10 and 10 000 more mandates held, in process over the real stores; each
+// act also reports its read and write system calls (iometer_test.go).
+// Method and numbers: docs/performance.md, "Growth: the same act with
+// history" and "A third pass".
+//
 // Verification (verify_test.go): `party verify DIR` as a process over a
 // 5 000-event bundle, next to the floor of its signatures and, when
 // A202_REFERENCE_DIR names a checkout of a202-protocol/a202, the published
