@@ -61,12 +61,8 @@ type Org struct {
 
 	evaluator *authority.Evaluator
 
-	// The key and revocation records held, as of keysVersion
-	// (keyRecords).
-	keysMu      sync.Mutex
-	keys        heldKeyRecords
-	keysVersion int64
-	keysHeld    bool
+	// keys holds the key and revocation records held (keyRecords).
+	keys store.KeyObjectsCache[heldKeyRecords]
 
 	hooksMu   sync.Mutex
 	requested []func(store.ApprovalRequest) // OnApprovalRequest
@@ -284,27 +280,10 @@ type heldRecord struct {
 // keyRecords returns every key record held (both organisations': a
 // handful) and the revocation records of agents and keys. They are read
 // at every key resolution, several times an act, so they are kept,
-// decoded, until the store's KeyObjectsVersion moves: read first, so that
-// records stored while they are being read are read again next time. The
-// values are shared between callers, who only read them.
+// decoded, until one is stored, changed or removed (store.KeyObjectsCache).
+// The values are shared between callers, who only read them.
 func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
-	v, err := o.Store.KeyObjectsVersion(ctx)
-	if err != nil {
-		return heldKeyRecords{}, err
-	}
-	o.keysMu.Lock()
-	held, ok := o.keys, o.keysHeld && o.keysVersion == v
-	o.keysMu.Unlock()
-	if ok {
-		return held, nil
-	}
-	if held, err = o.readKeyRecords(ctx); err != nil {
-		return heldKeyRecords{}, err
-	}
-	o.keysMu.Lock()
-	o.keys, o.keysVersion, o.keysHeld = held, v, true
-	o.keysMu.Unlock()
-	return held, nil
+	return o.keys.Get(ctx, o.Store, o.readKeyRecords)
 }
 
 func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {

@@ -258,37 +258,13 @@ func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error)
 }
 
 // keyRecords returns every key record held (of every organisation), by
-// the object-type index. What was read is kept under the store's
-// key-object version, read first, so that an act reads the records again
-// only after one was stored or changed, by any process
-// (store.KeyObjectsVersion). The list is shared: callers only read it.
+// the object-type index, read again only once one was stored or changed,
+// by any process (store.KeyObjectsCache). The list is shared: callers
+// only read it.
 func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
-	v, err := e.o.Store.KeyObjectsVersion(ctx)
-	if err != nil {
-		return nil, err
-	}
-	e.krMu.Lock()
-	list, ok := e.kr.list, e.kr.held && e.kr.version == v
-	e.krMu.Unlock()
-	if ok {
-		return list, nil
-	}
-	raws, err := e.o.Store.ObjectsOfType(ctx, string(protocol.KeyRecord))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Obj, 0, len(raws))
-	for _, b := range raws {
-		o, err := parse(b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	e.krMu.Lock()
-	e.kr.version, e.kr.list, e.kr.held = v, out, true
-	e.krMu.Unlock()
-	return out, nil
+	return e.kr.Get(ctx, e.o.Store, func(ctx context.Context) ([]*Obj, error) {
+		return parseAll(e.o.Store.ObjectsOfType(ctx, string(protocol.KeyRecord)))
+	})
 }
 
 // mandatesOf returns the mandates of named held of this organisation and
@@ -306,7 +282,6 @@ func (e *Engine) mandatesOf(ctx context.Context, peer string, named map[string]b
 	var out []map[string]any
 	seen := map[string]bool{}
 	for len(ids) > 0 {
-		slices.Sort(ids)
 		next := ids[:0:0]
 		for _, id := range ids {
 			if seen[id] {

@@ -123,6 +123,7 @@ import (
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/store"
 )
 
 // RulesVersion is the rules version this instance appends under
@@ -147,13 +148,8 @@ type Engine struct {
 
 	keysMu sync.Mutex
 	keys   keyCache
-	// krMu guards kr, the key records last read (keyRecords).
-	krMu sync.Mutex
-	kr   struct {
-		version int64
-		list    []*Obj
-		held    bool
-	}
+	// kr holds the key records of every organisation (keyRecords).
+	kr store.KeyObjectsCache[[]*Obj]
 	// settle wakes the settlement worker: an instruction was recorded.
 	railWake chan struct{}
 	// subs are the change subscribers (Subscribe).

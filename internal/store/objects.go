@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/partyd/party/internal/canonical"
 )
@@ -150,6 +151,42 @@ func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("store: key objects version: %w", err)
 	}
 	return n, nil
+}
+
+// KeyObjectsCache keeps a value derived from the key and revocation
+// records under the KeyObjectsVersion read before it was derived, so that
+// a reader of those records (at every key resolution, several times an
+// act) reads them again only once one was stored, changed or removed, by
+// any process. The zero value is empty and ready; the value is shared
+// between callers, who only read it.
+type KeyObjectsCache[T any] struct {
+	mu      sync.Mutex
+	version int64
+	held    bool
+	val     T
+}
+
+// Get returns the value derived under the store's current version,
+// deriving it with read when the version moved since the value was kept.
+func (c *KeyObjectsCache[T]) Get(ctx context.Context, s *Store, read func(context.Context) (T, error)) (T, error) {
+	var zero T
+	v, err := s.KeyObjectsVersion(ctx)
+	if err != nil {
+		return zero, err
+	}
+	c.mu.Lock()
+	val, ok := c.val, c.held && c.version == v
+	c.mu.Unlock()
+	if ok {
+		return val, nil
+	}
+	if val, err = read(ctx); err != nil {
+		return zero, err
+	}
+	c.mu.Lock()
+	c.val, c.version, c.held = val, v, true
+	c.mu.Unlock()
+	return val, nil
 }
 
 // StoredObject is an object's bytes with the origin it was stored under

@@ -255,3 +255,49 @@ func TestKeyObjectsVersion(t *testing.T) {
 	}
 	moved("removing a key record")
 }
+
+// KeyObjectsCache derives its value again only once the version moved,
+// whichever handle moved it.
+func TestKeyObjectsCache(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	s, other := open(t, path), open(t, path)
+	reads := 0
+	var c KeyObjectsCache[int]
+	get := func() int {
+		t.Helper()
+		v, err := c.Get(ctx, s, func(ctx context.Context) (int, error) {
+			reads++
+			rows, err := s.ObjectsOfType(ctx, "key_record")
+			return len(rows), err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if n := get(); n != 0 || reads != 1 {
+		t.Fatalf("first Get: %d key records after %d reads", n, reads)
+	}
+	if n := get(); n != 0 || reads != 1 {
+		t.Fatalf("second Get, nothing stored: %d key records after %d reads", n, reads)
+	}
+	files, _ := filepath.Glob(filepath.Join(spectest.ReferenceVectors(t), "key_records", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no reference key records")
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := canonical.Canonicalize(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.PutObject(ctx, rec, "org_x"); err != nil {
+		t.Fatal(err)
+	}
+	if n := get(); n != 1 || reads != 2 {
+		t.Fatalf("after another handle stored a key record: %d key records after %d reads", n, reads)
+	}
+}
