@@ -45,8 +45,86 @@ func BenchmarkGrowth(b *testing.B) {
 		b.Run(fmt.Sprintf("txns=%d", n), func(b *testing.B) { growthAt(b, n) })
 	}
 	b.Run("one-transaction", growthInOneTransaction)
+	b.Run("alternated", growthAlternated)
 	for _, n := range []int{10, 10000} {
 		b.Run(fmt.Sprintf("mandates=%d", n), func(b *testing.B) { growthWithMandates(b, n) })
+	}
+}
+
+// growthAlternated measures each act on a pair holding 10 transactions
+// and on one holding 10 000 alternately, in one loop, small then large
+// and large then small in turn, so that a host whose speed drifts (other
+// tenants of a shared machine) slows both sizes alike and the ratio
+// between them is what history costs. Each size reports its mean wall
+// time, process CPU time and write system calls per act, and the ratios
+// large over small (wall-ratio, cpu-ratio). The CPU and the writes are the
+// whole process's: both instances of the pair measured, and whatever the
+// other, idle pair does meanwhile (nothing but its timers).
+func growthAlternated(b *testing.B) {
+	ctx := context.Background()
+	sizes := [2]int{10, 10000}
+	pairs := [2]*growthPair{newGrowthPair(b, sizes[0]), newGrowthPair(b, sizes[1])}
+	acts := []struct {
+		name string
+		// prep makes what the act needs, untimed, and returns the act.
+		prep func(b *testing.B, p *growthPair) func() error
+	}{
+		{"propose_offer", func(b *testing.B, p *growthPair) func() error {
+			return func() error { _, err := p.s.Engine.ProposeOffer(ctx, p.offerInput()); return err }
+		}},
+		{"accept_offer", func(b *testing.B, p *growthPair) func() error {
+			o := recordtest.Offer(b, p.s, "3200.00")
+			apr := recordtest.Approve(b, p.b, o.Objects["offer"])
+			return func() error {
+				out, err := p.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+				if err == nil && out.State != "committed" {
+					err = fmt.Errorf("accept_offer left %s", out.State)
+				}
+				return err
+			}
+		}},
+		{"issue_obligation", func(b *testing.B, p *growthPair) func() error {
+			txn := recordtest.Form(b, p.b, p.s, "3200.00")
+			return func() error {
+				_, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+				return err
+			}
+		}},
+	}
+	for _, act := range acts {
+		b.Run(act.name, func(b *testing.B) {
+			var wall, cpu [2]time.Duration
+			var writes [2]int64
+			overhead := newIOMeter(b).overhead
+			b.StopTimer()
+			for i := range b.N {
+				for k := range 2 {
+					j := (i + k) % 2
+					call := act.prep(b, pairs[j])
+					io0, _ := readIOCounts()
+					c0, w0 := processCPU(), time.Now()
+					b.StartTimer()
+					err := call()
+					b.StopTimer()
+					wall[j] += time.Since(w0)
+					cpu[j] += processCPU() - c0
+					io1, _ := readIOCounts()
+					writes[j] += io1.minus(io0).minus(overhead).writes
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			n := float64(b.N)
+			ms := func(d time.Duration) float64 { return float64(d) / 1e6 / n }
+			for j, size := range sizes {
+				b.ReportMetric(ms(wall[j]), fmt.Sprintf("ms@%d", size))
+				b.ReportMetric(ms(cpu[j]), fmt.Sprintf("cpu-ms@%d", size))
+				b.ReportMetric(float64(writes[j])/n, fmt.Sprintf("writes@%d", size))
+			}
+			b.ReportMetric(float64(wall[1])/float64(wall[0]), "wall-ratio")
+			b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
+		})
 	}
 }
 
