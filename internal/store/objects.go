@@ -133,10 +133,26 @@ func (s *Store) TransactionObjects(ctx context.Context, transactionID string) ([
 	return s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? ORDER BY rowid`, transactionID)
 }
 
-// ObjectsOfType returns the bytes of every object of one type (key records,
-// for example), in storage order, by the object-type index.
+// ObjectsOfType returns the bytes of every object of one type, in storage
+// order. Key and revocation records, the only objects read by type across
+// transactions, are found by their index (migration 13); any other type
+// reads the whole table (tests do), so read those by transaction instead.
 func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte, error) {
-	return s.bodies(ctx, `SELECT body FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
+	q, args := objectsOfType(objectType, "body")
+	return s.bodies(ctx, q, args...)
+}
+
+// objectsOfType is the query for every object of one type. The index of
+// key and revocation records is partial, and SQLite uses a partial index
+// only where the query's own terms imply its condition, which a bound
+// parameter does not: for those two types the type is written into the
+// query as a literal.
+func objectsOfType(objectType, columns string) (string, []any) {
+	switch objectType {
+	case "key_record", "revocation_record":
+		return `SELECT ` + columns + ` FROM objects INDEXED BY key_objects WHERE object_type = '` + objectType + `' ORDER BY rowid`, nil
+	}
+	return `SELECT ` + columns + ` FROM objects WHERE object_type = ? ORDER BY rowid`, []any{objectType}
 }
 
 // KeyObjectsVersion returns a number that changes whenever a key_record
@@ -199,7 +215,8 @@ type StoredObject struct {
 // ObjectsWithOrigin returns every object of a type with its origin, in
 // the order they were stored.
 func (s *Store) ObjectsWithOrigin(ctx context.Context, objectType string) ([]StoredObject, error) {
-	rows, err := s.query(ctx, `SELECT body, origin FROM objects WHERE object_type = ? ORDER BY rowid`, objectType)
+	q, args := objectsOfType(objectType, "body, origin")
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
