@@ -5,6 +5,7 @@ go 1.26.8
 require golang.org/x/tools v0.52.0 // indirect
 
 require (
+	filippo.io/nistec v0.0.4
 	github.com/a2aproject/a2a-go v0.3.3
 	github.com/cockroachdb/apd/v3 v3.2.3
 	github.com/google/jsonschema-go v0.4.3

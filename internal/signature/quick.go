@@ -75,16 +75,8 @@ func quickEntry(content []byte, objectType string, entry map[string]any, resolve
 	}
 	switch alg {
 	case ES256:
-		// ecdsa.Verify(pub, digest, r, s) is VerifyASN1 over the DER of
-		// (r, s), which it encodes in a fresh buffer; this encodes it on
-		// the stack.
-		var buf [72]byte
-		der, ok := derSignature(buf[:0], &raw)
-		if !ok {
-			return false
-		}
 		digest := sha256.Sum256(in)
-		return ecdsa.VerifyASN1(pub.(*ecdsa.PublicKey), digest[:], der)
+		return verifyES256(pub.(*ecdsa.PublicKey), &digest, &raw)
 	case EdDSA:
 		return ed25519.Verify(pub.(ed25519.PublicKey), in, raw[:])
 	}

@@ -1,0 +1,172 @@
+package signature
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"math/big"
+	"testing"
+
+	"filippo.io/nistec"
+)
+
+func p256Key(t testing.TB) (*ecdsa.PrivateKey, *nistec.P256Point) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := k.PublicKey.Bytes()
+	q, err := nistec.NewP256Point().SetBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, q
+}
+
+func scalar(x *big.Int) [32]byte {
+	var b [32]byte
+	x.FillBytes(b[:])
+	return b
+}
+
+// The table's k·Q is the library's, for random scalars and the edges of
+// every window (0, 1, the order and its neighbours, all ones).
+func TestP256TableMul(t *testing.T) {
+	t.Parallel()
+	_, q := p256Key(t)
+	tab := newP256Table(q)
+	n := elliptic.P256().Params().N
+	max := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
+	ks := []*big.Int{big.NewInt(0), big.NewInt(1), big.NewInt(63), big.NewInt(64), new(big.Int).Sub(n, big.NewInt(1)), n, new(big.Int).Add(n, big.NewInt(1)), max}
+	for i := range 200 {
+		k, _ := rand.Int(rand.Reader, max)
+		if i%4 == 0 {
+			k.Rsh(k, uint(i)) // short scalars: high windows empty
+		}
+		ks = append(ks, k)
+	}
+	for _, k := range ks {
+		b := scalar(k)
+		want, err := nistec.NewP256Point().ScalarMult(q, b[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tab.mul(&b); !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("k = %x: table and ScalarMult differ", b)
+		}
+	}
+}
+
+// Verification with a table accepts exactly what crypto/ecdsa accepts:
+// valid signatures (high s included), and none of their alterations.
+func TestP256TableAgreesWithECDSA(t *testing.T) {
+	t.Parallel()
+	k, q := p256Key(t)
+	other, _ := p256Key(t)
+	tab := newP256Table(q)
+	n := elliptic.P256().Params().N
+	accepted := 0
+	for i := range 100 {
+		digest := sha256.Sum256([]byte{byte(i), byte(i >> 8)})
+		r, s, err := ecdsa.Sign(rand.Reader, k, digest[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		flipped := digest
+		flipped[i%32] ^= 1 << (i % 8)
+		cases := []struct {
+			name   string
+			digest [32]byte
+			r, s   *big.Int
+			pub    *ecdsa.PublicKey
+		}{
+			{"valid", digest, r, s, &k.PublicKey},
+			{"high s", digest, r, new(big.Int).Sub(n, s), &k.PublicKey},
+			{"r+1", digest, new(big.Int).Add(r, big.NewInt(1)), s, &k.PublicKey},
+			{"s+1", digest, r, new(big.Int).Add(s, big.NewInt(1)), &k.PublicKey},
+			{"r+n", digest, new(big.Int).Add(r, n), s, &k.PublicKey},
+			{"s+n", digest, r, new(big.Int).Add(s, n), &k.PublicKey},
+			{"r=0", digest, big.NewInt(0), s, &k.PublicKey},
+			{"s=0", digest, r, big.NewInt(0), &k.PublicKey},
+			{"r=n", digest, new(big.Int).Set(n), s, &k.PublicKey},
+			{"s=n", digest, r, new(big.Int).Set(n), &k.PublicKey},
+			{"swapped", digest, s, r, &k.PublicKey},
+			{"other digest", flipped, r, s, &k.PublicKey},
+			{"other key", digest, r, s, &other.PublicKey},
+		}
+		for _, c := range cases {
+			if c.r.BitLen() > 256 || c.s.BitLen() > 256 {
+				continue // not representable as r‖s
+			}
+			var raw [64]byte
+			c.r.FillBytes(raw[:32])
+			c.s.FillBytes(raw[32:])
+			want := ecdsa.Verify(c.pub, c.digest[:], c.r, c.s)
+			tb := tab
+			if c.pub != &k.PublicKey {
+				b, _ := c.pub.Bytes()
+				oq, _ := nistec.NewP256Point().SetBytes(b)
+				tb = newP256Table(oq)
+			}
+			if got := tb.verify(&c.digest, &raw); got != want {
+				t.Fatalf("%d %s: table says %v, crypto/ecdsa %v", i, c.name, got, want)
+			}
+			if want {
+				accepted++
+			}
+		}
+	}
+	if accepted != 200 { // valid and high s, each round
+		t.Fatalf("%d signatures accepted, want 200", accepted)
+	}
+}
+
+// A key's table is built at its keyTableAfter-th use, and verifyES256
+// decides the same before and after.
+func TestVerifyES256BuildsTable(t *testing.T) {
+	t.Parallel()
+	k, _ := p256Key(t)
+	digest := sha256.Sum256([]byte("x"))
+	r, s, _ := ecdsa.Sign(rand.Reader, k, digest[:])
+	var good, bad [64]byte
+	r.FillBytes(good[:32])
+	s.FillBytes(good[32:])
+	bad = good
+	bad[63] ^= 1
+	for i := range keyTableAfter + 2 {
+		if !verifyES256(&k.PublicKey, &digest, &good) || verifyES256(&k.PublicKey, &digest, &bad) {
+			t.Fatalf("use %d: valid refused or altered accepted", i)
+		}
+	}
+	if tableFor(&k.PublicKey) == nil {
+		t.Fatalf("no table after %d uses", keyTableAfter+2)
+	}
+}
+
+// FuzzP256Table: for any digest and r‖s, under a key with a table, the
+// table's answer is crypto/ecdsa's.
+func FuzzP256Table(f *testing.F) {
+	k, q := p256Key(f)
+	tab := newP256Table(q)
+	for i := range 4 {
+		digest := sha256.Sum256([]byte{byte(i)})
+		r, s, _ := ecdsa.Sign(rand.Reader, k, digest[:])
+		var raw [64]byte
+		r.FillBytes(raw[:32])
+		s.FillBytes(raw[32:])
+		f.Add(digest[:], raw[:])
+	}
+	f.Fuzz(func(t *testing.T, d, sig []byte) {
+		if len(d) != 32 || len(sig) != 64 {
+			return
+		}
+		digest, raw := [32]byte(d), [64]byte(sig)
+		want := ecdsa.Verify(&k.PublicKey, d, new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:]))
+		if got := tab.verify(&digest, &raw); got != want {
+			t.Fatalf("table %v, crypto/ecdsa %v", got, want)
+		}
+	})
+}
