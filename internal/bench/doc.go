@@ -12,8 +12,10 @@
 // 10 000 transactions, at event 10 and 300 of one transaction, and with
 // 10 and 10 000 more mandates held, in process over the real stores; each
 // act also reports its read and write system calls (iometer_test.go).
-// Method and numbers: docs/performance.md, "Growth: the same act with
-// history" and "A third pass".
+// Growth/alternated runs each act on the 10- and the 10 000-transaction
+// pair in turn, so that a drifting host slows both alike, and reports the
+// ratios. Method and numbers: docs/performance.md, "Growth: the same act
+// with history", "A third pass" and "A fourth pass".
 //
 // Verification (verify_test.go): `party verify DIR` as a process over a
 // 5 000-event bundle, next to the floor of its signatures and, when
