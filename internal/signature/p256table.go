@@ -76,7 +76,9 @@ func tableFor(pub *ecdsa.PublicKey) *p256Table {
 		}
 	}
 	u := v.(*keyUse)
-	if u.uses.Add(1) < keyTableAfter {
+	// Counted up to the threshold only, so that a daemon's long life does
+	// not wrap the count.
+	if u.uses.Load() < keyTableAfter && u.uses.Add(1) < keyTableAfter {
 		return nil
 	}
 	u.once.Do(func() {

@@ -144,6 +144,10 @@ func TestVerifyES256BuildsTable(t *testing.T) {
 	if tableFor(&k.PublicKey) == nil {
 		t.Fatalf("no table after %d uses", keyTableAfter+2)
 	}
+	b, _ := k.PublicKey.Bytes()
+	if v, _ := keyUses.Load(string(b)); v.(*keyUse).uses.Load() != keyTableAfter {
+		t.Fatalf("uses counted past the threshold: %d", v.(*keyUse).uses.Load())
+	}
 }
 
 // FuzzP256Table: for any digest and r‖s, under a key with a table, the
