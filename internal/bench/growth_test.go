@@ -94,22 +94,18 @@ func growthAlternated(b *testing.B) {
 	for _, act := range acts {
 		b.Run(act.name, func(b *testing.B) {
 			var wall, cpu [2]time.Duration
-			var writes [2]int64
-			overhead := newIOMeter(b).overhead
+			io := [2]*ioMeter{newIOMeter(b), newIOMeter(b)}
 			b.StopTimer()
 			for i := range b.N {
 				for k := range 2 {
 					j := (i + k) % 2
 					call := act.prep(b, pairs[j])
-					io0, _ := readIOCounts()
+					io[j].start()
 					c0, w0 := processCPU(), time.Now()
-					b.StartTimer()
 					err := call()
-					b.StopTimer()
 					wall[j] += time.Since(w0)
 					cpu[j] += processCPU() - c0
-					io1, _ := readIOCounts()
-					writes[j] += io1.minus(io0).minus(overhead).writes
+					io[j].stop()
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -120,7 +116,7 @@ func growthAlternated(b *testing.B) {
 			for j, size := range sizes {
 				b.ReportMetric(ms(wall[j]), fmt.Sprintf("ms@%d", size))
 				b.ReportMetric(ms(cpu[j]), fmt.Sprintf("cpu-ms@%d", size))
-				b.ReportMetric(float64(writes[j])/n, fmt.Sprintf("writes@%d", size))
+				b.ReportMetric(float64(io[j].sum.writes)/n, fmt.Sprintf("writes@%d", size))
 			}
 			b.ReportMetric(float64(wall[1])/float64(wall[0]), "wall-ratio")
 			b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")

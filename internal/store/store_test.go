@@ -40,6 +40,52 @@ func refObjects(t *testing.T) map[string][]byte {
 	return out
 }
 
+// refKeyRecords returns the canonical bytes of every key record of the
+// reference vectors (at least one).
+func refKeyRecords(t *testing.T) [][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(spectest.ReferenceVectors(t), "key_records", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no reference key records")
+	}
+	var out [][]byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := canonical.Canonicalize(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// queryPlan is SQLite's plan for query, its steps joined by "; ".
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(steps, "; ")
+}
+
 func TestObjectsSurviveReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "party.db")
@@ -222,18 +268,7 @@ func TestKeyObjectsVersion(t *testing.T) {
 		}
 	}
 	stayed("storing the transaction's objects")
-	files, _ := filepath.Glob(filepath.Join(spectest.ReferenceVectors(t), "key_records", "*.json"))
-	if len(files) == 0 {
-		t.Fatal("no reference key records")
-	}
-	data, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := canonical.Canonicalize(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := refKeyRecords(t)[0]
 	info, err := s.PutObject(ctx, rec, "org_x")
 	if err != nil {
 		t.Fatal(err)
@@ -282,19 +317,7 @@ func TestKeyObjectsCache(t *testing.T) {
 	if n := get(); n != 0 || reads != 1 {
 		t.Fatalf("second Get, nothing stored: %d key records after %d reads", n, reads)
 	}
-	files, _ := filepath.Glob(filepath.Join(spectest.ReferenceVectors(t), "key_records", "*.json"))
-	if len(files) == 0 {
-		t.Fatal("no reference key records")
-	}
-	data, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := canonical.Canonicalize(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.PutObject(ctx, rec, "org_x"); err != nil {
+	if _, err := other.PutObject(ctx, refKeyRecords(t)[0], "org_x"); err != nil {
 		t.Fatal(err)
 	}
 	if n := get(); n != 1 || reads != 2 {
@@ -310,22 +333,8 @@ func TestObjectsOfType(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "party.db"))
 	for _, typ := range []string{"key_record", "revocation_record"} {
-		q, args := objectsOfType(typ, "body")
-		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", typ, err) // INDEXED BY: no plan without the index
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if got := strings.Join(plan, "; "); !strings.Contains(got, "USING INDEX key_objects") || strings.Contains(got, "TEMP B-TREE") {
+		q, args := objectsOfType(typ, "body") // INDEXED BY: no plan at all without the index
+		if got := queryPlan(t, s, q, args...); !strings.Contains(got, "USING INDEX key_objects") || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s read by %q", typ, got)
 		}
 	}
@@ -337,16 +346,7 @@ func TestObjectsOfType(t *testing.T) {
 		}
 		want[info.ObjectType]++
 	}
-	files, _ := filepath.Glob(filepath.Join(spectest.ReferenceVectors(t), "key_records", "*.json"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := canonical.Canonicalize(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range refKeyRecords(t) {
 		if _, err := s.PutObject(ctx, rec, "org_x"); err != nil {
 			t.Fatal(err)
 		}

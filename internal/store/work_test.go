@@ -408,21 +408,7 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[0], `"response_type":"accept"}`) || !strings.Contains(got[1], "waive") {
 		t.Fatalf("responses %q", got)
 	}
-	plan, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+responsesOfTypesQuery(2), "txn_1", "accept", "waive")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plan.Close()
-	var steps []string
-	for plan.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := plan.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		steps = append(steps, detail)
-	}
-	if !strings.Contains(strings.Join(steps, "; "), "obligation_responses_by_type") {
-		t.Fatalf("the responses are not read through their index: %q", steps)
+	if plan := queryPlan(t, s, responsesOfTypesQuery(2), "txn_1", "accept", "waive"); !strings.Contains(plan, "obligation_responses_by_type") {
+		t.Fatalf("the responses are not read through their index: %q", plan)
 	}
 }
