@@ -52,6 +52,12 @@ func readFiles(fsys fs.FS, dir string, names []string, keep bool) ([]Document, e
 	docs := make([]Document, len(names))
 	errs := make([]error, len(names))
 	workers := min(runtime.GOMAXPROCS(0), len(names))
+	var host *hostFiles
+	if h, ok := fsys.(hostDir); ok && !keep {
+		f := h.files(dir)
+		defer f.close()
+		host = &f
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
@@ -69,8 +75,8 @@ func readFiles(fsys fs.FS, dir string, names []string, keep bool) ([]Document, e
 				var err error
 				if keep {
 					data, err = fs.ReadFile(fsys, p)
-				} else if h, ok := fsys.(hostDir); ok {
-					buf, err = h.readInto(p, buf[:0])
+				} else if host != nil {
+					buf, err = host.readInto(names[i], buf[:0])
 					data = buf
 				} else {
 					buf, err = readInto(fsys, p, buf[:0])

@@ -53,4 +53,16 @@ func TestReadValues(t *testing.T) {
 	if err1 == nil || err2 == nil || err1.Error() != err2.Error() || !strings.Contains(err2.Error(), rec.EventIDs[3]) {
 		t.Errorf("Read: %v; ReadValues: %v; want both about %s", err1, err2, rec.EventIDs[3])
 	}
+
+	// A file that cannot be opened (here a link to nothing, first in name
+	// order) fails both readers with the same error: ReadValues's own
+	// system calls leave failures to the portable reader.
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "objects", "0-dangling.json")); err != nil {
+		t.Fatal(err)
+	}
+	_, err1 = bundle.Read(dir)
+	_, err2 = bundle.ReadValues(dir)
+	if err1 == nil || err2 == nil || err1.Error() != err2.Error() || !strings.Contains(err2.Error(), "0-dangling.json") {
+		t.Errorf("Read: %v; ReadValues: %v; want both about 0-dangling.json", err1, err2)
+	}
 }
