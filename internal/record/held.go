@@ -168,16 +168,24 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 			held = append(held, subj.m)
 		}
 	}
-	for _, t := range types {
+	// The types in order, each run of them without the responses in one
+	// read: the held list is what one read per type gave.
+	for len(types) > 0 {
 		var list []*Obj
 		var err error
-		if t == protocol.ObligationResponse {
+		if types[0] == protocol.ObligationResponse {
 			// Not the reject responses (see withLatestRejection); a kept
 			// event names the one it records. Accept and waive are the
 			// others (the schema's enum, held by the gate).
 			list, err = parseAll(e.o.Store.ObligationResponsesOfTypes(ctx, txn, string(protocol.ResponseAccept), string(protocol.ResponseWaive)))
+			types = types[1:]
 		} else {
-			list, err = e.ofType(ctx, txn, t)
+			var run []string
+			for len(types) > 0 && types[0] != protocol.ObligationResponse {
+				run = append(run, string(types[0]))
+				types = types[1:]
+			}
+			list, err = parseAll(e.o.Store.TransactionObjectsOfTypes(ctx, txn, run...))
 		}
 		if err != nil {
 			return nil, nil, err

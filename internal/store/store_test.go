@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -369,5 +370,64 @@ func TestObjectsOfType(t *testing.T) {
 	withOrigin, err := s.ObjectsWithOrigin(ctx, "key_record")
 	if err != nil || len(withOrigin) != want["key_record"] || withOrigin[0].Origin != "org_x" {
 		t.Errorf("key records with origin: %d %v", len(withOrigin), err)
+	}
+}
+
+// Several types of a transaction in one read give what one read per type
+// gives, in the order of the types asked, a repeated type once; the read
+// goes through the (transaction, type) index.
+func TestTransactionObjectsOfTypes(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	txns := map[string]bool{}
+	for _, b := range refObjects(t) {
+		info, err := s.PutObject(ctx, b, "org_x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.TransactionID != "" {
+			txns[info.TransactionID] = true
+		}
+	}
+	if len(txns) == 0 {
+		t.Fatal("the reference vectors hold no transaction's objects")
+	}
+	for _, types := range [][]string{
+		{"offer", "approval", "obligation"},
+		{"agreement", "offer", "transaction_event", "agreement", "commitment", "policy_decision"},
+		{"evidence"},
+		{"no_such_type", "offer"},
+	} {
+		for txn := range txns {
+			var want [][]byte
+			seen := map[string]bool{}
+			for _, typ := range types {
+				if seen[typ] {
+					continue
+				}
+				seen[typ] = true
+				bs, err := s.TransactionObjectsOfType(ctx, txn, typ)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, bs...)
+			}
+			got, err := s.TransactionObjectsOfTypes(ctx, txn, types...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s %v: %d objects, one read per type gives %d", txn, types, len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Errorf("%s %v: object %d differs from one read per type", txn, types, i)
+				}
+			}
+		}
+	}
+	q := `SELECT object_type, body FROM objects WHERE transaction_id = ? AND object_type IN (?, ?) ORDER BY rowid`
+	if got := queryPlan(t, s, q, "txn_x", "offer", "agreement"); !strings.Contains(got, "USING INDEX objects_by_transaction") {
+		t.Errorf("several types read by %q", got)
 	}
 }
