@@ -210,6 +210,7 @@ type pendingAct struct {
 // approval presented), build, event, commit the act with its message, and
 // deliver. Every act goes through here.
 func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
+	ctx = store.WithKeyVersionMemo(ctx) // the key records read once between two commits
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	if !spec.locked {
 		unlock := e.lock(spec.txn)

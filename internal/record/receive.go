@@ -115,6 +115,7 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	// What the instance takes in answer to the counterparty it takes for
 	// itself, under its own mandates, not for any agent's call.
 	ctx = org.WithAgent(ctx, "")
+	ctx = store.WithKeyVersionMemo(ctx) // the key records read once between two commits
 	if err := delivery.CheckMessage(txn, raw); err != nil {
 		return nil, err
 	}

@@ -161,12 +161,61 @@ func objectsOfType(objectType, columns string) (string, []any) {
 // triggers). What was read of those objects under one number is still
 // what the store holds while it is unchanged; read the number before the
 // objects, so that a write between the two is seen at the next call.
+//
+// Under a context from WithKeyVersionMemo the number is read once and
+// then held until this Store commits a write under that context.
 func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
+	m, _ := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo)
+	if m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.held {
+			return m.n, nil
+		}
+	}
 	var n int64
 	if err := s.queryRow(ctx, `SELECT n FROM key_objects_version WHERE id = 1`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: key objects version: %w", err)
 	}
+	if m != nil {
+		m.n, m.held = n, true
+	}
 	return n, nil
+}
+
+// WithKeyVersionMemo returns a context for one operation (an act, a
+// received message) under which KeyObjectsVersion reads the database once
+// and holds the number until this Store commits a write under the same
+// context, which may have stored a key record. An operation resolves keys
+// several times between two of its commits (51 reads of the number a
+// formation, both sides, before this); with the memo it sees the key
+// records as they stood at its first resolution since its last commit,
+// as if a key record another process stores meanwhile had come a moment
+// later. Not for a context that outlives one operation: a background
+// loop's would hold the number for good.
+func WithKeyVersionMemo(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, keyVersionMemoKey{}, &keyVersionMemo{})
+}
+
+type keyVersionMemoKey struct{}
+
+type keyVersionMemo struct {
+	mu   sync.Mutex
+	n    int64
+	held bool
+}
+
+// forgetKeyVersion drops the number held under ctx: called after every
+// write this Store commits under it.
+func forgetKeyVersion(ctx context.Context) {
+	if m, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
+		m.mu.Lock()
+		m.held = false
+		m.mu.Unlock()
+	}
 }
 
 // KeyObjectsCache keeps a value derived from the key and revocation

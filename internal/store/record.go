@@ -57,6 +57,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
 		return err
 	}
 	defer done()
+	defer forgetKeyVersion(ctx) // objects.go; committed or not, as a failed commit may have
 	defer tx.Rollback()
 	if err := fn(&Txn{tx: tx, ctx: ctx, s: s}); err != nil {
 		return err
@@ -98,6 +99,7 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	defer forgetKeyVersion(ctx)
 	res, err := st.ExecContext(ctx, args...)
 	if err == nil {
 		s.commits.Add(1)

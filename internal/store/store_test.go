@@ -431,3 +431,54 @@ func TestTransactionObjectsOfTypes(t *testing.T) {
 		t.Errorf("several types read by %q", got)
 	}
 }
+
+// Under WithKeyVersionMemo the key objects' version is read once and held
+// until this Store commits under that context; another process's key
+// record (here a second Store on the same file) is seen after that commit
+// and at once by a context without the memo.
+func TestKeyVersionMemo(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	s, other := open(t, path), open(t, path)
+	recs := refKeyRecords(t)
+	if len(recs) < 3 {
+		t.Fatalf("%d reference key records, want 3", len(recs))
+	}
+	version := func(ctx context.Context) int64 {
+		t.Helper()
+		n, err := s.KeyObjectsVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	op := WithKeyVersionMemo(ctx)
+	if WithKeyVersionMemo(op) != op {
+		t.Error("a second memo on one operation's context")
+	}
+	v0 := version(op)
+	if _, err := other.PutObject(ctx, recs[0], "org_x"); err != nil {
+		t.Fatal(err)
+	}
+	if got := version(op); got != v0 {
+		t.Errorf("under the memo the version moved to %d before this store committed", got)
+	}
+	v1 := version(ctx)
+	if v1 == v0 {
+		t.Fatal("another store's key record did not move the version")
+	}
+	// A commit of this store under the operation's context, of anything,
+	// drops the number held.
+	if err := s.Update(op, func(tx *Txn) error { _, err := tx.PutObject(recs[1], "org_x"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got, now := version(op), version(ctx); got != now || got == v1 {
+		t.Errorf("after this store's commit the memo holds %d, the database %d (before it %d)", got, now, v1)
+	}
+	if _, err := s.PutObject(op, recs[2], "org_x"); err != nil {
+		t.Fatal(err)
+	}
+	if got, now := version(op), version(ctx); got != now {
+		t.Errorf("after this store's auto-committed write the memo holds %d, the database %d", got, now)
+	}
+}
