@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/partyd/party/internal/canonical"
 )
@@ -70,17 +71,63 @@ func (s *Store) PutMandate(ctx context.Context, body []byte, origin string) erro
 	return nil
 }
 
-// GetMandate returns a stored mandate.
+// GetMandate returns a stored mandate. Its Body is shared with later
+// callers: read it, never change it.
+//
+// An act reads the same few mandates again and again (its creator's, the
+// counterparty's, the chains they were delegated from: 37 reads a
+// formation, both sides). A mandate read is therefore kept under the
+// KeyObjectsVersion read before it, which any process's change to a
+// mandate moves (migration 14): a kept row is the stored one for as long
+// as the number stays. Under WithKeyVersionMemo the number itself is read
+// once an operation, between its commits.
 func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error) {
+	v, err := s.KeyObjectsVersion(ctx)
+	if err != nil {
+		return MandateRecord{}, err
+	}
+	if m, ok := s.mandates.get(v, id); ok {
+		return m, nil
+	}
 	var m MandateRecord
 	var agent sql.NullString
-	err := s.queryRow(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates WHERE id = ?`, id).
+	err = s.queryRow(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates WHERE id = ?`, id).
 		Scan(&m.ID, &m.OrganizationID, &agent, &m.Body, &m.Status, &m.StatusChanged, &m.Origin)
 	if errors.Is(err, sql.ErrNoRows) {
 		return MandateRecord{}, fmt.Errorf("%w: mandate %s", ErrNotFound, id)
 	}
+	if err != nil {
+		return MandateRecord{}, err
+	}
 	m.SubjectAgentID = agent.String
-	return m, err
+	s.mandates.put(v, m)
+	return m, nil
+}
+
+// mandateCache holds mandate rows read under one KeyObjectsVersion.
+type mandateCache struct {
+	mu      sync.Mutex
+	version int64
+	rows    map[string]MandateRecord
+}
+
+// maxCachedMandates bounds the cache; a full one starts again empty.
+const maxCachedMandates = 1024
+
+func (c *mandateCache) get(version int64, id string) (MandateRecord, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.rows[id]
+	return m, ok && c.version == version
+}
+
+func (c *mandateCache) put(version int64, m MandateRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rows == nil || c.version != version || len(c.rows) >= maxCachedMandates {
+		c.rows, c.version = map[string]MandateRecord{}, version
+	}
+	c.rows[m.ID] = m
 }
 
 // Mandates returns every stored mandate, optionally only those of one origin.

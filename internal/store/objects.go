@@ -157,8 +157,9 @@ func objectsOfType(objectType, columns string) (string, []any) {
 
 // KeyObjectsVersion returns a number that changes whenever a key_record
 // or a revocation_record is stored, changed (a signature added) or
+// removed, and whenever a mandate is stored, its status changed or
 // removed, in the same commit, whichever process wrote it (migration 11's
-// triggers). What was read of those objects under one number is still
+// and 14's triggers). What was read of those objects under one number is still
 // what the store holds while it is unchanged; read the number before the
 // objects, so that a write between the two is seen at the next call.
 //

@@ -85,6 +85,8 @@ type Store struct {
 	// each is one durable commit (synchronous=FULL), which is what an act
 	// costs in fsyncs. Tests and benchmarks read it through Commits.
 	commits atomic.Int64
+	// mandates keeps the mandate rows read (GetMandate).
+	mandates mandateCache
 }
 
 // Commits returns the number of write transactions this Store committed.
@@ -351,6 +353,16 @@ var migrations = []string{
 	// are random): one page more to write at every object of every act.
 	`DROP INDEX objects_by_type;
 	CREATE INDEX key_objects ON objects(object_type) WHERE object_type = 'key_record' OR object_type = 'revocation_record';`,
+	// 14: migration 11's number moves with the mandates too (one stored,
+	// its status changed, one removed), so that a mandate read at every
+	// act is kept until it does (GetMandate): a mandate is judged by the
+	// same processes and with the same keys as the key records.
+	`CREATE TRIGGER mandates_inserted AFTER INSERT ON mandates
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER mandates_updated AFTER UPDATE ON mandates
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER mandates_deleted AFTER DELETE ON mandates
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

@@ -290,6 +290,70 @@ func TestKeyObjectsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved("removing a key record")
+
+	m := []byte(`{"id":"mnd_0123456789abcdef01234567","represented_organization_id":"org_a","subject":{"agent_id":"agt_a","key_id":"key_a"}}`)
+	if err := s.PutMandate(ctx, m, "local"); err != nil {
+		t.Fatal(err)
+	}
+	moved("storing a mandate")
+	if err := s.PutMandate(ctx, m, "local"); err != nil {
+		t.Fatal(err)
+	}
+	stayed("storing the same mandate again")
+	if err := other.SetMandateStatus(ctx, "mnd_0123456789abcdef01234567", StatusActive, StatusSuspended); err != nil {
+		t.Fatal(err)
+	}
+	moved("suspending a mandate in another process")
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM mandates WHERE id = ?`, "mnd_0123456789abcdef01234567"); err != nil {
+		t.Fatal(err)
+	}
+	moved("removing a mandate")
+}
+
+// A mandate read is kept until the version moves: a status another
+// process sets is read at the next GetMandate, and a removed mandate is
+// not found.
+func TestGetMandateKept(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	s, other := open(t, path), open(t, path)
+	const id = "mnd_0123456789abcdef01234567"
+	m := []byte(`{"id":"` + id + `","represented_organization_id":"org_a","subject":{"agent_id":"agt_a","key_id":"key_a"}}`)
+	if _, err := s.GetMandate(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("before it is stored: %v", err)
+	}
+	if err := other.PutMandate(ctx, m, "org_a"); err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		t.Helper()
+		rec, err := s.GetMandate(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rec.Body) != string(m) || rec.Origin != "org_a" || rec.SubjectAgentID != "agt_a" {
+			t.Fatalf("read %+v", rec)
+		}
+		return rec.Status
+	}
+	if got := status(); got != StatusActive {
+		t.Fatalf("stored by another process: %s", got)
+	}
+	if got := status(); got != StatusActive {
+		t.Fatalf("read again: %s", got)
+	}
+	if err := other.SetMandateStatus(ctx, id, StatusActive, StatusRevoked); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(); got != StatusRevoked {
+		t.Fatalf("revoked by another process, read as %s", got)
+	}
+	if _, err := other.db.ExecContext(ctx, `DELETE FROM mandates WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetMandate(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("removed by another process: %v", err)
+	}
 }
 
 // KeyObjectsCache derives its value again only once the version moved,
