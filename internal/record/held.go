@@ -361,8 +361,10 @@ func (e *Engine) extend(ctx context.Context, st *state, news []*Obj, awaiting ..
 	for i, o := range news {
 		vals[i] = o.m
 	}
+	// Only a check that did not verify decides anything here (Err): the
+	// verified ones are counted, not listed.
 	out := verify.Extend(verify.Extension{Held: held, New: vals, Mandates: mandates, Keys: ks, Awaiting: awaiting},
-		verify.Options{RulesVersion: RulesVersion, Now: e.o.Clock()})
+		verify.Options{RulesVersion: RulesVersion, Now: e.o.Clock(), CountVerified: true})
 	if err := out.Err(); err != nil {
 		return err
 	}

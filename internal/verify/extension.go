@@ -52,7 +52,8 @@ type Extension struct {
 
 // Outcome is the countersigner's verdict on an extension.
 type Outcome struct {
-	// Checks are the checks about the new objects, in report order.
+	// Checks are the checks about the new objects, in report order (with
+	// Options.CountVerified, those that did not verify).
 	Checks []Check
 }
 
