@@ -239,7 +239,7 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 			return authority.Key{}, fmt.Errorf("%w: %s", ErrUnknownKey, keyID)
 		}
 	}
-	holder := keyHolder(root.obj)
+	holder := root.holder
 	if holder == "principal" {
 		holder = cfg.PrincipalID
 		if controller != cfg.OrganizationID {
@@ -252,13 +252,17 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 
 // keyHolder is who holds the key a key record publishes: "principal" when
 // the key signs its own record (a principal's key record is self-signed,
-// instance bootstrap), else the agent that published it.
+// instance bootstrap), else the agent that published it. Self-signed means
+// a signature that verifies under the key the record publishes
+// (signature.SelfSigned, as the principal's rotation and the peer's trust
+// in a successor read it), not an entry that only names the key: a record
+// that merely claims it would otherwise be taken for a principal's and
+// escape the revocation of the agent who holds it (holderRevoked). It is
+// read once per record, when the records are read (readKeyRecords).
 func keyHolder(rec map[string]any) string {
-	sigs, _ := rec["signatures"].([]any)
-	for _, e := range sigs {
-		if m, ok := e.(map[string]any); ok && m["key_id"] == rec["id"] {
-			return "principal"
-		}
+	payload, _ := rec["payload"].(map[string]any)
+	if pub, err := keys.ParseJWK(payload["public_key_jwk"]); err == nil && signature.SelfSigned(rec, pub) {
+		return "principal"
 	}
 	by, _ := rec["created_by"].(map[string]any)
 	holder, _ := by["agent_id"].(string)
@@ -275,6 +279,7 @@ type heldKeyRecords struct {
 type heldRecord struct {
 	obj    map[string]any
 	origin string
+	holder string // keyHolder(obj)
 }
 
 // keyRecords returns every key record held (both organisations': a
@@ -300,7 +305,7 @@ func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {
 		out.list = append(out.list, obj)
 		if id, _ := obj["id"].(string); id != "" {
 			if _, dup := out.byID[id]; !dup {
-				out.byID[id] = heldRecord{obj: obj, origin: r.Origin}
+				out.byID[id] = heldRecord{obj: obj, origin: r.Origin, holder: keyHolder(obj)}
 			}
 		}
 	}
@@ -383,8 +388,8 @@ func (o *Org) KeyStanding(ctx context.Context, keyID, signedAt string) (KeyStand
 		ks.Now = verify.KeyUnresolved
 	}
 	if root, ok := recs.byID[keyID]; ok && ks.Now == envelope.KeyActive {
-		if h := holderRevoked(recs.revocations, keyHolder(root.obj), o.Clock()); h != "" {
-			ks.Now, ks.NowDetail = h, "its holder "+keyHolder(root.obj)+" is "+h+" by a revocation record"
+		if h := holderRevoked(recs.revocations, root.holder, o.Clock()); h != "" {
+			ks.Now, ks.NowDetail = h, "its holder "+root.holder+" is "+h+" by a revocation record"
 		}
 	}
 	return ks, nil
