@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/cli"
 	"github.com/partyd/party/internal/daemon"
 	"github.com/partyd/party/internal/demo"
 	"github.com/partyd/party/internal/envelope"
@@ -92,6 +94,13 @@ func startPair(b *testing.B) *pair {
 	// client's cost, not the instance's.
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		t.MaxIdleConnsPerHost = 32
+	}
+	// The collector as party serve sets it (cli.ServeGCPercent), unless
+	// GOGC or GOMEMLIMIT is set; the agents share this process and so the
+	// setting.
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		prev := debug.SetGCPercent(cli.ServeGCPercent)
+		b.Cleanup(func() { debug.SetGCPercent(prev) })
 	}
 	ctx := context.Background()
 	out := b.TempDir()
