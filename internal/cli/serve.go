@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -97,7 +96,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer servingGC()()
+	defer setGCPercent(ServeGCPercent)() // verifymem.go
 	if err := daemon.Run(ctx, dir, daemon.Options{Logger: log, Mount: serveMounts, Listeners: lns}); err != nil {
 		log.Error("party serve failed", "error", err)
 		return 1
@@ -144,13 +143,3 @@ func (c *cmdFlags) longRunning(args []string, stdout, stderr io.Writer) (dir str
 // formation (docs/performance.md, "A fifth pass"). GOGC or GOMEMLIMIT in
 // the environment is the operator's choice, and then nothing is changed.
 const ServeGCPercent = 200
-
-// servingGC sets GOGC for serving and returns the function that restores
-// it.
-func servingGC() (restore func()) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
-	}
-	prev := debug.SetGCPercent(ServeGCPercent)
-	return func() { debug.SetGCPercent(prev) }
-}

@@ -31,7 +31,7 @@ import (
 // decoded documents (the file buffers are reused, the leaves shared).
 // Collections then find next to nothing to free, and under GOGC=100 a
 // 5 000-event bundle was collected seven times on its way to 40 MB, each
-// time marking all that had been read so far. readingBundle raises GOGC
+// time marking all that had been read so far. runVerify raises GOGC
 // to readingGCPercent for the read (two collections there), and restores
 // it; the heap the limit is then computed from is the same within a
 // megabyte, since what is allocated is what is kept. The same environment
@@ -60,12 +60,13 @@ func limitVerifyMemory() (restore func()) {
 // readingGCPercent is GOGC while party verify reads a bundle.
 const readingGCPercent = 400
 
-// readingBundle sets GOGC for reading a bundle and returns the function
-// that restores it.
-func readingBundle() (restore func()) {
+// setGCPercent sets GOGC to n for part of a command's run and returns the
+// function that restores it. GOGC or GOMEMLIMIT in the environment is the
+// user's choice, and then nothing is changed.
+func setGCPercent(n int) (restore func()) {
 	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
 		return func() {}
 	}
-	prev := debug.SetGCPercent(readingGCPercent)
+	prev := debug.SetGCPercent(n)
 	return func() { debug.SetGCPercent(prev) }
 }

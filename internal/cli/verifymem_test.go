@@ -6,23 +6,26 @@ import (
 	"testing"
 )
 
-// party verify's collector settings hold for the read or the run only,
-// and the user's own settings are left alone.
-func TestVerifyMemorySettings(t *testing.T) {
+// The collector settings party verify (while reading, then its memory
+// limit) and party serve make hold for that part of the run only, and
+// the user's GOGC or GOMEMLIMIT leaves them alone.
+func TestCollectorSettings(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	defer debug.SetGCPercent(debug.SetGCPercent(77))
-	restore := readingBundle()
-	if got := debug.SetGCPercent(readingGCPercent); got != readingGCPercent {
-		t.Errorf("while reading GOGC is %d, want %d", got, readingGCPercent)
-	}
-	restore()
-	if got := debug.SetGCPercent(77); got != 77 {
-		t.Errorf("after reading GOGC is %d, want 77 again", got)
+	for _, n := range []int{readingGCPercent, ServeGCPercent} {
+		restore := setGCPercent(n)
+		if got := debug.SetGCPercent(n); got != n {
+			t.Errorf("GOGC is %d, want %d", got, n)
+		}
+		restore()
+		if got := debug.SetGCPercent(77); got != 77 {
+			t.Errorf("after restoring GOGC is %d, want 77 again", got)
+		}
 	}
 
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
-	restore = limitVerifyMemory()
+	restore := limitVerifyMemory()
 	if got := debug.SetMemoryLimit(-1); got < verifyMemoryFloor || got == math.MaxInt64 {
 		t.Errorf("memory limit while verifying %d, want at least %d", got, verifyMemoryFloor)
 	}
@@ -31,14 +34,18 @@ func TestVerifyMemorySettings(t *testing.T) {
 		t.Errorf("memory limit after verifying %d, want none", got)
 	}
 
-	t.Setenv("GOGC", "150")
-	restoreGC, restoreLimit := readingBundle(), limitVerifyMemory()
-	if got := debug.SetGCPercent(77); got != 77 {
-		t.Errorf("with GOGC set, reading changed GOGC to %d", got)
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "150")
+			restoreGC, restoreLimit := setGCPercent(ServeGCPercent), limitVerifyMemory()
+			if got := debug.SetGCPercent(77); got != 77 {
+				t.Errorf("with %s set, GOGC changed to %d", env, got)
+			}
+			if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+				t.Errorf("with %s set, a memory limit %d", env, got)
+			}
+			restoreGC()
+			restoreLimit()
+		})
 	}
-	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
-		t.Errorf("with GOGC set, verifying set a memory limit %d", got)
-	}
-	restoreGC()
-	restoreLimit()
 }

@@ -231,20 +231,23 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// keyVersion is s.KeyObjectsVersion(ctx), failing t on an error.
+func keyVersion(t *testing.T, ctx context.Context, s *Store) int64 {
+	t.Helper()
+	v, err := s.KeyObjectsVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // TestKeyObjectsVersion: the number moves with every change to the key
 // and revocation records, whoever makes it, and with nothing else.
 func TestKeyObjectsVersion(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "party.db")
 	s, other := open(t, path), open(t, path) // other: a second process
-	version := func(st *Store) int64 {
-		t.Helper()
-		v, err := st.KeyObjectsVersion(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	version := func(st *Store) int64 { t.Helper(); return keyVersion(t, ctx, st) }
 	v := version(s)
 	moved := func(why string) {
 		t.Helper()
@@ -508,14 +511,7 @@ func TestKeyVersionMemo(t *testing.T) {
 	if len(recs) < 3 {
 		t.Fatalf("%d reference key records, want 3", len(recs))
 	}
-	version := func(ctx context.Context) int64 {
-		t.Helper()
-		n, err := s.KeyObjectsVersion(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	version := func(ctx context.Context) int64 { t.Helper(); return keyVersion(t, ctx, s) }
 	op := WithKeyVersionMemo(ctx)
 	if WithKeyVersionMemo(op) != op {
 		t.Error("a second memo on one operation's context")
