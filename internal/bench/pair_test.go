@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"sync/atomic"
 	"syscall"
@@ -95,13 +94,9 @@ func startPair(b *testing.B) *pair {
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		t.MaxIdleConnsPerHost = 32
 	}
-	// The collector as party serve sets it (cli.ServeGCPercent), unless
-	// GOGC or GOMEMLIMIT is set; the agents share this process and so the
-	// setting.
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		prev := debug.SetGCPercent(cli.ServeGCPercent)
-		b.Cleanup(func() { debug.SetGCPercent(prev) })
-	}
+	// The collector as party serve sets it; the agents share this process
+	// and so the setting.
+	b.Cleanup(cli.ServeGC())
 	ctx := context.Background()
 	out := b.TempDir()
 	lns, ports := listen(b, 6)

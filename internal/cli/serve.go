@@ -96,7 +96,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer setGCPercent(ServeGCPercent)() // verifymem.go
+	defer ServeGC()() // verifymem.go
 	if err := daemon.Run(ctx, dir, daemon.Options{Logger: log, Mount: serveMounts, Listeners: lns}); err != nil {
 		log.Error("party serve failed", "error", err)
 		return 1

@@ -44,7 +44,7 @@ const verifyMemoryFloor = 80 << 20
 // whose decoded values are what the heap holds now, and returns the
 // function that restores the limit before.
 func limitVerifyMemory() (restore func()) {
-	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
+	if userTunesGC() {
 		return func() {}
 	}
 	var m runtime.MemStats
@@ -64,9 +64,18 @@ const readingGCPercent = 400
 // function that restores it. GOGC or GOMEMLIMIT in the environment is the
 // user's choice, and then nothing is changed.
 func setGCPercent(n int) (restore func()) {
-	if os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" {
+	if userTunesGC() {
 		return func() {}
 	}
 	prev := debug.SetGCPercent(n)
 	return func() { debug.SetGCPercent(prev) }
 }
+
+// ServeGC sets GOGC as party serve runs (ServeGCPercent) and returns the
+// function that restores it: for a process that serves instances of its
+// own, as the benchmarks do.
+func ServeGC() (restore func()) { return setGCPercent(ServeGCPercent) }
+
+// userTunesGC reports whether GOGC or GOMEMLIMIT is set in the
+// environment: then the collector is the user's, and no command changes it.
+func userTunesGC() bool { return os.Getenv("GOMEMLIMIT") != "" || os.Getenv("GOGC") != "" }

@@ -13,8 +13,11 @@ func TestCollectorSettings(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	defer debug.SetGCPercent(debug.SetGCPercent(77))
-	for _, n := range []int{readingGCPercent, ServeGCPercent} {
-		restore := setGCPercent(n)
+	for n, set := range map[int]func() func(){
+		readingGCPercent: func() func() { return setGCPercent(readingGCPercent) },
+		ServeGCPercent:   ServeGC,
+	} {
+		restore := set()
 		if got := debug.SetGCPercent(n); got != n {
 			t.Errorf("GOGC is %d, want %d", got, n)
 		}
@@ -37,7 +40,7 @@ func TestCollectorSettings(t *testing.T) {
 	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, "150")
-			restoreGC, restoreLimit := setGCPercent(ServeGCPercent), limitVerifyMemory()
+			restoreGC, restoreLimit := ServeGC(), limitVerifyMemory()
 			if got := debug.SetGCPercent(77); got != 77 {
 				t.Errorf("with %s set, GOGC changed to %d", env, got)
 			}
