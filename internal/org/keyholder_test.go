@@ -56,17 +56,25 @@ func TestKeyHolderVerifiesTheSelfSignature(t *testing.T) {
 	}
 	claims := func(keyID string) (signature.Signer, error) { return signature.NewSigner(keyID, principal) }
 
+	const agent = "agt_0123456789abcdef01234567"
+	// The agent's revocation, as holderRevoked reads revocation records.
+	revoked := []map[string]any{{"payload": map[string]any{"subject_type": "agent", "subject_id": agent, "status": "revoked", "effective_at": envelope.Timestamp(now)}}}
 	for _, c := range []struct {
-		name string
-		rec  map[string]any
-		want string
+		name        string
+		rec         map[string]any
+		want        string
+		revokedWith string // holderRevoked's answer under the agent's revocation
 	}{
-		{"self-signed", record("key_00000000000000000000bbbb", "agt_0123456789abcdef01234567", own), "principal"},
-		{"signed by the principal", record("key_00000000000000000000cccc", "agt_0123456789abcdef01234567", principalSigns), "agt_0123456789abcdef01234567"},
-		{"names itself, signed by another key", record("key_00000000000000000000dddd", "agt_0123456789abcdef01234567", claims), "agt_0123456789abcdef01234567"},
+		{"self-signed", record("key_00000000000000000000bbbb", agent, own), "principal", ""},
+		{"signed by the principal", record("key_00000000000000000000cccc", agent, principalSigns), agent, "revoked"},
+		{"names itself, signed by another key", record("key_00000000000000000000dddd", agent, claims), agent, "revoked"},
 	} {
-		if got := keyHolder(c.rec); got != c.want {
+		got := keyHolder(c.rec)
+		if got != c.want {
 			t.Errorf("%s: holder %q, want %q", c.name, got, c.want)
+		}
+		if st := holderRevoked(revoked, got, now.Add(time.Hour)); st != c.revokedWith {
+			t.Errorf("%s: under the agent's revocation the key is %q, want %q", c.name, st, c.revokedWith)
 		}
 	}
 }

@@ -124,6 +124,9 @@ func (c *mandateCache) get(version int64, id string) (MandateRecord, bool) {
 func (c *mandateCache) put(version int64, m MandateRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.rows != nil && version < c.version {
+		return // read under a number already superseded (an operation's memo): keep the newer rows
+	}
 	if c.rows == nil || c.version != version || len(c.rows) >= maxCachedMandates {
 		c.rows, c.version = map[string]MandateRecord{}, version
 	}

@@ -542,3 +542,22 @@ func TestKeyVersionMemo(t *testing.T) {
 		t.Errorf("after this store's auto-committed write the memo holds %d, the database %d", got, now)
 	}
 }
+
+// A row read under a number the cache has already moved past (an
+// operation's memo taken before a change) does not replace the newer rows.
+func TestMandateCacheKeepsTheNewerNumber(t *testing.T) {
+	t.Parallel()
+	var c mandateCache
+	c.put(2, MandateRecord{ID: "mnd_new", Status: StatusRevoked})
+	c.put(1, MandateRecord{ID: "mnd_old", Status: StatusActive})
+	if m, ok := c.get(2, "mnd_new"); !ok || m.Status != StatusRevoked {
+		t.Errorf("the row read under the current number is gone: %+v %v", m, ok)
+	}
+	if _, ok := c.get(1, "mnd_old"); ok {
+		t.Error("a row read under a superseded number was kept")
+	}
+	c.put(3, MandateRecord{ID: "mnd_newer"})
+	if _, ok := c.get(3, "mnd_new"); ok {
+		t.Error("a row of an older number served under a newer one")
+	}
+}
