@@ -80,7 +80,10 @@ func (s *Store) PutMandate(ctx context.Context, body []byte, origin string) erro
 // KeyObjectsVersion read before it, which any process's change to a
 // mandate moves (migration 14): a kept row is the stored one for as long
 // as the number stays. Under WithKeyVersionMemo the number itself is read
-// once an operation, between its commits.
+// once an operation, between its commits. The number is shared with the
+// key records: a mandate stored also has the key-record caches read again
+// (KeyObjectsCache), a few records' reads once per mandate, which an
+// instance stores at most once a transaction.
 func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error) {
 	v, err := s.KeyObjectsVersion(ctx)
 	if err != nil {
