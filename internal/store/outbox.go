@@ -201,7 +201,7 @@ func (s *Store) queryOutbox(ctx context.Context, query string, args ...any) ([]O
 	if err != nil {
 		return nil, fmt.Errorf("store: outbox: %w", err)
 	}
-	rows, err := st.QueryContext(ctx, args...)
+	rows, err := st.QueryContext(detach(ctx), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: outbox: %w", err)
 	}
@@ -266,7 +266,7 @@ func (s *Store) NextOutboxAttempt(ctx context.Context) (time.Time, bool, error) 
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("store: outbox: %w", err)
 	}
-	if err := st.QueryRowContext(ctx).Scan(&next); err != nil {
+	if err := st.QueryRowContext(detach(ctx)).Scan(&next); err != nil {
 		return time.Time{}, false, fmt.Errorf("store: outbox: %w", err)
 	}
 	if !next.Valid {
@@ -283,7 +283,7 @@ func (s *Store) OutboxHead(ctx context.Context, id int64) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("store: outbox: %w", err)
 	}
-	if err := st.QueryRowContext(ctx, id).Scan(&n); err != nil {
+	if err := st.QueryRowContext(detach(ctx), id).Scan(&n); err != nil {
 		return false, fmt.Errorf("store: outbox: %w", err)
 	}
 	return n == 1, nil
@@ -371,7 +371,7 @@ func (s *Store) InboxReply(ctx context.Context, fromOrg, messageKey string) ([][
 	if err != nil {
 		return nil, fmt.Errorf("store: inbox: %w", err)
 	}
-	err = st.QueryRowContext(ctx, fromOrg, messageKey).Scan(&body, &ids)
+	err = st.QueryRowContext(detach(ctx), fromOrg, messageKey).Scan(&body, &ids)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: inbox message %s from %s", ErrNotFound, messageKey, fromOrg)
 	}

@@ -59,7 +59,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
 	defer done()
 	defer forgetKeyVersion(ctx) // objects.go; committed or not, as a failed commit may have
 	defer tx.Rollback()
-	if err := fn(&Txn{tx: tx, ctx: ctx, s: s}); err != nil {
+	if err := fn(&Txn{tx: tx, ctx: detach(ctx), s: s}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -83,7 +83,7 @@ func (t *Txn) exec(query string, args ...any) (sql.Result, error) {
 func (t *Txn) queryRow(query string, args ...any) *sql.Row {
 	st, err := t.s.stmt(t.ctx, query)
 	if err != nil {
-		// Preparing failed (a cancelled context, say): run it unprepared,
+		// Preparing failed (a closed database, say): run it unprepared,
 		// which reports the same error through the row.
 		return t.tx.QueryRowContext(t.ctx, query, args...)
 	}
@@ -93,6 +93,9 @@ func (t *Txn) queryRow(query string, args ...any) *sql.Row {
 // exec runs one write statement as its own (auto-committed) transaction,
 // through the statement prepared once for it, and counts the commit.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	st, err := s.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -100,7 +103,7 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	defer forgetKeyVersion(ctx)
-	res, err := st.ExecContext(ctx, args...)
+	res, err := st.ExecContext(detach(ctx), args...)
 	if err == nil {
 		s.commits.Add(1)
 	}
@@ -113,7 +116,7 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Ro
 	if err != nil {
 		return s.db.QueryRowContext(ctx, query, args...)
 	}
-	return st.QueryRowContext(ctx, args...)
+	return st.QueryRowContext(detach(ctx), args...)
 }
 
 // PutObject is Store.PutObject inside the transaction.
@@ -425,5 +428,5 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 	if err != nil {
 		return nil, err
 	}
-	return st.QueryContext(ctx, args...)
+	return st.QueryContext(detach(ctx), args...)
 }

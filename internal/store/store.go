@@ -92,6 +92,20 @@ type Store struct {
 // Commits returns the number of write transactions this Store committed.
 func (s *Store) Commits() int64 { return s.commits.Load() }
 
+// detach is the context a statement runs under: the caller's values (the
+// key version memo) without its cancellation. A statement, once begun, runs
+// to its end; a write transaction checks the caller's context before BEGIN
+// instead (begin, exec), so a cancelled call starts none. Why: handed a
+// cancellable context, modernc.org/sqlite starts a goroutine and installs
+// a progress handler to interrupt every statement, and database/sql starts
+// another goroutine to watch every Rows and Tx, for statements that take
+// tens of microseconds; about a twentieth of a formation's CPU went there.
+// Nothing the store runs is long enough to need interrupting: the longest
+// are single-transaction reads with an index, and a cancelled act's
+// statements finishing is the same as it finishing a moment sooner (the
+// act itself is idempotent by its request id).
+func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // stmt returns the prepared statement for query, preparing it on first
 // use. Statements of the hot paths are prepared once per process instead
 // of on every call.
@@ -99,7 +113,7 @@ func (s *Store) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st, ok := s.stmts.Load(query); ok {
 		return st.(*sql.Stmt), nil
 	}
-	st, err := s.db.PrepareContext(ctx, query)
+	st, err := s.db.PrepareContext(detach(ctx), query)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +127,11 @@ func (s *Store) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 // begin starts a write transaction; the returned function ends it (after
 // Commit or Rollback) and lets the next writer in.
 func (s *Store) begin(ctx context.Context) (*sql.Tx, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	s.wmu.Lock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.BeginTx(detach(ctx), nil)
 	if err != nil {
 		s.wmu.Unlock()
 		return nil, nil, err

@@ -561,3 +561,50 @@ func TestMandateCacheKeepsTheNewerNumber(t *testing.T) {
 		t.Error("a row of an older number served under a newer one")
 	}
 }
+
+// TestCancelledCall: a call whose context is already cancelled starts no
+// write (nothing stored), while a write transaction that has begun runs to
+// its commit even when its caller's context ends inside it (detach): a
+// cancelled act is never left half-applied by an interrupted statement.
+func TestCancelledCall(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	objs := refObjects(t)
+	acc := objs["acc_12292097c638706e02ddc479"]
+	agr := objs["agr_f3d6af902f16489fac9c9eb4"]
+	if acc == nil || agr == nil {
+		t.Fatal("reference objects missing")
+	}
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.PutObject(cancelled, acc, "local"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PutObject under a cancelled context: %v", err)
+	}
+	if err := s.Update(cancelled, func(tx *Txn) error {
+		_, err := tx.PutObject(acc, "local")
+		return err
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Update under a cancelled context: %v", err)
+	}
+	if _, err := s.GetObject(context.Background(), "acc_12292097c638706e02ddc479"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a cancelled call stored the object: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Update(ctx, func(tx *Txn) error {
+		if _, err := tx.PutObject(acc, "local"); err != nil {
+			return err
+		}
+		cancel()
+		_, err := tx.PutObject(agr, "local")
+		return err
+	}); err != nil {
+		t.Fatalf("a begun transaction did not commit after its caller's cancel: %v", err)
+	}
+	for _, id := range []string{"acc_12292097c638706e02ddc479", "agr_f3d6af902f16489fac9c9eb4"} {
+		if _, err := s.GetObject(context.Background(), id); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
