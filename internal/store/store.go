@@ -382,6 +382,19 @@ var migrations = []string{
 		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;`,
 }
 
+// idleConns is how many connections the pool keeps open between uses.
+// database/sql keeps two by default, so when more goroutines than that
+// read at once (eight agents' acts and their peers' messages), the extra
+// connections were closed as they came back and opened again moments
+// later: each open is a SQLite connection set up with its pragmas, an
+// empty page cache, and every hot statement prepared again on it (stmt
+// prepares once per connection), a tenth of a formation's CPU at eight
+// concurrent agents. Eight covers this process's usual concurrency (the
+// agents' calls, the peer's messages, the outbox); more may still open
+// under a burst and are closed after it. An idle connection holds its
+// page cache, at most SQLite's default cache_size (2 MiB) each.
+const idleConns = 8
+
 // Open opens (creating if needed) the database at path and brings its
 // schema up to date.
 func Open(path string) (*Store, error) {
@@ -393,6 +406,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	db.SetMaxIdleConns(idleConns)
 	s := &Store{db: db}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -606,5 +607,37 @@ func TestCancelledCall(t *testing.T) {
 		if _, err := s.GetObject(context.Background(), id); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
+	}
+}
+
+// TestIdleConnectionsKept: connections that were all in use at once go
+// back to the pool instead of being closed (idleConns), so the next burst
+// of readers finds them open, statements prepared.
+func TestIdleConnectionsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	var rows []*sql.Rows
+	for range idleConns {
+		// An open Rows holds its connection, so these are idleConns
+		// connections in use at once.
+		r, err := s.db.QueryContext(ctx, `SELECT 1 UNION ALL SELECT 2`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Next() {
+			t.Fatal("no row")
+		}
+		rows = append(rows, r)
+	}
+	if got := s.db.Stats().InUse; got != idleConns {
+		t.Fatalf("%d connections in use, want %d", got, idleConns)
+	}
+	for _, r := range rows {
+		r.Close()
+	}
+	st := s.db.Stats()
+	if st.MaxIdleClosed != 0 || st.Idle != idleConns {
+		t.Fatalf("after the burst: %d idle, %d closed for the idle limit; want %d idle, none closed", st.Idle, st.MaxIdleClosed, idleConns)
 	}
 }
