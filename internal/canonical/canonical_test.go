@@ -243,3 +243,26 @@ func TestReferenceVectors(t *testing.T) {
 		t.Fatalf("compared %d hashed vectors, want 18", checked)
 	}
 }
+
+// TestMarshalResultsAreOwn: Marshal writes through pooled buffers, and
+// what it returns must not be one of them: a later call (or a Hash) must
+// leave an earlier result as it was.
+func TestMarshalResultsAreOwn(t *testing.T) {
+	t.Parallel()
+	first, err := Marshal(map[string]any{"a": "first", "b": []any{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(first)
+	for i := range 100 {
+		if _, err := Marshal(map[string]any{"z": strings.Repeat("y", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Hash(map[string]any{"z": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(first) != want {
+		t.Fatalf("an earlier result changed to %s", first)
+	}
+}

@@ -118,6 +118,40 @@ func DecodeObjectWith(data []byte, opt Options) (map[string]any, error) {
 
 // DecodeWith parses one JSON document with the given options.
 func DecodeWith(data []byte, opt Options) (any, error) {
+	v, _, err := decode(data, opt)
+	return v, err
+}
+
+// ErrNotCanonical is DecodeCanonical's refusal of a well-formed document
+// whose bytes are not its canonical form.
+var ErrNotCanonical = errors.New("document is not in canonical form (RFC 8785)")
+
+// DecodeCanonical is DecodeObject for bytes that must be the canonical
+// form of the object they hold, as every A202 object on the wire and in
+// the record is (what was signed is what is kept): it refuses other bytes
+// with ErrNotCanonical. It is the same as comparing Marshal(DecodeObject(
+// data)) with data, in one pass: the decoder notes anything canonical
+// form would write otherwise (whitespace, an escape, a member name out of
+// order or outside ASCII, a number not a plain integer), and only a
+// document where it noted something is encoded again and compared.
+func DecodeCanonical(data []byte) (map[string]any, error) {
+	v, bent, err := decode(data, Options{})
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &DecodeError{Offset: 0, Reason: "document is not a JSON object"}
+	}
+	if bent && !encodesTo(m, data) {
+		return nil, ErrNotCanonical
+	}
+	return m, nil
+}
+
+// decode parses one document; bent reports that its bytes may not be the
+// canonical form of its value (never false when they are not).
+func decode(data []byte, opt Options) (v any, bent bool, err error) {
 	if opt.MaxSize == 0 {
 		opt.MaxSize = MaxDocumentSize
 	}
@@ -128,27 +162,33 @@ func DecodeWith(data []byte, opt Options) (any, error) {
 		opt.MaxMembers = MaxMembers
 	}
 	if len(data) > opt.MaxSize {
-		return nil, &DecodeError{Offset: opt.MaxSize, Reason: fmt.Sprintf("document is %d bytes, over the limit of %d", len(data), opt.MaxSize)}
+		return nil, false, &DecodeError{Offset: opt.MaxSize, Reason: fmt.Sprintf("document is %d bytes, over the limit of %d", len(data), opt.MaxSize)}
 	}
 	d := decoders.Get().(*decoder)
 	defer d.release()
-	d.data, d.pos, d.opt = data, 0, opt
+	d.data, d.pos, d.opt, d.bent = data, 0, opt, false
 	d.skipSpace()
-	v, err := d.value(0)
+	v, err = d.value(0)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d.skipSpace()
 	if d.pos != len(d.data) {
-		return nil, d.fail("trailing data after the document")
+		return nil, false, d.fail("trailing data after the document")
 	}
-	return v, nil
+	return v, d.bent, nil
 }
 
 type decoder struct {
 	data []byte
 	pos  int
 	opt  Options
+	// bent is set by anything read that canonical form writes otherwise
+	// (DecodeCanonical): whitespace, an escape in a string, a member name
+	// not after the one before it or not ASCII (canonical order is by
+	// UTF-16 code units, which only ASCII names share with bytes), a
+	// number other than a plain integer.
+	bent bool
 
 	// What a decoder keeps between documents (decoders): the strings it
 	// interned, and the stacks of members and elements of the objects
@@ -325,6 +365,7 @@ func (d *decoder) skipSpace() {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
 			d.pos++
+			d.bent = true
 		default:
 			return
 		}
@@ -393,6 +434,9 @@ func (d *decoder) object(depth int) (any, error) {
 			return nil, err
 		}
 		n := len(d.members) - start
+		if !d.bent && (!ascii(name) || n > 0 && name <= d.members[len(d.members)-1].name) {
+			d.bent = true
+		}
 		if d.duplicate(start, name, &seen) {
 			return nil, &DecodeError{Offset: at, Reason: fmt.Sprintf("duplicate member name %q", name)}
 		}
@@ -576,6 +620,7 @@ func (d *decoder) stringValue() (any, error) {
 		}
 		d.pos++
 	}
+	d.bent = true // an escape; canonical form writes only some, and only so
 	buf := append([]byte(nil), d.data[start:d.pos]...)
 	for {
 		if d.pos >= len(d.data) {
@@ -645,6 +690,16 @@ func (d *decoder) stringValue() (any, error) {
 			d.pos++
 		}
 	}
+}
+
+// ascii reports whether s is all ASCII.
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *decoder) invalidUTF8(start int) error {
@@ -748,5 +803,6 @@ func (d *decoder) number() (any, error) {
 		return nil, &DecodeError{Offset: start, Reason: fmt.Sprintf("number %s is outside the I-JSON range", lit)}
 	}
 	_ = f
+	d.bent = true // a float, or an integer canonical form may write otherwise (-0, 1e3)
 	return json.Number(lit), nil
 }

@@ -20,12 +20,24 @@ import (
 // (map[string]any, []any, string, bool, nil, json.Number) or any value
 // encoding/json can marshal, which is first turned into that form.
 func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(512)
-	if err := encode(&buf, v); err != nil {
+	// Written to a pooled buffer and copied out once at its final size:
+	// growing a fresh buffer by doubling allocated about three times the
+	// bytes of an envelope object.
+	buf := hashBufs.Get().(*bytes.Buffer)
+	defer putBuf(buf)
+	buf.Reset()
+	if err := encode(buf, v); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// encodesTo reports whether v's canonical bytes are data.
+func encodesTo(v any, data []byte) bool {
+	buf := hashBufs.Get().(*bytes.Buffer)
+	defer putBuf(buf)
+	buf.Reset()
+	return encode(buf, v) == nil && bytes.Equal(buf.Bytes(), data)
 }
 
 // Canonicalize decodes data strictly (see Decode) and returns its canonical
@@ -109,11 +121,7 @@ func Hash(v any) (string, error) {
 	// The canonical bytes are only hashed, so they are written to a
 	// pooled buffer rather than to a fresh one per call.
 	buf := hashBufs.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledBuf {
-			hashBufs.Put(buf)
-		}
-	}()
+	defer putBuf(buf)
 	buf.Reset()
 	if err := encode(buf, v); err != nil {
 		return "", err
@@ -121,9 +129,16 @@ func Hash(v any) (string, error) {
 	return SHA256Hex(buf.Bytes()), nil
 }
 
-// hashBufs holds Hash's buffers; one grown past maxPooledBuf by a large
-// value is dropped rather than kept for the rest of the process.
+// hashBufs holds Hash's and Marshal's buffers; one grown past
+// maxPooledBuf by a large value is dropped rather than kept for the rest
+// of the process.
 var hashBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBuf {
+		hashBufs.Put(buf)
+	}
+}
 
 const maxPooledBuf = 64 << 10
 

@@ -2,6 +2,7 @@ package canonical
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -96,4 +97,40 @@ func BenchmarkDecodeAndHashOffer(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzDecodeCanonical holds DecodeCanonical to its definition: it accepts
+// exactly the object documents that DecodeObject accepts and that Marshal
+// writes back byte for byte, with the same value.
+func FuzzDecodeCanonical(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1,"b":[true,false,null],"c":"é😀"}`, `{"a":1,"b":[true,false,null],"c":"\u00e9"}`,
+		`{"b":1,"a":2}`, `{"a":1,"a":2}`, `{ "a":1}`, `{"a":"\/"}`, `{"a":"\u001f"}`, `{"a":"\n"}`,
+		`{"é":1,"z":2}`, `{"z":1,"é":2}`, `{"\ud83d\ude00":1,"\uffff":2}`, `{"a":-0}`, `{"a":[]}`, `[1]`,
+		`{"a":{"c":1,"b":2}}`, `{"aa":1,"a":2}`, `{"a":1,"aa":2}`, "{\"a\":1}\n",
+		"{\"\U0001F600\":1,\"\uFFFF\":2}", "{\"\uFFFF\":1,\"\U0001F600\":2}", // canonical by UTF-16, not by bytes; and the reverse
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := DecodeCanonical(data)
+		want, werr := DecodeObject(data)
+		canonical := false
+		if werr == nil {
+			b, err := Marshal(want)
+			canonical = err == nil && bytes.Equal(b, data)
+		}
+		if (err == nil) != canonical {
+			t.Fatalf("DecodeCanonical(%q): %v; canonical by Marshal: %v", data, err, canonical)
+		}
+		if err == nil {
+			a, _ := Marshal(got)
+			if !bytes.Equal(a, data) {
+				t.Fatalf("DecodeCanonical(%q) decoded a different value: %q", data, a)
+			}
+		}
+		if werr == nil && !canonical && !errors.Is(err, ErrNotCanonical) {
+			t.Fatalf("DecodeCanonical(%q) refused well-formed bytes with %v, not ErrNotCanonical", data, err)
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -109,16 +108,12 @@ func CheckMessage(transactionID string, objects [][]byte) error {
 		return reason.Refuse("a message carries at least one A202 object")
 	}
 	for i, b := range objects {
-		obj, err := canonical.DecodeObject(b)
-		if err != nil {
-			return reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
-		}
-		canon, err := canonical.Marshal(obj)
-		if err != nil {
-			return reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
-		}
-		if !bytes.Equal(canon, b) {
+		obj, err := canonical.DecodeCanonical(b)
+		if errors.Is(err, canonical.ErrNotCanonical) {
 			return reason.Refuse(fmt.Sprintf("object %d is not in canonical form (RFC 8785); canonical bytes are the object, binding §5.2", i))
+		}
+		if err != nil {
+			return reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
 		}
 		for k := range obj {
 			if !envelopeMembers[k] {

@@ -57,13 +57,12 @@ func TrustKeyRecord(peer instance.PeerInfo, keyRecord []byte) (keyID string, pub
 	fail := func(format string, args ...any) (string, crypto.PublicKey, error) {
 		return "", nil, fmt.Errorf("%w: %s", ErrUntrustedKey, fmt.Sprintf(format, args...))
 	}
-	obj, err := canonical.DecodeObject(keyRecord)
+	obj, err := canonical.DecodeCanonical(keyRecord)
+	if errors.Is(err, canonical.ErrNotCanonical) {
+		return fail("bytes are not in canonical form")
+	}
 	if err != nil {
 		return fail("%v", err)
-	}
-	canon, err := canonical.Marshal(obj)
-	if err != nil || !bytes.Equal(canon, keyRecord) {
-		return fail("bytes are not in canonical form")
 	}
 	if t, _ := obj["object_type"].(string); t != "key_record" {
 		return fail("object_type is %q, not key_record", t)
@@ -423,12 +422,12 @@ func TrustRevocationRecord(peer instance.PeerInfo, record []byte) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrUntrustedKey, fmt.Sprintf(format, args...))
 	}
-	obj, err := canonical.DecodeObject(record)
+	obj, err := canonical.DecodeCanonical(record)
+	if errors.Is(err, canonical.ErrNotCanonical) {
+		return fail("bytes are not in canonical form")
+	}
 	if err != nil {
 		return fail("%v", err)
-	}
-	if canon, err := canonical.Marshal(obj); err != nil || !bytes.Equal(canon, record) {
-		return fail("bytes are not in canonical form")
 	}
 	if obj["object_type"] != "revocation_record" {
 		return fail("object_type is %v, not revocation_record", obj["object_type"])

@@ -20,18 +20,14 @@ type ObjectInfo struct {
 }
 
 func objectInfo(body []byte) (ObjectInfo, map[string]any, error) {
-	obj, err := canonical.DecodeObject(body)
-	if err != nil {
-		return ObjectInfo{}, nil, err
-	}
-	canon, err := canonical.Marshal(obj)
-	if err != nil {
-		return ObjectInfo{}, nil, err
-	}
-	if string(canon) != string(body) {
+	obj, err := canonical.DecodeCanonical(body)
+	if errors.Is(err, canonical.ErrNotCanonical) {
 		// Stored bytes are the bytes that were hashed and signed; anything
 		// else would be a re-serialisation nobody signed.
 		return ObjectInfo{}, nil, fmt.Errorf("store: object bytes are not in canonical form")
+	}
+	if err != nil {
+		return ObjectInfo{}, nil, err
 	}
 	var info ObjectInfo
 	info.ID, _ = obj["id"].(string)
