@@ -145,24 +145,54 @@ func walkSchema(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
 // against the output schema tools/list announced for the tool, and that
 // it carries no null anywhere: an empty list is [], a member with no
 // value is omitted. A strict client (the walkthrough's agent, the tests)
-// calls it on every result that is not an error.
+// calls it on every result that is not an error; one that calls a tool
+// many times resolves its schema once (ResolveOutput).
 func Conforms(outputSchema, structured any) error {
+	o, err := ResolveOutput(outputSchema)
+	if err != nil {
+		return err
+	}
+	return o.Check(structured)
+}
+
+// Output is a tool's announced output schema, resolved once for the
+// results a client checks against it (Conforms).
+type Output struct{ rs *jsonschema.Resolved }
+
+// ResolveOutput resolves the output schema tools/list announced.
+func ResolveOutput(outputSchema any) (*Output, error) {
 	var s jsonschema.Schema
 	if err := remarshal(outputSchema, &s); err != nil {
-		return fmt.Errorf("output schema: %w", err)
+		return nil, fmt.Errorf("output schema: %w", err)
 	}
 	rs, err := s.Resolve(nil)
 	if err != nil {
-		return fmt.Errorf("output schema: %w", err)
+		return nil, fmt.Errorf("output schema: %w", err)
 	}
+	return &Output{rs: rs}, nil
+}
+
+// Check is Conforms for the schema o holds. structured is the content as
+// received (json.RawMessage or []byte for its JSON text, or a value that
+// marshals to it).
+func (o *Output) Check(structured any) error {
 	var v any
-	if err := remarshal(structured, &v); err != nil {
+	var err error
+	switch b := structured.(type) {
+	case json.RawMessage:
+		err = json.Unmarshal(b, &v)
+	case []byte:
+		err = json.Unmarshal(b, &v)
+	default:
+		err = remarshal(structured, &v)
+	}
+	if err != nil {
 		return fmt.Errorf("structured content: %w", err)
 	}
 	if at, ok := nullIn(v, ""); ok {
 		return fmt.Errorf("structured content has null at %q", at)
 	}
-	return rs.Validate(v)
+	return o.rs.Validate(v)
 }
 
 func remarshal(from, to any) error {

@@ -171,9 +171,10 @@ type Agent struct {
 	Party   *Party
 	session *sdk.ClientSession
 	log     io.Writer
-	// outputs are the output schemas tools/list announced, by tool: the
-	// agent is a strict client and checks every result against its own.
-	outputs map[string]any
+	// outputs are the output schemas tools/list announced, by tool,
+	// resolved once: the agent is a strict client and checks every result
+	// against its own.
+	outputs map[string]*mcp.Output
 	// transcript keeps every tool result as received, so tests can scan
 	// what an agent was ever shown.
 	transcript bytes.Buffer
@@ -191,13 +192,15 @@ func Connect(ctx context.Context, p *Party, log io.Writer) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect MCP: %w", p.Name, err)
 	}
-	a := &Agent{Party: p, session: s, log: log, outputs: map[string]any{}}
+	a := &Agent{Party: p, session: s, log: log, outputs: map[string]*mcp.Output{}}
 	for tl, err := range s.Tools(ctx, nil) {
+		if err == nil {
+			a.outputs[tl.Name], err = mcp.ResolveOutput(tl.OutputSchema)
+		}
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("%s: tools/list: %w", p.Name, err)
 		}
-		a.outputs[tl.Name] = tl.OutputSchema
 	}
 	return a, nil
 }
@@ -226,7 +229,11 @@ func (a *Agent) Call(ctx context.Context, tool string, args map[string]any) (map
 	if res.IsError {
 		return out, fmt.Errorf("%s %s refused: %v %v", a.Party.Name, tool, out["reason_codes"], out["detail"])
 	}
-	if err := mcp.Conforms(a.outputs[tool], res.StructuredContent); err != nil {
+	o, ok := a.outputs[tool]
+	if !ok {
+		return out, fmt.Errorf("%s %s: tools/list announced no such tool", a.Party.Name, tool)
+	}
+	if err := o.Check(b); err != nil {
 		return out, fmt.Errorf("%s %s: the result breaks the tool's output schema: %w", a.Party.Name, tool, err)
 	}
 	return out, nil
