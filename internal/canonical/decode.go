@@ -92,6 +92,11 @@ type Options struct {
 	// set it, since a change to a shared leaf is a change to every
 	// document holding it.
 	Shared bool
+
+	// canonical makes the decoder judge the order of member names for
+	// DecodeCanonical (bent); other decodes, a bundle's thousands of files
+	// among them, skip that work.
+	canonical bool
 }
 
 // Decode parses one A202 document under the strict rules of the package.
@@ -135,7 +140,7 @@ var ErrNotCanonical = errors.New("document is not in canonical form (RFC 8785)")
 // order or outside ASCII, a number not a plain integer), and only a
 // document where it noted something is encoded again and compared.
 func DecodeCanonical(data []byte) (map[string]any, error) {
-	v, bent, err := decode(data, Options{})
+	v, bent, err := decode(data, Options{canonical: true})
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +439,7 @@ func (d *decoder) object(depth int) (any, error) {
 			return nil, err
 		}
 		n := len(d.members) - start
-		if !d.bent && (!ascii(name) || n > 0 && name <= d.members[len(d.members)-1].name) {
+		if d.opt.canonical && !d.bent && (!ascii(name) || n > 0 && name <= d.members[len(d.members)-1].name) {
 			d.bent = true
 		}
 		if d.duplicate(start, name, &seen) {

@@ -134,3 +134,45 @@ func FuzzDecodeCanonical(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCanonicalCheckOffer compares the ways to take in an offer's
+// bytes that must be canonical: decoding alone (what a reader of trusted
+// bytes does), decoding and encoding again to compare (what the carrier
+// and the store did), and DecodeCanonical.
+func BenchmarkCanonicalCheckOffer(b *testing.B) {
+	dir := spectest.ReferenceVectors(b)
+	files, _ := filepath.Glob(filepath.Join(dir, "objects", "off_*.json"))
+	raw, _ := os.ReadFile(files[0])
+	data, err := Canonicalize(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeObject(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode+marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			obj, err := DecodeObject(data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c, err := Marshal(obj); err != nil || !bytes.Equal(c, data) {
+				b.Fatal("not canonical")
+			}
+		}
+	})
+	b.Run("DecodeCanonical", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeCanonical(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
