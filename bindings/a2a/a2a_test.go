@@ -512,8 +512,8 @@ func (f *forward) attempt(ctx context.Context, m store.OutboxMessage) error {
 func (f *forward) send(ctx context.Context, peer, tx string, objects [][]byte) error {
 	var id int64
 	if err := f.st.Update(ctx, func(x *store.Txn) error {
-		var err error
-		id, err = x.Enqueue(peer, tx, delivery.MessageKey(tx, objects), objects, nil, f.ob.Now(), f.ob.Lease())
+		m, err := x.Enqueue(peer, tx, delivery.MessageKey(tx, objects), objects, nil, f.ob.Now(), f.ob.Lease())
+		id = m.ID
 		return err
 	}); err != nil {
 		return err

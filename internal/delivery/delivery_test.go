@@ -381,8 +381,8 @@ func (h *handler) enqueue(peer, tx string, leased bool, objects ...[]byte) store
 	}
 	var id int64
 	if err := h.st.Update(ctx, func(x *store.Txn) error {
-		var err error
-		id, err = x.Enqueue(peer, tx, delivery.MessageKey(tx, objects), objects, nil, h.ob.Now(), lease)
+		m, err := x.Enqueue(peer, tx, delivery.MessageKey(tx, objects), objects, nil, h.ob.Now(), lease)
+		id = m.ID
 		return err
 	}); err != nil {
 		h.t.Fatal(err)
@@ -704,8 +704,8 @@ func TestOutboxRunDueFollowsTheClock(t *testing.T) {
 	later := clk.Now().Add(10 * time.Second)
 	objs := [][]byte{object(t, "evd_later", txn, nil)}
 	if err := st.Update(ctx, func(x *store.Txn) error {
-		var err error
-		id, err = x.Enqueue("org_b", txn, delivery.MessageKey(txn, objs), objs, nil, later, store.Lease{})
+		m, err := x.Enqueue("org_b", txn, delivery.MessageKey(txn, objs), objs, nil, later, store.Lease{})
+		id = m.ID
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -533,20 +533,20 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 		return err
 	}
 	e.point("agreement.before-commit")
-	var id int64
+	var queued store.OutboxMessage
 	err = e.update(ctx, t.ID, func(tx *store.Txn) error {
 		if err := tx.PutVerified(agr.info(), agr.raw, originLocal); err != nil {
 			return err
 		}
 		var err error
-		id, err = e.enqueue(tx, t.Counterparty, t.ID, []*Obj{agr}, nil, now)
+		queued, err = e.enqueue(tx, t.Counterparty, t.ID, []*Obj{agr}, nil, now)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	e.point("agreement.after-commit")
-	return e.deliverNow(ctx, id)
+	return e.deliverNow(ctx, queued)
 }
 
 // settleCosigned stores the counterparty's answer to the agreement this

@@ -286,7 +286,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 		msg = append(msg, ev)
 	}
 	e.point(string(spec.name) + ".before-commit")
-	var id int64
+	var queued store.OutboxMessage
 	err = e.update(ctx, spec.txn, func(tx *store.Txn) error {
 		if !st.known {
 			o := spec.open
@@ -333,7 +333,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 			return err
 		}
 		var err error
-		id, err = e.enqueue(tx, counterparty, spec.txn, msg, act, now)
+		queued, err = e.enqueue(tx, counterparty, spec.txn, msg, act, now)
 		return err
 	})
 	if err != nil {
@@ -341,7 +341,7 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	}
 	requestRecorded(ctx)
 	e.point(string(spec.name) + ".after-commit")
-	if err := e.deliverNow(ctx, id); err != nil {
+	if err := e.deliverNow(ctx, queued); err != nil {
 		return Outcome{}, err
 	}
 	out, err := e.outcome(ctx, spec.txn, b.names)
@@ -359,13 +359,13 @@ const originLocal = "local"
 
 // enqueue stores a message inside the act's transaction, leased to this
 // process so that the act attempts it at once without racing the worker.
-func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte, now time.Time) (int64, error) {
+func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte, now time.Time) (store.OutboxMessage, error) {
 	raws := make([][]byte, len(msg))
 	for i, o := range msg {
 		raws[i] = o.raw
 	}
 	if err := delivery.CheckMessage(txn, raws); err != nil {
-		return 0, err
+		return store.OutboxMessage{}, err
 	}
 	return tx.Enqueue(peer, txn, delivery.MessageKey(txn, raws), raws, act, now, e.out.Lease())
 }
@@ -374,11 +374,7 @@ func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte
 // leased and holds the transaction's lock for. A refusal of the act is
 // returned; anything else (delivered, or queued for retry) is not an
 // error: the outcome reads where the record stands.
-func (e *Engine) deliverNow(ctx context.Context, id int64) error {
-	m, err := e.o.Store.GetOutbox(ctx, id)
-	if err != nil {
-		return err
-	}
+func (e *Engine) deliverNow(ctx context.Context, m store.OutboxMessage) error {
 	return e.send(ctx, m)
 }
 

@@ -450,7 +450,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 		return err
 	}
 	e.point("receipt.before-commit")
-	var id int64
+	var queued store.OutboxMessage
 	err = e.update(ctx, s.TransactionID, func(tx *store.Txn) error {
 		if err := tx.PutVerified(rcp.info(), rcp.raw, originLocal); err != nil {
 			return err
@@ -459,7 +459,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 			return err
 		}
 		var err error
-		id, err = e.enqueue(tx, t.Counterparty, s.TransactionID, []*Obj{rcp}, nil, now)
+		queued, err = e.enqueue(tx, t.Counterparty, s.TransactionID, []*Obj{rcp}, nil, now)
 		return err
 	})
 	if err != nil {
@@ -467,7 +467,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	}
 	e.point("receipt.after-commit")
 	e.log.Info("rail answered", "transaction_id", s.TransactionID, "settlement_instruction_id", stl.ID(), "rail", s.Rail, "status", res.Status, "attempt", in.Attempt)
-	return e.deliverNow(ctx, id)
+	return e.deliverNow(ctx, queued)
 }
 
 // receiveReceipt is the payee's side of an adapter receipt: it answers an

@@ -105,27 +105,37 @@ type Lease struct {
 }
 
 // Enqueue stores a message to send inside the database transaction of the
-// act it carries, due at now, and returns its id. A non-zero lease
+// act it carries, due at now, and returns it as stored. A non-zero lease
 // enqueues it already claimed by the caller, which attempts it at once, so
 // that no worker races it.
-func (t *Txn) Enqueue(peer, transactionID, messageKey string, objects [][]byte, act []byte, now time.Time, lease Lease) (int64, error) {
+func (t *Txn) Enqueue(peer, transactionID, messageKey string, objects [][]byte, act []byte, now time.Time, lease Lease) (OutboxMessage, error) {
 	if len(objects) == 0 {
-		return 0, errors.New("store: enqueue: a message carries at least one object")
+		return OutboxMessage{}, errors.New("store: enqueue: a message carries at least one object")
 	}
 	body, err := encodeObjects(objects)
 	if err != nil {
-		return 0, err
+		return OutboxMessage{}, err
 	}
 	var until int64
 	if !lease.Until.IsZero() {
 		until = lease.Until.UnixNano()
 	}
+	enqueued := now.UTC().Format(time.RFC3339Nano)
 	res, err := t.exec(`INSERT INTO outbox(peer, transaction_id, message_key, objects, act, status, next_attempt, lease_until, lease_owner, enqueued_at)
-		VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`, peer, transactionID, messageKey, body, act, now.UnixNano(), until, lease.Owner, now.UTC().Format(time.RFC3339Nano))
+		VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`, peer, transactionID, messageKey, body, act, now.UnixNano(), until, lease.Owner, enqueued)
 	if err != nil {
-		return 0, fmt.Errorf("store: enqueue: %w", err)
+		return OutboxMessage{}, fmt.Errorf("store: enqueue: %w", err)
 	}
-	return res.LastInsertId()
+	id, err := res.LastInsertId()
+	if err != nil {
+		return OutboxMessage{}, fmt.Errorf("store: enqueue: %w", err)
+	}
+	// The message as GetOutbox would read it once committed, so that the
+	// sender attempts it without reading back what it just wrote.
+	m := OutboxMessage{ID: id, Peer: peer, TransactionID: transactionID, MessageKey: messageKey,
+		Objects: objects, Status: OutboxPending, NextAttempt: time.Unix(0, now.UnixNano()), Act: act}
+	m.EnqueuedAt, _ = time.Parse(time.RFC3339Nano, enqueued)
+	return m, nil
 }
 
 // Delivered removes message id, inside the database transaction that

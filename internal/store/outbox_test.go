@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -12,19 +13,27 @@ import (
 )
 
 // enqueue stores one message in its own Update, as an act would, and
-// returns its id.
+// returns its id. What Enqueue returned is what GetOutbox reads back (the
+// engine attempts the returned message without reading it).
 func enqueue(t *testing.T, s *Store, peer, txn, key string, objects [][]byte, act []byte, now time.Time, lease Lease) int64 {
 	t.Helper()
-	var id int64
+	var m OutboxMessage
 	err := s.Update(context.Background(), func(tx *Txn) error {
 		var err error
-		id, err = tx.Enqueue(peer, txn, key, objects, act, now, lease)
+		m, err = tx.Enqueue(peer, txn, key, objects, act, now, lease)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	got, err := s.GetOutbox(context.Background(), m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("Enqueue returned %+v, GetOutbox reads %+v", m, got)
+	}
+	return m.ID
 }
 
 func ids(list []OutboxMessage) []int64 {

@@ -198,8 +198,8 @@ func TestCommitsCountsWrites(t *testing.T) {
 		if err := tx.SetMeta("k", "v"); err != nil {
 			return err
 		}
-		var err error
-		id, err = tx.Enqueue("org_a", "txn_1", "k1", [][]byte{[]byte("x")}, nil, now, Lease{})
+		m, err := tx.Enqueue("org_a", "txn_1", "k1", [][]byte{[]byte("x")}, nil, now, Lease{})
+		id = m.ID
 		return err
 	}); err != nil {
 		t.Fatal(err)
