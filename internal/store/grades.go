@@ -104,19 +104,33 @@ func (s *Store) SetMinimumGrade(ctx context.Context, mandateID string, min map[s
 }
 
 // MinimumGrade returns the minimum grade a mandate's local policy
-// requires, or nil when it sets none.
+// requires, or nil when it sets none. The map is shared with later
+// callers: read it, never change it.
+//
+// Every act of a mandate reads its policy (grade.Policy), so what is read,
+// a policy or none, is kept under the KeyObjectsVersion read before it,
+// which any process's change to a policy moves (migration 15), as
+// GetMandate keeps mandates.
 func (s *Store) MinimumGrade(ctx context.Context, mandateID string) (map[string]int, error) {
-	var raw string
-	err := s.queryRow(ctx, `SELECT minimum_grade FROM mandate_policies WHERE mandate_id = ?`, mandateID).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	v, err := s.KeyObjectsVersion(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store: mandate policy %s: %w", mandateID, err)
+		return nil, err
 	}
+	if min, ok := s.minGrades.get(v, mandateID); ok {
+		return min, nil
+	}
+	var raw string
+	err = s.queryRow(ctx, `SELECT minimum_grade FROM mandate_policies WHERE mandate_id = ?`, mandateID).Scan(&raw)
 	var min map[string]int
-	if err := json.Unmarshal([]byte(raw), &min); err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return nil, fmt.Errorf("store: mandate policy %s: %w", mandateID, err)
+	default:
+		if err := json.Unmarshal([]byte(raw), &min); err != nil {
+			return nil, fmt.Errorf("store: mandate policy %s: %w", mandateID, err)
+		}
 	}
+	s.minGrades.put(v, mandateID, min)
 	return min, nil
 }

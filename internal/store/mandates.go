@@ -103,37 +103,39 @@ func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error
 		return MandateRecord{}, err
 	}
 	m.SubjectAgentID = agent.String
-	s.mandates.put(v, m)
+	s.mandates.put(v, m.ID, m)
 	return m, nil
 }
 
-// mandateCache holds mandate rows read under one KeyObjectsVersion.
-type mandateCache struct {
+// versionCache holds rows read under one KeyObjectsVersion, by key: the
+// mandates (GetMandate) and their local policies (MinimumGrade), which
+// any process's change moves the number for (migrations 14 and 15).
+type versionCache[T any] struct {
 	mu      sync.Mutex
 	version int64
-	rows    map[string]MandateRecord
+	rows    map[string]T
 }
 
-// maxCachedMandates bounds the cache; a full one starts again empty.
-const maxCachedMandates = 1024
+// maxCachedRows bounds each cache; a full one starts again empty.
+const maxCachedRows = 1024
 
-func (c *mandateCache) get(version int64, id string) (MandateRecord, bool) {
+func (c *versionCache[T]) get(version int64, key string) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.rows[id]
-	return m, ok && c.version == version
+	v, ok := c.rows[key]
+	return v, ok && c.version == version
 }
 
-func (c *mandateCache) put(version int64, m MandateRecord) {
+func (c *versionCache[T]) put(version int64, key string, v T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rows != nil && version < c.version {
 		return // read under a number already superseded (an operation's memo): keep the newer rows
 	}
-	if c.rows == nil || c.version != version || len(c.rows) >= maxCachedMandates {
-		c.rows, c.version = map[string]MandateRecord{}, version
+	if c.rows == nil || c.version != version || len(c.rows) >= maxCachedRows {
+		c.rows, c.version = map[string]T{}, version
 	}
-	c.rows[m.ID] = m
+	c.rows[key] = v
 }
 
 // Mandates returns every stored mandate, optionally only those of one origin.

@@ -86,7 +86,9 @@ type Store struct {
 	// costs in fsyncs. Tests and benchmarks read it through Commits.
 	commits atomic.Int64
 	// mandates keeps the mandate rows read (GetMandate).
-	mandates mandateCache
+	mandates versionCache[MandateRecord]
+	// minGrades keeps the mandates' local policies read (MinimumGrade).
+	minGrades versionCache[map[string]int]
 }
 
 // Commits returns the number of write transactions this Store committed.
@@ -379,6 +381,15 @@ var migrations = []string{
 	CREATE TRIGGER mandates_updated AFTER UPDATE ON mandates
 		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
 	CREATE TRIGGER mandates_deleted AFTER DELETE ON mandates
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;`,
+	// 15: and with a mandate's local policy (its minimum grade, set from
+	// the principal's CLI), so that the policy read at every act is kept
+	// until it does (MinimumGrade).
+	`CREATE TRIGGER mandate_policies_inserted AFTER INSERT ON mandate_policies
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER mandate_policies_updated AFTER UPDATE ON mandate_policies
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER mandate_policies_deleted AFTER DELETE ON mandate_policies
 		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;`,
 }
 

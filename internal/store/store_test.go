@@ -360,6 +360,56 @@ func TestGetMandateKept(t *testing.T) {
 	}
 }
 
+// TestMinimumGradeKept: a mandate's local policy is kept between reads and
+// read again once another process (the principal's CLI beside serve) sets,
+// changes or clears it, or changes the row behind the store's back
+// (migration 15's triggers).
+func TestMinimumGradeKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	s, other := open(t, path), open(t, path)
+	const id = "mnd_0123456789abcdef01234567"
+	read := func() map[string]int {
+		t.Helper()
+		min, err := s.MinimumGrade(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return min
+	}
+	if min := read(); min != nil {
+		t.Fatalf("before any policy: %v", min)
+	}
+	if err := other.SetMinimumGrade(ctx, id, map[string]int{"conformance": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if min := read(); min["conformance"] != 2 {
+		t.Fatalf("set by another process, read as %v", min)
+	}
+	if min := read(); min["conformance"] != 2 {
+		t.Fatalf("read again: %v", min)
+	}
+	if err := other.SetMinimumGrade(ctx, id, map[string]int{"conformance": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if min := read(); min["conformance"] != 3 {
+		t.Fatalf("changed by another process, read as %v", min)
+	}
+	if _, err := other.db.ExecContext(ctx, `UPDATE mandate_policies SET minimum_grade = '{"conformance":1}' WHERE mandate_id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	if min := read(); min["conformance"] != 1 {
+		t.Fatalf("row changed directly, read as %v", min)
+	}
+	if err := other.SetMinimumGrade(ctx, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	if min := read(); min != nil {
+		t.Fatalf("cleared by another process, read as %v", min)
+	}
+}
+
 // KeyObjectsCache derives its value again only once the version moved,
 // whichever handle moved it.
 func TestKeyObjectsCache(t *testing.T) {
@@ -548,16 +598,16 @@ func TestKeyVersionMemo(t *testing.T) {
 // operation's memo taken before a change) does not replace the newer rows.
 func TestMandateCacheKeepsTheNewerNumber(t *testing.T) {
 	t.Parallel()
-	var c mandateCache
-	c.put(2, MandateRecord{ID: "mnd_new", Status: StatusRevoked})
-	c.put(1, MandateRecord{ID: "mnd_old", Status: StatusActive})
+	var c versionCache[MandateRecord]
+	c.put(2, "mnd_new", MandateRecord{ID: "mnd_new", Status: StatusRevoked})
+	c.put(1, "mnd_old", MandateRecord{ID: "mnd_old", Status: StatusActive})
 	if m, ok := c.get(2, "mnd_new"); !ok || m.Status != StatusRevoked {
 		t.Errorf("the row read under the current number is gone: %+v %v", m, ok)
 	}
 	if _, ok := c.get(1, "mnd_old"); ok {
 		t.Error("a row read under a superseded number was kept")
 	}
-	c.put(3, MandateRecord{ID: "mnd_newer"})
+	c.put(3, "mnd_newer", MandateRecord{ID: "mnd_newer"})
 	if _, ok := c.get(3, "mnd_new"); ok {
 		t.Error("a row of an older number served under a newer one")
 	}
