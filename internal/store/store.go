@@ -105,7 +105,10 @@ func (s *Store) Commits() int64 { return s.commits.Load() }
 // Nothing the store runs is long enough to need interrupting: the longest
 // are single-transaction reads with an index, and a cancelled act's
 // statements finishing is the same as it finishing a moment sooner (the
-// act itself is idempotent by its request id).
+// act itself is idempotent by its request id). The price: a write waiting
+// for another process's write lock (busy_timeout, ten seconds) is not cut
+// short when its caller goes away, so a shutdown may wait that long for a
+// principal's CLI that holds the lock.
 func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 // stmt returns the prepared statement for query, preparing it on first
