@@ -85,7 +85,7 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 		return info, nil
 	}
 	var held []byte
-	if err := t.queryRow(`SELECT body FROM objects WHERE id = ? OR content_hash = ?`, info.ID, info.ContentHash).Scan(&held); err != nil {
+	if err := t.queryRow(`SELECT body FROM objects WHERE id = ?`, info.ID).Scan(&held); err != nil {
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
 	}
 	if string(held) != string(body) {
@@ -108,17 +108,6 @@ func (s *Store) GetObject(ctx context.Context, id string) ([]byte, error) {
 	err := s.queryRow(ctx, `SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
-	}
-	return body, err
-}
-
-// GetObjectByHash returns the stored bytes of the object with the given
-// content hash.
-func (s *Store) GetObjectByHash(ctx context.Context, contentHash string) ([]byte, error) {
-	var body []byte
-	err := s.queryRow(ctx, `SELECT body FROM objects WHERE content_hash = ?`, contentHash).Scan(&body)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: object with hash %s", ErrNotFound, contentHash)
 	}
 	return body, err
 }

@@ -11,12 +11,13 @@
 //	-- Every envelope object, keyed by id. body is the exact canonical bytes;
 //	-- content_hash is over body minus content_hash, signatures and
 //	-- kernel_annotations, so adding a countersignature changes body and
-//	-- leaves content_hash alone.
+//	-- leaves content_hash alone. The hash covers the id, so it is unique
+//	-- with it (migration 16 dropped the index that repeated that).
 //	CREATE TABLE objects (
 //	  id             TEXT PRIMARY KEY,
 //	  object_type    TEXT NOT NULL,
 //	  transaction_id TEXT,
-//	  content_hash   TEXT NOT NULL UNIQUE,
+//	  content_hash   TEXT NOT NULL,
 //	  body           BLOB NOT NULL,
 //	  origin         TEXT NOT NULL,   -- "local" or the sending organisation
 //	  stored_at      TEXT NOT NULL
@@ -34,7 +35,9 @@
 //	);
 //	CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
 //
-// Migrations are numbered, applied in order inside one transaction each,
+// Migrations are numbered, applied in order inside one transaction each
+// (one that rebuilds a table others reference with foreign keys off for
+// it, and every foreign key checked before it commits: fkOffMigrations),
 // and recorded in schema_migrations, so an old database opens under a new
 // binary and a new database never opens under an old one (Open refuses a
 // database whose recorded version is newer than this binary knows).
@@ -394,7 +397,69 @@ var migrations = []string{
 		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
 	CREATE TRIGGER mandate_policies_deleted AFTER DELETE ON mandate_policies
 		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;`,
+	// 16: objects and events without a unique index on content_hash. The
+	// hash is of the object with its id (canonical model §4), and the
+	// store recomputes it before it stores one (objectInfo, PutVerified),
+	// so two rows can share it only if their ids are equal, which the
+	// primary key and events' unique event_id already refuse; the index
+	// only repeated their work, and its keys being random, every object
+	// and event stored wrote a leaf of it of its own once the instance
+	// held many transactions (a fifth of an acceptance's WAL writes at
+	// 10 000). SQLite drops a column constraint only by rebuilding the
+	// table, and objects is the parent of events' foreign key, so this
+	// migration runs with foreign keys off and checked after
+	// (fkOffMigrations); rowids are kept, so storage order is too.
+	`CREATE TABLE objects_new (
+		id             TEXT PRIMARY KEY,
+		object_type    TEXT NOT NULL,
+		transaction_id TEXT,
+		content_hash   TEXT NOT NULL,
+		body           BLOB NOT NULL,
+		origin         TEXT NOT NULL,
+		stored_at      TEXT NOT NULL
+	);
+	INSERT INTO objects_new(rowid, id, object_type, transaction_id, content_hash, body, origin, stored_at)
+		SELECT rowid, id, object_type, transaction_id, content_hash, body, origin, stored_at FROM objects ORDER BY rowid;
+	DROP TABLE objects;
+	ALTER TABLE objects_new RENAME TO objects;
+	CREATE INDEX objects_by_transaction ON objects(transaction_id, object_type);
+	CREATE INDEX key_objects ON objects(object_type) WHERE object_type = 'key_record' OR object_type = 'revocation_record';
+	CREATE INDEX obligation_responses_by_type ON objects(transaction_id, json_extract(CAST(body AS TEXT), '$.payload.response_type'))
+		WHERE object_type = 'obligation_response';
+	CREATE TRIGGER key_objects_inserted AFTER INSERT ON objects
+		WHEN NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_updated AFTER UPDATE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record') OR NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TABLE events_new (
+		transaction_id      TEXT NOT NULL REFERENCES transactions(id),
+		sequence            INTEGER NOT NULL,
+		event_id            TEXT NOT NULL UNIQUE REFERENCES objects(id),
+		content_hash        TEXT NOT NULL,
+		previous_event_hash TEXT,
+		event_type          TEXT NOT NULL,
+		from_state          TEXT,
+		to_state            TEXT NOT NULL,
+		appended_by         TEXT NOT NULL,
+		status              TEXT NOT NULL CHECK (status IN ('pending','recorded')),
+		PRIMARY KEY (transaction_id, sequence)
+	);
+	INSERT INTO events_new(rowid, transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
+		SELECT rowid, transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status FROM events ORDER BY rowid;
+	DROP TABLE events;
+	ALTER TABLE events_new RENAME TO events;
+	CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence);
+	UPDATE key_objects_version SET n = n + 1 WHERE id = 1;`,
 }
+
+// fkOffMigrations run with foreign key enforcement off, as SQLite's
+// procedure for rebuilding a table that others reference asks, and with
+// every foreign key checked before they commit (migrate).
+var fkOffMigrations = map[int]bool{16: true}
 
 // idleConns is how many connections the pool keeps open between uses.
 // database/sql keeps two by default, so when more goroutines than that
@@ -447,22 +512,61 @@ func (s *Store) migrate(ctx context.Context) error {
 	if current > len(all) {
 		return fmt.Errorf("%w: database at version %d, binary knows %d", ErrTooNew, current, len(all))
 	}
+	if current == len(all) {
+		return nil
+	}
+	// One connection for them all: the foreign_keys pragma is a
+	// connection's, and is set outside a transaction.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
 	for v := current + 1; v <= len(all); v++ {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
+		if err := migrateOne(ctx, conn, v, all[v-1], fkOffMigrations[v]); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, all[v-1]); err != nil {
-			tx.Rollback()
+	}
+	return nil
+}
+
+// migrateOne applies migration v in one transaction on conn, with foreign
+// keys off for its duration when fkOff is set (and on again after, for
+// the pool's next user of conn), and refuses to commit one that leaves a
+// foreign key unmet.
+func migrateOne(ctx context.Context, conn *sql.Conn, v int, migration string, fkOff bool) (err error) {
+	if fkOff {
+		if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
 			return fmt.Errorf("store: migration %d: %w", v, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
+		defer func() {
+			if _, ferr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`); ferr != nil && err == nil {
+				err = fmt.Errorf("store: migration %d: %w", v, ferr)
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, migration); err != nil {
+		return fmt.Errorf("store: migration %d: %w", v, err)
+	}
+	if fkOff {
+		var table string
+		switch err := tx.QueryRowContext(ctx, `PRAGMA foreign_key_check`).Scan(&table); {
+		case err == nil:
+			return fmt.Errorf("store: migration %d: a foreign key of %s is not met", v, table)
+		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("store: migration %d: %w", v, err)
 		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: migration %d: %w", v, err)
 	}
 	return nil
 }

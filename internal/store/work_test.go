@@ -412,3 +412,111 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 		t.Fatalf("the responses are not read through their index: %q", plan)
 	}
 }
+
+// TestRebuildMigration: migration 16 rebuilds objects and events without
+// the unique index on content_hash, in a database made before it: every
+// row kept with its rowid and bytes, the indexes and triggers back, the
+// foreign keys still enforced after it (the migration ran with them off),
+// and nothing left of the index it dropped.
+func TestRebuildMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before = 15
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= before; v++ {
+		if _, err := db.ExecContext(ctx, migrations[v-1]); err != nil {
+			t.Fatalf("migration %d: %v", v, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at) VALUES ('txn_a', 'org_a', 'buyer', 'draft', ?, ?)`, now(), now())
+	type row struct {
+		rowid             int64
+		id, typ, txn      string
+		hash, body, extra string
+	}
+	var objs []row
+	for i, typ := range []string{"offer", "transaction_event", "key_record", "transaction_event", "obligation_response"} {
+		r := row{id: fmt.Sprintf("obj_%03d", i), typ: typ, txn: "txn_a", hash: fmt.Sprintf("%064d", i), body: fmt.Sprintf(`{"n":%d,"payload":{"response_type":"accept"}}`, i)}
+		exec(`INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at) VALUES (?, ?, ?, ?, ?, 'org_a', ?)`, r.id, r.typ, r.txn, r.hash, r.body, now())
+		objs = append(objs, r)
+	}
+	exec(`DELETE FROM objects WHERE id = 'obj_000'`) // a gap in the rowids, which must stay
+	objs = objs[1:]
+	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 1, 'obj_001', ?, 'agreement.direct', 'agreement_pending', 'org_a', 'recorded')`, objs[0].hash)
+	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 2, 'obj_003', ?, ?, 'agreement.committed', 'committed', 'org_a', 'pending')`, objs[2].hash, objs[0].hash)
+	snapshot := func(d *sql.DB) (string, string) {
+		t.Helper()
+		var o, e string
+		if err := d.QueryRowContext(ctx, `SELECT group_concat(rowid || ':' || id || ':' || object_type || ':' || content_hash || ':' || CAST(body AS TEXT), '|') FROM (SELECT rowid, * FROM objects ORDER BY rowid)`).Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.QueryRowContext(ctx, `SELECT group_concat(rowid || ':' || transaction_id || ':' || sequence || ':' || event_id || ':' || content_hash || ':' || COALESCE(previous_event_hash, '-') || ':' || event_type || ':' || status, '|') FROM (SELECT rowid, * FROM events ORDER BY rowid)`).Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		return o, e
+	}
+	o0, e0 := snapshot(db)
+	var v0 int64
+	if err := db.QueryRowContext(ctx, `SELECT n FROM key_objects_version`).Scan(&v0); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := open(t, path)
+	if v, err := s.Version(); err != nil || v != len(migrations) {
+		t.Fatalf("schema version %d (%v)", v, err)
+	}
+	if o, e := snapshot(s.db); o != o0 || e != e0 {
+		t.Fatalf("rows changed:\n%s\n%s\nwant\n%s\n%s", o, e, o0, e0)
+	}
+	var indexes string
+	if err := s.db.QueryRowContext(ctx, `SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type IN ('index', 'trigger') AND tbl_name IN ('objects', 'events') ORDER BY name)`).Scan(&indexes); err != nil {
+		t.Fatal(err)
+	}
+	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_by_transaction,obligation_responses_by_type,sqlite_autoindex_events_1,sqlite_autoindex_events_2,sqlite_autoindex_objects_1"
+	if indexes != want {
+		t.Fatalf("indexes and triggers:\n%s\nwant\n%s", indexes, want)
+	}
+	var unique int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_index_list('objects') l, pragma_index_info(l.name) i WHERE l."unique" AND i.name = 'content_hash'`).Scan(&unique); err != nil || unique != 0 {
+		t.Fatalf("objects still has a unique index on content_hash (%d, %v)", unique, err)
+	}
+	// Foreign keys are on again, on every connection: an event naming no
+	// object is refused.
+	for range 3 {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 9, 'obj_none', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
+			t.Fatal("an event naming no object was stored after the migration")
+		}
+	}
+	// The triggers were made again: a key record moves the number.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, content_hash, body, origin, stored_at) VALUES ('key_x', 'key_record', 'hx', '{}', 'org_a', ?)`, now()); err != nil {
+		t.Fatal(err)
+	}
+	var v1 int64
+	if err := s.db.QueryRowContext(ctx, `SELECT n FROM key_objects_version`).Scan(&v1); err != nil {
+		t.Fatal(err)
+	}
+	if v1 != v0+2 { // one for the migration itself, one for the key record
+		t.Fatalf("key objects version %d -> %d, want +2", v0, v1)
+	}
+	// And the plans still use the indexes.
+	if plan := queryPlan(t, s, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ?`, "txn_a", "offer"); !strings.Contains(plan, "objects_by_transaction") {
+		t.Fatalf("plan: %s", plan)
+	}
+}
