@@ -445,11 +445,7 @@ func TestRebuildMigration(t *testing.T) {
 		}
 	}
 	exec(`INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at) VALUES ('txn_a', 'org_a', 'buyer', 'draft', ?, ?)`, now(), now())
-	type row struct {
-		rowid             int64
-		id, typ, txn      string
-		hash, body, extra string
-	}
+	type row struct{ id, typ, txn, hash, body string }
 	var objs []row
 	for i, typ := range []string{"offer", "transaction_event", "key_record", "transaction_event", "obligation_response"} {
 		r := row{id: fmt.Sprintf("obj_%03d", i), typ: typ, txn: "txn_a", hash: fmt.Sprintf("%064d", i), body: fmt.Sprintf(`{"n":%d,"payload":{"response_type":"accept"}}`, i)}
