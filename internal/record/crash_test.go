@@ -270,31 +270,8 @@ var (
 )
 
 func crashFlows() []flow {
-	var txn, offer, approval, obl string
-	formation := flow{
-		name: "formation",
-		setup: func(t *testing.T, h *harness) string {
-			var err error
-			txn, err = envelope.NewID("txn")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return txn
-		},
-		steps: []step{
-			{"propose_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: h.s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
-					ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: txn})
-			}, func(out record.Outcome) { offer = out.Objects["offer"] }},
-			{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				if approval == "" {
-					approval = recordtest.Approve(h.t, h.b, offer)
-				}
-				return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: offer, ApprovalID: approval})
-			}, nil},
-		},
-		want: []string{"agreement.direct", "agreement.committed"},
-	}
+	var txn, obl string
+	formation := formationFlow("formation", false)
 	obligations := flow{
 		name: "obligations",
 		setup: func(t *testing.T, h *harness) string {
@@ -386,7 +363,43 @@ func crashFlows() []flow {
 		},
 		want: []string{"agreement.direct", "agreement.committed"},
 	}
-	return slices.Concat([]flow{formation, obligations, settlement, held}, lifecycleFlows(), disputeFlows())
+	return slices.Concat([]flow{formation, formationFlow("formation-separate-agreement", true), obligations, settlement, held}, lifecycleFlows(), disputeFlows())
+}
+
+// formationFlow is formation, offer to committed. separate has the offeree
+// propose its agreement in a write of its own after storing the reply to
+// its acceptance: what a database left by a build before the follow-on
+// (proposedWith) resumes with, and what a failed draft falls back to.
+func formationFlow(name string, separate bool) flow {
+	var txn, offer, approval string
+	return flow{
+		name: name,
+		setup: func(t *testing.T, h *harness) string {
+			if separate {
+				h.options = func(sd *recordtest.Side, o *record.Options) { o.TestingOnlySeparateAgreement = sd == h.b }
+				h.arm(h.b, h.kb)
+			}
+			var err error
+			txn, err = envelope.NewID("txn")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return txn
+		},
+		steps: []step{
+			{"propose_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: h.s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+					ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: txn})
+			}, func(out record.Outcome) { offer = out.Objects["offer"] }},
+			{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				if approval == "" {
+					approval = recordtest.Approve(h.t, h.b, offer)
+				}
+				return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: offer, ApprovalID: approval})
+			}, nil},
+		},
+		want: []string{"agreement.direct", "agreement.committed"},
+	}
 }
 
 // obligationOf is the obligation the flow issued, read from the record

@@ -487,22 +487,58 @@ func (e *Engine) agreementOf(ctx context.Context, txn string) (*Obj, error) {
 	return list[len(list)-1], nil
 }
 
-// proposeAgreement drafts the agreement the acceptance formed (canonical
+// proposeAgreement drafts the agreement the acceptance formed and sends
+// it for the offeror's signature, in one transaction with its message:
+// the step advance takes when agreement.direct was recorded without it (a
+// reply stored by an older build, or an agreement removed by a refusal).
+// The usual way is proposedWith, in the transaction that records the
+// event.
+func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) error {
+	put, queued, err := e.draftAgreement(ctx, t, ev1)
+	if err != nil {
+		return err
+	}
+	e.point("agreement.before-commit")
+	if err := e.update(ctx, t.ID, put); err != nil {
+		return err
+	}
+	e.point("agreement.after-commit")
+	return e.deliverNow(ctx, *queued)
+}
+
+// proposedWith is settle's follow-on for agreement.direct: when the event
+// being settled is this instance's acceptance, the agreement it formed is
+// drafted before the reply is stored and committed with it, so that
+// formation spends one durable commit fewer (the record after it is what
+// the reply and then proposeAgreement would have left). It returns nil
+// for any other event.
+func (e *Engine) proposedWith(ctx context.Context, m store.OutboxMessage, ours *Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
+	if ours.EventType() != protocol.EvAgreementDirect || ours.Seq() != 1 || e.separateAgreement {
+		return nil, nil, nil
+	}
+	t, err := e.o.Store.GetTransaction(ctx, m.TransactionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.draftAgreement(ctx, t, ours)
+}
+
+// draftAgreement builds the agreement the acceptance ev1 formed (canonical
 // model §10 steps 6–7): the accepted offer by its hash, the recorded
 // acceptance, the offer's exact terms and their hash, the parties by their
 // roles, and the commitment id the offeror will issue under; signed by this
-// party and sent for the offeror's signature, in one transaction with its
-// message.
-func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) error {
+// party. It returns what stores it with its message (run inside a write),
+// and the message, filled in once that has run.
+func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	offer, ok := e.getTyped(ctx, ev1.Data("offer_id"), protocol.Offer)
 	if !ok {
-		return errf("the accepted offer %s is not held", ev1.Data("offer_id"))
+		return nil, nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
 	terms := offer.Terms()
 	termsHash, err := canonical.Hash(terms)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	cfg := e.o.Config()
 	me := party(cfg.OrganizationID, ev1.Agent())
@@ -516,7 +552,7 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 	}
 	cmt, err := envelope.NewID("cmt")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	agr, err := e.newObject(protocol.Agreement, t.ID, ev1.Mandate(), map[string]any{
 		"accepted_offer_id":   offer.ID(),
@@ -530,23 +566,18 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 		"commitment_ids":      []any{cmt},
 	}, protocol.PurposeAgreementCommitment, now, "")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	e.point("agreement.before-commit")
-	var queued store.OutboxMessage
-	err = e.update(ctx, t.ID, func(tx *store.Txn) error {
+	queued := new(store.OutboxMessage)
+	put := func(tx *store.Txn) error {
 		if err := tx.PutVerified(agr.info(), agr.raw, originLocal); err != nil {
 			return err
 		}
 		var err error
-		queued, err = e.enqueue(tx, t.Counterparty, t.ID, []*Obj{agr}, nil, now)
-		return err
-	})
-	if err != nil {
+		*queued, err = e.enqueue(tx, t.Counterparty, t.ID, []*Obj{agr}, nil, now)
 		return err
 	}
-	e.point("agreement.after-commit")
-	return e.deliverNow(ctx, queued)
+	return put, queued, nil
 }
 
 // settleCosigned stores the counterparty's answer to the agreement this

@@ -449,8 +449,19 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 	last := objs[len(objs)-1]
 	switch {
 	case last.Type() == protocol.TransactionEvent:
-		if err := e.settleEvent(ctx, m, objs, reply); err != nil {
+		next, queued, err := e.proposedWith(ctx, m, last)
+		if err != nil {
+			// The reply is stored regardless; advance tries the step
+			// again, as it does after a restart.
+			e.log.Warn("could not draft the step that follows the event; it is tried again after the reply is stored", "transaction_id", m.TransactionID, "error", err)
+			next, queued = nil, nil
+		}
+		if err := e.settleEvent(ctx, m, objs, reply, next); err != nil {
 			return err
+		}
+		if queued != nil {
+			e.point("reply.after-store")
+			return e.deliverNow(ctx, *queued)
 		}
 	case len(objs) == 1 && last.Type() == protocol.Agreement:
 		return e.settleCosigned(ctx, m, last, reply)
@@ -477,7 +488,9 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 // settleEvent records one of this instance's events, countersigned: the
 // reply must carry the event's exact bytes with one more signature, the
 // counterparty agent's event_append, which verifies.
-func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []*Obj, reply [][]byte) error {
+// next, when set, runs in the same transaction after the event is
+// recorded (the step that follows from it).
+func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []*Obj, reply [][]byte, next func(tx *store.Txn) error) error {
 	ours := objs[len(objs)-1]
 	got, err := e.checkCountersigned(ctx, m.Peer, ours, reply)
 	if err != nil {
@@ -513,6 +526,11 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 		}
 		if err := e.applyEvent(tx, got, objs); err != nil {
 			return err
+		}
+		if next != nil {
+			if err := next(tx); err != nil {
+				return err
+			}
 		}
 		return tx.Delivered(m.ID)
 	})

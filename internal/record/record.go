@@ -145,6 +145,8 @@ type Engine struct {
 	log   *slog.Logger
 	locks locks
 	kill  func(point string)
+	// separateAgreement: Options.TestingOnlySeparateAgreement.
+	separateAgreement bool
 
 	keysMu sync.Mutex
 	keys   keyCache
@@ -178,6 +180,11 @@ type Options struct {
 	// and once it is stored. A crash harness makes it stop the engine
 	// where it stands (crash_test.go).
 	TestingOnlyKill func(point string)
+	// TestingOnlySeparateAgreement, when set, has the offeree propose the
+	// agreement in a write of its own after storing the reply to its
+	// acceptance (advance), as a build before the follow-on
+	// (proposedWith) did and as a failed draft falls back to.
+	TestingOnlySeparateAgreement bool
 }
 
 // New returns the engine of o. It delivers through opt.Transport with a
@@ -194,7 +201,7 @@ func New(o *org.Org, opt Options) *Engine {
 	if oo.Logger == nil {
 		oo.Logger = o.Log
 	}
-	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, railWake: make(chan struct{}, 1)}
+	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, railWake: make(chan struct{}, 1)}
 	if opt.Rails != nil {
 		gate.RegisterRails(opt.Rails.IDs()...)
 	}

@@ -413,6 +413,35 @@ func TestWithdrawalAfterAcceptanceRefused(t *testing.T) {
 	recordtest.SameRecord(t, b, s, txn, 2)
 }
 
+// TestSeparateAgreementProposal: an offeree whose reply to its acceptance
+// was stored without the agreement (a database of an older build, a draft
+// that failed) proposes it in a write of its own, and formation ends
+// committed in both records, one commit dearer than the follow-on.
+func TestSeparateAgreementProposal(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := recordtest.Pair(t)
+	recordtest.Form(t, b, s, "3100.00")
+	commitsOf := func() int64 { return b.Node.Org.Store.Commits() + s.Node.Org.Store.Commits() }
+	accept := func() int64 {
+		o := recordtest.Offer(t, s, "3200.00")
+		apr := recordtest.Approve(t, b, o.Objects["offer"])
+		before := commitsOf()
+		out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		if err != nil || out.State != "committed" {
+			t.Fatalf("accept: %+v %v", out, err)
+		}
+		recordtest.SameRecord(t, b, s, out.TransactionID, 2)
+		return commitsOf() - before
+	}
+	merged := accept()
+	b.Engine = recordtest.NewEngine(t, b.Node, b.Out, func(o *record.Options) { o.TestingOnlySeparateAgreement = true })
+	s.Out.Reconnect(b.Engine)
+	separate := accept()
+	if separate != merged+1 {
+		t.Fatalf("accepting took %d commits with the agreement in the reply's write, %d without; want one more without", merged, separate)
+	}
+}
+
 // TestFormationDurableCommits counts the durable commits (one fsync each,
 // synchronous=FULL) a formation costs on both sides together: one per act
 // and one per received message or stored reply, no separate commits for
@@ -437,7 +466,10 @@ func TestFormationDurableCommits(t *testing.T) {
 	}
 	total := offer + commits() - before
 	t.Logf("durable commits: offer %d, accept through commitment %d, total %d", offer, commits()-before, total)
-	if total > 12 {
-		t.Fatalf("a formation took %d durable commits on both sides, want at most 12", total)
+	// Issue 13 asks for at most 12; this build takes 10 (the offeree's
+	// agreement is committed with the reply to its acceptance,
+	// proposedWith), and a step that costs one more is a regression.
+	if total > 10 {
+		t.Fatalf("a formation took %d durable commits on both sides, want at most 10", total)
 	}
 }
