@@ -321,7 +321,7 @@ func crashFlows() []flow {
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted", "settlement.instructed", "transaction.completed"},
 	}
-	var signer, heldOffer, heldApproval string
+	var signer string
 	held := flow{
 		name: "formation-held",
 		setup: func(t *testing.T, h *harness) string {
@@ -332,18 +332,8 @@ func crashFlows() []flow {
 			signer = tradingMandate(t, h.s, "org_northstar", []string{"offer.submit", "agreement.sign"}, ruleOn("agreement.sign", "org_delta"))
 			return txn
 		},
-		steps: []step{
-			{"propose_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: signer, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
-					ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: txn})
-			}, func(out record.Outcome) { heldOffer = out.Objects["offer"] }},
-			{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				if heldApproval == "" {
-					heldApproval = recordtest.Approve(h.t, h.b, heldOffer)
-				}
-				return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: heldOffer, ApprovalID: heldApproval})
-			}, nil},
-			{"approve_signature", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+		steps: append(formationSteps(&txn, &signer),
+			step{"approve_signature", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
 				// The supplier's principal approves the signature its rule
 				// held; the acceptor's next attempt is then due.
 				list := pendingRequests(h.t, h.s, "agreement.sign")
@@ -359,8 +349,7 @@ func crashFlows() []flow {
 					}
 				}
 				return record.Outcome{}, nil
-			}, nil},
-		},
+			}, nil}),
 		want: []string{"agreement.direct", "agreement.committed"},
 	}
 	return slices.Concat([]flow{formation, formationFlow("formation-separate-agreement", true), obligations, settlement, held}, lifecycleFlows(), disputeFlows())
@@ -371,7 +360,7 @@ func crashFlows() []flow {
 // its acceptance: what a database left by a build before the follow-on
 // (proposedWith) resumes with, and what a failed draft falls back to.
 func formationFlow(name string, separate bool) flow {
-	var txn, offer, approval string
+	var txn string
 	return flow{
 		name: name,
 		setup: func(t *testing.T, h *harness) string {
@@ -386,19 +375,31 @@ func formationFlow(name string, separate bool) flow {
 			}
 			return txn
 		},
-		steps: []step{
-			{"propose_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: h.s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
-					ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: txn})
-			}, func(out record.Outcome) { offer = out.Objects["offer"] }},
-			{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				if approval == "" {
-					approval = recordtest.Approve(h.t, h.b, offer)
-				}
-				return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: offer, ApprovalID: approval})
-			}, nil},
-		},
-		want: []string{"agreement.direct", "agreement.committed"},
+		steps: formationSteps(&txn, nil),
+		want:  []string{"agreement.direct", "agreement.committed"},
+	}
+}
+
+// formationSteps are formation's two calls in transaction *txn: the
+// supplier's offer under *mandate (nil: its trading mandate) and the
+// buyer's acceptance, with the approval its mandate asks for.
+func formationSteps(txn, mandate *string) []step {
+	var offer, approval string
+	return []step{
+		{"propose_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+			m := h.s.Mandate
+			if mandate != nil {
+				m = *mandate
+			}
+			return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: m, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+				ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: *txn})
+		}, func(out record.Outcome) { offer = out.Objects["offer"] }},
+		{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+			if approval == "" {
+				approval = recordtest.Approve(h.t, h.b, offer)
+			}
+			return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: offer, ApprovalID: approval})
+		}, nil},
 	}
 }
 
