@@ -513,8 +513,12 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 // the reply and then proposeAgreement would have left). It returns nil
 // for any other event.
 func (e *Engine) proposedWith(ctx context.Context, m store.OutboxMessage, ours *Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
-	if ours.EventType() != protocol.EvAgreementDirect || ours.Seq() != 1 || e.separateAgreement {
+	if ours.EventType() != protocol.EvAgreementDirect || ours.Seq() != 1 {
 		return nil, nil, nil
+	}
+	if e.separateAgreement {
+		// As a draft that fails: settle stores the reply without it.
+		return nil, nil, errf("drafting the agreement with the reply is turned off (Options.TestingOnlySeparateAgreement)")
 	}
 	t, err := e.o.Store.GetTransaction(ctx, m.TransactionID)
 	if err != nil {

@@ -180,10 +180,11 @@ type Options struct {
 	// and once it is stored. A crash harness makes it stop the engine
 	// where it stands (crash_test.go).
 	TestingOnlyKill func(point string)
-	// TestingOnlySeparateAgreement, when set, has the offeree propose the
-	// agreement in a write of its own after storing the reply to its
-	// acceptance (advance), as a build before the follow-on
-	// (proposedWith) did and as a failed draft falls back to.
+	// TestingOnlySeparateAgreement, when set, fails the offeree's draft of
+	// the agreement with the reply to its acceptance (proposedWith), so
+	// that the reply is stored without it and advance proposes it in a
+	// write of its own: the path of a failed draft, and of a database
+	// left by a build before the follow-on.
 	TestingOnlySeparateAgreement bool
 }
 
