@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -440,6 +441,119 @@ func TestSeparateAgreementProposal(t *testing.T) {
 	if separate != merged+1 {
 		t.Fatalf("accepting took %d commits with the agreement in the reply's write, %d without; want one more without", merged, separate)
 	}
+}
+
+// TestLyingReplyToAcceptanceStoresNothing: the supplier takes the
+// acceptance and lies in its answer, each lie signed with a key it holds.
+// The buyer stores none of the reply (its agreement.direct stays pending,
+// and the agreement it drafts with the reply, proposedWith, is not kept),
+// notes the refusal's code on the message, and finishes formation once the
+// supplier answers truthfully from its inbox.
+func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
+	t.Parallel()
+	lies := []struct {
+		name string
+		code reason.Code
+		lie  func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any
+	}{
+		{"countersigned by the supplier's principal key", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+			return countersignWith(t, ev, principalSigner(t, s))
+		}},
+		{"countersignature left off", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+			ev["signatures"] = ev["signatures"].([]any)[:1]
+			return ev
+		}},
+		{"event sealed again with other data", reason.EvidenceHashMismatch, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+			ev["payload"].(map[string]any)["data"].(map[string]any)["session_id"] = "ses_000000000000000000000000"
+			if err := envelope.Seal(ev); err != nil {
+				t.Fatal(err)
+			}
+			return countersignWith(t, ev, agentSigner(t, s))
+		}},
+	}
+	for _, l := range lies {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b, s, c := recordtest.Pair(t)
+			o := recordtest.Offer(t, s, "3200.00")
+			apr := recordtest.Approve(t, b, o.Objects["offer"])
+			txn := o.TransactionID
+			b.Out.TamperReplies(func(objs, reply [][]byte) [][]byte {
+				last, err := canonical.DecodeObject(objs[len(objs)-1])
+				if err != nil || last["object_type"] != "transaction_event" || last["payload"].(map[string]any)["event_type"] != "agreement.direct" {
+					return reply
+				}
+				out := slices.Clone(reply)
+				for i, raw := range out {
+					ev, err := canonical.DecodeObject(raw)
+					if err != nil || ev["id"] != last["id"] {
+						continue
+					}
+					if out[i], err = canonical.Marshal(l.lie(t, s, ev)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return out
+			})
+			before, err := b.Node.Org.Store.TransactionObjects(ctx, txn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+			if err != nil || out.State != "draft" {
+				t.Fatalf("accepting against a lying reply: %+v %v", out, err)
+			}
+			after, err := b.Node.Org.Store.TransactionObjects(ctx, txn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The act's own objects (acceptance, decision, pending event)
+			// and nothing from the reply or after it.
+			for _, raw := range after {
+				obj, err := canonical.DecodeObject(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if obj["object_type"] == "agreement" {
+					t.Fatalf("the buyer keeps an agreement after a lying reply to its acceptance")
+				}
+				if obj["object_type"] == "transaction_event" && len(obj["signatures"].([]any)) != 1 {
+					t.Fatalf("the buyer keeps its event with %d signatures", len(obj["signatures"].([]any)))
+				}
+			}
+			if len(after) != len(before)+3 {
+				t.Fatalf("the buyer holds %d objects after the lie, %d before the act; want the act's 3 more", len(after), len(before))
+			}
+			p := b.Pending(t)
+			if len(p) != 1 || !strings.Contains(p[0].LastError, string(l.code)) {
+				t.Fatalf("the acceptance is not waiting with %s noted: %+v", l.code, p)
+			}
+			b.Out.TamperReplies(nil)
+			for i := 0; i < 20 && (len(b.Pending(t)) > 0 || len(s.Pending(t)) > 0); i++ {
+				c.Add(10 * time.Second)
+				recordtest.Flush(ctx, b, s)
+			}
+			if types := recordtest.SameRecord(t, b, s, txn, 2); !slices.Equal(types, []string{"agreement.direct", "agreement.committed"}) {
+				t.Fatalf("events %v", types)
+			}
+		})
+	}
+}
+
+// countersignWith replaces an event's second signature by one of signer's.
+func countersignWith(t *testing.T, ev map[string]any, signer signature.Signer) map[string]any {
+	t.Helper()
+	first := ev["signatures"].([]any)[0].(map[string]any)
+	at, err := envelope.ParseTimestamp(first["signed_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev["signatures"] = []any{first}
+	if err := signature.Sign(ev, signer, "event_append", at); err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }
 
 // TestFormationDurableCommits counts the durable commits (one fsync each,

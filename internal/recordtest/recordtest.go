@@ -45,6 +45,7 @@ type Link struct {
 	Down        bool
 	DropReplies bool
 	tamper      func([][]byte) [][]byte
+	tamperReply func(objs, reply [][]byte) [][]byte
 	intercept   func(txn string, objs [][]byte) error
 	peerCrashed bool
 	// Sent counts the messages that reached the peer.
@@ -82,7 +83,7 @@ func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) (re
 		}
 	}()
 	l.mu.Lock()
-	down, drop, tamper, intercept := l.Down, l.DropReplies, l.tamper, l.intercept
+	down, drop, tamper, tamperReply, intercept := l.Down, l.DropReplies, l.tamper, l.tamperReply, l.intercept
 	if !down {
 		l.Sent++
 	}
@@ -107,6 +108,9 @@ func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) (re
 	reply, err = to.Receive(ctx, l.from, txn, objs)
 	if err == nil && drop {
 		return nil, fmt.Errorf("%w: the reply from %s was lost", delivery.ErrUnavailable, peer)
+	}
+	if err == nil && tamperReply != nil {
+		reply = tamperReply(objs, reply)
 	}
 	return reply, err
 }
@@ -158,6 +162,15 @@ func (l *Link) SetDropReplies(drop bool) {
 func (l *Link) Tamper(f func([][]byte) [][]byte) {
 	l.mu.Lock()
 	l.tamper = f
+	l.mu.Unlock()
+}
+
+// TamperReplies sets a hook that rewrites every reply the peer gives, with
+// the message it answers (nil removes the hook): a peer that processed
+// the message and lies in its answer.
+func (l *Link) TamperReplies(f func(objs, reply [][]byte) [][]byte) {
+	l.mu.Lock()
+	l.tamperReply = f
 	l.mu.Unlock()
 }
 
