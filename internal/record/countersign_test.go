@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/delivery"
@@ -13,6 +14,7 @@ import (
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/verify"
 )
 
@@ -240,4 +242,149 @@ func verifiesClean(t *testing.T, sd *recordtest.Side, txn string) *verify.Report
 		t.Fatalf("%s's record: %+v", sd.Node.Org.Config().OrganizationID, rep.Results)
 	}
 	return rep
+}
+
+// TestAcceptanceCarryingAForgedAgreementRefused: the agreement that travels
+// with an acceptance is signed by the offeror in its answer only if it is
+// exactly what the offeror would sign on its own. Each forgery below is
+// the buyer's genuine acceptance with its agreement edited and signed
+// again with one of the buyer's own keys; each is refused whole (the
+// acceptance is not countersigned either) and both records stay as they
+// were. The genuine message is countersigned afterwards, its agreement
+// signed.
+func TestAcceptanceCarryingAForgedAgreementRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	agreementOf := func(objs []map[string]any) map[string]any { return ofType(t, objs, "agreement") }
+	cases := []struct {
+		name string
+		code reason.Code
+		edit func(t *testing.T, b *recordtest.Side, objs []map[string]any) []map[string]any
+	}{
+		{"signed by the buyer's principal key", reason.EvidenceSignatureInvalid, func(t *testing.T, b *recordtest.Side, objs []map[string]any) []map[string]any {
+			agr := agreementOf(objs)
+			at := agr["signatures"].([]any)[0].(map[string]any)["signed_at"].(string)
+			when, _ := envelope.ParseTimestamp(at)
+			agr["signatures"] = []any{}
+			if err := signature.Sign(agr, principalSigner(t, b), "agreement_commitment", when); err != nil {
+				t.Fatal(err)
+			}
+			return objs
+		}},
+		{"signed twice by the buyer", reason.EvidenceSignatureInvalid, func(t *testing.T, b *recordtest.Side, objs []map[string]any) []map[string]any {
+			agr := agreementOf(objs)
+			if err := signature.Sign(agr, agentSigner(t, b), "agreement_commitment", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			return objs
+		}},
+		{"naming another acceptance", reason.AgreementHashMismatch, func(t *testing.T, b *recordtest.Side, objs []map[string]any) []map[string]any {
+			id, _ := envelope.NewID("acc")
+			payloadOf(agreementOf(objs))["acceptance_id"] = id
+			return resealed(t, b, objs, "agreement")
+		}},
+		{"with other terms", reason.AgreementHashMismatch, func(t *testing.T, b *recordtest.Side, objs []map[string]any) []map[string]any {
+			agr := agreementOf(objs)
+			core := payloadOf(agr)["terms"].(map[string]any)["core"].(map[string]any)
+			core["total"].(map[string]any)["amount"] = "3100.00"
+			h, err := canonical.Hash(payloadOf(agr)["terms"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			payloadOf(agr)["terms_hash"] = h
+			return resealed(t, b, objs, "agreement")
+		}},
+		{"naming two commitments", reason.AgreementHashMismatch, func(t *testing.T, b *recordtest.Side, objs []map[string]any) []map[string]any {
+			id, _ := envelope.NewID("cmt")
+			p := payloadOf(agreementOf(objs))
+			p["commitment_ids"] = append(p["commitment_ids"].([]any), id)
+			return resealed(t, b, objs, "agreement")
+		}},
+		{"two agreements", "", func(t *testing.T, b *recordtest.Side, objs []map[string]any) []map[string]any {
+			raw, _ := canonical.Marshal(agreementOf(objs))
+			second, _ := canonical.DecodeObject(raw)
+			id, _ := envelope.NewID("agr")
+			second["id"] = id
+			objs = append(objs[:len(objs)-1:len(objs)-1], second, objs[len(objs)-1])
+			return resealed(t, b, objs, "")
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b, s, txn, msg := acceptance(t)
+			var objs []map[string]any
+			for _, raw := range msg {
+				o, err := canonical.DecodeObject(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs = append(objs, o)
+			}
+			var forged [][]byte
+			for _, o := range c.edit(t, b, objs) {
+				raw, err := canonical.Marshal(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				forged = append(forged, raw)
+			}
+			receive := func() error {
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				return err
+			}
+			if c.code == "" {
+				// What travels beside an event is bounded (carries): a
+				// refusal without a registered code of its own.
+				refusedIf(t, "an acceptance carrying "+c.name, b, s, txn, "what it may carry", func(err error) bool {
+					return err != nil && strings.Contains(err.Error(), "does not carry agreement")
+				}, receive)
+			} else {
+				refusedWith(t, "an acceptance carrying an agreement "+c.name, b, s, txn, c.code, receive)
+			}
+			reply, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+			if err != nil {
+				t.Fatalf("the genuine acceptance after the forgery: %v", err)
+			}
+			signedAgreement := false
+			for _, raw := range reply {
+				o, _ := canonical.DecodeObject(raw)
+				if o["object_type"] == "agreement" && len(o["signatures"].([]any)) == 2 {
+					signedAgreement = true
+				}
+			}
+			if !signedAgreement {
+				t.Fatal("the genuine acceptance's agreement was not signed in the answer")
+			}
+		})
+	}
+}
+
+// resealed seals and signs again, with b's agent key, each object of objs
+// of type typ ("": any object whose id changed is already distinct, so the
+// ones named by type only), keeping each first signature's purpose and
+// time.
+func resealed(t *testing.T, b *recordtest.Side, objs []map[string]any, typ string) []map[string]any {
+	t.Helper()
+	for _, o := range objs {
+		if typ != "" && o["object_type"] != typ {
+			continue
+		}
+		if typ == "" && o["object_type"] != "agreement" {
+			continue
+		}
+		first := o["signatures"].([]any)[0].(map[string]any)
+		when, err := envelope.ParseTimestamp(first["signed_at"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o["signatures"] = []any{}
+		if err := envelope.Seal(o); err != nil {
+			t.Fatal(err)
+		}
+		if err := signature.Sign(o, agentSigner(t, b), first["purpose"].(string), when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return objs
 }

@@ -70,8 +70,10 @@ type AcceptInput struct {
 
 func init() {
 	eventSpecs[protocol.EvAgreementDirect] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Acceptance: 1},
+		carries: map[protocol.ObjectType]int{protocol.Acceptance: 1, protocol.Agreement: 1},
 		check:   checkAgreementDirect,
+		cosign:  cosignDirect,
+		answer:  directAnswer,
 	}
 	eventSpecs[protocol.EvAgreementCommitted] = receiveSpec{
 		check: checkAgreementCommitted,
@@ -425,6 +427,18 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 			}
 			b.data = map[string]any{"offer_id": in.OfferID, "acceptance_id": acc.ID(), "session_id": offer.P("session_id")}
 			b.name("acceptance", acc.ID())
+			if e.separateAgreement {
+				return nil
+			}
+			// The agreement the acceptance forms travels with it, signed by
+			// this party, so that the offeror signs it in its answer: one
+			// exchange fewer (docs/record-protocol.md, "Formation in two
+			// exchanges").
+			agr, err := e.agreementFor(st.t, offer, acc.ID(), b.agent, in.MandateID, b.now)
+			if err != nil {
+				return err
+			}
+			b.created = append(b.created, agr)
 			return nil
 		},
 	})
@@ -473,7 +487,7 @@ func (e *Engine) advance(ctx context.Context, txn string) error {
 	default:
 		// Signed by both, not yet committed: the commit was held or
 		// refused here before (a decision, a restart); try it again.
-		_, err := e.appendCommitted(ctx, txn, ev1, agr, nil)
+		_, err := e.appendCommitted(ctx, txn, ev1, agr, nil, nil)
 		return err
 	}
 }
@@ -506,25 +520,48 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 	return e.deliverNow(ctx, *queued)
 }
 
-// proposedWith is settle's follow-on for agreement.direct: when the event
-// being settled is this instance's acceptance, the agreement it formed is
-// drafted before the reply is stored and committed with it, so that
-// formation spends one durable commit fewer (the record after it is what
-// the reply and then proposeAgreement would have left). It returns nil
-// for any other event.
-func (e *Engine) proposedWith(ctx context.Context, m store.OutboxMessage, ours *Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
+// proposedWith is settle's follow-on for agreement.direct when the reply
+// does not carry the agreement signed by the offeror: the agreement is
+// sent on its own, in the write that stores the reply. An agreement that
+// travelled with the acceptance (held here, signed by this party) is queued
+// as it is: the offeror's policy held or refused its signature then, and
+// asks again or says why in its answer. An acceptance that carried none (a
+// message of an older build) has it drafted now. It returns nil for any
+// other event.
+func (e *Engine) proposedWith(ctx context.Context, m store.OutboxMessage, objs []*Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
+	ours := objs[len(objs)-1]
 	if ours.EventType() != protocol.EvAgreementDirect || ours.Seq() != 1 {
 		return nil, nil, nil
-	}
-	if e.separateAgreement {
-		// As a draft that fails: settle stores the reply without it.
-		return nil, nil, errf("drafting the agreement with the reply is turned off (Options.TestingOnlySeparateAgreement)")
 	}
 	t, err := e.o.Store.GetTransaction(ctx, m.TransactionID)
 	if err != nil {
 		return nil, nil, err
 	}
+	if agr := travelling(objs); agr != nil {
+		now := e.o.Clock().UTC().Truncate(time.Second)
+		queued := new(store.OutboxMessage)
+		return func(tx *store.Txn) error {
+			var err error
+			*queued, err = e.enqueue(tx, t.Counterparty, t.ID, []*Obj{agr}, nil, now)
+			return err
+		}, queued, nil
+	}
+	if e.separateAgreement {
+		// As a draft that fails: settle stores the reply without it.
+		return nil, nil, errf("drafting the agreement with the reply is turned off (Options.TestingOnlySeparateAgreement)")
+	}
 	return e.draftAgreement(ctx, t, ours)
+}
+
+// travelling returns the agreement a message carries beside its event, or
+// nil.
+func travelling(objs []*Obj) *Obj {
+	for _, o := range objs {
+		if o.Type() == protocol.Agreement {
+			return o
+		}
+	}
+	return nil
 }
 
 // draftAgreement builds the agreement the acceptance ev1 formed (canonical
@@ -539,36 +576,7 @@ func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *O
 	if !ok {
 		return nil, nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
-	terms := offer.Terms()
-	termsHash, err := canonical.Hash(terms)
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg := e.o.Config()
-	me := party(cfg.OrganizationID, ev1.Agent())
-	them := offer.PSub("offeror")
-	if str(them["organization_id"]) == cfg.OrganizationID {
-		them = offer.PSub("offeree")
-	}
-	buyer, supplier := me, them
-	if protocol.Role(t.Role) == protocol.Supplier {
-		buyer, supplier = them, me
-	}
-	cmt, err := envelope.NewID("cmt")
-	if err != nil {
-		return nil, nil, err
-	}
-	agr, err := e.newObject(protocol.Agreement, t.ID, ev1.Mandate(), map[string]any{
-		"accepted_offer_id":   offer.ID(),
-		"accepted_offer_hash": offer.Hash(),
-		"acceptance_id":       ev1.Data("acceptance_id"),
-		"buyer":               buyer,
-		"supplier":            supplier,
-		"terms":               terms,
-		"terms_hash":          termsHash,
-		"effective_at":        envelope.Timestamp(now),
-		"commitment_ids":      []any{cmt},
-	}, protocol.PurposeAgreementCommitment, now, "")
+	agr, err := e.agreementFor(t, offer, ev1.Data("acceptance_id"), ev1.Agent(), ev1.Mandate(), now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -584,56 +592,53 @@ func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *O
 	return put, queued, nil
 }
 
+// agreementFor is the agreement accepting offer by acceptance accID forms
+// (canonical model §10 steps 6–7), signed for agreement_commitment by this
+// party's agent under mandateID.
+func (e *Engine) agreementFor(t store.Transaction, offer *Obj, accID, agent, mandateID string, now time.Time) (*Obj, error) {
+	terms := offer.Terms()
+	termsHash, err := canonical.Hash(terms)
+	if err != nil {
+		return nil, err
+	}
+	cfg := e.o.Config()
+	me := party(cfg.OrganizationID, agent)
+	them := offer.PSub("offeror")
+	if str(them["organization_id"]) == cfg.OrganizationID {
+		them = offer.PSub("offeree")
+	}
+	buyer, supplier := me, them
+	if protocol.Role(t.Role) == protocol.Supplier {
+		buyer, supplier = them, me
+	}
+	cmt, err := envelope.NewID("cmt")
+	if err != nil {
+		return nil, err
+	}
+	return e.newObject(protocol.Agreement, t.ID, mandateID, map[string]any{
+		"accepted_offer_id":   offer.ID(),
+		"accepted_offer_hash": offer.Hash(),
+		"acceptance_id":       accID,
+		"buyer":               buyer,
+		"supplier":            supplier,
+		"terms":               terms,
+		"terms_hash":          termsHash,
+		"effective_at":        envelope.Timestamp(now),
+		"commitment_ids":      []any{cmt},
+	}, protocol.PurposeAgreementCommitment, now, "")
+}
+
 // settleCosigned stores the counterparty's answer to the agreement this
-// instance proposed (the agreement's exact bytes with the offeror's
-// agreement_commitment signature added, its commitment and its decision)
-// and appends agreement.committed, in one transaction with deleting the
-// message.
+// instance proposed on its own (the agreement's exact bytes with the
+// offeror's agreement_commitment signature added, its commitment and its
+// decision) and appends agreement.committed, in one transaction with
+// deleting the message.
 func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours *Obj, reply [][]byte) error {
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	e.learnKeys(ctx, m.Peer, reply)
-	var agr, cmt, pol, apr *Obj
-	for _, b := range reply {
-		o, err := parse(b)
-		if err != nil {
-			return err
-		}
-		switch o.Type() {
-		case protocol.Agreement:
-			agr = o
-		case protocol.Commitment:
-			cmt = o
-		case protocol.PolicyDecision:
-			pol = o
-		case protocol.Approval:
-			apr = o
-		default:
-			return refusef(reason.AgreementHashMismatch, "%s's answer to agreement %s carries %s %s", m.Peer, ours.ID(), o.Type(), o.ID())
-		}
-	}
-	if agr == nil || cmt == nil || pol == nil || agr.ID() != ours.ID() || agr.Hash() != ours.Hash() {
-		return refusef(reason.AgreementHashMismatch, "%s's answer does not carry agreement %s as proposed, its commitment and its decision", m.Peer, ours.ID())
-	}
-	supporting := []*Obj{cmt, pol}
-	if apr != nil {
-		// The counterparty's principal released its signature: the
-		// approval binds the decision's act.
-		if apr.P("action_hash") != pol.P("action_hash") {
-			return refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
-		}
-		supporting = append(supporting, apr)
-	}
-	entries, mine := agr.Signatures(), ours.Signatures()
-	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
-		return refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", m.Peer)
-	}
-	if err := e.checkAuthors(ctx, m.Peer, supporting); err != nil {
+	agr, supporting, err := e.checkSignedAgreement(ctx, m.Peer, ours, reply, "")
+	if err != nil {
 		return err
-	}
-	ids, _ := agr.Payload()["commitment_ids"].([]any)
-	if len(ids) == 0 || cmt.ID() != str(ids[0]) || cmt.P("agreement_id") != agr.ID() ||
-		str(cmt.PSub("subject")["terms_hash"]) != agr.P("terms_hash") || cmt.PartyOrg("committed_party") != m.Peer {
-		return refusef(reason.AgreementHashMismatch, "commitment %s does not bind agreement %s", cmt.ID(), agr.ID())
 	}
 	st, err := e.load(ctx, m.TransactionID, now)
 	if err != nil {
@@ -643,16 +648,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 		return err
 	}
 	store1 := func(tx *store.Txn) error {
-		if err := tx.ReplaceVerified(agr.info(), ours.raw, agr.raw); err != nil {
-			return err
-		}
-		for _, o := range supporting {
-			if err := putReceived(tx, o, m.Peer); err != nil {
-				return err
-			}
-		}
-		// Signed: a notice that the signature waited is answered.
-		if err := tx.SetNotice(m.TransactionID, ""); err != nil {
+		if err := storeSignedAgreement(tx, m, ours, agr, supporting); err != nil {
 			return err
 		}
 		return tx.Delivered(m.ID)
@@ -661,30 +657,155 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 	if err != nil {
 		return err
 	}
-	_, err = e.appendCommitted(ctx, m.TransactionID, ev1, agr, store1)
+	return e.commitAgreement(ctx, m.TransactionID, ev1, agr, store1, nil, now)
+}
+
+// settleDirect stores the offeror's answer to this instance's acceptance
+// when the agreement travelled with it and comes back signed by both: the
+// countersigned agreement.direct, the agreement, the offeror's commitment
+// and decision (and the approval that released them), in the write that
+// appends agreement.committed and queues its message. Every check
+// settleEvent and settleCosigned make is made here, and the verifier's
+// rules over the extended record before anything is stored.
+func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs []*Obj, ours *Obj, reply [][]byte) error {
+	now := e.o.Clock().UTC().Truncate(time.Second)
+	ev := objs[len(objs)-1]
+	got, err := e.checkCountersigned(ctx, m.Peer, ev, reply)
+	if err != nil {
+		return err
+	}
+	agr, supporting, err := e.checkSignedAgreement(ctx, m.Peer, ours, reply, ev.ID())
+	if err != nil {
+		return err
+	}
+	st, err := e.load(ctx, m.TransactionID, now)
+	if err != nil {
+		return err
+	}
+	if err := e.extend(ctx, st, append([]*Obj{got, agr}, supporting...)); err != nil {
+		return err
+	}
+	stored := func(tx *store.Txn) error {
+		if err := e.recordCountersigned(tx, objs, got); err != nil {
+			return err
+		}
+		if err := storeSignedAgreement(tx, m, ours, agr, supporting); err != nil {
+			return err
+		}
+		return tx.Delivered(m.ID)
+	}
+	// agreement.committed is decided on the record as the write leaves
+	// it: agreement.direct recorded at its head.
+	after := func(st *state) {
+		st.t.HeadSequence, st.t.HeadHash, st.t.State = got.Seq(), got.Hash(), string(got.To())
+	}
+	return e.commitAgreement(ctx, m.TransactionID, got, agr, stored, after, now)
+}
+
+// commitAgreement appends agreement.committed with stored, the write that
+// stores the answer signing the agreement. When this instance's own policy
+// holds or refuses the commitment now, the answer is stored anyway (the
+// agreement signed by both is kept), the commitment waits, and the agent
+// is told why in the transaction's notice.
+func (e *Engine) commitAgreement(ctx context.Context, txn string, ev1, agr *Obj, stored func(tx *store.Txn) error, after func(*state), now time.Time) error {
+	_, err := e.appendCommitted(ctx, txn, ev1, agr, stored, after)
 	if err == nil || !isRefusal(err) {
 		return err
 	}
-	// This instance's own policy holds or refuses the commitment now: the
-	// agreement signed by both is kept, the commitment waits, and the
-	// agent is told why.
-	e.log.Info("own policy does not allow committing the agreement now", "transaction_id", m.TransactionID, "codes", reason.CodesOf(err))
-	return e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
-		if err := store1(tx); err != nil {
+	e.log.Info("own policy does not allow committing the agreement now", "transaction_id", txn, "codes", reason.CodesOf(err))
+	return e.update(ctx, txn, func(tx *store.Txn) error {
+		if err := stored(tx); err != nil {
 			return err
 		}
-		return tx.SetNotice(m.TransactionID, notice(err, now))
+		return tx.SetNotice(txn, notice(err, now))
 	})
+}
+
+// checkSignedAgreement checks the counterparty's answer signing ours, the
+// agreement this instance proposed: the same bytes with the offeror's
+// agreement_commitment signature after ours, the commitment the agreement
+// names, bound to it and issued by peer, the offeror's decision and the
+// approval that released it, if any, and nothing else (but the object
+// skip, the event the answer also countersigns).
+func (e *Engine) checkSignedAgreement(ctx context.Context, peer string, ours *Obj, reply [][]byte, skip string) (*Obj, []*Obj, error) {
+	var agr, cmt, pol, apr *Obj
+	for _, b := range reply {
+		o, err := parse(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case o.ID() == skip:
+		case o.Type() == protocol.Agreement && agr == nil:
+			agr = o
+		case o.Type() == protocol.Commitment && cmt == nil:
+			cmt = o
+		case o.Type() == protocol.PolicyDecision && pol == nil:
+			pol = o
+		case o.Type() == protocol.Approval && apr == nil:
+			apr = o
+		default:
+			return nil, nil, refusef(reason.AgreementHashMismatch, "%s's answer to agreement %s carries %s %s", peer, ours.ID(), o.Type(), o.ID())
+		}
+	}
+	if agr == nil || cmt == nil || pol == nil || agr.ID() != ours.ID() || agr.Hash() != ours.Hash() {
+		return nil, nil, refusef(reason.AgreementHashMismatch, "%s's answer does not carry agreement %s as proposed, its commitment and its decision", peer, ours.ID())
+	}
+	if h, err := contentHash(agr); err != nil || h != ours.Hash() {
+		return nil, nil, refusef(reason.AgreementHashMismatch, "%s returned agreement %s with other bytes", peer, ours.ID())
+	}
+	supporting := []*Obj{cmt, pol}
+	if apr != nil {
+		// The counterparty's principal released its signature: the
+		// approval binds the decision's act.
+		if apr.P("action_hash") != pol.P("action_hash") {
+			return nil, nil, refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
+		}
+		supporting = append(supporting, apr)
+	}
+	entries, mine := agr.Signatures(), ours.Signatures()
+	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
+		return nil, nil, refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", peer)
+	}
+	// The offeror signs by one of its agents' keys, as the countersigner of
+	// an event does: the principal's key approves, it does not sign acts.
+	if err := e.verifyEntry(ctx, agr, 1, peer, "agt_"); err != nil {
+		return nil, nil, err
+	}
+	if err := e.checkAuthors(ctx, peer, supporting); err != nil {
+		return nil, nil, err
+	}
+	ids, _ := agr.Payload()["commitment_ids"].([]any)
+	if len(ids) == 0 || cmt.ID() != str(ids[0]) || cmt.P("agreement_id") != agr.ID() ||
+		str(cmt.PSub("subject")["terms_hash"]) != agr.P("terms_hash") || cmt.PartyOrg("committed_party") != peer {
+		return nil, nil, refusef(reason.AgreementHashMismatch, "commitment %s does not bind agreement %s", cmt.ID(), agr.ID())
+	}
+	return agr, supporting, nil
+}
+
+// storeSignedAgreement stores the agreement as signed by both in place of
+// ours, and what came with it.
+func storeSignedAgreement(tx *store.Txn, m store.OutboxMessage, ours, agr *Obj, supporting []*Obj) error {
+	if err := tx.ReplaceVerified(agr.info(), ours.raw, agr.raw); err != nil {
+		return err
+	}
+	for _, o := range supporting {
+		if err := putReceived(tx, o, m.Peer); err != nil {
+			return err
+		}
+	}
+	// Signed: a notice that the signature waited is answered.
+	return tx.SetNotice(m.TransactionID, "")
 }
 
 // appendCommitted is the act agreement.sign, recorded by agreement.committed
 // (canonical model §10 step 8). inTx, when set, stores the cosigned reply
 // in the same transaction.
-func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj, inTx func(tx *store.Txn) error) (Outcome, error) {
+func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj, inTx func(tx *store.Txn) error, after func(*state)) (Outcome, error) {
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	return e.perform(ctx, actSpec{
 		name: protocol.ActAgreementSign, txn: txn, mandateID: ev1.Mandate(), event: protocol.EvAgreementCommitted,
-		locked: true, inTx: inTx,
+		locked: true, inTx: inTx, after: after,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.AgreementPending {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s; an agreement is committed from agreement_pending", txn, st.t.State)
@@ -703,8 +824,10 @@ func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj,
 }
 
 // receiveAgreement is the offeror's side of an agreement proposed for its
-// signature: it signs only the exact terms it offered, only after its own
-// policy check, and issues its commitment.
+// signature on its own (after agreement.direct, when its policy did not
+// let it sign the agreement that travelled with the acceptance, or when the
+// acceptance carried none): it signs only the exact terms it offered, only
+// after its own policy check, and issues its commitment.
 func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, error) {
 	agr := r.one(protocol.Agreement)
 	if !r.st.known {
@@ -733,36 +856,21 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if !ok {
 		return nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
-	terms := agr.Terms()
-	offered, _ := canonical.Marshal(offer.Terms())
-	proposed, _ := canonical.Marshal(terms)
-	termsHash, _ := canonical.Hash(terms)
-	me := offer.PSub("offeror") // this instance's agent that made the offer
-	mine, theirs := protocol.Role(r.st.t.Role), protocol.Role(r.st.t.Role).Other()
-	switch {
-	case agr.P("accepted_offer_id") != offer.ID() || agr.P("accepted_offer_hash") != offer.Hash() || agr.P("acceptance_id") != ev1.Data("acceptance_id"):
-		return nil, refusef(reason.AgreementHashMismatch, "agreement %s does not name the accepted offer %s by its hash and the recorded acceptance", agr.ID(), offer.ID())
-	case string(offered) != string(proposed) || agr.P("terms_hash") != termsHash:
-		return nil, refusef(reason.AgreementHashMismatch, "agreement %s does not carry exactly the terms of offer %s", agr.ID(), offer.ID())
-	case !sameParty(agr.PSub(string(mine)), me) || agr.PartyOrg(string(theirs)) != r.from:
-		return nil, refusef(reason.AgreementHashMismatch, "agreement %s names the parties wrongly", agr.ID())
+	acc, ok := e.getTyped(ctx, ev1.Data("acceptance_id"), protocol.Acceptance)
+	if !ok {
+		return nil, errf("the recorded acceptance %s is not held", ev1.Data("acceptance_id"))
 	}
-	ids, _ := agr.Payload()["commitment_ids"].([]any)
-	if len(ids) != 1 {
-		return nil, refusef(reason.AgreementHashMismatch, "agreement %s must name exactly one commitment, this instance's", agr.ID())
-	}
-	if _, err := e.get(ctx, str(ids[0])); err == nil {
-		return nil, refusef(reason.AgreementHashMismatch, "commitment id %v is already in use", ids[0])
+	if err := e.checkProposed(ctx, r, agr, offer, acc); err != nil {
+		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs, agr.ID()); err != nil {
 		return nil, err
 	}
-	mandateID := offer.Mandate()
-	mandate, err := e.ownMandate(ctx, mandateID)
+	mandate, err := e.ownMandate(ctx, offer.Mandate())
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementSign, r.txn, r.from, terms, map[string]any{"agreement_id": agr.ID()}, nil, r.st.t.HeadSequence+1)
+	signed, err := e.signProposed(ctx, r, agr, offer, mandate, r.st.t.HeadSequence+1)
 	if err != nil {
 		if req := heldRequest(err); req != "" && !e.rejected(ctx, req) {
 			// Held for this instance's principal (issue 16): nothing is
@@ -772,6 +880,9 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 			e.log.Info("signing the agreement waits for the principal's approval", "transaction_id", r.txn, "agreement_id", agr.ID(), "approval_request_id", req)
 			return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable,
 				refusef(reason.ApprovalRequired, "the counterparty holds its signature on agreement %s for its principal's approval; ask again", agr.ID()))
+		}
+		if !isRefusal(err) {
+			return nil, err
 		}
 		// This instance's own deny stays here: the counterparty learns
 		// only that the agreement is not signed.
@@ -786,16 +897,90 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		}
 		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement; the transaction cannot be committed, and either party may cancel it (cancel_transaction)")
 	}
+	answerIDs := make([]string, len(signed))
+	raws := make([][]byte, len(signed))
+	for i, o := range signed {
+		answerIDs[i], raws[i] = o.ID(), o.raw
+	}
+	e.point("cosign.before-store")
+	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
+		if err := tx.PutVerified(signed[0].info(), signed[0].raw, r.from); err != nil {
+			return err
+		}
+		for _, o := range signed[1:3] { // the commitment and the decision; an approval is held
+			if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
+				return err
+			}
+		}
+		return tx.PutInbox(r.from, r.key, r.txn, answerIDs, r.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.point("cosign.after-store")
+	e.log.Info("agreement signed", "transaction_id", r.txn, "agreement_id", agr.ID(), "commitment_id", signed[1].ID(), "decision", signed[2].ID())
+	return raws, nil
+}
+
+// checkProposed is the offeror's check of an agreement proposed for its
+// signature, before anything is decided: it names the accepted offer by
+// its hash and the acceptance accID, carries exactly the offer's terms and
+// their hash, names this instance's agent that offered and the proposer in
+// their roles (the proposer as its acceptance names the accepting party),
+// and exactly one commitment id, unused, for this instance to
+// issue under.
+func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr, offer, acc *Obj) error {
+	accID := acc.ID()
+	terms := agr.Terms()
+	offered, _ := canonical.Marshal(offer.Terms())
+	proposed, _ := canonical.Marshal(terms)
+	termsHash, _ := canonical.Hash(terms)
+	me := offer.PSub("offeror") // this instance's agent that made the offer
+	mine, theirs := protocol.Role(r.st.t.Role), protocol.Role(r.st.t.Role).Other()
+	switch {
+	case agr.P("accepted_offer_id") != offer.ID() || agr.P("accepted_offer_hash") != offer.Hash() || agr.P("acceptance_id") != accID:
+		return refusef(reason.AgreementHashMismatch, "agreement %s does not name the accepted offer %s by its hash and the recorded acceptance", agr.ID(), offer.ID())
+	case string(offered) != string(proposed) || agr.P("terms_hash") != termsHash:
+		return refusef(reason.AgreementHashMismatch, "agreement %s does not carry exactly the terms of offer %s", agr.ID(), offer.ID())
+	case !sameParty(agr.PSub(string(mine)), me) || agr.PartyOrg(string(theirs)) != r.from || !sameParty(agr.PSub(string(theirs)), acc.PSub("accepting_party")):
+		return refusef(reason.AgreementHashMismatch, "agreement %s names the parties wrongly", agr.ID())
+	}
+	ids, _ := agr.Payload()["commitment_ids"].([]any)
+	if len(ids) != 1 {
+		return refusef(reason.AgreementHashMismatch, "agreement %s must name exactly one commitment, this instance's", agr.ID())
+	}
+	if _, err := e.get(ctx, str(ids[0])); err == nil {
+		return refusef(reason.AgreementHashMismatch, "commitment id %v is already in use", ids[0])
+	}
+	return nil
+}
+
+// signProposed is the offeror's signature of a proposed agreement that
+// checkProposed passed: its own policy decides agreement.sign (the offer's
+// mandate, the agreement's terms, at position seq), then it signs the
+// agreement and issues its commitment. It returns the answer: the
+// agreement signed by both, the commitment, the decision, and the approval
+// that released it if the mandate held it; nothing is stored here. The
+// decision's refusal is returned as it is (held or denied), for the
+// caller to settle.
+func (e *Engine) signProposed(ctx context.Context, r *receipt, agr, offer *Obj, mandate map[string]any, seq int) ([]*Obj, error) {
+	mandateID := offer.Mandate()
+	terms := agr.Terms()
+	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementSign, r.txn, r.from, terms, map[string]any{"agreement_id": agr.ID()}, nil, seq)
+	if err != nil {
+		return nil, err
+	}
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	signed, err := e.countersign(agr, protocol.PurposeAgreementCommitment, now)
 	if err != nil {
 		return nil, err
 	}
+	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	cmt, err := e.newObject(protocol.Commitment, r.txn, mandateID, map[string]any{
 		"agreement_id":    agr.ID(),
-		"committed_party": me,
+		"committed_party": offer.PSub("offeror"),
 		"subject": map[string]any{
-			"agreement_id": agr.ID(), "terms_hash": termsHash, "profile": str(terms["profile"]), "term_path": "$.terms.core.quantity",
+			"agreement_id": agr.ID(), "terms_hash": agr.P("terms_hash"), "profile": str(terms["profile"]), "term_path": "$.terms.core.quantity",
 		},
 	}, protocol.PurposeObjectIssuance, now, str(ids[0]))
 	if err != nil {
@@ -807,29 +992,55 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		// with it: the counterparty's verifier asks for it at commit.
 		answer = append(answer, d.approval)
 	}
-	answerIDs := make([]string, len(answer))
-	raws := make([][]byte, len(answer))
-	for i, o := range answer {
-		answerIDs[i], raws[i] = o.ID(), o.raw
+	return answer, nil
+}
+
+// cosignDirect is the offeror's own part of an acceptance whose agreement
+// travels with it, once every check of agreement.direct passed: the
+// agreement checked as receiveAgreement checks it (a wrong one refuses the
+// whole message: nothing of it is stored), then signed with its commitment
+// if this instance's policy allows agreement.sign now. When its policy
+// holds the signature for the principal or refuses it, agreement.direct is
+// countersigned alone and the agreement not stored: the proposer then
+// sends it on its own, and receiveAgreement answers as it always has
+// (asks again, or refuses with A202-POLICY-DENIED).
+func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, []*Obj, error) {
+	agr := r.one(protocol.Agreement)
+	if agr == nil {
+		return nil, nil, nil // an acceptance of an older build: the agreement comes on its own
 	}
-	e.point("cosign.before-store")
-	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
-		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
-			return err
-		}
-		for _, o := range []*Obj{cmt, d.pol} {
-			if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
-				return err
-			}
-		}
-		return tx.PutInbox(r.from, r.key, r.txn, answerIDs, r.now)
-	})
+	offer, ok := e.getTyped(ctx, ev.Data("offer_id"), protocol.Offer)
+	if !ok {
+		return nil, nil, errf("the accepted offer %s is not held", ev.Data("offer_id"))
+	}
+	if err := e.checkProposed(ctx, r, agr, offer, r.one(protocol.Acceptance)); err != nil {
+		return nil, nil, err
+	}
+	mandate, err := e.ownMandate(ctx, offer.Mandate())
+	var answer []*Obj
+	if err == nil {
+		answer, err = e.signProposed(ctx, r, agr, offer, mandate, ev.Seq()+1)
+	}
 	if err != nil {
+		if !isRefusal(err) {
+			return nil, nil, err
+		}
+		e.log.Info("the agreement is not signed with the acceptance; it is asked for on its own", "transaction_id", r.txn, "agreement_id", agr.ID(), "codes", reason.CodesOf(err))
+		return nil, nil, nil
+	}
+	e.log.Info("agreement signed", "transaction_id", r.txn, "agreement_id", agr.ID(), "commitment_id", answer[1].ID(), "decision", answer[2].ID())
+	return answer[:1], answer[1:], nil
+}
+
+// directAnswer rebuilds, for agreement.direct asked for again, what
+// cosignDirect answered beside it: the agreement signed by both, its
+// commitment and this instance's decision, when it signed one.
+func directAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte, error) {
+	agr, err := e.agreementOf(ctx, txn)
+	if err != nil || agr == nil || len(agr.Signatures()) < 2 {
 		return nil, err
 	}
-	e.point("cosign.after-store")
-	e.log.Info("agreement signed", "transaction_id", r.txn, "agreement_id", agr.ID(), "commitment_id", cmt.ID(), "decision", d.pol.ID())
-	return raws, nil
+	return e.cosignedAnswer(ctx, txn, agr)
 }
 
 // heldRequest returns the approval request a refusal says its act is held

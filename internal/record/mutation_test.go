@@ -93,12 +93,15 @@ var errCaptured = fmt.Errorf("the test keeps this message")
 
 // freeToVary are the members a sender may set as it likes: the times it
 // states (a second earlier is as good a time), the due condition the
-// obligee chooses, and the unit's display name, which is never matched
-// (canonical model §7). Any other mutation that is countersigned is a
+// obligee chooses, the unit's display name, which is never matched
+// (canonical model §7), and the fresh id the proposer of an agreement
+// chooses for the offeror's commitment (any unused one). Any other mutation that is countersigned is a
 // rule nobody checks.
 var freeToVary = map[string]bool{
 	"policy_decision payload.evaluated_at":   true,
 	"transaction_event payload.occurred_at":  true,
+	"agreement payload.effective_at":         true,
+	"agreement payload.commitment_ids.0":     true,
 	"obligation payload.due_condition.at":    true,
 	"obligation payload.unit_name":           true,
 	"obligation payload.unit_name (removed)": true,

@@ -548,10 +548,14 @@ func forge(t *testing.T, sd *recordtest.Side, c *recordtest.Clock, typ, txn, pur
 func TestPerformanceBeforeCommitmentRefused(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
+	// The agreement proposed on its own, after agreement.direct (it does
+	// not travel with the acceptance)...
+	b.Engine = recordtest.NewEngine(t, b.Node, b.Out, func(o *record.Options) { o.TestingOnlySeparateAgreement = true })
+	s.Out.Reconnect(b.Engine)
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	// agreement.direct reaches both records; the agreement itself waits in
-	// the buyer's outbox, so both stand at agreement_pending.
+	// ...so that agreement.direct reaches both records while the agreement
+	// waits in the buyer's outbox: both stand at agreement_pending.
 	b.Out.Intercept(func(_ string, objs [][]byte) error {
 		if len(objs) == 1 && strings.Contains(string(objs[0]), `"object_type":"agreement"`) {
 			return delivery.ErrUnavailable

@@ -81,6 +81,10 @@ type actSpec struct {
 	// decisionSeq overrides the position the decision is made for (an act
 	// without an event: the position it stands at).
 	decisionSeq func(st *state) int
+	// after, with inTx, makes the loaded state what inTx leaves it as, so
+	// that the act is checked, decided and built on it (the reply inTx
+	// stores records the event this act follows).
+	after func(st *state)
 }
 
 // builder collects what an act makes.
@@ -219,6 +223,9 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	st, err := e.load(ctx, spec.txn, now)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if spec.after != nil {
+		spec.after(st)
 	}
 	if !st.known && spec.open == nil {
 		return Outcome{}, refusef(reason.StateTransitionDenied, "transaction %s is unknown to this instance; call list_transactions", spec.txn)
@@ -449,7 +456,12 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 	last := objs[len(objs)-1]
 	switch {
 	case last.Type() == protocol.TransactionEvent:
-		next, queued, err := e.proposedWith(ctx, m, last)
+		if agr := travelling(objs); agr != nil && last.EventType() == protocol.EvAgreementDirect && answers(reply, agr.ID()) {
+			// The offeror signed the agreement that travelled with the
+			// acceptance: stored with agreement.committed, which follows.
+			return e.settleDirect(ctx, m, objs, agr, reply)
+		}
+		next, queued, err := e.proposedWith(ctx, m, objs)
 		if err != nil {
 			// The reply is stored regardless; advance tries the step
 			// again, as it does after a restart.
@@ -511,20 +523,7 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 				return err
 			}
 		}
-		held, err := tx.GetObject(ours.ID())
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(held, got.raw) {
-			if err := tx.ReplaceVerified(got.info(), held, got.raw); err != nil {
-				return err
-			}
-		}
-		row := store.Event{TransactionID: ours.Txn(), Sequence: ours.Seq(), ContentHash: ours.Hash(), ToState: string(ours.To())}
-		if err := tx.MarkRecorded(row); err != nil {
-			return err
-		}
-		if err := e.applyEvent(tx, got, objs); err != nil {
+		if err := e.recordCountersigned(tx, objs, got); err != nil {
 			return err
 		}
 		if next != nil {
@@ -534,6 +533,36 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 		}
 		return tx.Delivered(m.ID)
 	})
+}
+
+// recordCountersigned records the event a message carried last as got,
+// its countersigned bytes, and applies what it moves.
+func (e *Engine) recordCountersigned(tx *store.Txn, objs []*Obj, got *Obj) error {
+	ours := objs[len(objs)-1]
+	held, err := tx.GetObject(ours.ID())
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(held, got.raw) {
+		if err := tx.ReplaceVerified(got.info(), held, got.raw); err != nil {
+			return err
+		}
+	}
+	row := store.Event{TransactionID: ours.Txn(), Sequence: ours.Seq(), ContentHash: ours.Hash(), ToState: string(ours.To())}
+	if err := tx.MarkRecorded(row); err != nil {
+		return err
+	}
+	return e.applyEvent(tx, got, objs)
+}
+
+// answers reports whether a reply carries an object with id.
+func answers(reply [][]byte, id string) bool {
+	for _, b := range reply {
+		if o, err := parse(b); err == nil && o.ID() == id {
+			return true
+		}
+	}
+	return false
 }
 
 // checkCountersigned finds our event in a reply, countersigned.

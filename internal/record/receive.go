@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
@@ -328,6 +329,11 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 		for _, o := range support {
 			if x, ok := replaced[o.ID()]; ok {
 				o = x
+			} else if slices.Contains(awaiting, o.ID()) {
+				// Not signed here now (cosign's policy held or refused
+				// it): an agreement signed by one party is not part of
+				// the record; it comes again on its own.
+				continue
 			}
 			if err := putReceived(tx, o, r.from); err != nil {
 				return err

@@ -71,10 +71,17 @@
 // # Formation
 //
 //	offeror: propose_offer  → offer + decision               → the offeree stores it (draft)
-//	offeree: accept_offer   → acceptance + decision + event 1 agreement.direct (draft → agreement_pending)
-//	offeree:                  agreement (offeree signs)       → the offeror checks its own offer's exact terms,
-//	                                                            its own policy, signs, issues the commitment
-//	offeree:                  decision + event 2 agreement.committed (→ committed)
+//	offeree: accept_offer   → acceptance + agreement (offeree signs) + decision
+//	                          + event 1 agreement.direct      → the offeror countersigns (draft → agreement_pending),
+//	                          (draft → agreement_pending)       checks its own offer's exact terms and its own
+//	                                                            policy, signs the agreement, issues the commitment
+//	offeree:                  decision + event 2 agreement.committed (→ committed), in the write that stores
+//	                          the answer
+//
+// Two exchanges (docs/record-protocol.md, "Formation in two exchanges").
+// When the offeror's policy holds or refuses agreement.sign, it
+// countersigns agreement.direct alone, and the offeree sends the agreement
+// on its own (receiveAgreement), answered with the signature or a refusal.
 //
 // Obligations (obligation §5–§6) follow the same pattern: the obligee
 // issues (obligation.activated → in_performance), the obligor asserts with
@@ -180,11 +187,11 @@ type Options struct {
 	// and once it is stored. A crash harness makes it stop the engine
 	// where it stands (crash_test.go).
 	TestingOnlyKill func(point string)
-	// TestingOnlySeparateAgreement, when set, fails the offeree's draft of
-	// the agreement with the reply to its acceptance (proposedWith), so
-	// that the reply is stored without it and advance proposes it in a
-	// write of its own: the path of a failed draft, and of a database
-	// left by a build before the follow-on.
+	// TestingOnlySeparateAgreement, when set, sends the offeree's
+	// acceptance without its agreement and fails the draft of it with the
+	// reply (proposedWith), so that the reply is stored without it and
+	// advance proposes it in a write of its own: the path of a failed
+	// draft, and of messages and a database left by an older build.
 	TestingOnlySeparateAgreement bool
 }
 
