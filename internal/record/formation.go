@@ -452,8 +452,11 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 
 // advance continues a transaction by the steps that follow on their own
 // from what this copy holds: after this instance's agreement.direct is
-// recorded, the agreement is proposed for the counterparty's signature;
-// once it is signed by both, agreement.committed is appended. Each step is
+// recorded without an agreement, one is proposed for the counterparty's
+// signature; once it is signed by both, agreement.committed is appended
+// (both are usually taken in the write that stores a reply: settleDirect,
+// proposedWith, settleCosigned; advance is for what a restart, a held
+// decision or an older build left). Each step is
 // idempotent, so a restart or a reply delivered late resumes it. The
 // caller holds the transaction's lock.
 func (e *Engine) advance(ctx context.Context, txn string) error {
@@ -504,8 +507,9 @@ func (e *Engine) agreementOf(ctx context.Context, txn string) (*Obj, error) {
 // proposeAgreement drafts the agreement the acceptance formed and sends
 // it for the offeror's signature, in one transaction with its message:
 // the step advance takes when agreement.direct was recorded without it (a
-// reply stored by an older build, or an agreement removed by a refusal).
-// The usual way is proposedWith, in the transaction that records the
+// reply stored by an older build, a draft that failed, or an agreement
+// removed by a refusal). The usual way is the agreement travelling with
+// the acceptance; then proposedWith, in the transaction that records the
 // event.
 func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) error {
 	put, queued, err := e.draftAgreement(ctx, t, ev1)
