@@ -626,6 +626,7 @@ func TestFormationDurableCommits(t *testing.T) {
 	offer := commits() - start
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	before := commits()
+	sent := b.Out.Sent
 	out, err := b.Engine.Idempotent(ctx, "accept_offer", "req-1", "args", func(ctx context.Context) (record.Outcome, error) {
 		return b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	})
@@ -641,5 +642,10 @@ func TestFormationDurableCommits(t *testing.T) {
 	// regression.
 	if total > 8 {
 		t.Fatalf("a formation took %d durable commits on both sides, want at most 8", total)
+	}
+	// Two exchanges: the acceptance with its agreement, then
+	// agreement.committed.
+	if n := b.Out.Sent - sent; n != 2 {
+		t.Fatalf("the acceptance took %d messages to the offeror, want 2", n)
 	}
 }
