@@ -306,7 +306,7 @@ func TestAcceptanceCarryingAForgedAgreementRefused(t *testing.T) {
 			id, _ := envelope.NewID("agr")
 			second["id"] = id
 			objs = append(objs[:len(objs)-1:len(objs)-1], second, objs[len(objs)-1])
-			return resealed(t, b, objs, "")
+			return resealed(t, b, objs, "agreement")
 		}},
 	}
 	for _, c := range cases {
@@ -361,16 +361,11 @@ func TestAcceptanceCarryingAForgedAgreementRefused(t *testing.T) {
 }
 
 // resealed seals and signs again, with b's agent key, each object of objs
-// of type typ ("": any object whose id changed is already distinct, so the
-// ones named by type only), keeping each first signature's purpose and
-// time.
+// of type typ, keeping each first signature's purpose and time.
 func resealed(t *testing.T, b *recordtest.Side, objs []map[string]any, typ string) []map[string]any {
 	t.Helper()
 	for _, o := range objs {
-		if typ != "" && o["object_type"] != typ {
-			continue
-		}
-		if typ == "" && o["object_type"] != "agreement" {
+		if o["object_type"] != typ {
 			continue
 		}
 		first := o["signatures"].([]any)[0].(map[string]any)

@@ -434,12 +434,12 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 			// this party, so that the offeror signs it in its answer: one
 			// exchange fewer (docs/record-protocol.md, "Formation in two
 			// exchanges").
-			agr, err := e.agreementFor(st.t, offer, acc.ID(), b.agent, in.MandateID, b.now)
+			payload, err := e.agreementPayload(st.t, offer, acc.ID(), b.agent, b.now)
 			if err != nil {
 				return err
 			}
-			b.created = append(b.created, agr)
-			return nil
+			_, err = b.add(protocol.Agreement, payload, protocol.PurposeAgreementCommitment)
+			return err
 		},
 	})
 	if err != nil {
@@ -580,7 +580,11 @@ func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *O
 	if !ok {
 		return nil, nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
-	agr, err := e.agreementFor(t, offer, ev1.Data("acceptance_id"), ev1.Agent(), ev1.Mandate(), now)
+	payload, err := e.agreementPayload(t, offer, ev1.Data("acceptance_id"), ev1.Agent(), now)
+	if err != nil {
+		return nil, nil, err
+	}
+	agr, err := e.newObject(protocol.Agreement, t.ID, ev1.Mandate(), payload, protocol.PurposeAgreementCommitment, now, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -596,10 +600,10 @@ func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *O
 	return put, queued, nil
 }
 
-// agreementFor is the agreement accepting offer by acceptance accID forms
-// (canonical model §10 steps 6–7), signed for agreement_commitment by this
-// party's agent under mandateID.
-func (e *Engine) agreementFor(t store.Transaction, offer *Obj, accID, agent, mandateID string, now time.Time) (*Obj, error) {
+// agreementPayload is the payload of the agreement accepting offer by
+// acceptance accID forms (canonical model §10 steps 6–7), this party
+// named by agent, which signs it for agreement_commitment.
+func (e *Engine) agreementPayload(t store.Transaction, offer *Obj, accID, agent string, now time.Time) (map[string]any, error) {
 	terms := offer.Terms()
 	termsHash, err := canonical.Hash(terms)
 	if err != nil {
@@ -619,7 +623,7 @@ func (e *Engine) agreementFor(t store.Transaction, offer *Obj, accID, agent, man
 	if err != nil {
 		return nil, err
 	}
-	return e.newObject(protocol.Agreement, t.ID, mandateID, map[string]any{
+	return map[string]any{
 		"accepted_offer_id":   offer.ID(),
 		"accepted_offer_hash": offer.Hash(),
 		"acceptance_id":       accID,
@@ -629,7 +633,7 @@ func (e *Engine) agreementFor(t store.Transaction, offer *Obj, accID, agent, man
 		"terms_hash":          termsHash,
 		"effective_at":        envelope.Timestamp(now),
 		"commitment_ids":      []any{cmt},
-	}, protocol.PurposeAgreementCommitment, now, "")
+	}, nil
 }
 
 // settleCosigned stores the counterparty's answer to the agreement this

@@ -598,16 +598,7 @@ func resignSecond(t *testing.T, o map[string]any, signer signature.Signer, purpo
 // countersignWith replaces an event's second signature by one of signer's.
 func countersignWith(t *testing.T, ev map[string]any, signer signature.Signer) map[string]any {
 	t.Helper()
-	first := ev["signatures"].([]any)[0].(map[string]any)
-	at, err := envelope.ParseTimestamp(first["signed_at"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev["signatures"] = []any{first}
-	if err := signature.Sign(ev, signer, "event_append", at); err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	return resignSecond(t, ev, signer, "event_append")
 }
 
 // TestFormationDurableCommits counts the durable commits (one fsync each,
