@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -382,4 +383,57 @@ func resealed(t *testing.T, b *recordtest.Side, objs []map[string]any, typ strin
 		}
 	}
 	return objs
+}
+
+// TestAcceptanceAskedAgainAnsweredWithTheSignedAgreement: an acceptance
+// the offeror countersigned, asked for again in another message (the same
+// event, its agreement left out, so another message key), is answered
+// with the countersigned event and what the offeror signed with it, the
+// agreement signed by both, its commitment and decision (directAnswer),
+// and nothing is stored again.
+func TestAcceptanceAskedAgainAnsweredWithTheSignedAgreement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, txn, msg := acceptance(t)
+	first, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again [][]byte
+	for _, raw := range msg {
+		o, err := canonical.DecodeObject(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o["object_type"] != "agreement" {
+			again = append(again, raw)
+		}
+	}
+	before := []held{holding(t, b, txn), holding(t, s, txn)}
+	second, err := s.Engine.Receive(ctx, "org_northstar", txn, again)
+	if err != nil {
+		t.Fatalf("the same acceptance asked again: %v", err)
+	}
+	types := func(reply [][]byte) []string {
+		var out []string
+		for _, raw := range reply {
+			o, _ := canonical.DecodeObject(raw)
+			out = append(out, o["object_type"].(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if want := []string{"agreement", "commitment", "policy_decision", "transaction_event"}; !slices.Equal(types(second), want) || !slices.Equal(types(first), want) {
+		t.Fatalf("answered first with %v, again with %v; want %v", types(first), types(second), want)
+	}
+	for _, raw := range second {
+		if !slices.ContainsFunc(first, func(f []byte) bool { return string(f) == string(raw) }) {
+			t.Fatalf("asked again, the offeror answers with bytes it did not answer with first: %s", raw)
+		}
+	}
+	for i, sd := range []*recordtest.Side{b, s} {
+		if after := holding(t, sd, txn); !reflect.DeepEqual(before[i], after) {
+			t.Fatalf("the record of %s changed when the acceptance was asked again", sd.Node.Org.Config().OrganizationID)
+		}
+	}
 }
