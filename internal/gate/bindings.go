@@ -28,6 +28,8 @@ func CheckBindings(objects []map[string]any, ctx SetContext) []Problem {
 			b.agreement(o, p)
 		case "obligation":
 			b.obligation(o, p)
+		case "commitment":
+			b.commitment(o, p)
 		case "performance_event":
 			b.performance(o, p)
 		case "obligation_response":
@@ -134,6 +136,48 @@ func (b *binder) obligation(o, p map[string]any) {
 		if org := mustStr(party, "organization_id"); !parties[org] || org == "" {
 			b.add(o, reason.ObligationSubjectUnreferenced, "/payload/"+role, "the %s is not a party to %s", role, agrID)
 		}
+	}
+}
+
+// A commitment is one party's promise derived from its agreement (kernel
+// schema, commitmentPayload): its subject references the agreement's
+// terms as an obligation's does (the same profile, a term path that
+// resolves in them; the terms hash is a carried hash, evidence
+// verification step 1), and its committed party is one of the
+// agreement's two parties, organisation and agent as the agreement names
+// it. A reference that drifts from the agreement while both stay validly
+// signed is what the schema warns of: A202-AGREEMENT-HASH-MISMATCH, the
+// code of a commitment that does not bind its agreement (decided here,
+// docs/record-protocol.md, "The commitment in the answer").
+func (b *binder) commitment(o, p map[string]any) {
+	agrID, _ := strAt(p, "agreement_id")
+	agr, ok := b.r.get(agrID, "agreement")
+	if !ok {
+		return
+	}
+	ap := payloadOf(agr)
+	subject, _ := objAt(p, "subject")
+	terms, _ := objAt(ap, "terms")
+	if mustStr(subject, "agreement_id") != agrID {
+		b.add(o, reason.AgreementHashMismatch, "/payload/subject/agreement_id", "the subject names %s, the commitment %s", mustStr(subject, "agreement_id"), agrID)
+	}
+	if mustStr(subject, "profile") != mustStr(terms, "profile") {
+		b.add(o, reason.AgreementHashMismatch, "/payload/subject/profile", "subject.profile is not the profile of %s", agrID)
+	}
+	if path, _ := strAt(subject, "term_path"); !termPathPattern.MatchString(path) || !resolvesTerm(terms, path) {
+		b.add(o, reason.AgreementHashMismatch, "/payload/subject/term_path", "term_path %s does not resolve in the terms of %s", path, agrID)
+	}
+	committed, _ := objAt(p, "committed_party")
+	party := false
+	for _, role := range []string{"buyer", "supplier"} {
+		named, _ := objAt(ap, role)
+		if mustStr(named, "organization_id") != "" && mustStr(named, "organization_id") == mustStr(committed, "organization_id") &&
+			mustStr(named, "agent_id") == mustStr(committed, "agent_id") {
+			party = true
+		}
+	}
+	if !party {
+		b.add(o, reason.AgreementHashMismatch, "/payload/committed_party", "the committed party is not one of %s's parties as it names them", agrID)
 	}
 }
 

@@ -34,6 +34,7 @@ func TestObjectRulesVerifyOnASoundRecord(t *testing.T) {
 	obr := idOf(rec.ObjectOfType("obligation_response"))
 	wantResult(t, rep, "obligation_parties", obl, verify.Verified)
 	wantResult(t, rep, "obligation_subject_term", obl, verify.Verified)
+	wantResult(t, rep, "commitment_binding", idOf(rec.ObjectOfType("commitment")), verify.Verified)
 	wantResult(t, rep, "acceptance_remainder", obr, verify.Verified)
 	wantResult(t, rep, "disclosure_complete", obr, verify.Verified)
 	for _, c := range rep.Checks {
@@ -58,6 +59,43 @@ func TestObligationPartiesWithoutActivation(t *testing.T) {
 	rep := run(rec)
 	wantFailed(t, rep, "obligation_parties", idOf(obl), reason.ObligationSubjectUnreferenced)
 	wantResult(t, rep, "obligation_subject_term", idOf(obl), verify.Verified)
+}
+
+// A commitment that drifts from its agreement fails commitment_binding:
+// a committed party the agreement does not name (here, another agent of
+// the same organisation), a term path that does not resolve in its terms,
+// another profile. Without its agreement, the rule cannot be checked.
+func TestCommitmentBinding(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(p map[string]any)
+	}{
+		{"another agent of the committed organisation", func(p map[string]any) {
+			p["committed_party"].(map[string]any)["agent_id"] = "agt_elsewhere_0001"
+		}},
+		{"another organisation", func(p map[string]any) {
+			p["committed_party"] = map[string]any{"organization_id": "org_elsewhere_0001", "agent_id": "agt_elsewhere_0001"}
+		}},
+		{"a term path that does not resolve", func(p map[string]any) {
+			p["subject"].(map[string]any)["term_path"] = "$.terms.core.quantityx"
+		}},
+		{"another profile", func(p map[string]any) {
+			p["subject"].(map[string]any)["profile"] = "a202-profile/other/0.1"
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := newRecord(t, 8)
+			cmt := rec.ObjectOfType("commitment")
+			c.edit(payload(cmt))
+			wantFailed(t, run(rec), "commitment_binding", idOf(cmt), reason.AgreementHashMismatch)
+		})
+	}
+	t.Run("its agreement withheld", func(t *testing.T) {
+		rec := newRecord(t, 8)
+		cmt := rec.ObjectOfType("commitment")
+		remove(rec, idOf(rec.ObjectOfType("agreement")))
+		wantResult(t, run(rec), "commitment_binding", idOf(cmt), verify.NotCheckable)
+	})
 }
 
 // A discharge condition on an obligation the bundle holds, with no cycle,

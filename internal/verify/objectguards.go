@@ -27,6 +27,12 @@ import (
 //     the agreement's terms (obligation §3, §3.1; obligation.activated's
 //     guard), A202-OBLIGATION-SUBJECT-UNREFERENCED. The subject's terms
 //     hash is step 1's subject_terms_hash.
+//   - commitment_binding, on a commitment: its committed party is one of
+//     its agreement's parties as the agreement names it (organisation and
+//     agent), and its subject's profile and term path are the agreement's
+//     (kernel schema, commitmentPayload: a reference into the terms, never
+//     a restatement), A202-AGREEMENT-HASH-MISMATCH (decided,
+//     docs/record-protocol.md). The subject's terms hash is step 1's.
 //   - due_condition_acyclic, on an obligation whose due condition waits
 //     on the discharge of another: no obligation on a cycle of such
 //     conditions could ever become due (obligation §4; obligation.due's
@@ -45,6 +51,8 @@ func (r *run) objectGuards() {
 		switch o.typ {
 		case "agreement":
 			r.amendment(o)
+		case "commitment":
+			r.commitmentAgreement(o)
 		case "obligation":
 			r.obligationAgreement(o)
 			if len(dischargeTargets(o.payload["due_condition"])) > 0 {
@@ -92,6 +100,30 @@ func (r *run) amendment(o *object) {
 	ps := r.bindings([]map[string]any{o.val, prev.val}, o.id, reason.AgreementAmendmentUnaccepted)
 	r.fromGate(5, "agreement_amendment", o.subject, ps, fmt.Sprintf("formed on offer %s and acceptance %s, neither of them %s's",
 		orNone(str(o.payload, "accepted_offer_id")), orNone(str(o.payload, "acceptance_id")), prevID))
+}
+
+// commitmentAgreement reports commitment_binding: the commitment's
+// committed party is one of its agreement's parties, as the agreement
+// names it, and its subject's profile and term path are the agreement's
+// (gate.CheckBindings, the commitment rule).
+func (r *run) commitmentAgreement(o *object) {
+	agrID, ok := strAt(o.payload, "agreement_id")
+	if !ok {
+		return // step 1 says it names none
+	}
+	agr, held := r.byID[agrID]
+	switch {
+	case !held:
+		r.add(5, "commitment_binding", o.subject, NotCheckable, "", fmt.Sprintf("the agreement %s is not in the bundle, so its parties and terms are not known", agrID))
+		r.missing(agrID)
+		return
+	case agr.typ != "agreement":
+		return // step 1 fails the reference
+	}
+	subj, _ := objAt(o.payload, "subject")
+	r.fromGate(5, "commitment_binding", o.subject, r.bindings([]map[string]any{o.val, agr.val}, o.id, reason.AgreementHashMismatch),
+		fmt.Sprintf("committed party %s is a party to %s, and profile %s and term path %s are its terms'", orNone(partyOrg(o.payload, "committed_party")), agrID,
+			orNone(str(subj, "profile")), orNone(str(subj, "term_path"))))
 }
 
 func (r *run) obligationAgreement(o *object) {
