@@ -460,6 +460,39 @@ func TestOutboxSendDelivers(t *testing.T) {
 	}
 }
 
+// TestOutboxHandedAttemptedWithoutLease: a message an act enqueued leased
+// and handed to the worker (Hand) is attempted at the worker's next pass,
+// with no commit of its own before the attempt; one the worker was not
+// handed waits for its lease to end.
+func TestOutboxHandedAttemptedWithoutLease(t *testing.T) {
+	st, _ := openStore(t)
+	ft := &fakeTransport{}
+	clk := newClock()
+	ob, h := newOutbox(t, st, ft, simulated(clk))
+	ctx := context.Background()
+	m := h.enqueue("org_b", txn, true, object(t, "evd_1", txn, nil))
+	h.enqueue("org_b", "txn_00000000000000000000000b", true, object(t, "evd_2", "txn_00000000000000000000000b", nil))
+	ob.Hand(m)
+	before := st.Commits()
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("the worker attempted %d messages, want the one handed", n)
+	}
+	// One commit: the delivery's (Txn.Delivered), no lease written.
+	if n := st.Commits() - before; n != 1 {
+		t.Fatalf("attempting a handed message took %d commits, want 1", n)
+	}
+	if d, _ := h.outcomes(); len(d) != 1 || d[0].m.ID != m.ID {
+		t.Fatalf("delivered %+v", d)
+	}
+	if n := ob.RunDue(ctx); n != 0 {
+		t.Fatalf("the worker attempted %d more, want none before the other lease ends", n)
+	}
+	clk.Advance(31 * time.Second)
+	if n := ob.RunDue(ctx); n != 1 {
+		t.Fatalf("after the lease ended the worker attempted %d, want 1", n)
+	}
+}
+
 func TestOutboxRetriesUntilDelivered(t *testing.T) {
 	st, path := openStore(t)
 	ft := &fakeTransport{fail: []error{

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/partyd/party/internal/store"
@@ -85,6 +86,9 @@ type Outbox struct {
 	opt       OutboxOptions
 	owner     string
 	wake      chan struct{}
+
+	mu     sync.Mutex
+	handed []store.OutboxMessage // Hand
 }
 
 // NewOutbox returns an Outbox over st that delivers through t and reports
@@ -119,6 +123,18 @@ func (o *Outbox) Lease() store.Lease {
 
 // Now is the outbox's clock.
 func (o *Outbox) Now() time.Time { return o.opt.Clock() }
+
+// Hand gives the worker a message the application enqueued leased to
+// this outbox (Lease) and does not attempt itself: the worker attempts it
+// next, without a lease of its own to write (RunDue). Should this process
+// die first, the lease dies with it and the message is due at the next
+// start.
+func (o *Outbox) Hand(m store.OutboxMessage) {
+	o.mu.Lock()
+	o.handed = append(o.handed, m)
+	o.mu.Unlock()
+	o.Poke()
+}
 
 // Poke wakes the worker: a message became due.
 func (o *Outbox) Poke() {
@@ -183,11 +199,25 @@ func (o *Outbox) Pending(ctx context.Context) ([]store.OutboxMessage, error) {
 	return o.store.PendingOutbox(ctx)
 }
 
-// RunDue leases every message due now and hands each to the handler, and
+// RunDue hands the handler every message handed to the worker (Hand),
+// then leases every message due now and hands each to the handler, and
 // returns how many it handed over. Run calls it in a loop; a test with a
 // simulated clock calls it directly.
 func (o *Outbox) RunDue(ctx context.Context) int {
 	n := 0
+	for ctx.Err() == nil {
+		o.mu.Lock()
+		handed := o.handed
+		o.handed = nil
+		o.mu.Unlock()
+		if len(handed) == 0 {
+			break
+		}
+		for _, m := range handed {
+			o.handler.Attempt(ctx, m)
+		}
+		n += len(handed)
+	}
 	for ctx.Err() == nil {
 		now := o.opt.Clock()
 		due, err := o.store.DueOutbox(ctx, now, 16)
