@@ -164,9 +164,12 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	supplier.subscribe(t, txnURI)
 
 	// Formation: the buyer accepts; the supplier's client hears the buyer's
-	// act once the supplier countersigned agreement.direct, and the buyer's
-	// once the supplier's countersignature of agreement.committed is held.
+	// act once the supplier countersigned agreement.direct (and appended
+	// its agreement.committed in its answer), the buyer's once the buyer
+	// stored that answer with agreement.committed countersigned, and the
+	// supplier's again once that countersignature came back.
 	atSupplier := countersigned(t, s, txn, "agreement_pending")
+	atBuyer := countersigned(t, b, txn, "committed")
 	committed := countersigned(t, s, txn, "committed")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	errc := make(chan error, 1)
@@ -180,7 +183,7 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 		supplier.read(t, txnURI, &v)
 		return len(v.Events) >= 1 && v.Events[0].EventType == "agreement.direct" && len(v.Events[0].SignedBy) == 2
 	})
-	at = waitSignal(t, committed)
+	at = waitSignal(t, atBuyer)
 	buyer.awaitWithin(t, txnURI, at, func() bool {
 		var v record.TransactionView
 		buyer.read(t, txnURI, &v)
@@ -189,6 +192,15 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
+	// The buyer's countersignature goes back by its outbox worker, which a
+	// served instance runs (here, one pass of it).
+	recordtest.Flush(context.Background(), b, s)
+	at = waitSignal(t, committed)
+	supplier.awaitWithin(t, txnURI, at, func() bool {
+		var v record.TransactionView
+		supplier.read(t, txnURI, &v)
+		return v.State == "committed" && len(v.Events) == 2 && v.Events[1].Status == "recorded" && len(v.Events[1].SignedBy) == 2
+	})
 
 	// One more act after formation: the buyer issues the supplier's
 	// obligation; the supplier countersigns obligation.activated and the

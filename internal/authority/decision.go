@@ -145,6 +145,31 @@ func Shareable(decision map[string]any) error {
 	return nil
 }
 
+// DecidedSince returns nil when a policy decision's evaluated_at lies no
+// earlier than since (less ClockSkew) and no later than now (plus it): a
+// decision that comes in a counterparty's answer to a message of this
+// instance's own act, made at since. FreshEnough judges a decision at the
+// moment it is received; an answer may be received late (its message
+// retried after a reply was lost, a restart), and a decision the
+// counterparty made in answer to this act was made after it, so it
+// cannot predate a revocation this instance's act did not (the mandate's
+// status is judged live when the act is re-evaluated anyway). A decision
+// made before the act it answers is refused with
+// A202-MANDATE-STATUS-UNRESOLVED, as a stale one is.
+func DecidedSince(decision map[string]any, since, now time.Time) error {
+	p, _ := decision["payload"].(map[string]any)
+	t, err := envelope.ParseTimestamp(str(p["evaluated_at"]))
+	switch {
+	case err != nil:
+		return reason.Refusef(reason.MandateStatusUnresolved, "policy decision states no time it was made")
+	case t.Before(since.Add(-ClockSkew)):
+		return reason.Refusef(reason.MandateStatusUnresolved, "policy decision is dated %s, before the act it answers (%s)", envelope.Timestamp(t), envelope.Timestamp(since))
+	case t.After(now.Add(ClockSkew)):
+		return reason.Refusef(reason.MandateStatusUnresolved, "policy decision is dated %s, in the future", envelope.Timestamp(t))
+	}
+	return nil
+}
+
 // FreshEnough returns nil when a policy decision's evaluated_at lies within
 // DecisionFreshness before now (and no more than ClockSkew after it). An
 // older decision may predate a revocation and records nothing: refused with

@@ -551,6 +551,13 @@ func TestPolicyDecisionAllowTravels(t *testing.T) {
 	}
 	wantRefusal(t, FreshEnough(obj, w.clock.Now().Add(DecisionFreshness+time.Second)), reason.MandateStatusUnresolved)
 	wantRefusal(t, FreshEnough(obj, w.clock.Now().Add(-ClockSkew-time.Second)), reason.MandateStatusUnresolved)
+	// In an answer: made after the act it answers, however long ago.
+	now := w.clock.Now()
+	if err := DecidedSince(obj, now.Add(-time.Second), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantRefusal(t, DecidedSince(obj, now.Add(ClockSkew+time.Second), now.Add(time.Hour)), reason.MandateStatusUnresolved)
+	wantRefusal(t, DecidedSince(obj, now.Add(-time.Hour), now.Add(-ClockSkew-time.Second)), reason.MandateStatusUnresolved)
 }
 
 func TestPolicyDecisionDenyStaysPrivate(t *testing.T) {

@@ -114,6 +114,7 @@ func TestDelegatedAgentActsAcrossInstances(t *testing.T) {
 		v, _ := b.Engine.Transaction(ctx, o.TransactionID)
 		t.Fatalf("the second agent's acceptance: %+v %v; %+v", out, err, v.Notice)
 	}
+	recordtest.Flush(ctx, b, s)
 	recordtest.SameRecord(t, b, s, o.TransactionID, 2)
 	for _, sd := range []*recordtest.Side{b, s} {
 		buyer, _ := agreementParties(t, sd, o.TransactionID)
@@ -214,7 +215,7 @@ func TestChildWideningRefusedByCountersigner(t *testing.T) {
 		for _, o := range objs {
 			o["created_by"].(map[string]any)["mandate_id"] = id
 		}
-		pol := ofType(t, objs, "policy_decision")
+		pol := leadDecision(t, objs)
 		payloadOf(pol)["mandate_ids"] = []any{id, parent}
 		offer, _ := b.Node.Org.Store.GetObject(ctx, o.Objects["offer"])
 		ov, _ := canonical.DecodeObject(offer)

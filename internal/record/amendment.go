@@ -603,7 +603,13 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 		return nil, err
 	}
 	a := actDoc{name: protocol.ActAgreementAmend, terms: v2.Terms(), refs: map[string]any{"agreement_id": str(v2.m["previous_version_id"])}}
-	if err := e.checkDecision(ctx, m.Peer, pol, pol, a, m.TransactionID, apr, false); err != nil {
+	// A decision made in answer to this instance's agreement.amended,
+	// which the answer may reach late (a lost reply asked again).
+	since, err := envelope.ParseTimestamp(ev.P("occurred_at"))
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkDecision(ctx, m.Peer, pol, pol, a, m.TransactionID, apr, false, since); err != nil {
 		return nil, err
 	}
 	return func(tx *store.Txn) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
 )
 
@@ -49,11 +50,14 @@ func acceptance(t *testing.T) (b, s *recordtest.Side, txn string, msg [][]byte) 
 
 // commitMessage forms the agreement up to its commitment and captures the
 // buyer's genuine agreement.committed message: both records stand at
-// agreement_pending with the agreement signed by both.
+// agreement_pending with the agreement signed by both. The buyer appends
+// it when no agreement.sign of its own rode with its acceptance
+// (offereeCommits), and only then.
 func commitMessage(t *testing.T) (b, s *recordtest.Side, txn string, msg [][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	b, s, _ = recordtest.Pair(t)
+	offereeCommits(t, b, s)
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	b.Out.Intercept(func(_ string, objs [][]byte) error {
@@ -71,6 +75,32 @@ func commitMessage(t *testing.T) (b, s *recordtest.Side, txn string, msg [][]byt
 	}
 	recordtest.SameRecord(t, b, s, o.TransactionID, 1)
 	return b, s, o.TransactionID, msg
+}
+
+// leadDecision returns the decision the event of a decoded message names:
+// the act's own, not a rider's (an acceptance carries the offeree's
+// agreement.sign beside it).
+func leadDecision(t *testing.T, objs []map[string]any) map[string]any {
+	t.Helper()
+	id := payloadOf(event(t, objs))["policy_decision_id"]
+	for _, o := range objs {
+		if o["object_type"] == "policy_decision" && o["id"] == id {
+			return o
+		}
+	}
+	t.Fatalf("no decision %v travels with the event", id)
+	return nil
+}
+
+// offereeCommits gives the buyer an engine whose acceptances carry no
+// agreement.sign of its own (Options.TestingOnlyOffereeCommits): the
+// offeror then countersigns agreement.direct and signs the agreement, and
+// the buyer appends agreement.committed itself, as an offeree whose
+// policy held that act when it accepted does.
+func offereeCommits(t *testing.T, b, s *recordtest.Side) {
+	t.Helper()
+	b.Engine = recordtest.NewEngine(t, b.Node, b.Out, func(o *record.Options) { o.TestingOnlyOffereeCommits = true })
+	s.Out.Reconnect(b.Engine)
 }
 
 // event returns the event of a decoded message.
@@ -149,7 +179,7 @@ func TestDecisionForAnotherStreamOrPositionRefused(t *testing.T) {
 			t.Parallel()
 			b, s, txn, msg := acceptance(t)
 			forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
-				c.edit(payloadOf(ofType(t, objs, "policy_decision")))
+				c.edit(payloadOf(leadDecision(t, objs)))
 				return objs
 			})
 			refusedWith(t, c.what, b, s, txn, reason.EvidenceTransitionIllegal, func() error {
@@ -192,6 +222,7 @@ func TestCommitQueuedIsPendingNotAnError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
+	offereeCommits(t, b, s)
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	b.Out.Intercept(func(_ string, objs [][]byte) error {
@@ -205,6 +236,46 @@ func TestCommitQueuedIsPendingNotAnError(t *testing.T) {
 		t.Fatalf("accept_offer with agreement.committed queued: %+v %v", out, err)
 	}
 	b.Out.Intercept(nil)
+}
+
+// TestCountersignatureQueuedIsNotWaiting: when the offeror appends
+// agreement.committed in its answer, the offeree's copy is committed once
+// it stores that answer, and accept_offer says so, whether or not the
+// countersignature has reached the offeror yet; the offeror's copy holds
+// its event pending until it does, and then both hold the same record.
+func TestCountersignatureQueuedIsNotWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	o := recordtest.Offer(t, s, "3200.00")
+	apr := recordtest.Approve(t, b, o.Objects["offer"])
+	txn := o.TransactionID
+	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	if err != nil || out.Status != record.StatusRecorded || out.State != "committed" || out.WaitingFor != "" {
+		t.Fatalf("accept_offer: %+v %v", out, err)
+	}
+	// The countersignature cannot get through for now.
+	b.Out.SetDown(true)
+	recordtest.Flush(ctx, b, s)
+	if p := b.Pending(t); len(p) != 1 {
+		t.Fatalf("the buyer holds %d messages, want its countersignature", len(p))
+	}
+	if v, err := b.Engine.Transaction(ctx, txn); err != nil || v.State != "committed" {
+		t.Fatalf("the buyer's copy: %+v %v", v, err)
+	}
+	evs, err := s.Node.Org.Store.Events(ctx, txn)
+	if err != nil || len(evs) != 2 || evs[0].Status != store.EventRecorded || evs[1].Status != store.EventPending || evs[1].AppendedBy != "org_delta" {
+		t.Fatalf("the supplier holds %+v %v, want agreement.direct recorded and its own agreement.committed pending", evs, err)
+	}
+	if v, err := s.Engine.Transaction(ctx, txn); err != nil || v.State != "agreement_pending" {
+		t.Fatalf("the supplier's copy: %+v %v", v, err)
+	}
+	b.Out.SetDown(false)
+	for i := 0; i < 20 && len(b.Pending(t)) > 0; i++ {
+		c.Add(10 * time.Second)
+		recordtest.Flush(ctx, b, s)
+	}
+	recordtest.SameRecord(t, b, s, txn, 2)
 }
 
 // TestTwoPartyRecordsVerifyClean: a record the two instances build
@@ -423,7 +494,9 @@ func TestAcceptanceAskedAgainAnsweredWithTheSignedAgreement(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if want := []string{"agreement", "commitment", "policy_decision", "transaction_event"}; !slices.Equal(types(second), want) || !slices.Equal(types(first), want) {
+	// The countersigned agreement.direct and the agreement.committed the
+	// offeror appended with its answer.
+	if want := []string{"agreement", "commitment", "policy_decision", "transaction_event", "transaction_event"}; !slices.Equal(types(second), want) || !slices.Equal(types(first), want) {
 		t.Fatalf("answered first with %v, again with %v; want %v", types(first), types(second), want)
 	}
 	for _, raw := range second {

@@ -226,21 +226,53 @@ func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act pr
 	res := e.o.Evaluator().Evaluate(ctx, req)
 	d := decision{res: res, doc: doc, approval: approval}
 	if res.Decision == authority.RequireApproval && approval == nil {
-		held, err := e.releaseHold(ctx, &d, req)
+		held, err := e.releaseHold(ctx, &d, req, true)
 		if err != nil || held != nil {
 			return d, orErr(held, err)
 		}
 	}
-	res = d.res
-	if res.Decision != authority.Allow {
-		return d, res.Err()
+	return e.signDecision(d, s, seq)
+}
+
+// signDecision signs d's evaluation as the shareable decision for
+// position seq, or returns its refusal.
+func (e *Engine) signDecision(d decision, s signature.Signer, seq int) (decision, error) {
+	if d.res.Decision != authority.Allow {
+		return d, d.res.Err()
 	}
-	pol, err := authority.NewSharedDecision(res, s, seq)
+	pol, err := authority.NewSharedDecision(d.res, s, seq)
 	if err != nil {
 		return d, err
 	}
 	d.pol, err = viewOf(pol)
 	return d, err
+}
+
+// mayDecide is ownDecision for an act taken only if it is allowed now (a
+// rider the act can go without, rideIfAllowed): ok is false, and nothing
+// is filed for the principal, when the evaluation denies the act or holds
+// it without an approval already given for it.
+func (e *Engine) mayDecide(ctx context.Context, mandate map[string]any, act protocol.Act, txn, counterparty string, terms, refs map[string]any, seq int) (decision, bool, error) {
+	doc := authority.Document(string(act), txn, counterparty, terms, refs, mandate)
+	agent, s, err := e.actorOf(ctx, str(mandate["id"]))
+	if err != nil {
+		return decision{doc: doc}, false, err
+	}
+	req := authority.Request{
+		Mandate: mandate, Act: doc,
+		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()},
+	}
+	d := decision{res: e.o.Evaluator().Evaluate(ctx, req), doc: doc}
+	if d.res.Decision == authority.RequireApproval {
+		if held, err := e.releaseHold(ctx, &d, req, false); err != nil || held != nil {
+			return d, false, err
+		}
+	}
+	if d.res.Decision != authority.Allow {
+		return d, false, nil
+	}
+	d, err = e.signDecision(d, s, seq)
+	return d, err == nil, err
 }
 
 func orErr(a, b error) error {
@@ -254,8 +286,8 @@ func orErr(a, b error) error {
 // approval presented: the principal's approval of this exact act, if given,
 // is presented now (d is re-evaluated with it); otherwise held returns the
 // refusal naming the request the act waits under, filed here when there
-// was none.
-func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Request) (held error, err error) {
+// was none and file is set.
+func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Request, file bool) (held error, err error) {
 	mandateID := str(req.Mandate["id"])
 	prior, apr, found, err := e.o.LatestApproval(ctx, mandateID, d.res.ActionHash)
 	if err != nil {
@@ -275,6 +307,9 @@ func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Req
 	}
 	if found && prior.Status != store.ApprovalApproved {
 		return org.Held(d.res, prior), nil
+	}
+	if !file {
+		return d.res.Err(), nil
 	}
 	// No request yet, or an approval that no longer releases the act (it
 	// expired): the principal is asked again.
@@ -303,7 +338,12 @@ type actDoc struct {
 // the acting agent and mandate (the event, or the act's own object).
 // The decision's binding to the event (its action_hash, stream and
 // position) is the verifier's rule, checked by verify.Extend.
-func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj, a actDoc, txn string, approval *Obj, uncached bool) error {
+//
+// answering, when set, is the time of this instance's own act the
+// decision answers (one that comes in the answer to its message): the
+// decision is judged made after it (authority.DecidedSince) rather than
+// at most 60 seconds before now, since an answer may arrive late.
+func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj, a actDoc, txn string, approval *Obj, uncached bool, answering ...time.Time) error {
 	mandateID := actor.Mandate()
 	m, err := e.peerMandate(ctx, from, mandateID)
 	if err != nil {
@@ -338,6 +378,9 @@ func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj
 	}
 	if pol.FirstSigner() != actor.FirstSigner() || pol.Agent() != actor.Agent() {
 		return refusef(reason.EvidenceSignatureInvalid, "the policy decision %s is not signed by the acting agent", pol.ID())
+	}
+	if len(answering) > 0 {
+		return authority.DecidedSince(pol.m, answering[0], e.o.Clock())
 	}
 	return authority.FreshEnough(pol.m, e.o.Clock())
 }

@@ -70,7 +70,9 @@ type AcceptInput struct {
 
 func init() {
 	eventSpecs[protocol.EvAgreementDirect] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Acceptance: 1, protocol.Agreement: 1},
+		// Two decisions: the acceptance's, and the offeree's agreement.sign
+		// when it rides with the agreement (riderSign).
+		carries: map[protocol.ObjectType]int{protocol.Acceptance: 1, protocol.Agreement: 1, protocol.PolicyDecision: 2},
 		check:   checkAgreementDirect,
 		cosign:  cosignDirect,
 		answer:  directAnswer,
@@ -438,7 +440,16 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 			if err != nil {
 				return err
 			}
-			_, err = b.add(protocol.Agreement, payload, protocol.PurposeAgreementCommitment)
+			agr, err := b.add(protocol.Agreement, payload, protocol.PurposeAgreementCommitment)
+			if err != nil || e.offereeCommits {
+				return err
+			}
+			// And this party's agreement.sign, decided now for the position
+			// of agreement.committed when its policy allows it without a
+			// hold: with it the offeror appends agreement.committed in its
+			// answer (docs/record-protocol.md, "The commitment in the
+			// answer"). Without it, this party appends it as before.
+			_, err = b.rideIfAllowed(ctx, protocol.ActAgreementSign, agr.Terms(), agreementRefs(agr), b.seq+1)
 			return err
 		},
 	})
@@ -682,13 +693,20 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 	if err != nil {
 		return err
 	}
-	agr, supporting, err := e.checkSignedAgreement(ctx, m.Peer, ours, reply, ev.ID())
+	answer, ev2, err := committedIn(reply, ev.ID())
+	if err != nil {
+		return err
+	}
+	agr, supporting, err := e.checkSignedAgreement(ctx, m.Peer, ours, answer, ev.ID())
 	if err != nil {
 		return err
 	}
 	st, err := e.load(ctx, m.TransactionID, now)
 	if err != nil {
 		return err
+	}
+	if ev2 != nil {
+		return e.settleCommitted(ctx, m, objs, st, got, ours, agr, supporting, ev2)
 	}
 	if err := e.extend(ctx, st, append([]*Obj{got, agr}, supporting...)); err != nil {
 		return err
@@ -708,6 +726,119 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 		st.t.HeadSequence, st.t.HeadHash, st.t.State = got.Seq(), got.Hash(), string(got.To())
 	}
 	return e.commitAgreement(ctx, m.TransactionID, got, agr, stored, after, now)
+}
+
+// committedIn splits an answer to agreement.direct (event id ev1) into the
+// answer to the agreement and the agreement.committed the offeror appended
+// with it, if it did (one event besides ev1, last).
+func committedIn(reply [][]byte, ev1 string) ([][]byte, *Obj, error) {
+	var ev2 *Obj
+	answer := make([][]byte, 0, len(reply))
+	for i, b := range reply {
+		o, err := parse(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.Type() != protocol.TransactionEvent || o.ID() == ev1 {
+			answer = append(answer, b)
+			continue
+		}
+		if ev2 != nil || i != len(reply)-1 || o.EventType() != protocol.EvAgreementCommitted {
+			return nil, nil, refusef(reason.StateTransitionDenied, "the answer to agreement.direct carries event %s (%s) besides it; only agreement.committed, last", o.ID(), o.EventType())
+		}
+		ev2 = o
+	}
+	return answer, ev2, nil
+}
+
+// settleCommitted is settleDirect when the offeror appended
+// agreement.committed in its answer (docs/record-protocol.md, "The
+// commitment in the answer"): this instance countersigns it as it
+// countersigns any event it receives (eventSigned, eventAllowed, the
+// verifier's rules over the record extended by the whole answer), and
+// stores the answer with it recorded, in one write that also queues the
+// countersignature for the offeror. That message is sent by the outbox
+// worker, not here: the transaction is committed in this copy now, and
+// the offeror's copy follows when its countersignature arrives. The
+// transaction's next message goes after it (deliverNow).
+func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, objs []*Obj, st *state, got, ours, agr *Obj, supporting []*Obj, ev2 *Obj) error {
+	// The state the stored answer leaves: agreement.direct recorded.
+	after := *st
+	after.t.HeadSequence, after.t.HeadHash, after.t.State = got.Seq(), got.Hash(), string(got.To())
+	support := make([]*Obj, 0, 2)
+	for _, o := range supporting {
+		if o.Type() == protocol.PolicyDecision || o.Type() == protocol.Approval {
+			support = append(support, o)
+		}
+	}
+	// The offeror decided in answer to this instance's acceptance, which
+	// the answer may reach late (a lost reply asked again): its decision
+	// is judged made after agreement.direct, not 60 seconds before now.
+	since, err := envelope.ParseTimestamp(got.P("occurred_at"))
+	if err != nil {
+		return err
+	}
+	r := &receipt{from: m.Peer, txn: m.TransactionID, objs: append(support, ev2), st: &after, now: st.now, beside: []*Obj{agr}, answering: since}
+	for _, o := range supporting {
+		if o.Type() == protocol.Commitment {
+			r.beside = append(r.beside, o)
+		}
+	}
+	if err := e.checkAuthors(ctx, m.Peer, []*Obj{ev2}); err != nil {
+		return err
+	}
+	if err := e.eventSigned(ctx, r, ev2); err != nil {
+		return err
+	}
+	if ev2.Seq() != got.Seq()+1 || ev2.P("previous_event_hash") != got.Hash() {
+		return refusef(reason.EvidenceChainGap, "agreement.committed %s (position %d) does not extend agreement.direct %s", ev2.ID(), ev2.Seq(), got.ID())
+	}
+	if err := e.eventAllowed(ctx, r, ev2, eventSpecs[protocol.EvAgreementCommitted]); err != nil {
+		return err
+	}
+	if err := e.extend(ctx, st, append(append([]*Obj{got, agr}, supporting...), ev2)); err != nil {
+		return err
+	}
+	signed, err := e.countersign(ev2, protocol.PurposeEventAppend, e.o.Clock())
+	if err != nil {
+		return err
+	}
+	row := eventRow(ev2, m.Peer, store.EventPending)
+	now := e.o.Clock()
+	var queued store.OutboxMessage
+	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
+		if err := e.recordCountersigned(tx, objs, got); err != nil {
+			return err
+		}
+		if err := storeSignedAgreement(tx, m, ours, agr, supporting); err != nil {
+			return err
+		}
+		if err := tx.PutVerified(signed.info(), signed.raw, m.Peer); err != nil {
+			return err
+		}
+		if err := tx.InsertEvent(row); err != nil {
+			return err
+		}
+		if err := tx.MarkRecorded(row); err != nil {
+			return err
+		}
+		if err := e.applyEvent(tx, signed, support); err != nil {
+			return err
+		}
+		if err := tx.Delivered(m.ID); err != nil {
+			return err
+		}
+		var err error
+		queued, err = e.enqueue(tx, m.Peer, m.TransactionID, []*Obj{signed}, nil, now)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	e.point("reply.after-store")
+	e.log.Info("event countersigned", "transaction_id", m.TransactionID, "sequence", ev2.Seq(), "event_type", ev2.EventType(), "from", m.Peer, "to_state", ev2.To())
+	e.handOn(queued)
+	return nil
 }
 
 // commitAgreement appends agreement.committed with stored, the write that
@@ -806,11 +937,24 @@ func storeSignedAgreement(tx *store.Txn, m store.OutboxMessage, ours, agr *Obj, 
 	return tx.SetNotice(m.TransactionID, "")
 }
 
+// agreementRefs are the references of the act agreement.sign of agr.
+func agreementRefs(agr *Obj) map[string]any { return map[string]any{"agreement_id": agr.ID()} }
+
+// committedData is the data of the agreement.committed that commits agr:
+// the agreement and the commitment it names.
+func committedData(agr *Obj) map[string]any {
+	ids, _ := agr.Payload()["commitment_ids"].([]any)
+	var cmt any
+	if len(ids) > 0 {
+		cmt = ids[0]
+	}
+	return map[string]any{"agreement_id": agr.ID(), "commitment_id": cmt}
+}
+
 // appendCommitted is the act agreement.sign, recorded by agreement.committed
 // (canonical model §10 step 8). inTx, when set, stores the cosigned reply
 // in the same transaction.
 func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj, inTx func(tx *store.Txn) error, after func(*state)) (Outcome, error) {
-	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	return e.perform(ctx, actSpec{
 		name: protocol.ActAgreementSign, txn: txn, mandateID: ev1.Mandate(), event: protocol.EvAgreementCommitted,
 		locked: true, inTx: inTx, after: after,
@@ -821,10 +965,10 @@ func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj,
 			return nil
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return agr.Terms(), map[string]any{"agreement_id": agr.ID()}, nil
+			return agr.Terms(), agreementRefs(agr), nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			b.data = map[string]any{"agreement_id": agr.ID(), "commitment_id": str(ids[0])}
+			b.data = committedData(agr)
 			b.name("agreement", agr.ID())
 			return nil
 		},
@@ -974,7 +1118,7 @@ func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr, offer, acc 
 func (e *Engine) signProposed(ctx context.Context, r *receipt, agr, offer *Obj, mandate map[string]any, seq int) ([]*Obj, error) {
 	mandateID := offer.Mandate()
 	terms := agr.Terms()
-	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementSign, r.txn, r.from, terms, map[string]any{"agreement_id": agr.ID()}, nil, seq)
+	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementSign, r.txn, r.from, terms, agreementRefs(agr), nil, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -1015,13 +1159,17 @@ func (e *Engine) signProposed(ctx context.Context, r *receipt, agr, offer *Obj, 
 func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, []*Obj, error) {
 	agr := r.one(protocol.Agreement)
 	if agr == nil {
-		return nil, nil, nil // an acceptance of an older build: the agreement comes on its own
+		// An acceptance of an older build: the agreement comes on its own.
+		return nil, nil, e.checkRiderSign(ctx, r, ev, nil)
 	}
 	offer, ok := e.getTyped(ctx, ev.Data("offer_id"), protocol.Offer)
 	if !ok {
 		return nil, nil, errf("the accepted offer %s is not held", ev.Data("offer_id"))
 	}
 	if err := e.checkProposed(ctx, r, agr, offer, r.one(protocol.Acceptance)); err != nil {
+		return nil, nil, err
+	}
+	if err := e.checkRiderSign(ctx, r, ev, agr); err != nil {
 		return nil, nil, err
 	}
 	mandate, err := e.ownMandate(ctx, offer.Mandate())
@@ -1037,7 +1185,34 @@ func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, 
 		return nil, nil, nil
 	}
 	e.log.Info("agreement signed", "transaction_id", r.txn, "agreement_id", agr.ID(), "commitment_id", answer[1].ID(), "decision", answer[2].ID())
-	return answer[:1], answer[1:], nil
+	if riderSign(r, ev) == nil {
+		return answer[:1], answer[1:], nil
+	}
+	// The offeree's own agreement.sign travelled with its acceptance and
+	// passed checkAgreementDirect: the agreement is signed by both and
+	// allowed on both sides, so this instance appends agreement.committed
+	// now, citing its own decision, and the offeree countersigns it in the
+	// write that stores this answer (docs/record-protocol.md, "The
+	// commitment in the answer").
+	after := *r.st
+	after.t.HeadSequence, after.t.HeadHash, after.t.State = ev.Seq(), ev.Hash(), string(ev.To())
+	ev2, _, err := e.prepareEvent(&after, protocol.EvAgreementCommitted, committedData(answer[0]), answer[2], offer.Mandate(), r.now)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.log.Info("agreement.committed appended in the answer", "transaction_id", r.txn, "event_id", ev2.ID())
+	return answer[:1], append(answer[1:], ev2), nil
+}
+
+// riderSign returns the offeree's agreement.sign decision that travels
+// with its acceptance ev beside the acceptance's own, or nil.
+func riderSign(r *receipt, ev *Obj) *Obj {
+	for _, p := range r.byType(protocol.PolicyDecision) {
+		if p.ID() != ev.P("policy_decision_id") {
+			return p
+		}
+	}
+	return nil
 }
 
 // directAnswer rebuilds, for agreement.direct asked for again, what
@@ -1048,7 +1223,23 @@ func directAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte
 	if err != nil || agr == nil || len(agr.Signatures()) < 2 {
 		return nil, err
 	}
-	return e.cosignedAnswer(ctx, txn, agr)
+	out, err := e.cosignedAnswer(ctx, txn, agr)
+	if err != nil {
+		return nil, err
+	}
+	// And the agreement.committed this instance appended with it.
+	x, err := e.o.Store.EventAt(ctx, txn, ev.Seq()+1)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (x.AppendedBy != e.o.Config().OrganizationID || protocol.EventType(x.EventType) != protocol.EvAgreementCommitted) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, err := e.o.Store.GetObject(ctx, x.EventID)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, raw), nil
 }
 
 // heldRequest returns the approval request a refusal says its act is held
@@ -1136,13 +1327,46 @@ func checkAgreementDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) e
 	return e.withdrawn(ctx, last)
 }
 
+// checkRiderSign checks the offeree's agreement.sign that travels with
+// its acceptance ev beside the acceptance's own decision (rideIfAllowed),
+// once the agreement it signs passed checkProposed: that act, rebuilt
+// from the agreement and re-evaluated under the offeree's mandate, allowed
+// by the decision, made for the position agreement.committed takes.
+// Nothing rides unchecked, whether or not this instance then signs the
+// agreement; a message with no second decision passes.
+func (e *Engine) checkRiderSign(ctx context.Context, r *receipt, ev, agr *Obj) error {
+	sign := riderSign(r, ev)
+	if sign == nil {
+		return nil
+	}
+	if agr == nil {
+		return refusef(reason.PolicyDenied, "decision %s travels with agreement.direct beside the acceptance's, with no agreement to sign", sign.ID())
+	}
+	if err := decidedAt(sign, r.txn, ev.Seq()+1); err != nil {
+		return err
+	}
+	return e.checkRiderActs(ctx, r, ev, []riderAct{{obj: agr, act: actDoc{name: protocol.ActAgreementSign, terms: agr.Terms(), refs: agreementRefs(agr)}}})
+}
+
+// decidedAt refuses a decision not made on the stream of transaction txn
+// for position seq: the verifier's binding of an event's decision to its
+// stream and position (which refuses with A202-EVIDENCE-TRANSITION-ILLEGAL),
+// for a decision no event names.
+func decidedAt(pol *Obj, txn string, seq int) error {
+	stream := pol.PSub("stream")
+	if str(stream["kind"]) != protocol.TransactionStreamKind || str(stream["id"]) != txn || intOf(pol.Payload()["stream_sequence"]) != seq {
+		return refusef(reason.EvidenceTransitionIllegal, "decision %s is not made for position %d of %s", pol.ID(), seq, txn)
+	}
+	return nil
+}
+
 // checkAgreementCommitted is the live part of the countersigner's guard of
 // agreement.committed: the agreement named is held here, and so is the
 // commitment the event names, the agreement's. That both parties signed
 // the same bytes and that it names the recorded acceptance are the
 // verifier's rules (verify.Extend).
 func checkAgreementCommitted(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
-	agr, ok := e.getTyped(ctx, ev.Data("agreement_id"), protocol.Agreement)
+	agr, ok := e.held(ctx, r, ev.Data("agreement_id"), protocol.Agreement)
 	if !ok {
 		return refusef(reason.StateTransitionDenied, "agreement %s is not held here", ev.Data("agreement_id"))
 	}
@@ -1153,7 +1377,7 @@ func checkAgreementCommitted(ctx context.Context, e *Engine, r *receipt, ev *Obj
 	if len(ids) == 0 || ev.Data("commitment_id") != str(ids[0]) {
 		return refusef(reason.AgreementHashMismatch, "agreement.committed names commitment %s, the agreement %v", ev.Data("commitment_id"), ids)
 	}
-	if _, ok := e.getTyped(ctx, str(ids[0]), protocol.Commitment); !ok {
+	if _, ok := e.held(ctx, r, str(ids[0]), protocol.Commitment); !ok {
 		return refusef(reason.AgreementHashMismatch, "commitment %v is not held", ids[0])
 	}
 	return nil

@@ -60,6 +60,12 @@ func mutationFixtures() map[string]fixture {
 			b, s, txn, msg := commitMessage(t)
 			return b, s, txn, msg
 		},
+		// The buyer's countersignature of the supplier's agreement.committed,
+		// sent back on its own (the commitment in the answer).
+		"countersignature": func(t *testing.T) (*recordtest.Side, *recordtest.Side, string, [][]byte) {
+			b, s, _, txn, msg := countersignature(t)
+			return b, s, txn, msg
+		},
 		"obligation.activated": func(t *testing.T) (*recordtest.Side, *recordtest.Side, string, [][]byte) {
 			b, s, _ := recordtest.Pair(t)
 			txn := recordtest.Form(t, b, s, "3200.00")

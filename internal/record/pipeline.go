@@ -117,6 +117,13 @@ type riderDoc struct {
 	// ApprovalID is the approval that released the rider, when its
 	// mandate held it (it travels with the message).
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Seq is the position the rider is decided for when it is not the
+	// act's own (0: the act's).
+	Seq int `json:"seq,omitempty"`
+	// Optional marks a rider the act goes without when its mandate no
+	// longer allows it (rideIfAllowed): a renewal drops it instead of
+	// removing the act.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // ride makes o, one of the act's new objects, a rider: a further act of
@@ -153,6 +160,29 @@ func (b *builder) rideAct(ctx context.Context, name protocol.Act, terms, refs ma
 	}
 	b.riders = append(b.riders, rd)
 	return nil
+}
+
+// rideIfAllowed makes the act name, at position seq, a rider when this
+// organisation's policy allows it now: an allow, or a hold the principal
+// has already released for this exact act. Otherwise nothing rides and
+// nothing is filed for the principal; the act goes on without it and
+// reports false. The offeree's agreement.sign rides its acceptance this
+// way (docs/record-protocol.md, "The commitment in the answer").
+func (b *builder) rideIfAllowed(ctx context.Context, name protocol.Act, terms, refs map[string]any, seq int) (bool, error) {
+	d, ok, err := b.e.mayDecide(ctx, b.mandate, name, b.txn, b.counterparty, terms, refs, seq)
+	if err != nil || !ok {
+		return false, err
+	}
+	b.created = append(b.created, d.pol)
+	rd := riderDoc{Act: name, Document: d.doc, Seq: seq, Optional: true}
+	if d.approval != nil {
+		rd.ApprovalID = d.approval.ID()
+		if !slices.ContainsFunc(b.carried, func(o *Obj) bool { return o.ID() == rd.ApprovalID }) {
+			b.carried = append(b.carried, d.approval)
+		}
+	}
+	b.riders = append(b.riders, rd)
+	return true, nil
 }
 
 // lookup resolves an object by id among the act's new objects, then the
@@ -381,8 +411,37 @@ func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte
 // leased and holds the transaction's lock for. A refusal of the act is
 // returned; anything else (delivered, or queued for retry) is not an
 // error: the outcome reads where the record stands.
+//
+// A countersignature handed to the worker (handOn) and not yet sent goes
+// first, from here: the transaction's messages leave in the order they
+// were queued, and the act need not wait for the worker.
 func (e *Engine) deliverNow(ctx context.Context, m store.OutboxMessage) error {
+	if id, ok := e.handed.Load(m.TransactionID); ok && id.(int64) < m.ID {
+		if cur, err := e.o.Store.GetOutbox(ctx, id.(int64)); err == nil && cur.Status == store.OutboxPending {
+			_ = e.send(ctx, cur)
+		}
+		e.handed.CompareAndDelete(m.TransactionID, id)
+	}
 	return e.send(ctx, m)
+}
+
+// handOn gives the outbox worker a message this instance queued leased to
+// itself but does not wait for: the countersignature it sends back after
+// committing an event that came in an answer (settleCommitted). The worker
+// sends it without a lease of its own to write (delivery.Outbox.Hand).
+func (e *Engine) handOn(m store.OutboxMessage) {
+	e.handed.Store(m.TransactionID, m.ID)
+	e.out.Hand(m)
+}
+
+// countersignatureOf returns the counterparty's event a message of this
+// instance carries back countersigned (handOn), or nil for any other
+// message.
+func (e *Engine) countersignatureOf(objs []*Obj) *Obj {
+	if len(objs) == 1 && objs[0].Type() == protocol.TransactionEvent && objs[0].Org() != e.o.Config().OrganizationID {
+		return objs[0]
+	}
+	return nil
 }
 
 // Attempt implements delivery.Handler: the worker hands over a due message
@@ -455,6 +514,18 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 	}
 	last := objs[len(objs)-1]
 	switch {
+	case e.countersignatureOf(objs) != nil:
+		// A countersignature sent back: nothing comes in answer, and the
+		// record here is complete already.
+		if len(reply) != 0 {
+			return errf("%s answered a countersignature with %d objects", m.Peer, len(reply))
+		}
+		defer e.handed.CompareAndDelete(m.TransactionID, m.ID)
+		if err := e.update(ctx, m.TransactionID, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {
+			return err
+		}
+		e.point("reply.after-store")
+		return nil
 	case last.Type() == protocol.TransactionEvent:
 		if agr := travelling(objs); agr != nil && last.EventType() == protocol.EvAgreementDirect && answers(reply, agr.ID()) {
 			// The offeror signed the agreement that travelled with the
@@ -641,6 +712,16 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 		return
 	}
 	now := e.o.Clock()
+	if ev := e.countersignatureOf(objs); ev != nil {
+		// Not an act: the event is recorded here, countersigned, whatever
+		// the counterparty does with its own copy. Nothing is removed.
+		e.log.Error("the counterparty refused this instance's countersignature of its event", "transaction_id", m.TransactionID, "event_id", ev.ID(), "codes", reason.CodesOf(cause), "error", cause)
+		if err := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.Failed(m.ID, cause.Error(), now) }); err != nil {
+			e.log.Error("could not mark a refused message failed", "transaction_id", m.TransactionID, "id", m.ID, "error", err)
+		}
+		e.handed.CompareAndDelete(m.TransactionID, m.ID)
+		return
+	}
 	var pa pendingAct
 	if len(m.Act) > 0 {
 		_ = json.Unmarshal(m.Act, &pa)
@@ -749,23 +830,25 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 	// decide evaluates one of the message's acts again and signs a fresh
 	// decision for it; the act's old decision is the one bound to the same
 	// action hash.
-	decide := func(req authority.Request) (*Obj, string, error) {
+	decide := func(req authority.Request, seq int) (*Obj, string, error) {
 		res := e.o.Evaluator().Evaluate(ctx, req)
 		if res.Decision != authority.Allow {
 			return nil, "", res.Err()
 		}
-		pm, err := authority.NewSharedDecision(res, s, pa.Seq)
+		pm, err := authority.NewSharedDecision(res, s, seq)
 		if err != nil {
 			return nil, "", err
 		}
 		pol, err := viewOf(pm)
 		return pol, res.ActionHash, err
 	}
-	pol, leadHash, err := decide(req)
+	pol, leadHash, err := decide(req, pa.Seq)
 	if err != nil {
 		return false, err
 	}
 	renewed := map[string]*Obj{leadHash: pol} // action hash → fresh decision
+	dropped := map[string]bool{}              // action hashes of optional riders no longer allowed
+	riders := pa.Riders[:0:0]
 	for _, rd := range pa.Riders {
 		rreq := req
 		rreq.Act, rreq.Approval = rd.Document, nil
@@ -774,19 +857,36 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 				rreq.Approval = apr.m
 			}
 		}
-		rp, h, err := decide(rreq)
+		seq := pa.Seq
+		if rd.Seq != 0 {
+			seq = rd.Seq
+		}
+		rp, h, err := decide(rreq, seq)
+		if err != nil && rd.Optional && isRefusal(err) {
+			// The act goes on without a rider it could always do without.
+			h, herr := authority.ActionHash(rd.Document)
+			if herr != nil {
+				return false, herr
+			}
+			dropped[h] = true
+			continue
+		}
 		if err != nil {
 			return false, err
 		}
 		renewed[h] = rp
+		riders = append(riders, rd)
 	}
+	pa.Riders = riders
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	var oldPol, oldEv, ev *Obj
-	var oldRiders []*Obj
+	var oldRiders, oldDropped []*Obj
 	var row store.Event
 	fresh := make([]*Obj, 0, len(objs))
 	for _, o := range objs {
 		switch {
+		case o.Type() == protocol.PolicyDecision && o.Org() == e.o.Config().OrganizationID && dropped[o.P("action_hash")]:
+			oldDropped = append(oldDropped, o)
 		case o.Type() == protocol.PolicyDecision && o.Org() == e.o.Config().OrganizationID:
 			np, ok := renewed[o.P("action_hash")]
 			if !ok {
@@ -842,6 +942,11 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 				return err
 			}
 			if err := tx.PutVerified(np.info(), np.raw, originLocal); err != nil {
+				return err
+			}
+		}
+		for _, o := range oldDropped {
+			if err := tx.DeleteObject(o.ID()); err != nil {
 				return err
 			}
 		}
@@ -913,11 +1018,19 @@ func (e *Engine) outcome(ctx context.Context, txn string, names map[string]strin
 		return Outcome{}, err
 	}
 	out := Outcome{TransactionID: txn, Status: StatusRecorded, State: protocol.State(t.State), Objects: names}
-	if msgs, err := e.o.Store.TransactionOutbox(ctx, txn); err == nil && len(msgs) > 0 {
-		out.Status = StatusPending
-		out.WaitingFor = waitingFor(t, msgs[0])
-	} else if err != nil {
+	msgs, err := e.o.Store.TransactionOutbox(ctx, txn)
+	if err != nil {
 		return out, err
+	}
+	for _, m := range msgs {
+		if objs, err := message(m); err == nil && e.countersignatureOf(objs) != nil {
+			// A countersignature on its way back: this copy has recorded
+			// the event; the counterparty's copy follows when it arrives.
+			continue
+		}
+		out.Status = StatusPending
+		out.WaitingFor = waitingFor(t, m)
+		break
 	}
 	return out, nil
 }

@@ -25,6 +25,14 @@ type receipt struct {
 	objs           []*Obj
 	st             *state
 	now            time.Time
+	// beside are objects checked with the message's event that are not
+	// its support: the agreement and commitment of the answer an
+	// agreement.committed travels in (settleDirect). Lookups see them.
+	beside []*Obj
+	// answering, when set, is the time of this instance's own act whose
+	// answer the event came in: its decision is judged made after it
+	// (checkDecision), not at most 60 seconds before now.
+	answering time.Time
 }
 
 // byType returns the message's objects of one type.
@@ -46,14 +54,25 @@ func (r *receipt) one(t protocol.ObjectType) *Obj {
 	return nil
 }
 
-// find returns the message's object with id, or nil.
+// find returns the message's object with id (or one beside it), or nil.
 func (r *receipt) find(id string) *Obj {
-	for _, o := range r.objs {
-		if o.ID() == id {
-			return o
+	for _, l := range [][]*Obj{r.objs, r.beside} {
+		for _, o := range l {
+			if o.ID() == id {
+				return o
+			}
 		}
 	}
 	return nil
+}
+
+// held returns the object id of type t, from the message (or beside it)
+// or the record.
+func (e *Engine) held(ctx context.Context, r *receipt, id string, t protocol.ObjectType) (*Obj, bool) {
+	if o := r.find(id); o != nil {
+		return o, o.Type() == t
+	}
+	return e.getTyped(ctx, id, t)
 }
 
 // lookup resolves an object by id from the message, then the record: what
@@ -87,7 +106,9 @@ type receiveSpec struct {
 	// check passed, it returns the objects of the message this instance
 	// signs too (stored and answered in place of the received bytes) and
 	// its own new objects (its decision), stored and answered with the
-	// countersigned event.
+	// countersigned event. An event among its own objects is this
+	// instance's next event, appended pending after the countersigned one
+	// (agreement.committed in the answer to agreement.direct).
 	cosign func(ctx context.Context, e *Engine, r *receipt, ev *Obj) (signed, own []*Obj, err error)
 	// answer rebuilds what cosign answered, for the same event asked for
 	// again.
@@ -151,6 +172,10 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 			return nil, reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
 		}
 		r.objs = append(r.objs, o)
+	}
+	if len(r.objs) == 1 && r.objs[0].Type() == protocol.TransactionEvent && r.objs[0].Org() == e.o.Config().OrganizationID {
+		// An event of this instance's coming back countersigned.
+		return e.receiveCountersignature(ctx, r)
 	}
 	if err := e.checkAuthors(ctx, from, r.objs); err != nil {
 		return nil, err
@@ -235,49 +260,13 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	if !r.st.known {
 		return nil, refusef(reason.StateTransitionDenied, "transaction %s is unknown here", r.txn)
 	}
-	entries := ev.Signatures()
-	if len(entries) != 1 || str(entries[0]["purpose"]) != protocol.PurposeEventAppend {
-		return nil, refusef(reason.EvidenceSignatureInvalid, "an event arrives with exactly one event_append signature, its appender's")
-	}
-	if k, err := e.o.ResolveKey(ctx, str(entries[0]["key_id"])); err != nil || !isHolder(k.HolderID, "agt_") {
-		return nil, refusef(reason.EvidenceSignatureInvalid, "event %s is not signed by an agent key of %s", ev.ID(), r.from)
+	if err := e.eventSigned(ctx, r, ev); err != nil {
+		return nil, err
 	}
 	if reply, err, done := e.position(ctx, r, ev); done {
 		return reply, err
 	}
-	// The live form of the transition rule (pilot state machine §5: a move
-	// the table does not allow from this copy's state is
-	// A202-STATE-TRANSITION-DENIED), by the one table the verifier replays
-	// too; the verifier's replay of it follows in verify.Extend.
-	if ev.From() != r.st.State() {
-		return nil, refusef(reason.StateTransitionDenied, "event %s moves from %s, this record is in %s", ev.ID(), ev.From(), r.st.t.State)
-	}
-	if to, ok := rules.Next(RulesVersion, rules.Aggregate, r.st.t.State, string(ev.EventType())); !ok || to != string(ev.To()) {
-		return nil, refusef(reason.StateTransitionDenied, "%s from %s is not a legal transition to %s under rules %s", ev.EventType(), r.st.t.State, ev.To(), RulesVersion)
-	}
-	if err := carries(ev.EventType(), support, spec.carries); err != nil {
-		return nil, err
-	}
-	if spec.check != nil {
-		if err := spec.check(ctx, e, r, ev); err != nil {
-			return nil, err
-		}
-	}
-	pol := r.find(ev.P("policy_decision_id"))
-	if pol == nil || pol.Type() != protocol.PolicyDecision {
-		return nil, refusef(reason.PolicyDenied, "event %s names decision %s, which does not travel with it", ev.ID(), ev.P("policy_decision_id"))
-	}
-	lookup := e.lookupWith(ctx, r)
-	data := ev.PSub("data")
-	name, ok := authority.EventActName(ev.EventType(), data, r.from, lookup)
-	if !ok {
-		return nil, refusef(reason.StateTransitionDenied, "no act of %s is recorded by %s", r.from, ev.EventType())
-	}
-	terms, refs, why := authority.EventActMembers(ev.EventType(), data, lookup)
-	if why != "" {
-		return nil, refusef(reason.StateTransitionDenied, "%s", why)
-	}
-	if err := e.checkDecision(ctx, r.from, ev, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), spec.uncached); err != nil {
+	if err := e.eventAllowed(ctx, r, ev, spec); err != nil {
 		return nil, err
 	}
 	var awaiting []string
@@ -356,6 +345,15 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 		if err := e.applyEvent(tx, signed, support); err != nil {
 			return err
 		}
+		for _, o := range own {
+			if o.Type() == protocol.TransactionEvent {
+				// This instance's next event, pending until the
+				// counterparty's countersignature comes back.
+				if err := tx.InsertEvent(eventRow(o, e.o.Config().OrganizationID, store.EventPending)); err != nil {
+					return err
+				}
+			}
+		}
 		return tx.PutInbox(r.from, r.key, r.txn, replyIDs, r.now)
 	})
 	if err != nil {
@@ -364,6 +362,129 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	e.point("receive.after-store")
 	e.log.Info("event countersigned", "transaction_id", r.txn, "sequence", ev.Seq(), "event_type", ev.EventType(), "from", r.from, "to_state", ev.To())
 	return reply, nil
+}
+
+// eventSigned is the first of the countersigner's checks of an event:
+// it arrives with exactly one signature, its appender's event_append, by
+// an agent key (a principal's key approves, it does not append).
+func (e *Engine) eventSigned(ctx context.Context, r *receipt, ev *Obj) error {
+	entries := ev.Signatures()
+	if len(entries) != 1 || str(entries[0]["purpose"]) != protocol.PurposeEventAppend {
+		return refusef(reason.EvidenceSignatureInvalid, "an event arrives with exactly one event_append signature, its appender's")
+	}
+	if k, err := e.o.ResolveKey(ctx, str(entries[0]["key_id"])); err != nil || !isHolder(k.HolderID, "agt_") || k.OrganizationID != r.from {
+		return refusef(reason.EvidenceSignatureInvalid, "event %s is not signed by an agent key of %s", ev.ID(), r.from)
+	}
+	return nil
+}
+
+// eventAllowed is the rest of the countersigner's live checks of an event
+// that extends r.st, once its position is settled: the transition from
+// this copy's state, what travels with it, the event type's own checks,
+// and the appender's act rebuilt from the objects and re-evaluated under
+// its mandate, with the decision the event names. The verifier's rules
+// over the extended record (extend) follow. Every event this instance
+// countersigns passes here: one it receives (receiveEvent) and one that
+// comes in an answer (the offeror's agreement.committed, settleDirect).
+func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Obj, spec receiveSpec) error {
+	support := r.objs[:len(r.objs)-1]
+	// The live form of the transition rule (pilot state machine §5: a move
+	// the table does not allow from this copy's state is
+	// A202-STATE-TRANSITION-DENIED), by the one table the verifier replays
+	// too; the verifier's replay of it follows in verify.Extend.
+	if ev.From() != r.st.State() {
+		return refusef(reason.StateTransitionDenied, "event %s moves from %s, this record is in %s", ev.ID(), ev.From(), r.st.t.State)
+	}
+	if to, ok := rules.Next(RulesVersion, rules.Aggregate, r.st.t.State, string(ev.EventType())); !ok || to != string(ev.To()) {
+		return refusef(reason.StateTransitionDenied, "%s from %s is not a legal transition to %s under rules %s", ev.EventType(), r.st.t.State, ev.To(), RulesVersion)
+	}
+	if err := carries(ev.EventType(), support, spec.carries); err != nil {
+		return err
+	}
+	if spec.check != nil {
+		if err := spec.check(ctx, e, r, ev); err != nil {
+			return err
+		}
+	}
+	pol := r.find(ev.P("policy_decision_id"))
+	if pol == nil || pol.Type() != protocol.PolicyDecision {
+		return refusef(reason.PolicyDenied, "event %s names decision %s, which does not travel with it", ev.ID(), ev.P("policy_decision_id"))
+	}
+	lookup := e.lookupWith(ctx, r)
+	data := ev.PSub("data")
+	name, ok := authority.EventActName(ev.EventType(), data, r.from, lookup)
+	if !ok {
+		return refusef(reason.StateTransitionDenied, "no act of %s is recorded by %s", r.from, ev.EventType())
+	}
+	terms, refs, why := authority.EventActMembers(ev.EventType(), data, lookup)
+	if why != "" {
+		return refusef(reason.StateTransitionDenied, "%s", why)
+	}
+	var answering []time.Time
+	if !r.answering.IsZero() {
+		answering = append(answering, r.answering)
+	}
+	return e.checkDecision(ctx, r.from, ev, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), spec.uncached, answering...)
+}
+
+// eventRow is the events row of ev, appended by org.
+func eventRow(ev *Obj, appendedBy string, status string) store.Event {
+	return store.Event{
+		TransactionID: ev.Txn(), Sequence: ev.Seq(), EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: ev.P("previous_event_hash"),
+		EventType: string(ev.EventType()), FromState: string(ev.From()), ToState: string(ev.To()), AppendedBy: appendedBy, Status: status,
+	}
+}
+
+// receiveCountersignature stores the counterparty's countersignature of
+// one of this instance's own pending events, sent on its own: the offeree
+// countersigns the agreement.committed the offeror appended in its answer
+// and sends it back that way (docs/record-protocol.md, "The commitment in
+// the answer"). The bytes must be the event as held here with one more
+// signature, the counterparty agent's event_append, which verifies; the
+// event must be this instance's, pending at the head of this copy. The
+// same countersignature again (a redelivery) is answered with nothing and
+// stores nothing. The answer is empty.
+func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]byte, error) {
+	ev := r.objs[0]
+	if err := gateCheck(ev, false); err != nil {
+		return nil, err
+	}
+	x, err := e.o.Store.EventAt(ctx, r.txn, ev.Seq())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// It names this instance as its appender, but this instance never
+		// appended it.
+		return nil, refusef(reason.EvidenceSignatureInvalid, "event %s is not an event this instance appended", ev.ID())
+	case err != nil:
+		return nil, err
+	case x.EventID != ev.ID() || x.AppendedBy != e.o.Config().OrganizationID || x.ContentHash != ev.Hash():
+		return nil, refusef(reason.EvidenceHashMismatch, "event %s is not the event of this instance held at position %d", ev.ID(), ev.Seq())
+	}
+	t, err := e.o.Store.GetTransaction(ctx, r.txn)
+	if err != nil {
+		return nil, err
+	}
+	if t.Counterparty != r.from {
+		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", r.txn, t.Counterparty, r.from)
+	}
+	ours, err := e.get(ctx, x.EventID)
+	if err != nil {
+		return nil, err
+	}
+	if x.Status == store.EventRecorded {
+		return nil, nil // countersigned before: nothing more to store
+	}
+	got, err := e.checkCountersigned(ctx, r.from, ours, [][]byte{ev.raw})
+	if err != nil {
+		return nil, err
+	}
+	e.point("countersignature.before-store")
+	if err := e.update(ctx, r.txn, func(tx *store.Txn) error { return e.recordCountersigned(tx, []*Obj{ours}, got) }); err != nil {
+		return nil, err
+	}
+	e.point("countersignature.after-store")
+	e.log.Info("countersignature stored", "transaction_id", r.txn, "sequence", ev.Seq(), "event_type", ev.EventType(), "from", r.from)
+	return nil, nil
 }
 
 // putReceived stores an object that travelled with a message; the same

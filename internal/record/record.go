@@ -71,17 +71,24 @@
 // # Formation
 //
 //	offeror: propose_offer  → offer + decision               → the offeree stores it (draft)
-//	offeree: accept_offer   → acceptance + agreement (offeree signs) + decision
+//	offeree: accept_offer   → acceptance + agreement (offeree signs)
+//	                          + its agreement.sign decision + decision
 //	                          + event 1 agreement.direct      → the offeror countersigns (draft → agreement_pending),
-//	                          (draft → agreement_pending)       checks its own offer's exact terms and its own
-//	                                                            policy, signs the agreement, issues the commitment
-//	offeree:                  decision + event 2 agreement.committed (→ committed), in the write that stores
-//	                          the answer
+//	                          (draft → agreement_pending)       checks its own offer's exact terms, the offeree's
+//	                                                            agreement.sign and its own policy, signs the
+//	                                                            agreement, issues the commitment, and appends
+//	                                                            event 2 agreement.committed in its answer
+//	offeree:                  countersigns agreement.committed (→ committed) in the write that stores the
+//	                          answer; accept_offer returns
+//	offeree (outbox worker):  the countersignature          → the offeror records its event (→ committed)
 //
-// Two exchanges (docs/record-protocol.md, "Formation in two exchanges").
-// When the offeror's policy holds or refuses agreement.sign, it
-// countersigns agreement.direct alone, and the offeree sends the agreement
-// on its own (receiveAgreement), answered with the signature or a refusal.
+// One exchange on the acceptance's path, a second after it
+// (docs/record-protocol.md, "Formation in two exchanges" and "The
+// commitment in the answer"). When the offeror's policy holds or refuses
+// agreement.sign, it countersigns agreement.direct alone, and the offeree
+// sends the agreement on its own (receiveAgreement), answered with the
+// signature or a refusal; when the offeree's own agreement.sign did not
+// travel, the offeree appends agreement.committed itself.
 //
 // Obligations (obligation §5–§6) follow the same pattern: the obligee
 // issues (obligation.activated → in_performance), the obligor asserts with
@@ -154,6 +161,8 @@ type Engine struct {
 	kill  func(point string)
 	// separateAgreement: Options.TestingOnlySeparateAgreement.
 	separateAgreement bool
+	// offereeCommits: Options.TestingOnlyOffereeCommits.
+	offereeCommits bool
 
 	keysMu sync.Mutex
 	keys   keyCache
@@ -167,6 +176,7 @@ type Engine struct {
 	releasedMu sync.Mutex
 	released   map[string]bool // approval requests ReleaseHeld acted on
 	subjects   sync.Map        // mandate id → authority.Subject (subjectOf)
+	handed     sync.Map        // transaction id → the countersignature handed to the worker (handOn)
 }
 
 // Options configure an Engine.
@@ -193,6 +203,13 @@ type Options struct {
 	// advance proposes it in a write of its own: the path of a failed
 	// draft, and of messages and a database left by an older build.
 	TestingOnlySeparateAgreement bool
+	// TestingOnlyOffereeCommits, when set, sends the offeree's acceptance
+	// and agreement without the offeree's agreement.sign, so that the
+	// offeror does not append agreement.committed in its answer and the
+	// offeree appends it in the write that stores the answer: the path of
+	// an offeree whose policy held or refused agreement.sign when it
+	// accepted, and of an offeree of an older build.
+	TestingOnlyOffereeCommits bool
 }
 
 // New returns the engine of o. It delivers through opt.Transport with a
@@ -209,7 +226,7 @@ func New(o *org.Org, opt Options) *Engine {
 	if oo.Logger == nil {
 		oo.Logger = o.Log
 	}
-	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, railWake: make(chan struct{}, 1)}
+	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1)}
 	if opt.Rails != nil {
 		gate.RegisterRails(opt.Rails.IDs()...)
 	}

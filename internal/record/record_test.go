@@ -177,9 +177,10 @@ func TestForgedEventsRefused(t *testing.T) {
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
 	before, _ := s.Node.Org.Store.Events(ctx, txn)
-	// An event signed by a key the supplier does not trust.
+	// An event signed by a key the supplier does not trust, built from
+	// the buyer's own agreement.direct.
 	evs, _ := b.Node.Org.Store.Events(ctx, txn)
-	raw, _ := b.Node.Org.Store.GetObject(ctx, evs[1].EventID)
+	raw, _ := b.Node.Org.Store.GetObject(ctx, evs[0].EventID)
 	forged, _ := canonical.DecodeObject(raw)
 	p := forged["payload"].(map[string]any)
 	p["sequence"] = 3
@@ -270,6 +271,7 @@ func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
 	if err != nil || out.State != "committed" {
 		t.Fatalf("accepting the latest offer: %+v %v", out, err)
 	}
+	recordtest.Flush(ctx, b, s)
 	recordtest.SameRecord(t, b, s, txn, 2)
 	// After commitment an offer is an amendment offer (amendment.go): it
 	// supersedes nothing, and one naming the agreed offer is stale.
@@ -432,6 +434,7 @@ func TestSeparateAgreementProposal(t *testing.T) {
 		if err != nil || out.State != "committed" {
 			t.Fatalf("accept: %+v %v", out, err)
 		}
+		recordtest.Flush(ctx, b, s)
 		recordtest.SameRecord(t, b, s, out.TransactionID, 2)
 		return commitsOf() - before
 	}
@@ -447,29 +450,51 @@ func TestSeparateAgreementProposal(t *testing.T) {
 }
 
 // TestLyingReplyToAcceptanceStoresNothing: the supplier takes the
-// acceptance and lies in its answer (about the countersigned event, or the
-// agreement it signs with it, or its commitment), each lie signed with a
-// key it holds. The buyer stores none of the reply (its agreement.direct
+// acceptance and lies in its answer (about the countersigned event, the
+// agreement it signs with it, its commitment, or the agreement.committed
+// it appends), each lie signed with a key it holds. The buyer stores none of the reply (its agreement.direct
 // stays pending with one signature, the agreement that travelled with it
 // keeps only the buyer's, and no commitment or agreement.committed
 // follows), notes the refusal's code on the message, and finishes
 // formation once the supplier answers truthfully from its inbox.
 func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
 	t.Parallel()
+	// appended re-signs the supplier's own agreement.committed with its
+	// agent key after edit, as a supplier lying about it would.
+	appended := func(edit func(p map[string]any)) func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+		return func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+			first := ev["signatures"].([]any)[0].(map[string]any)
+			at, err := envelope.ParseTimestamp(first["signed_at"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			edit(ev["payload"].(map[string]any))
+			ev["signatures"] = []any{}
+			if err := envelope.Seal(ev); err != nil {
+				t.Fatal(err)
+			}
+			if err := signature.Sign(ev, agentSigner(t, s), "event_append", at); err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}
+	}
 	lies := []struct {
-		name   string
-		target string // the object_type of the reply's object the lie edits
+		name string
+		// target is the object_type of the reply's object the lie edits,
+		// and for an event its event_type after a colon.
+		target string
 		code   reason.Code
 		lie    func(t *testing.T, s *recordtest.Side, o map[string]any) map[string]any
 	}{
-		{"countersigned by the supplier's principal key", "transaction_event", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+		{"countersigned by the supplier's principal key", "transaction_event:agreement.direct", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
 			return countersignWith(t, ev, principalSigner(t, s))
 		}},
-		{"countersignature left off", "transaction_event", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+		{"countersignature left off", "transaction_event:agreement.direct", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
 			ev["signatures"] = ev["signatures"].([]any)[:1]
 			return ev
 		}},
-		{"event sealed again with other data", "transaction_event", reason.EvidenceHashMismatch, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+		{"event sealed again with other data", "transaction_event:agreement.direct", reason.EvidenceHashMismatch, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
 			ev["payload"].(map[string]any)["data"].(map[string]any)["session_id"] = "ses_000000000000000000000000"
 			if err := envelope.Seal(ev); err != nil {
 				t.Fatal(err)
@@ -489,6 +514,44 @@ func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
 			}
 			return resignSecond(t, agr, agentSigner(t, s), "agreement_commitment")
 		}},
+		// The supplier's own agreement.committed, appended in its answer.
+		{"agreement.committed appended with the supplier's principal key", "transaction_event:agreement.committed", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+			first := ev["signatures"].([]any)[0].(map[string]any)
+			at, _ := envelope.ParseTimestamp(first["signed_at"].(string))
+			ev["signatures"] = []any{}
+			if err := signature.Sign(ev, principalSigner(t, s), "event_append", at); err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}},
+		{"agreement.committed arriving countersigned already", "transaction_event:agreement.committed", reason.EvidenceSignatureInvalid, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+			if err := signature.Sign(ev, agentSigner(t, s), "event_append", s.Node.Org.Clock()); err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}},
+		{"agreement.committed naming another commitment", "transaction_event:agreement.committed", reason.AgreementHashMismatch, appended(func(p map[string]any) {
+			p["data"].(map[string]any)["commitment_id"] = "cmt_000000000000000000000000"
+		})},
+		{"agreement.committed citing a decision that does not travel", "transaction_event:agreement.committed", reason.PolicyDenied, appended(func(p map[string]any) {
+			p["policy_decision_id"] = "pol_000000000000000000000000"
+		})},
+		{"agreement.committed not extending agreement.direct", "transaction_event:agreement.committed", reason.EvidenceChainGap, appended(func(p map[string]any) {
+			p["previous_event_hash"] = strings.Repeat("0", 64)
+		})},
+		{"agreement.committed at another position", "transaction_event:agreement.committed", reason.EvidenceChainGap, appended(func(p map[string]any) {
+			p["sequence"] = 3
+		})},
+		{"agreement.committed moving to in_performance", "transaction_event:agreement.committed", reason.StateTransitionDenied, appended(func(p map[string]any) {
+			p["to_state"] = "in_performance"
+		})},
+		{"agreement.committed naming another act's hash", "transaction_event:agreement.committed", reason.EvidenceTransitionIllegal, appended(func(p map[string]any) {
+			p["action_hash"] = canonical.SHA256Hex([]byte("another act"))
+		})},
+		{"another event in agreement.committed's place", "transaction_event:agreement.committed", reason.StateTransitionDenied, appended(func(p map[string]any) {
+			p["event_type"] = "transaction.cancelled"
+			p["to_state"] = "cancelled"
+		})},
 		{"commitment bound to another agreement", "commitment", reason.AgreementHashMismatch, func(t *testing.T, s *recordtest.Side, cmt map[string]any) map[string]any {
 			cmt["payload"].(map[string]any)["agreement_id"] = "agr_000000000000000000000000"
 			cmt["signatures"] = []any{}
@@ -518,7 +581,14 @@ func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
 				out := slices.Clone(reply)
 				for i, raw := range out {
 					x, err := canonical.DecodeObject(raw)
-					if err != nil || x["object_type"] != l.target {
+					if err != nil {
+						continue
+					}
+					typ, _ := x["object_type"].(string)
+					if typ == "transaction_event" {
+						typ += ":" + x["payload"].(map[string]any)["event_type"].(string)
+					}
+					if typ != l.target {
 						continue
 					}
 					if out[i], err = canonical.Marshal(l.lie(t, s, x)); err != nil {
@@ -544,8 +614,9 @@ func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The act's own objects (acceptance, the agreement signed by the
-			// buyer alone, decision, pending event) and nothing from the
-			// reply or after it.
+			// buyer alone, its agreement.sign decision, the acceptance's
+			// decision, pending event) and nothing from the reply or after
+			// it.
 			for _, raw := range after {
 				obj, err := canonical.DecodeObject(raw)
 				if err != nil {
@@ -556,12 +627,15 @@ func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
 					if n := len(obj["signatures"].([]any)); n != 1 {
 						t.Fatalf("the buyer keeps its %s with %d signatures", obj["object_type"], n)
 					}
+					if obj["object_type"] == "transaction_event" && obj["created_by"].(map[string]any)["organization_id"] != "org_northstar" {
+						t.Fatalf("the buyer keeps the supplier's event %v after a lying reply", obj["id"])
+					}
 				case "commitment":
 					t.Fatalf("the buyer keeps a commitment after a lying reply to its acceptance")
 				}
 			}
-			if len(after) != len(before)+4 {
-				t.Fatalf("the buyer holds %d objects after the lie, %d before the act; want the act's 4 more", len(after), len(before))
+			if len(after) != len(before)+5 {
+				t.Fatalf("the buyer holds %d objects after the lie, %d before the act; want the act's 5 more", len(after), len(before))
 			}
 			p := b.Pending(t)
 			if len(p) != 1 || !strings.Contains(p[0].LastError, string(l.code)) {
@@ -621,22 +695,32 @@ func TestFormationDurableCommits(t *testing.T) {
 	out, err := b.Engine.Idempotent(ctx, "accept_offer", "req-1", "args", func(ctx context.Context) (record.Outcome, error) {
 		return b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	})
-	if err != nil || out.State != "committed" {
+	if err != nil || out.State != "committed" || out.Status != record.StatusRecorded {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
-	total := offer + commits() - before
-	t.Logf("durable commits: offer %d, accept through commitment %d, total %d", offer, commits()-before, total)
-	// Issue 13 asks for at most 12; this build takes 8 (the offeree's
-	// agreement travels with its acceptance and comes back signed, and
-	// agreement.committed is appended in the write that stores that
-	// reply, settleDirect), and a step that costs one more is a
-	// regression.
-	if total > 8 {
-		t.Fatalf("a formation took %d durable commits on both sides, want at most 8", total)
+	// What accept_offer waited for: the buyer's act, the supplier's
+	// receipt (which appends agreement.committed), the buyer's storing of
+	// the answer. The countersignature goes back after it returned.
+	inCall := commits() - before
+	if n := b.Out.Sent - sent; n != 1 {
+		t.Fatalf("accept_offer waited for %d messages to the offeror, want 1", n)
 	}
-	// Two exchanges: the acceptance with its agreement, then
-	// agreement.committed.
+	recordtest.Flush(ctx, b, s)
+	total := offer + commits() - before
+	t.Logf("durable commits: offer %d, accept through commitment %d (%d before accept_offer returned), total %d", offer, commits()-before, inCall, total)
+	// Issue 13 asks for at most 12; this build takes 8 (the offeree's
+	// agreement and its agreement.sign travel with its acceptance, the
+	// offeror answers with the agreement signed by both and its
+	// agreement.committed, which the offeree countersigns in the write
+	// that stores the answer, settleCommitted), and a step that costs one
+	// more is a regression.
+	if total > 8 || inCall > 3 {
+		t.Fatalf("a formation took %d durable commits on both sides (%d in accept_offer), want at most 8 (3)", total, inCall)
+	}
+	// Two messages: the acceptance with its agreement, then the
+	// countersignature of the offeror's agreement.committed.
 	if n := b.Out.Sent - sent; n != 2 {
 		t.Fatalf("the acceptance took %d messages to the offeror, want 2", n)
 	}
+	recordtest.SameRecord(t, b, s, o.TransactionID, 2)
 }

@@ -90,6 +90,7 @@ func TestBuyerOpensWithOffer(t *testing.T) {
 	if err != nil || out.State != protocol.Committed {
 		t.Fatalf("the supplier's acceptance: %+v %v", out, err)
 	}
+	recordtest.Flush(ctx, b, s)
 	recordtest.SameRecord(t, b, s, txn, 2)
 	for _, sd := range []*recordtest.Side{b, s} {
 		buyer, supplier := agreementParties(t, sd, txn)
@@ -162,6 +163,7 @@ func TestSupplierCountersBuyerAccepts(t *testing.T) {
 	if err != nil || out.State != protocol.Committed {
 		t.Fatalf("the buyer's acceptance: %+v %v", out, err)
 	}
+	recordtest.Flush(ctx, b, s)
 	types := recordtest.SameRecord(t, b, s, txn, 2)
 	if !slices.Equal(types, []string{"agreement.direct", "agreement.committed"}) {
 		t.Fatalf("events %v", types)
@@ -194,6 +196,7 @@ func TestBuyerCounterAcceptedBySupplier(t *testing.T) {
 	if err != nil || out.State != protocol.Committed {
 		t.Fatalf("the supplier accepts the counter: %+v %v", out, err)
 	}
+	recordtest.Flush(ctx, b, s)
 	for _, sd := range []*recordtest.Side{b, s} {
 		buyer, supplier := agreementParties(t, sd, first.TransactionID)
 		if buyer != "org_northstar" || supplier != "org_delta" {

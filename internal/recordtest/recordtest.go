@@ -366,6 +366,10 @@ func Form(t testing.TB, b, s *Side, amount string) string {
 	if out.State != "committed" || out.Status != "recorded" {
 		t.Fatalf("accept: %+v", out)
 	}
+	// The buyer's countersignature of the supplier's agreement.committed
+	// goes back on its own, by the outbox worker: the supplier's copy is
+	// committed once it arrives.
+	Flush(ctx, b, s)
 	return o.TransactionID
 }
 
