@@ -36,7 +36,7 @@ func envelopesIn(v any, out *[]map[string]any) {
 }
 
 // jsonFilesUnder decodes every *.json file below dir.
-func jsonFilesUnder(t *testing.T, dir string) []any {
+func jsonFilesUnder(t testing.TB, dir string) []any {
 	t.Helper()
 	var docs []any
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
