@@ -27,6 +27,20 @@ func TestAwaitingSignatures(t *testing.T) {
 	if j := Envelope(agr, Options{AwaitingSignatures: true}); !j.Accepted() {
 		t.Fatalf("awaiting the second signature: %+v", j)
 	}
+	// The schema still judges the one entry there is: one whose
+	// signature is not base64url, or that carries a member no entry has,
+	// is refused while awaiting too.
+	for name, edit := range map[string]func(e map[string]any){
+		"a signature that is not base64url": func(e map[string]any) { e["signature"] = "not base64url!" },
+		"an extra member":                   func(e map[string]any) { e["extra"] = "x" },
+	} {
+		bad, _ := canonical.DecodeObject(data)
+		bad["signatures"] = bad["signatures"].([]any)[:1]
+		edit(bad["signatures"].([]any)[0].(map[string]any))
+		if j := Envelope(bad, Options{AwaitingSignatures: true}); j.Accepted() {
+			t.Fatalf("%s while awaiting: accepted", name)
+		}
+	}
 	agr["signatures"].([]any)[0].(map[string]any)["purpose"] = "event_append"
 	if j := Envelope(agr, Options{AwaitingSignatures: true}); !j.Has(reason.EvidenceSignatureInvalid) {
 		t.Fatalf("a wrong purpose while awaiting: %+v", j)

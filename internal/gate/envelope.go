@@ -58,12 +58,39 @@ var signaturePurposes = setOf(
 func Envelope(o map[string]any, opt Options) Judgment {
 	ps := envelopeChecks(o)
 	if !opt.OwnObject {
-		ps = append(ps, schemaLayer(schema.ValidateEnvelope, o)...)
+		doc := o
+		if opt.AwaitingSignatures {
+			doc = awaitingView(o)
+		}
+		ps = append(ps, schemaLayer(schema.ValidateEnvelope, doc)...)
 	}
 	if opt.AwaitingSignatures {
 		ps = withoutSignatureCount(ps)
 	}
 	return judge(KindEnvelope, ps)
+}
+
+// awaitingView is what the schema layer judges of an object that travels
+// awaiting the other party's signature: the object with its last
+// signature entry counted twice, so that the schema's minimum count (an
+// agreement's two) is met and every other rule, each entry's shape among
+// them, is judged on the entries as they are. No schema asks signatures to
+// be unique; were one to, the view would be refused, never wrongly let
+// through. Validating the object as it is and dropping the count problem
+// afterwards (withoutSignatureCount, still applied) gives the same
+// judgment, at the cost of the validator's full error report every time
+// an agreement travels.
+func awaitingView(o map[string]any) map[string]any {
+	sigs, _ := o["signatures"].([]any)
+	if len(sigs) == 0 {
+		return o
+	}
+	v := make(map[string]any, len(o))
+	for k, x := range o {
+		v[k] = x
+	}
+	v["signatures"] = append(sigs[:len(sigs):len(sigs)], sigs[len(sigs)-1])
+	return v
 }
 
 // withoutSignatureCount drops the two problems that say an object carries
