@@ -66,6 +66,9 @@ type Org struct {
 
 	hooksMu   sync.Mutex
 	requested []func(store.ApprovalRequest) // OnApprovalRequest
+
+	// pinned holds the peers' pinned principal keys, parsed (pinnedKey).
+	pinned sync.Map // key id → pinnedJWK
 }
 
 // Options adjust Open.
@@ -204,7 +207,7 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 	}
 	for _, p := range o.Peers.Peers() {
 		if jwk, ok := p.PrincipalKeys[keyID]; ok {
-			pub, err := keys.ParseJWK(jwk)
+			pub, err := o.pinnedKey(keyID, jwk)
 			if err != nil {
 				return authority.Key{}, err
 			}
@@ -229,7 +232,7 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 	var pub crypto.PublicKey
 	switch {
 	case controller == cfg.OrganizationID && root.origin == "local":
-		if pub, err = keys.ParseJWK(payload["public_key_jwk"]); err != nil {
+		if pub, err = root.pub, root.pubErr; err != nil {
 			return authority.Key{}, fmt.Errorf("org: own key record %s: %w", keyID, err)
 		}
 	default:
@@ -248,6 +251,36 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 	}
 	st := o.statusNow(recs, keyID, holder)
 	return authority.Key{Public: pub, OrganizationID: controller, HolderID: holder, Status: st}, nil
+}
+
+// pinnedKey parses the JWK a peer file pins under keyID, once for the
+// same members: a principal key is resolved at every signature of the
+// counterparty's principal, and its peer file rarely changes.
+func (o *Org) pinnedKey(keyID string, jwk any) (crypto.PublicKey, error) {
+	m, _ := jwk.(map[string]any)
+	str := func(k string) string { s, _ := m[k].(string); return s }
+	c := pinnedJWK{kty: str("kty"), crv: str("crv"), x: str("x"), y: str("y"), members: len(m)}
+	if held, ok := o.pinned.Load(keyID); ok && held.(pinnedJWK).same(c) {
+		return held.(pinnedJWK).pub, nil
+	}
+	pub, err := keys.ParseJWK(jwk)
+	if err == nil {
+		c.pub = pub
+		o.pinned.Store(keyID, c)
+	}
+	return pub, err
+}
+
+// pinnedJWK is a peer file's principal key as pinnedKey parsed it, with
+// the members it was parsed from.
+type pinnedJWK struct {
+	kty, crv, x, y string
+	members        int
+	pub            crypto.PublicKey
+}
+
+func (a pinnedJWK) same(b pinnedJWK) bool {
+	return a.kty == b.kty && a.crv == b.crv && a.x == b.x && a.y == b.y && a.members == b.members
 }
 
 // keyHolder is who holds the key a key record publishes: "principal" when
@@ -280,6 +313,10 @@ type heldRecord struct {
 	obj    map[string]any
 	origin string
 	holder string // keyHolder(obj)
+	// pub and pubErr are the key the record publishes, parsed once with
+	// the records (ResolveKey reads it at every own signature).
+	pub    crypto.PublicKey
+	pubErr error
 }
 
 // keyRecords returns every key record held (both organisations': a
@@ -305,7 +342,9 @@ func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {
 		out.list = append(out.list, obj)
 		if id, _ := obj["id"].(string); id != "" {
 			if _, dup := out.byID[id]; !dup {
-				out.byID[id] = heldRecord{obj: obj, origin: r.Origin, holder: keyHolder(obj)}
+				payload, _ := obj["payload"].(map[string]any)
+				pub, perr := keys.ParseJWK(payload["public_key_jwk"])
+				out.byID[id] = heldRecord{obj: obj, origin: r.Origin, holder: keyHolder(obj), pub: pub, pubErr: perr}
 			}
 		}
 	}

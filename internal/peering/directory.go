@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/partyd/party/internal/instance"
@@ -31,17 +32,28 @@ type Directory struct {
 
 	mu        sync.RWMutex
 	byOrg     map[string]instance.PeerInfo
+	sorted    []instance.PeerInfo // byOrg's values by organisation (Peers)
 	byPin     map[string]string
 	ambiguous map[string]bool
 	stamp     time.Time
+	// statted is when Peers last looked at the folder (unix nanoseconds).
+	statted atomic.Int64
+	now     func() time.Time // time.Now; tests move it
 }
+
+// peersRecheck is how often Peers looks at the folder: key resolution
+// calls it for every signature, dozens of times an act, and a stat each
+// time was a hundredth of a formation's CPU. A peer file changed on disk
+// is seen by Peers within this time (as config.json is by org.Config), and
+// at once by a lookup that misses (Peer, Authenticate).
+const peersRecheck = time.Second
 
 // OpenDirectory reads the peer files of the state directory stateDir.
 func OpenDirectory(stateDir string, logger *slog.Logger) (*Directory, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Directory{stateDir: stateDir, logger: logger}
+	d := &Directory{stateDir: stateDir, logger: logger, now: time.Now}
 	if err := d.Reload(); err != nil {
 		return nil, err
 	}
@@ -75,8 +87,13 @@ func (d *Directory) Reload() error {
 		}
 		byPin[p.TLSCertificateSHA256] = p.OrganizationID
 	}
+	sorted := make([]instance.PeerInfo, 0, len(byOrg))
+	for _, p := range byOrg {
+		sorted = append(sorted, p)
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].OrganizationID < sorted[j].OrganizationID })
 	d.mu.Lock()
-	d.byOrg, d.byPin, d.ambiguous, d.stamp = byOrg, byPin, ambiguous, stamp
+	d.byOrg, d.sorted, d.byPin, d.ambiguous, d.stamp = byOrg, sorted, byPin, ambiguous, stamp
 	d.mu.Unlock()
 	return nil
 }
@@ -118,18 +135,17 @@ func (d *Directory) lookupOrg(org string) (instance.PeerInfo, bool) {
 }
 
 // Peers returns the pinned peers, sorted by organisation: the set read
-// last, after re-reading the folder if it changed since (a stat, not a
-// parse, on the common path: key resolution calls this on every signature).
+// last, after re-reading the folder if it changed since it was last
+// looked at, at most peersRecheck ago (a stat, not a parse). The slice is
+// shared: callers read it and never change it.
 func (d *Directory) Peers() []instance.PeerInfo {
-	d.reloadIfChanged()
+	if now := d.now().UnixNano(); now-d.statted.Load() >= int64(peersRecheck) {
+		d.statted.Store(now)
+		d.reloadIfChanged()
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	out := make([]instance.PeerInfo, 0, len(d.byOrg))
-	for _, p := range d.byOrg {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].OrganizationID < out[j].OrganizationID })
-	return out
+	return d.sorted
 }
 
 // Authenticate maps the client certificate of a TLS connection to the

@@ -91,6 +91,48 @@ func TestMutualPinnedTLS(t *testing.T) {
 	}
 }
 
+// TestPeersSeesANewPeerFile: a peer file added while the directory is in
+// use is found at once by a lookup that misses (Peer), and by Peers, which
+// key resolution calls at every signature, once its recheck is due (within
+// a second), not by a stat at every call.
+func TestPeersSeesANewPeerFile(t *testing.T) {
+	a, b := peeringtest.Pair(t)
+	now := time.Now()
+	peering.SetClock(b.Directory, func() time.Time { return now })
+	if got := b.Directory.Peers(); len(got) != 1 {
+		t.Fatalf("%d peers, want 1", len(got))
+	}
+	other := a.Info
+	other.OrganizationID = "org_second"
+	other.TLSCertificateSHA256 = strings.Repeat("ab", 32)
+	data, err := jsonMarshal(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := instance.AddPeer(b.Dir, data); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Directory.Peers(); len(got) != 1 {
+		t.Fatalf("Peers looked at the folder again within a second: %d peers", len(got))
+	}
+	now = now.Add(time.Second)
+	if got := b.Directory.Peers(); len(got) != 2 || got[1].OrganizationID != "org_second" {
+		t.Fatalf("a second later: %+v", got)
+	}
+	third := a.Info
+	third.OrganizationID = "org_third"
+	third.TLSCertificateSHA256 = strings.Repeat("cd", 32)
+	if data, err = jsonMarshal(third); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := instance.AddPeer(b.Dir, data); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := b.Directory.Peer("org_third"); err != nil || p.OrganizationID != "org_third" {
+		t.Fatalf("a lookup that misses: %+v %v", p, err)
+	}
+}
+
 func TestAuthenticateRefusesAmbiguousPin(t *testing.T) {
 	a, b := peeringtest.Pair(t)
 	// A second organisation's peer file carrying A's certificate pin.
