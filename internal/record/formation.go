@@ -689,15 +689,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs []*Obj, ours *Obj, reply [][]byte) error {
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	ev := objs[len(objs)-1]
-	got, err := e.checkCountersigned(ctx, m.Peer, ev, reply)
-	if err != nil {
-		return err
-	}
 	answer, ev2, err := committedIn(reply, ev.ID())
-	if err != nil {
-		return err
-	}
-	agr, supporting, err := e.checkSignedAgreement(ctx, m.Peer, ours, answer, ev.ID())
 	if err != nil {
 		return err
 	}
@@ -706,7 +698,15 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 		return err
 	}
 	if ev2 != nil {
-		return e.settleCommitted(ctx, m, objs, st, got, ours, agr, supporting, ev2)
+		return e.settleCommitted(ctx, m, objs, st, ours, reply, answer, ev2)
+	}
+	got, err := e.checkCountersigned(ctx, m.Peer, ev, reply)
+	if err != nil {
+		return err
+	}
+	agr, supporting, err := e.checkSignedAgreement(ctx, m.Peer, ours, answer, ev.ID())
+	if err != nil {
+		return err
 	}
 	if err := e.extend(ctx, st, append([]*Obj{got, agr}, supporting...)); err != nil {
 		return err
@@ -761,7 +761,25 @@ func committedIn(reply [][]byte, ev1 string) ([][]byte, *Obj, error) {
 // worker, not here: the transaction is committed in this copy now, and
 // the offeror's copy follows when its countersignature arrives. The
 // transaction's next message goes after it (deliverNow).
-func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, objs []*Obj, st *state, got, ours, agr *Obj, supporting []*Obj, ev2 *Obj) error {
+func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, objs []*Obj, st *state, ours *Obj, reply, answer [][]byte, ev2 *Obj) error {
+	ev := objs[len(objs)-1]
+	e.learnKeys(ctx, m.Peer, reply)
+	// The answer's objects as they came (the checks below say whether they
+	// are what they must be): the verifier's rules over the record they
+	// extend run beside the checks (concurrently).
+	var got *Obj
+	for _, b := range reply {
+		if o, err := parse(b); err == nil && o.ID() == ev.ID() {
+			got = o
+		}
+	}
+	agr, supporting, err := answerObjects(m.Peer, ours, answer, ev.ID())
+	if err != nil {
+		return err
+	}
+	if got == nil {
+		return errf("%s's reply carries no countersigned %s", m.Peer, ev.ID())
+	}
 	// The state the stored answer leaves: agreement.direct recorded.
 	after := *st
 	after.t.HeadSequence, after.t.HeadHash, after.t.State = got.Seq(), got.Hash(), string(got.To())
@@ -774,7 +792,7 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 	// The offeror decided in answer to this instance's acceptance, which
 	// the answer may reach late (a lost reply asked again): its decision
 	// is judged made after agreement.direct, not 60 seconds before now.
-	since, err := envelope.ParseTimestamp(got.P("occurred_at"))
+	since, err := envelope.ParseTimestamp(ev.P("occurred_at"))
 	if err != nil {
 		return err
 	}
@@ -784,19 +802,29 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 			r.beside = append(r.beside, o)
 		}
 	}
-	if err := e.checkAuthors(ctx, m.Peer, []*Obj{ev2}); err != nil {
-		return err
+	check := func() error {
+		// Every check settleDirect makes of an answer without
+		// agreement.committed, then the countersigner's of the event.
+		if _, err := e.checkCountersigned(ctx, m.Peer, ev, reply); err != nil {
+			return err
+		}
+		if _, _, err := e.checkSignedAgreement(ctx, m.Peer, ours, answer, ev.ID()); err != nil {
+			return err
+		}
+		if err := e.checkAuthors(ctx, m.Peer, []*Obj{ev2}); err != nil {
+			return err
+		}
+		if err := e.eventSigned(ctx, r, ev2); err != nil {
+			return err
+		}
+		if ev2.Seq() != got.Seq()+1 || ev2.P("previous_event_hash") != got.Hash() {
+			return refusef(reason.EvidenceChainGap, "agreement.committed %s (position %d) does not extend agreement.direct %s", ev2.ID(), ev2.Seq(), got.ID())
+		}
+		return e.eventAllowed(ctx, r, ev2, eventSpecs[protocol.EvAgreementCommitted])
 	}
-	if err := e.eventSigned(ctx, r, ev2); err != nil {
-		return err
-	}
-	if ev2.Seq() != got.Seq()+1 || ev2.P("previous_event_hash") != got.Hash() {
-		return refusef(reason.EvidenceChainGap, "agreement.committed %s (position %d) does not extend agreement.direct %s", ev2.ID(), ev2.Seq(), got.ID())
-	}
-	if err := e.eventAllowed(ctx, r, ev2, eventSpecs[protocol.EvAgreementCommitted]); err != nil {
-		return err
-	}
-	if err := e.extend(ctx, st, append(append([]*Obj{got, agr}, supporting...), ev2)); err != nil {
+	if err := concurrently(check, func() error {
+		return e.extend(ctx, st, append(append([]*Obj{got, agr}, supporting...), ev2))
+	}); err != nil {
 		return err
 	}
 	signed, err := e.countersign(ev2, protocol.PurposeEventAppend, e.o.Clock())
@@ -867,6 +895,48 @@ func (e *Engine) commitAgreement(ctx context.Context, txn string, ev1, agr *Obj,
 // approval that released it, if any, and nothing else (but the object
 // skip, the event the answer also countersigns).
 func (e *Engine) checkSignedAgreement(ctx context.Context, peer string, ours *Obj, reply [][]byte, skip string) (*Obj, []*Obj, error) {
+	agr, supporting, err := answerObjects(peer, ours, reply, skip)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmt, pol := supporting[0], supporting[1]
+	if h, err := contentHash(agr); err != nil || h != ours.Hash() {
+		return nil, nil, refusef(reason.AgreementHashMismatch, "%s returned agreement %s with other bytes", peer, ours.ID())
+	}
+	if len(supporting) > 2 {
+		// The counterparty's principal released its signature: the
+		// approval binds the decision's act.
+		if apr := supporting[2]; apr.P("action_hash") != pol.P("action_hash") {
+			return nil, nil, refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
+		}
+	}
+	entries, mine := agr.Signatures(), ours.Signatures()
+	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
+		return nil, nil, refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", peer)
+	}
+	// The offeror signs by one of its agents' keys, as the countersigner of
+	// an event does: the principal's key approves, it does not sign acts.
+	if err := e.verifyEntry(ctx, agr, 1, peer, "agt_"); err != nil {
+		return nil, nil, err
+	}
+	if err := e.checkAuthors(ctx, peer, supporting); err != nil {
+		return nil, nil, err
+	}
+	ids, _ := agr.Payload()["commitment_ids"].([]any)
+	if len(ids) == 0 || cmt.ID() != str(ids[0]) || cmt.P("agreement_id") != agr.ID() ||
+		str(cmt.PSub("subject")["terms_hash"]) != agr.P("terms_hash") || cmt.PartyOrg("committed_party") != peer {
+		return nil, nil, refusef(reason.AgreementHashMismatch, "commitment %s does not bind agreement %s", cmt.ID(), agr.ID())
+	}
+	return agr, supporting, nil
+}
+
+// answerObjects sorts the counterparty's answer signing ours, the
+// agreement this instance proposed, into the agreement, and the
+// commitment, the decision and the approval that released it if any
+// (supporting, in that order); anything else (but the object skip, the
+// event the answer also countersigns) refuses it. Nothing is verified
+// here: checkSignedAgreement does that.
+func answerObjects(peer string, ours *Obj, reply [][]byte, skip string) (*Obj, []*Obj, error) {
 	var agr, cmt, pol, apr *Obj
 	for _, b := range reply {
 		o, err := parse(b)
@@ -890,34 +960,9 @@ func (e *Engine) checkSignedAgreement(ctx context.Context, peer string, ours *Ob
 	if agr == nil || cmt == nil || pol == nil || agr.ID() != ours.ID() || agr.Hash() != ours.Hash() {
 		return nil, nil, refusef(reason.AgreementHashMismatch, "%s's answer does not carry agreement %s as proposed, its commitment and its decision", peer, ours.ID())
 	}
-	if h, err := contentHash(agr); err != nil || h != ours.Hash() {
-		return nil, nil, refusef(reason.AgreementHashMismatch, "%s returned agreement %s with other bytes", peer, ours.ID())
-	}
 	supporting := []*Obj{cmt, pol}
 	if apr != nil {
-		// The counterparty's principal released its signature: the
-		// approval binds the decision's act.
-		if apr.P("action_hash") != pol.P("action_hash") {
-			return nil, nil, refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
-		}
 		supporting = append(supporting, apr)
-	}
-	entries, mine := agr.Signatures(), ours.Signatures()
-	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
-		return nil, nil, refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", peer)
-	}
-	// The offeror signs by one of its agents' keys, as the countersigner of
-	// an event does: the principal's key approves, it does not sign acts.
-	if err := e.verifyEntry(ctx, agr, 1, peer, "agt_"); err != nil {
-		return nil, nil, err
-	}
-	if err := e.checkAuthors(ctx, peer, supporting); err != nil {
-		return nil, nil, err
-	}
-	ids, _ := agr.Payload()["commitment_ids"].([]any)
-	if len(ids) == 0 || cmt.ID() != str(ids[0]) || cmt.P("agreement_id") != agr.ID() ||
-		str(cmt.PSub("subject")["terms_hash"]) != agr.P("terms_hash") || cmt.PartyOrg("committed_party") != peer {
-		return nil, nil, refusef(reason.AgreementHashMismatch, "commitment %s does not bind agreement %s", cmt.ID(), agr.ID())
 	}
 	return agr, supporting, nil
 }
@@ -1148,10 +1193,11 @@ func (e *Engine) signProposed(ctx context.Context, r *receipt, agr, offer *Obj, 
 }
 
 // cosignDirect is the offeror's own part of an acceptance whose agreement
-// travels with it, once every check of agreement.direct passed: the
-// agreement checked as receiveAgreement checks it (a wrong one refuses the
-// whole message: nothing of it is stored), then signed with its commitment
-// if this instance's policy allows agreement.sign now. When its policy
+// travels with it, once every check of agreement.direct passed (the
+// agreement checked as receiveAgreement checks it, in
+// checkAgreementDirect: a wrong one refuses the whole message, nothing of
+// it is stored): the agreement signed with its commitment if this
+// instance's policy allows agreement.sign now. When its policy
 // holds the signature for the principal or refuses it, agreement.direct is
 // countersigned alone and the agreement not stored: the proposer then
 // sends it on its own, and receiveAgreement answers as it always has
@@ -1159,19 +1205,14 @@ func (e *Engine) signProposed(ctx context.Context, r *receipt, agr, offer *Obj, 
 func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, []*Obj, error) {
 	agr := r.one(protocol.Agreement)
 	if agr == nil {
-		// An acceptance of an older build: the agreement comes on its own.
-		return nil, nil, e.checkRiderSign(ctx, r, ev, nil)
+		return nil, nil, nil // an acceptance of an older build: the agreement comes on its own
 	}
 	offer, ok := e.getTyped(ctx, ev.Data("offer_id"), protocol.Offer)
 	if !ok {
 		return nil, nil, errf("the accepted offer %s is not held", ev.Data("offer_id"))
 	}
-	if err := e.checkProposed(ctx, r, agr, offer, r.one(protocol.Acceptance)); err != nil {
-		return nil, nil, err
-	}
-	if err := e.checkRiderSign(ctx, r, ev, agr); err != nil {
-		return nil, nil, err
-	}
+	// checkAgreementDirect checked the agreement (checkProposed) and the
+	// offeree's agreement.sign (checkRiderSign).
 	mandate, err := e.ownMandate(ctx, offer.Mandate())
 	var answer []*Obj
 	if err == nil {
@@ -1324,7 +1365,20 @@ func checkAgreementDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) e
 	case last.expired(e.o.Clock()):
 		return refusef(reason.OfferExpired, "offer %s lapsed at %s", last.ID(), last.P("valid_until"))
 	}
-	return e.withdrawn(ctx, last)
+	if err := e.withdrawn(ctx, last); err != nil {
+		return err
+	}
+	// The agreement that travels, checked as receiveAgreement checks one
+	// on its own, and the offeree's agreement.sign riding with it: a wrong
+	// one refuses the whole message, whether or not this instance then
+	// signs (cosignDirect).
+	agr := r.one(protocol.Agreement)
+	if agr != nil {
+		if err := e.checkProposed(ctx, r, agr, last, acc); err != nil {
+			return err
+		}
+	}
+	return e.checkRiderSign(ctx, r, ev, agr)
 }
 
 // checkRiderSign checks the offeree's agreement.sign that travels with

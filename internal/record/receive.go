@@ -266,9 +266,6 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	if reply, err, done := e.position(ctx, r, ev); done {
 		return reply, err
 	}
-	if err := e.eventAllowed(ctx, r, ev, spec); err != nil {
-		return nil, err
-	}
 	var awaiting []string
 	if spec.cosign != nil {
 		for _, o := range support {
@@ -277,7 +274,10 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 			}
 		}
 	}
-	if err := e.extend(ctx, r.st, r.objs, awaiting...); err != nil {
+	if err := concurrently(
+		func() error { return e.eventAllowed(ctx, r, ev, spec) },
+		func() error { return e.extend(ctx, r.st, r.objs, awaiting...) },
+	); err != nil {
 		return nil, err
 	}
 	replaced := map[string]*Obj{}
@@ -425,6 +425,34 @@ func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Obj, spec rec
 		answering = append(answering, r.answering)
 	}
 	return e.checkDecision(ctx, r.from, ev, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), spec.uncached, answering...)
+}
+
+// concurrently runs check and extend at once and returns check's refusal
+// if it refused, else extend's: what they refuse is refused as if they had
+// run one after the other, check first. Both only read (the record,
+// views, caches; a counterparty's mandate fetched is stored as it would
+// be anyway), and neither may act on the other's result. A receipt's live
+// checks and the verifier's rules over the extended record take about as
+// long each, so on a second core the counterparty waits for the longer of
+// the two, not their sum; on a busy one the work is the same.
+func concurrently(check, extend func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			// A fault in the verifier refuses this message, as it did
+			// when it ran on the request's own goroutine; it never takes
+			// the process down.
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("record: checking the extended record failed: %v", p)
+			}
+		}()
+		done <- extend()
+	}()
+	err := check()
+	if xerr := <-done; err == nil {
+		err = xerr
+	}
+	return err
 }
 
 // eventRow is the events row of ev, appended by org.
