@@ -340,7 +340,7 @@ func (h *requestHandler) OnSendMessage(ctx context.Context, params *a2a.MessageS
 	}
 	if err == nil {
 		var reply [][]byte
-		reply, err = h.s.cfg.Receiver.Receive(ctx, from, txn, objects)
+		reply, err = h.s.cfg.Receiver.Receive(delivery.WithChecked(ctx), from, txn, objects)
 		if err == nil {
 			log.Info("received A202 objects", "transaction_id", txn, "objects", len(objects), "reply_objects", len(reply))
 			return newMessage(a2a.MessageRoleAgent, txn, reply), nil

@@ -115,23 +115,64 @@ func CheckMessage(transactionID string, objects [][]byte) error {
 		if err != nil {
 			return reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
 		}
-		for k := range obj {
-			if !envelopeMembers[k] {
-				return reason.Refuse(fmt.Sprintf("object %d carries member %q outside the kernel envelope; carrier metadata never sits inside signed bytes, binding §5.4", i, k))
-			}
-		}
-		switch txn := obj["transaction_id"].(type) {
-		case nil:
-		case string:
-			if txn != transactionID {
-				return reason.Refusef(reason.StreamMismatch, "object %d belongs to transaction %q, the message is correlated to %q", i, txn, transactionID)
-			}
-		default:
-			return reason.Refuse(fmt.Sprintf("object %d: transaction_id is not a string or null", i))
+		if err := checkObject(transactionID, i, obj); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// CheckDecoded applies the rules of CheckMessage that judge an object's
+// members (the kernel envelope's, the correlation id) to objects already
+// decoded from bytes this instance made canonical itself (canonical.Marshal
+// writes nothing else): the sending side's check of its own message
+// before it is queued, without decoding it again.
+func CheckDecoded(transactionID string, objects []map[string]any) error {
+	if len(objects) == 0 {
+		return reason.Refuse("a message carries at least one A202 object")
+	}
+	for i, obj := range objects {
+		if err := checkObject(transactionID, i, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkObject is CheckMessage's rule for one decoded object, the i-th.
+func checkObject(transactionID string, i int, obj map[string]any) error {
+	for k := range obj {
+		if !envelopeMembers[k] {
+			return reason.Refuse(fmt.Sprintf("object %d carries member %q outside the kernel envelope; carrier metadata never sits inside signed bytes, binding §5.4", i, k))
+		}
+	}
+	switch txn := obj["transaction_id"].(type) {
+	case nil:
+	case string:
+		if txn != transactionID {
+			return reason.Refusef(reason.StreamMismatch, "object %d belongs to transaction %q, the message is correlated to %q", i, txn, transactionID)
+		}
+	default:
+		return reason.Refuse(fmt.Sprintf("object %d: transaction_id is not a string or null", i))
+	}
+	return nil
+}
+
+// WithChecked marks ctx as a carrier's: the carrier ran CheckMessage on
+// exactly the bytes it hands the Receiver with it, so the Receiver need
+// not decode them once more to do it again (Checked).
+func WithChecked(ctx context.Context) context.Context {
+	return context.WithValue(ctx, checkedKey{}, true)
+}
+
+// Checked reports whether a carrier ran CheckMessage on the message it
+// hands over with ctx (WithChecked).
+func Checked(ctx context.Context) bool {
+	ok, _ := ctx.Value(checkedKey{}).(bool)
+	return ok
+}
+
+type checkedKey struct{}
 
 // Permanent reports whether err means the message will never be
 // delivered as it is: a refusal, a conflict or a rejection, unless it

@@ -88,6 +88,45 @@ func TestCheckMessage(t *testing.T) {
 	}
 }
 
+// CheckDecoded judges decoded objects by the same member rules as
+// CheckMessage: every case CheckMessage refuses for its members it
+// refuses, with the same code.
+func TestCheckDecoded(t *testing.T) {
+	decoded := func(b []byte) map[string]any {
+		o, err := canonical.DecodeObject(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	good := decoded(object(t, "evd_aaaaaaaaaaaaaaaaaaaaaaaa", txn, nil))
+	if err := delivery.CheckDecoded(txn, []map[string]any{good, decoded(object(t, "key_free_one", nil, nil))}); err != nil {
+		t.Fatalf("good message refused: %v", err)
+	}
+	for _, c := range []struct {
+		name    string
+		txn     string
+		objects []map[string]any
+		code    reason.Code
+	}{
+		{"empty", txn, nil, ""},
+		{"task id inside the object", txn, []map[string]any{decoded(object(t, "evd_b", txn, map[string]any{"task_id": "t-1"}))}, ""},
+		{"other transaction", txn, []map[string]any{good, decoded(object(t, "evd_d", "txn_ffffffffffffffffffffffff", nil))}, reason.StreamMismatch},
+		{"no correlation for a bound object", "", []map[string]any{good}, reason.StreamMismatch},
+		{"transaction_id not a string", txn, []map[string]any{decoded(object(t, "evd_e", 7, nil))}, ""},
+	} {
+		err := delivery.CheckDecoded(c.txn, c.objects)
+		var r *reason.Refusal
+		if !errors.As(err, &r) || c.code == "" && len(r.Codes) != 0 || c.code != "" && !r.Has(c.code) {
+			t.Errorf("%s: %v, want a refusal with %q", c.name, err, c.code)
+		}
+	}
+	// A carrier's mark says it checked the bytes it hands over.
+	if delivery.Checked(context.Background()) || !delivery.Checked(delivery.WithChecked(context.Background())) {
+		t.Fatal("Checked does not read WithChecked")
+	}
+}
+
 func TestMessageKeyCoversWholeBytes(t *testing.T) {
 	a := object(t, "evd_aaaaaaaaaaaaaaaaaaaaaaaa", txn, map[string]any{"content_hash": "00"})
 	// The same object with another signature: same content_hash, another message.

@@ -85,8 +85,10 @@ func (in *Inbox) lock(key string) func() {
 
 // Receive implements Receiver.
 func (in *Inbox) Receive(ctx context.Context, from, transactionID string, objects [][]byte) ([][]byte, error) {
-	if err := CheckMessage(transactionID, objects); err != nil {
-		return nil, err
+	if !Checked(ctx) {
+		if err := CheckMessage(transactionID, objects); err != nil {
+			return nil, err
+		}
 	}
 	key := MessageKey(transactionID, objects)
 	unlock := in.lock(from + "\x00" + key)

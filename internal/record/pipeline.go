@@ -398,10 +398,13 @@ const originLocal = "local"
 // process so that the act attempts it at once without racing the worker.
 func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte, now time.Time) (store.OutboxMessage, error) {
 	raws := make([][]byte, len(msg))
+	vals := make([]map[string]any, len(msg))
 	for i, o := range msg {
-		raws[i] = o.raw
+		raws[i], vals[i] = o.raw, o.m
 	}
-	if err := delivery.CheckMessage(txn, raws); err != nil {
+	// The bytes are this instance's canonical encoding (or held bytes a
+	// carrier checked when they came): the members are what is judged.
+	if err := delivery.CheckDecoded(txn, vals); err != nil {
 		return store.OutboxMessage{}, err
 	}
 	return tx.Enqueue(peer, txn, delivery.MessageKey(txn, raws), raws, act, now, e.out.Lease())
