@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"sync"
+	"sync/atomic"
 
 	"github.com/partyd/party/internal/canonical"
 )
@@ -43,51 +44,74 @@ var (
 )
 
 // readMandateCached is readMandate, cached by the document's canonical
-// bytes. The returned document is shared: callers only read it.
-func readMandateCached(m map[string]any) (map[string]any, error) {
+// bytes. The returned document is shared: callers only read it. digest is
+// the SHA-256 of those bytes, the key the proof cache takes too
+// (proofKey), so that one encoding of the mandate serves both.
+func readMandateCached(m map[string]any) (doc map[string]any, digest [32]byte, err error) {
 	if m == nil {
-		return readMandate(m)
+		doc, err = readMandate(m)
+		return doc, digest, err
 	}
 	b, err := canonical.Marshal(m)
 	if err != nil {
-		return readMandate(m)
+		doc, err = readMandate(m)
+		return doc, digest, err
 	}
-	key := sha256.Sum256(b)
+	digest = sha256.Sum256(b)
 	mandateDocs.mu.Lock()
-	c, ok := mandateDocs.m[key]
+	c, ok := mandateDocs.m[digest]
 	mandateDocs.mu.Unlock()
 	if ok {
-		return c.doc, c.err
+		return c.doc, digest, c.err
 	}
-	doc, err := readMandate(m)
+	doc, err = readMandate(m)
 	mandateDocs.mu.Lock()
 	if len(mandateDocs.m) >= maxCached {
 		mandateDocs.m = map[[32]byte]cachedDoc{}
 	}
-	mandateDocs.m[key] = cachedDoc{doc: doc, err: err}
+	mandateDocs.m[digest] = cachedDoc{doc: doc, err: err}
 	mandateDocs.mu.Unlock()
-	return doc, err
+	return doc, digest, err
 }
 
-// proofVerified reports whether the proof of mandate m was verified under
-// pub before; remember records that it was.
-func proofKey(m map[string]any, pub crypto.PublicKey) ([32]byte, bool) {
-	b, err := canonical.Marshal(m)
-	if err != nil {
-		return [32]byte{}, false
-	}
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
+// proofKey is the key under which the proof of the mandate whose
+// canonical bytes hash to digest is remembered verified under pub.
+func proofKey(digest [32]byte, pub crypto.PublicKey) ([32]byte, bool) {
+	der, ok := publicDER(pub)
+	if !ok {
 		return [32]byte{}, false
 	}
 	h := sha256.New()
 	h.Write(der)
 	h.Write([]byte{0})
-	h.Write(b)
+	h.Write(digest[:])
 	var k [32]byte
 	copy(k[:], h.Sum(nil))
 	return k, true
 }
+
+// publicDER is pub's PKIX encoding, kept for the key values resolvers
+// hand out again and again (a held key record's, a pinned principal's).
+func publicDER(pub crypto.PublicKey) ([]byte, bool) {
+	if d, ok := keyDERs.Load(pub); ok {
+		return d.([]byte), true
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, false
+	}
+	if keyDERCount.Add(1) > maxCached {
+		keyDERs.Clear()
+		keyDERCount.Store(0)
+	}
+	keyDERs.Store(pub, der)
+	return der, true
+}
+
+var (
+	keyDERs     sync.Map // crypto.PublicKey → PKIX DER
+	keyDERCount atomic.Int64
+)
 
 func proofVerified(k [32]byte) bool {
 	verifiedProofs.mu.Lock()

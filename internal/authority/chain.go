@@ -33,7 +33,7 @@ func (r *run) resolveChain(leaf map[string]any) []map[string]any {
 			r.deny(StepChain, childID, reason.MandateDelegationWidening, "parent %s of %s does not resolve: %v", pid, childID, err)
 			return chain
 		}
-		parent, err := readMandateCached(raw)
+		parent, digest, err := readMandateCached(raw)
 		if err != nil {
 			r.deny(StepChain, pid, reason.MandateDelegationWidening, "parent %s of %s is refused: %v", pid, childID, err)
 			return chain
@@ -46,7 +46,7 @@ func (r *run) resolveChain(leaf map[string]any) []map[string]any {
 		for _, p := range chainProblems(parent, child) {
 			r.deny(StepChain, childID, reason.MandateDelegationWidening, "%s is not narrower than its parent %s: %s", childID, pid, p)
 		}
-		if !r.checkProof(parent) {
+		if !r.checkProof(parent, digest) {
 			return chain
 		}
 		r.checkLive(parent)

@@ -293,7 +293,7 @@ func (r *run) evaluate(req Request) {
 	r.res.ActionHash = hash
 	r.res.TransactionID, _ = act["transaction_id"].(string)
 
-	leaf, err := readMandateCached(req.Mandate)
+	leaf, leafDigest, err := readMandateCached(req.Mandate)
 	leafID, _ := leaf["id"].(string)
 	if err != nil {
 		r.deny(StepSchema, leafID, refusalCode(err, reason.PolicyDenied), "mandate %s: %v", leafID, err)
@@ -309,7 +309,7 @@ func (r *run) evaluate(req Request) {
 	// Step 3: the issuer's signature. Nothing in a mandate whose proof
 	// fails is trusted, its status endpoint least of all, so evaluation
 	// stops here without touching the network.
-	if !r.checkProof(leaf) {
+	if !r.checkProof(leaf, leafDigest) {
 		return
 	}
 	// Steps 4 and 5: live status and validity interval.
@@ -407,9 +407,15 @@ func readAct(act map[string]any) (map[string]any, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("act document has no canonical form: %v", err)
 	}
-	doc, err := canonical.DecodeObject(b)
-	if err != nil {
-		return nil, "", fmt.Errorf("act document: %v", err)
+	// A document built of decoded values (every act this instance builds
+	// or rebuilds from the record) is its own normal form; one that is not
+	// (an agent's, decoded by a JSON library) is decoded from its
+	// canonical bytes.
+	doc := act
+	if !canonical.Decoded(act) {
+		if doc, err = canonical.DecodeObject(b); err != nil {
+			return nil, "", fmt.Errorf("act document: %v", err)
+		}
 	}
 	if err := checkAct(doc); err != nil {
 		return nil, "", err
@@ -503,7 +509,7 @@ func keyStatus(s string) string {
 
 // checkProof verifies m's proof under its issuer principal's key and
 // reports whether it verified.
-func (r *run) checkProof(m map[string]any) bool {
+func (r *run) checkProof(m map[string]any, digest [32]byte) bool {
 	id, _ := m["id"].(string)
 	iss, _ := m["issuer"].(map[string]any)
 	key, _ := iss["key_id"].(string)
@@ -522,7 +528,8 @@ func (r *run) checkProof(m map[string]any) bool {
 		r.deny(StepSignature, id, reason.EvidenceSignatureInvalid, "issuer key %s belongs to %s of %s, not the issuing principal %s of %s", key, k.HolderID, k.OrganizationID, principal, org)
 		return false
 	}
-	pk, cacheable := proofKey(m, k.Public)
+	pk, cacheable := proofKey(digest, k.Public)
+	cacheable = cacheable && digest != [32]byte{} // a document read without its bytes is verified every time
 	if !cacheable || !proofVerified(pk) {
 		if err := signature.VerifyMandateProof(m, k.Public); err != nil {
 			r.deny(StepSignature, id, reason.EvidenceSignatureInvalid, "proof of %s does not verify: %v", id, err)

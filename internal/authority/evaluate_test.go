@@ -243,6 +243,24 @@ func TestRevokedMandateDeniedWithinSixtySeconds(t *testing.T) {
 	}
 }
 
+// TestProofCacheKeysOnTheBytes: a mandate whose proof verified once is
+// not verified again, but other bytes under the same id and proof are:
+// the proof cache is keyed by the document's canonical digest and the
+// key, never by its id.
+func TestProofCacheKeysOnTheBytes(t *testing.T) {
+	w := newWorld(t)
+	m := w.issue(w.walkthroughRequest(), w.buyer.principalSigner)
+	act := acceptAct("3200.00")
+	wantDecision(t, w.evaluate(m, act, w.buyer.actor(), nil), Allow)
+	wantDecision(t, w.evaluate(m, act, w.buyer.actor(), nil), Allow) // from the cache
+	forged, err := normalize(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged["scope"].(map[string]any)["geographies"] = []any{"NL", "DE"}
+	wantDecision(t, w.evaluate(forged, act, w.buyer.actor(), nil), Deny, reason.EvidenceSignatureInvalid)
+}
+
 func TestDeterministic(t *testing.T) {
 	w := newWorld(t)
 	req := w.walkthroughRequest()

@@ -221,6 +221,37 @@ func encode(buf *bytes.Buffer, v any) error {
 	return nil
 }
 
+// Decoded reports whether v is made only of the values DecodeObject makes
+// (maps, slices, strings, booleans, nil, and json.Number holding an
+// integer literal in the form Marshal writes it), so that decoding what
+// Marshal writes of v gives v again: a caller that normalises a document
+// by that round trip may skip the decoding half (the encoding half still
+// refuses what has no canonical form).
+func Decoded(v any) bool {
+	switch x := v.(type) {
+	case nil, bool, string:
+		return true
+	case json.Number:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		return err == nil && n <= MaxSafeInteger && n >= -MaxSafeInteger && strconv.FormatInt(n, 10) == string(x)
+	case map[string]any:
+		for _, e := range x {
+			if !Decoded(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !Decoded(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 func encodeInt(buf *bytes.Buffer, n int64) error {
 	if n > MaxSafeInteger || n < -MaxSafeInteger {
 		return fmt.Errorf("canonical: integer %d is outside ±(2^53−1)", n)

@@ -2,9 +2,11 @@ package canonical
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/partyd/party/internal/spectest"
@@ -175,4 +177,48 @@ func BenchmarkCanonicalCheckOffer(b *testing.B) {
 			}
 		}
 	})
+}
+
+// FuzzDecoded: whatever Decoded accepts decodes from its canonical bytes
+// to itself (readAct skips that decoding for such a document), and a
+// value it refuses is one whose round trip may change it.
+func FuzzDecoded(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1,"b":[true,false,null],"c":"\u00e9"}`, `{"n":-9007199254740991}`,
+		`{"n":1.0}`, `{"n":1.5}`, `{"n":1e2}`, `{"n":-0}`, `{"n":9007199254740993}`, `{"a":{"b":[{"c":"d"}]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := DecodeObject(data)
+		if err != nil || !Decoded(v) {
+			return
+		}
+		b, err := Marshal(v)
+		if err != nil {
+			t.Fatalf("Decoded accepts %s, which has no canonical form: %v", data, err)
+		}
+		again, err := DecodeObject(b)
+		if err != nil || !reflect.DeepEqual(again, v) {
+			t.Fatalf("Decoded accepts %s, but its canonical bytes %s decode to %v", data, b, again)
+		}
+	})
+}
+
+// TestDecodedRefusesWhatTheRoundTripChanges: Go values a JSON library
+// makes, and number literals not in canonical form, are not Decoded.
+func TestDecodedRefusesWhatTheRoundTripChanges(t *testing.T) {
+	for _, v := range []any{
+		float64(1), 1, int64(2), json.Number("1.0"), json.Number("01"), json.Number("1e2"), json.Number("-0"),
+		json.Number("9007199254740993"), map[string]any{"a": []any{float64(3)}}, []string{"a"}, map[string]string{},
+	} {
+		if Decoded(v) {
+			t.Errorf("Decoded(%#v) = true", v)
+		}
+	}
+	for _, v := range []any{nil, true, "x", json.Number("-12"), map[string]any{"a": []any{json.Number("3"), "b", nil}}} {
+		if !Decoded(v) {
+			t.Errorf("Decoded(%#v) = false", v)
+		}
+	}
 }
