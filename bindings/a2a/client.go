@@ -3,7 +3,6 @@ package a2a
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
 
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/peering"
@@ -88,21 +86,41 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 		return nil, err
 	}
 
+	// message/send as a2a-go's JSON-RPC client sends it, written and its
+	// answer read in one pass (fast.go).
 	ex := &exchange{limit: c.cfg.MaxResponseBytes}
 	activated := &http.Client{
 		Transport:     activation{base: hc.Transport},
 		CheckRedirect: hc.CheckRedirect,
 		Timeout:       hc.Timeout,
 	}
-	client, err := a2aclient.NewFromEndpoints(ctx,
-		[]a2a.AgentInterface{{Transport: a2a.TransportProtocolJSONRPC, URL: endpoint}},
-		a2aclient.WithDefaultsDisabled(), a2aclient.WithJSONRPCTransport(activated))
+	var sendErr error
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, exchangeKey{}, ex), http.MethodPost, endpoint, bytes.NewReader(encodeSend(transactionID, objects)))
 	if err != nil {
-		return nil, fmt.Errorf("%w: a2a client: %w", delivery.ErrRejected, err)
+		return nil, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
-	defer client.Destroy()
-	msg := newMessage(a2a.MessageRoleUser, transactionID, objects)
-	result, sendErr := client.SendMessage(context.WithValue(ctx, exchangeKey{}, ex), &a2a.MessageSendParams{Message: msg})
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := activated.Do(req); err != nil {
+		sendErr = err
+	} else {
+		resp.Body.Close()
+	}
+	var reply [][]byte
+	if ex.responded && ex.status == http.StatusOK && !ex.tooBig && ex.echoed {
+		var rpcErr *rpcError
+		rpcErr, reply, err = readResult(ex.body, transactionID)
+		switch {
+		case rpcErr != nil:
+			ex.rpcErr = rpcErr
+		case err != nil:
+			log.Warn("the peer's reply is malformed", "error", err)
+			var refusal *reason.Refusal
+			if errors.As(err, &refusal) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
+		}
+	}
 
 	// The outcome is read from what the RoundTripper saw, in this order:
 	// no response at all; a carrier-level failure (an HTTP status other
@@ -131,10 +149,11 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	if sendErr != nil {
 		return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable, sendErr)
 	}
-	reply, err := readReply(result, transactionID)
-	if err != nil {
-		log.Warn("the peer's reply is malformed", "error", err)
-		return nil, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
+	if len(reply) == 0 {
+		return [][]byte{}, nil
+	}
+	if err := delivery.CheckMessage(transactionID, reply); err != nil {
+		return nil, err
 	}
 	return reply, nil
 }
@@ -194,6 +213,9 @@ type exchange struct {
 	echoed    bool
 	rpcErr    *rpcError
 	tooBig    bool
+	// body is the response body, which the caller reads, the error and
+	// the result in one pass (readResult).
+	body []byte
 }
 
 // failure maps the response to an error, or nil when it carried a result.
@@ -265,12 +287,7 @@ func (a activation) RoundTrip(r *http.Request) (*http.Response, error) {
 		ex.tooBig = true
 		body = nil
 	}
-	var rr struct {
-		Error *rpcError `json:"error"`
-	}
-	if json.Unmarshal(body, &rr) == nil {
-		ex.rpcErr = rr.Error
-	}
+	ex.body = body
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	return resp, nil

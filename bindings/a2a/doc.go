@@ -62,6 +62,16 @@
 // otherwise). Text and data parts are not objects: they are ignored, never
 // hashed or verified (binding §5.2). Any other file part is refused.
 //
+// Both ends read and write message/send in one pass (fast.go): the
+// client writes the request a2a-go's JSON-RPC client would write for the
+// same message and reads the answer itself, a Message of file parts in
+// one pass and anything else (a Task, other members) through a2a-go; the
+// server reads a request of exactly that shape in one pass and answers as
+// a2a-go's handler would, and hands any other request to a2a-go's handler
+// (a2asrv), which decides and answers. a2a-go read each message four times
+// over, and A202 objects travel inside it; what is written and read is
+// pinned against a2a-go's own encoder and decoder by tests and a fuzzer.
+//
 // The reply is an A2A Message (role agent) shaped the same way, carrying
 // the receiving application's reply objects. The server never creates an
 // A2A task: message/send is answered with a Message, and the other task

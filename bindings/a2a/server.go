@@ -161,6 +161,14 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(HeaderExtensions, delivery.ExtensionURI)
 	w.Header().Set(HeaderXExtensions, delivery.ExtensionURI)
 	w.Header().Set("Content-Type", "application/json")
+	if env.Method == "message/send" {
+		// The one shape party writes, read in one pass (fast.go); any
+		// other goes to a2a-go below.
+		if req, txn, objects, err := fastSend(body); !errors.Is(err, errNotFast) {
+			s.serveSend(w, r.WithContext(peering.WithPeer(ctx, peer.OrganizationID)), peer.OrganizationID, req, txn, objects, err)
+			return
+		}
+	}
 	out := &outcome{}
 	ctx = context.WithValue(peering.WithPeer(ctx, peer.OrganizationID), outcomeKey{}, out)
 	r2 := r.WithContext(ctx)
@@ -333,17 +341,29 @@ func (h *requestHandler) OnSendMessage(ctx context.Context, params *a2a.MessageS
 	if params == nil || params.Message == nil {
 		return nil, fail(ctx, fmt.Errorf("%w: no message", a2a.ErrInvalidParams))
 	}
-	log := h.s.log.With("from", from, "message_id", params.Message.ID)
 	txn, objects, err := readMessage(params.Message)
+	var reply [][]byte
 	if err == nil {
-		err = delivery.CheckMessage(txn, objects)
+		reply, err = h.s.take(ctx, from, params.Message.ID, txn, objects)
 	}
+	if err != nil {
+		return nil, fail(ctx, err)
+	}
+	return newMessage(a2a.MessageRoleAgent, txn, reply), nil
+}
+
+// take applies the carrier checks to a message's objects and hands them
+// to the Receiver: what every message/send comes to, read by a2a-go or in
+// one pass (serveSend).
+func (s *Server) take(ctx context.Context, from, messageID, txn string, objects [][]byte) ([][]byte, error) {
+	log := s.log.With("from", from, "message_id", messageID)
+	err := delivery.CheckMessage(txn, objects)
 	if err == nil {
 		var reply [][]byte
-		reply, err = h.s.cfg.Receiver.Receive(delivery.WithChecked(ctx), from, txn, objects)
+		reply, err = s.cfg.Receiver.Receive(delivery.WithChecked(ctx), from, txn, objects)
 		if err == nil {
 			log.Info("received A202 objects", "transaction_id", txn, "objects", len(objects), "reply_objects", len(reply))
-			return newMessage(a2a.MessageRoleAgent, txn, reply), nil
+			return reply, nil
 		}
 	}
 	var refusal *reason.Refusal
@@ -353,7 +373,25 @@ func (h *requestHandler) OnSendMessage(ctx context.Context, params *a2a.MessageS
 	case errors.As(err, &refusal):
 		log.Info("refused A202 objects", "transaction_id", txn, "codes", refusal.Codes, "detail", refusal.Detail)
 	}
-	return nil, fail(ctx, err)
+	return nil, err
+}
+
+// serveSend answers a message/send read in one pass (fastSend): the same
+// checks and Receiver as OnSendMessage, the response written as a2a-go
+// writes it, an error by writeError.
+func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, from string, req wireRequest, txn string, objects [][]byte, readErr error) {
+	if readErr != nil {
+		s.writeError(w, req.ID, readErr)
+		return
+	}
+	reply, err := s.take(r.Context(), from, req.Params.Message.MessageID, txn, objects)
+	if err != nil {
+		s.writeError(w, req.ID, err)
+		return
+	}
+	if _, err := w.Write(encodeResult(req.ID, txn, reply)); err != nil {
+		s.log.Debug("writing an A2A response failed", "error", err)
+	}
 }
 
 // readMessage extracts the correlation id and the objects' bytes.
@@ -381,16 +419,26 @@ func readMessage(m *a2a.Message) (string, [][]byte, error) {
 		if !ok {
 			return "", nil, reason.Refuse(fmt.Sprintf("part %d is not a file part with bytes; an object travels as its canonical bytes", i))
 		}
-		if fb.MimeType != delivery.MediaType {
-			return "", nil, reason.Refuse(fmt.Sprintf("part %d has media type %q, not %s", i, fb.MimeType, delivery.MediaType))
-		}
-		b, err := base64.StdEncoding.Strict().DecodeString(fb.Bytes)
+		b, err := fileBytes(i, fb.MimeType, fb.Bytes)
 		if err != nil {
-			return "", nil, reason.Refuse(fmt.Sprintf("part %d: bytes are not base64: %v", i, err))
+			return "", nil, err
 		}
 		objects = append(objects, b)
 	}
 	return txn, objects, nil
+}
+
+// fileBytes is the object the i-th part carries: bytes of the A202 media
+// type, in base64.
+func fileBytes(i int, mimeType, b64 string) ([]byte, error) {
+	if mimeType != delivery.MediaType {
+		return nil, reason.Refuse(fmt.Sprintf("part %d has media type %q, not %s", i, mimeType, delivery.MediaType))
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(b64)
+	if err != nil {
+		return nil, reason.Refuse(fmt.Sprintf("part %d: bytes are not base64: %v", i, err))
+	}
+	return b, nil
 }
 
 // correlation reads metadata[ExtensionURI].transaction_id: a string, or
