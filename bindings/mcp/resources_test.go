@@ -77,12 +77,15 @@ func (s *subscriber) read(t *testing.T, uri string, v any) {
 }
 
 // countersigned returns a channel that receives the moment the side's
-// engine commits txn in state: the instant that side countersigned the
-// event that brought the record there.
-func countersigned(t *testing.T, sd *recordtest.Side, txn, state string) <-chan time.Time {
+// engine first commits a transaction in state: the instant that side
+// countersigned the event that brought the record there. Called before
+// the side's MCP server subscribes, it is told of each commit first (the
+// engine calls its subscribers in order), so the moment it takes is never
+// later than the notification the client is sent.
+func countersigned(t *testing.T, sd *recordtest.Side, state string) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	cancel := sd.Engine.Subscribe(func(c record.Change) {
-		if c.TransactionID == txn && c.State == state {
+		if c.State == state {
 			select {
 			case ch <- time.Now():
 			default:
@@ -135,6 +138,16 @@ func waitSignal(t *testing.T, ch <-chan time.Time) time.Time {
 func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	t.Parallel()
 	b, s, _ := recordtest.Pair(t)
+	// Each side holds one transaction here. The buyer's client hears the
+	// supplier's act once the supplier countersigned agreement.direct (and
+	// appended its agreement.committed in its answer), the buyer's once the
+	// buyer stored that answer with agreement.committed countersigned, the
+	// supplier's again once that countersignature came back, and the
+	// buyer's once the supplier countersigned obligation.activated.
+	atSupplier := countersigned(t, s, "agreement_pending")
+	atBuyer := countersigned(t, b, "committed")
+	committed := countersigned(t, s, "committed")
+	activated := countersigned(t, s, "in_performance")
 	buyer, supplier := subscribeClient(t, b), subscribeClient(t, s)
 
 	// The tools and resources are listed, the instructions say so.
@@ -163,14 +176,7 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	buyer.subscribe(t, txnURI)
 	supplier.subscribe(t, txnURI)
 
-	// Formation: the buyer accepts; the supplier's client hears the buyer's
-	// act once the supplier countersigned agreement.direct (and appended
-	// its agreement.committed in its answer), the buyer's once the buyer
-	// stored that answer with agreement.committed countersigned, and the
-	// supplier's again once that countersignature came back.
-	atSupplier := countersigned(t, s, txn, "agreement_pending")
-	atBuyer := countersigned(t, b, txn, "committed")
-	committed := countersigned(t, s, txn, "committed")
+	// Formation: the buyer accepts.
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	errc := make(chan error, 1)
 	go func() {
@@ -205,7 +211,6 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	// One more act after formation: the buyer issues the supplier's
 	// obligation; the supplier countersigns obligation.activated and the
 	// buyer's client hears it within one second.
-	activated := countersigned(t, s, txn, "in_performance")
 	go func() {
 		_, err := b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 		errc <- err

@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/partyd/party/internal/store"
@@ -19,11 +20,17 @@ type Change struct {
 	State string
 }
 
-// subscribers are the functions Subscribe registered.
+// subscribers are the functions Subscribe registered, in the order they
+// were registered.
 type subscribers struct {
 	mu   sync.Mutex
 	next int
-	fns  map[int]func(Change)
+	fns  []subscriber
+}
+
+type subscriber struct {
+	id int
+	fn func(Change)
 }
 
 // Subscribe registers fn to be called after every commit that touches a
@@ -36,20 +43,18 @@ type subscribers struct {
 // fn runs on the committing goroutine after the commit, outside the
 // transaction's lock: it must not block or call back into the engine
 // synchronously (hand the change to a goroutine of its own). The returned
-// function removes the subscription.
+// function removes the subscription. Subscribers are called one after
+// another in the order they subscribed.
 func (e *Engine) Subscribe(fn func(Change)) (cancel func()) {
 	s := &e.subs
 	s.mu.Lock()
-	if s.fns == nil {
-		s.fns = map[int]func(Change){}
-	}
 	id := s.next
 	s.next++
-	s.fns[id] = fn
+	s.fns = append(s.fns, subscriber{id, fn})
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		delete(s.fns, id)
+		s.fns = slices.DeleteFunc(s.fns, func(x subscriber) bool { return x.id == id })
 		s.mu.Unlock()
 	}
 }
@@ -100,10 +105,7 @@ func (e *Engine) changed(ctx context.Context, txn, state string, known bool) {
 		return
 	}
 	e.subs.mu.Lock()
-	fns := make([]func(Change), 0, len(e.subs.fns))
-	for _, fn := range e.subs.fns {
-		fns = append(fns, fn)
-	}
+	fns := slices.Clone(e.subs.fns)
 	e.subs.mu.Unlock()
 	if len(fns) == 0 {
 		return
@@ -114,7 +116,7 @@ func (e *Engine) changed(ctx context.Context, txn, state string, known bool) {
 			c.State = t.State
 		}
 	}
-	for _, fn := range fns {
-		fn(c)
+	for _, s := range fns {
+		s.fn(c)
 	}
 }

@@ -61,3 +61,38 @@ func TestChangesAnnouncedOnBothSides(t *testing.T) {
 		t.Fatalf("the supplier's own offer was not announced: %v", st)
 	}
 }
+
+// Subscribers are called in the order they subscribed, every time, and one
+// cancelled in the middle leaves the others' order as it was.
+func TestSubscribersCalledInOrder(t *testing.T) {
+	t.Parallel()
+	b, s, _ := recordtest.Pair(t)
+	var mu sync.Mutex
+	var calls []int
+	sub := func(n int) func() {
+		return b.Engine.Subscribe(func(record.Change) { mu.Lock(); calls = append(calls, n); mu.Unlock() })
+	}
+	sub(1)
+	cancel2 := sub(2)
+	sub(3)
+	check := func(want []int) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) == 0 || len(calls)%len(want) != 0 {
+			t.Fatalf("calls %v", calls)
+		}
+		for i, n := range calls {
+			if n != want[i%len(want)] {
+				t.Fatalf("calls %v, want repeats of %v", calls, want)
+			}
+		}
+		calls = nil
+	}
+	recordtest.Form(t, b, s, "3200.00")
+	check([]int{1, 2, 3})
+	cancel2()
+	sub(4)
+	recordtest.Form(t, b, s, "100.00")
+	check([]int{1, 3, 4})
+}
