@@ -120,12 +120,7 @@ func (b *binder) obligation(o, p map[string]any) {
 		b.add(o, reason.ObligationSubjectUnreferenced, "/payload/subject/terms_hash", "subject.terms_hash is not the terms hash of %s", agrID)
 	}
 	terms, _ := objAt(ap, "terms")
-	if mustStr(subject, "profile") != mustStr(terms, "profile") {
-		b.add(o, reason.ObligationSubjectUnreferenced, "/payload/subject/profile", "subject.profile is not the profile of %s", agrID)
-	}
-	if path, ok := strAt(subject, "term_path"); ok && termPathPattern.MatchString(path) && !resolvesTerm(terms, path) {
-		b.add(o, reason.ObligationSubjectUnreferenced, "/payload/subject/term_path", "term_path %s does not resolve in the terms of %s", path, agrID)
-	}
+	b.subjectInTerms(o, subject, terms, agrID, reason.ObligationSubjectUnreferenced)
 	parties := map[string]bool{}
 	for _, role := range []string{"buyer", "supplier"} {
 		party, _ := objAt(ap, role)
@@ -161,12 +156,7 @@ func (b *binder) commitment(o, p map[string]any) {
 	if mustStr(subject, "agreement_id") != agrID {
 		b.add(o, reason.AgreementHashMismatch, "/payload/subject/agreement_id", "the subject names %s, the commitment %s", mustStr(subject, "agreement_id"), agrID)
 	}
-	if mustStr(subject, "profile") != mustStr(terms, "profile") {
-		b.add(o, reason.AgreementHashMismatch, "/payload/subject/profile", "subject.profile is not the profile of %s", agrID)
-	}
-	if path, _ := strAt(subject, "term_path"); !termPathPattern.MatchString(path) || !resolvesTerm(terms, path) {
-		b.add(o, reason.AgreementHashMismatch, "/payload/subject/term_path", "term_path %s does not resolve in the terms of %s", path, agrID)
-	}
+	b.subjectInTerms(o, subject, terms, agrID, reason.AgreementHashMismatch)
 	committed, _ := objAt(p, "committed_party")
 	party := false
 	for _, role := range []string{"buyer", "supplier"} {
@@ -178,6 +168,19 @@ func (b *binder) commitment(o, p map[string]any) {
 	}
 	if !party {
 		b.add(o, reason.AgreementHashMismatch, "/payload/committed_party", "the committed party is not one of %s's parties as it names them", agrID)
+	}
+}
+
+// subjectInTerms reports, under code, a subject (an obligation's, a
+// commitment's) that does not reference terms, those of agreement agrID:
+// another profile, or a term path that does not resolve in them. A term
+// path that is not one at all is the schema's to refuse.
+func (b *binder) subjectInTerms(o, subject, terms map[string]any, agrID string, code reason.Code) {
+	if mustStr(subject, "profile") != mustStr(terms, "profile") {
+		b.add(o, code, "/payload/subject/profile", "subject.profile is not the profile of %s", agrID)
+	}
+	if path, ok := strAt(subject, "term_path"); ok && termPathPattern.MatchString(path) && !resolvesTerm(terms, path) {
+		b.add(o, code, "/payload/subject/term_path", "term_path %s does not resolve in the terms of %s", path, agrID)
 	}
 }
 

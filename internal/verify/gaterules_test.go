@@ -64,7 +64,7 @@ func TestObligationPartiesWithoutActivation(t *testing.T) {
 // A commitment that drifts from its agreement fails commitment_binding:
 // a committed party the agreement does not name (here, another agent of
 // the same organisation), a term path that does not resolve in its terms,
-// another profile. Without its agreement, the rule cannot be checked.
+// another profile, a subject naming another agreement. Without its agreement, the rule cannot be checked.
 func TestCommitmentBinding(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -81,6 +81,9 @@ func TestCommitmentBinding(t *testing.T) {
 		}},
 		{"another profile", func(p map[string]any) {
 			p["subject"].(map[string]any)["profile"] = "a202-profile/other/0.1"
+		}},
+		{"a subject naming another agreement", func(p map[string]any) {
+			p["subject"].(map[string]any)["agreement_id"] = "agr_0123456789abcdef01234567"
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
