@@ -210,42 +210,11 @@ type decision struct {
 // with none, a pending request is filed for the principal's surfaces to
 // show. The refusal names the request (reason.Refusal.ApprovalRequestID).
 func (e *Engine) ownDecision(ctx context.Context, mandate map[string]any, act protocol.Act, txn, counterparty string, terms, refs map[string]any, approval *Obj, seq int) (decision, error) {
-	doc := authority.Document(string(act), txn, counterparty, terms, refs, mandate)
-	cfg := e.o.Config()
-	agent, s, err := e.actorOf(ctx, str(mandate["id"]))
-	if err != nil {
-		return decision{doc: doc}, err
-	}
-	req := authority.Request{
-		Mandate: mandate, Act: doc,
-		Actor: authority.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, KeyID: s.KeyID()},
-	}
-	if approval != nil {
-		req.Approval = approval.m
-	}
-	res := e.o.Evaluator().Evaluate(ctx, req)
-	d := decision{res: res, doc: doc, approval: approval}
-	if res.Decision == authority.RequireApproval && approval == nil {
-		held, err := e.releaseHold(ctx, &d, req, true)
-		if err != nil || held != nil {
-			return d, orErr(held, err)
-		}
+	d, s, refused, err := e.evaluateOwn(ctx, mandate, act, txn, counterparty, terms, refs, approval, true)
+	if err != nil || refused != nil {
+		return d, orErr(refused, err)
 	}
 	return e.signDecision(d, s, seq)
-}
-
-// signDecision signs d's evaluation as the shareable decision for
-// position seq, or returns its refusal.
-func (e *Engine) signDecision(d decision, s signature.Signer, seq int) (decision, error) {
-	if d.res.Decision != authority.Allow {
-		return d, d.res.Err()
-	}
-	pol, err := authority.NewSharedDecision(d.res, s, seq)
-	if err != nil {
-		return d, err
-	}
-	d.pol, err = viewOf(pol)
-	return d, err
 }
 
 // mayDecide is ownDecision for an act taken only if it is allowed now (a
@@ -253,26 +222,54 @@ func (e *Engine) signDecision(d decision, s signature.Signer, seq int) (decision
 // is filed for the principal, when the evaluation denies the act or holds
 // it without an approval already given for it.
 func (e *Engine) mayDecide(ctx context.Context, mandate map[string]any, act protocol.Act, txn, counterparty string, terms, refs map[string]any, seq int) (decision, bool, error) {
+	d, s, refused, err := e.evaluateOwn(ctx, mandate, act, txn, counterparty, terms, refs, nil, false)
+	if err != nil || refused != nil {
+		return d, false, err
+	}
+	d, err = e.signDecision(d, s, seq)
+	return d, err == nil, err
+}
+
+// evaluateOwn evaluates this organisation's own act under mandate, by the
+// agent the mandate names, with approval if one is presented. A hold
+// without one is released by an approval already given for this exact act
+// (releaseHold); failing that, a request is filed for the principal when
+// file is set. refused is the refusal that keeps the act here (a deny, a
+// hold), nil when it is allowed; s signs the decision.
+func (e *Engine) evaluateOwn(ctx context.Context, mandate map[string]any, act protocol.Act, txn, counterparty string, terms, refs map[string]any, approval *Obj, file bool) (d decision, s signature.Signer, refused, err error) {
 	doc := authority.Document(string(act), txn, counterparty, terms, refs, mandate)
 	agent, s, err := e.actorOf(ctx, str(mandate["id"]))
 	if err != nil {
-		return decision{doc: doc}, false, err
+		return decision{doc: doc}, nil, nil, err
 	}
 	req := authority.Request{
 		Mandate: mandate, Act: doc,
 		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()},
 	}
-	d := decision{res: e.o.Evaluator().Evaluate(ctx, req), doc: doc}
-	if d.res.Decision == authority.RequireApproval {
-		if held, err := e.releaseHold(ctx, &d, req, false); err != nil || held != nil {
-			return d, false, err
+	if approval != nil {
+		req.Approval = approval.m
+	}
+	d = decision{res: e.o.Evaluator().Evaluate(ctx, req), doc: doc, approval: approval}
+	if d.res.Decision == authority.RequireApproval && approval == nil {
+		if refused, err := e.releaseHold(ctx, &d, req, file); err != nil || refused != nil {
+			return d, s, refused, err
 		}
 	}
 	if d.res.Decision != authority.Allow {
-		return d, false, nil
+		return d, s, d.res.Err(), nil
 	}
-	d, err = e.signDecision(d, s, seq)
-	return d, err == nil, err
+	return d, s, nil, nil
+}
+
+// signDecision signs d's evaluation, an allow, as the shareable decision
+// for position seq.
+func (e *Engine) signDecision(d decision, s signature.Signer, seq int) (decision, error) {
+	pol, err := authority.NewSharedDecision(d.res, s, seq)
+	if err != nil {
+		return d, err
+	}
+	d.pol, err = viewOf(pol)
+	return d, err
 }
 
 func orErr(a, b error) error {
