@@ -689,7 +689,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs []*Obj, ours *Obj, reply [][]byte) error {
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	ev := objs[len(objs)-1]
-	answer, ev2, err := committedIn(reply, ev.ID())
+	answer, got, ev2, err := committedIn(reply, ev.ID())
 	if err != nil {
 		return err
 	}
@@ -698,9 +698,9 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 		return err
 	}
 	if ev2 != nil {
-		return e.settleCommitted(ctx, m, objs, st, ours, reply, answer, ev2)
+		return e.settleCommitted(ctx, m, objs, st, ours, reply, answer, got, ev2)
 	}
-	got, err := e.checkCountersigned(ctx, m.Peer, ev, reply)
+	got, err = e.checkCountersigned(ctx, m.Peer, ev, reply)
 	if err != nil {
 		return err
 	}
@@ -729,26 +729,29 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 }
 
 // committedIn splits an answer to agreement.direct (event id ev1) into the
-// answer to the agreement and the agreement.committed the offeror appended
-// with it, if it did (one event besides ev1, last).
-func committedIn(reply [][]byte, ev1 string) ([][]byte, *Obj, error) {
-	var ev2 *Obj
-	answer := make([][]byte, 0, len(reply))
+// answer to the agreement, ev1 as it came back (got, nil when it did not),
+// and the agreement.committed the offeror appended with it, if it did (one
+// event besides ev1, last).
+func committedIn(reply [][]byte, ev1 string) (answer [][]byte, got, ev2 *Obj, err error) {
+	answer = make([][]byte, 0, len(reply))
 	for i, b := range reply {
 		o, err := parse(b)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
+		}
+		if o.ID() == ev1 {
+			got = o
 		}
 		if o.Type() != protocol.TransactionEvent || o.ID() == ev1 {
 			answer = append(answer, b)
 			continue
 		}
 		if ev2 != nil || i != len(reply)-1 || o.EventType() != protocol.EvAgreementCommitted {
-			return nil, nil, refusef(reason.StateTransitionDenied, "the answer to agreement.direct carries event %s (%s) besides it; only agreement.committed, last", o.ID(), o.EventType())
+			return nil, nil, nil, refusef(reason.StateTransitionDenied, "the answer to agreement.direct carries event %s (%s) besides it; only agreement.committed, last", o.ID(), o.EventType())
 		}
 		ev2 = o
 	}
-	return answer, ev2, nil
+	return answer, got, ev2, nil
 }
 
 // settleCommitted is settleDirect when the offeror appended
@@ -761,18 +764,12 @@ func committedIn(reply [][]byte, ev1 string) ([][]byte, *Obj, error) {
 // worker, not here: the transaction is committed in this copy now, and
 // the offeror's copy follows when its countersignature arrives. The
 // transaction's next message goes after it (deliverNow).
-func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, objs []*Obj, st *state, ours *Obj, reply, answer [][]byte, ev2 *Obj) error {
+func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, objs []*Obj, st *state, ours *Obj, reply, answer [][]byte, got, ev2 *Obj) error {
 	ev := objs[len(objs)-1]
 	e.learnKeys(ctx, m.Peer, reply)
 	// The answer's objects as they came (the checks below say whether they
 	// are what they must be): the verifier's rules over the record they
 	// extend run beside the checks (concurrently).
-	var got *Obj
-	for _, b := range reply {
-		if o, err := parse(b); err == nil && o.ID() == ev.ID() {
-			got = o
-		}
-	}
 	agr, supporting, err := answerObjects(m.Peer, ours, answer, ev.ID())
 	if err != nil {
 		return err
@@ -805,10 +802,10 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 	check := func() error {
 		// Every check settleDirect makes of an answer without
 		// agreement.committed, then the countersigner's of the event.
-		if _, err := e.checkCountersigned(ctx, m.Peer, ev, reply); err != nil {
+		if err := e.checkCountersignature(ctx, m.Peer, ev, got); err != nil {
 			return err
 		}
-		if _, _, err := e.checkSignedAgreement(ctx, m.Peer, ours, answer, ev.ID()); err != nil {
+		if err := e.checkAnswer(ctx, m.Peer, ours, agr, supporting); err != nil {
 			return err
 		}
 		if err := e.checkAuthors(ctx, m.Peer, []*Obj{ev2}); err != nil {
@@ -831,7 +828,6 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 	if err != nil {
 		return err
 	}
-	row := eventRow(ev2, m.Peer, store.EventPending)
 	now := e.o.Clock()
 	var queued store.OutboxMessage
 	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
@@ -841,16 +837,7 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 		if err := storeSignedAgreement(tx, m, ours, agr, supporting); err != nil {
 			return err
 		}
-		if err := tx.PutVerified(signed.info(), signed.raw, m.Peer); err != nil {
-			return err
-		}
-		if err := tx.InsertEvent(row); err != nil {
-			return err
-		}
-		if err := tx.MarkRecorded(row); err != nil {
-			return err
-		}
-		if err := e.applyEvent(tx, signed, support); err != nil {
+		if err := e.storeCountersigned(tx, signed, m.Peer, support); err != nil {
 			return err
 		}
 		if err := tx.Delivered(m.ID); err != nil {
@@ -899,35 +886,44 @@ func (e *Engine) checkSignedAgreement(ctx context.Context, peer string, ours *Ob
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := e.checkAnswer(ctx, peer, ours, agr, supporting); err != nil {
+		return nil, nil, err
+	}
+	return agr, supporting, nil
+}
+
+// checkAnswer is checkSignedAgreement's check of the answer's objects,
+// once answerObjects sorted them.
+func (e *Engine) checkAnswer(ctx context.Context, peer string, ours, agr *Obj, supporting []*Obj) error {
 	cmt, pol := supporting[0], supporting[1]
 	if h, err := contentHash(agr); err != nil || h != ours.Hash() {
-		return nil, nil, refusef(reason.AgreementHashMismatch, "%s returned agreement %s with other bytes", peer, ours.ID())
+		return refusef(reason.AgreementHashMismatch, "%s returned agreement %s with other bytes", peer, ours.ID())
 	}
 	if len(supporting) > 2 {
 		// The counterparty's principal released its signature: the
 		// approval binds the decision's act.
 		if apr := supporting[2]; apr.P("action_hash") != pol.P("action_hash") {
-			return nil, nil, refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
+			return refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
 		}
 	}
 	entries, mine := agr.Signatures(), ours.Signatures()
 	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
-		return nil, nil, refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", peer)
+		return refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", peer)
 	}
 	// The offeror signs by one of its agents' keys, as the countersigner of
 	// an event does: the principal's key approves, it does not sign acts.
 	if err := e.verifyEntry(ctx, agr, 1, peer, "agt_"); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if err := e.checkAuthors(ctx, peer, supporting); err != nil {
-		return nil, nil, err
+		return err
 	}
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	if len(ids) == 0 || cmt.ID() != str(ids[0]) || cmt.P("agreement_id") != agr.ID() ||
 		str(cmt.PSub("subject")["terms_hash"]) != agr.P("terms_hash") || cmt.PartyOrg("committed_party") != peer {
-		return nil, nil, refusef(reason.AgreementHashMismatch, "commitment %s does not bind agreement %s", cmt.ID(), agr.ID())
+		return refusef(reason.AgreementHashMismatch, "commitment %s does not bind agreement %s", cmt.ID(), agr.ID())
 	}
-	return agr, supporting, nil
+	return nil
 }
 
 // answerObjects sorts the counterparty's answer signing ours, the

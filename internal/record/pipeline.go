@@ -651,26 +651,30 @@ func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj,
 	if got == nil {
 		return nil, errf("%s's reply carries no countersigned %s", peer, ours.ID())
 	}
+	return got, e.checkCountersignature(ctx, peer, ours, got)
+}
+
+// checkCountersignature checks got, our event ours as peer returned it:
+// the same content and bytes, our signature first and unchanged, then
+// peer's event_append by one of its agents' keys.
+func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, got *Obj) error {
 	if got.Hash() != ours.Hash() {
-		return nil, refusef(reason.EvidenceHashMismatch, "%s returned event %s with other content", peer, ours.ID())
+		return refusef(reason.EvidenceHashMismatch, "%s returned event %s with other content", peer, ours.ID())
 	}
 	if h, err := contentHash(got); err != nil || h != ours.Hash() {
-		return nil, refusef(reason.EvidenceHashMismatch, "%s returned event %s with other bytes", peer, ours.ID())
+		return refusef(reason.EvidenceHashMismatch, "%s returned event %s with other bytes", peer, ours.ID())
 	}
 	entries, mine := got.Signatures(), ours.Signatures()
 	if len(entries) != 2 || len(mine) != 1 {
-		return nil, refusef(reason.EvidenceSignatureInvalid, "the countersigned %s carries %d signatures, not 2", ours.ID(), len(entries))
+		return refusef(reason.EvidenceSignatureInvalid, "the countersigned %s carries %d signatures, not 2", ours.ID(), len(entries))
 	}
 	if !sameEntry(mine[0], entries[0]) {
-		return nil, refusef(reason.EvidenceSignatureInvalid, "the countersigned %s does not keep our signature first and unchanged", ours.ID())
+		return refusef(reason.EvidenceSignatureInvalid, "the countersigned %s does not keep our signature first and unchanged", ours.ID())
 	}
 	if str(entries[1]["purpose"]) != protocol.PurposeEventAppend {
-		return nil, refusef(reason.EvidenceSignatureInvalid, "the countersignature's purpose is %v", entries[1]["purpose"])
+		return refusef(reason.EvidenceSignatureInvalid, "the countersignature's purpose is %v", entries[1]["purpose"])
 	}
-	if err := e.verifyEntry(ctx, got, 1, peer, "agt_"); err != nil {
-		return nil, err
-	}
-	return got, nil
+	return e.verifyEntry(ctx, got, 1, peer, "agt_")
 }
 
 // learnKeys fetches peer's key records again when a reply names a key not
@@ -1007,11 +1011,7 @@ func (e *Engine) prepareEvent(st *state, eventType protocol.EventType, data map[
 	if err != nil {
 		return nil, store.Event{}, err
 	}
-	row := store.Event{
-		TransactionID: st.t.ID, Sequence: seq, EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: st.t.HeadHash,
-		EventType: string(eventType), FromState: st.t.State, ToState: to, AppendedBy: e.o.Config().OrganizationID, Status: store.EventPending,
-	}
-	return ev, row, nil
+	return ev, eventRow(ev, e.o.Config().OrganizationID), nil
 }
 
 // outcome reads where a transaction stands after an act.

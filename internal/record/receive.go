@@ -308,10 +308,6 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	for _, o := range own {
 		reply, replyIDs = append(reply, o.raw), append(replyIDs, o.ID())
 	}
-	row := store.Event{
-		TransactionID: r.txn, Sequence: ev.Seq(), EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: r.st.t.HeadHash,
-		EventType: string(ev.EventType()), FromState: r.st.t.State, ToState: string(ev.To()), AppendedBy: r.from, Status: store.EventPending,
-	}
 	e.point("receive.before-store")
 	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
 		if err := e.yieldPosition(tx, r); err != nil {
@@ -335,23 +331,14 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 				return err
 			}
 		}
-		if err := tx.PutVerified(signed.info(), signed.raw, r.from); err != nil {
-			return err
-		}
-		if err := tx.InsertEvent(row); err != nil {
-			return err
-		}
-		if err := tx.MarkRecorded(row); err != nil {
-			return err
-		}
-		if err := e.applyEvent(tx, signed, support); err != nil {
+		if err := e.storeCountersigned(tx, signed, r.from, support); err != nil {
 			return err
 		}
 		for _, o := range own {
 			if o.Type() == protocol.TransactionEvent {
 				// This instance's next event, pending until the
 				// counterparty's countersignature comes back.
-				if err := tx.InsertEvent(eventRow(o, e.o.Config().OrganizationID, store.EventPending)); err != nil {
+				if err := tx.InsertEvent(eventRow(o, e.o.Config().OrganizationID)); err != nil {
 					return err
 				}
 			}
@@ -457,11 +444,32 @@ func concurrently(check, extend func() error) error {
 	return err
 }
 
-// eventRow is the events row of ev, appended by org.
-func eventRow(ev *Obj, appendedBy string, status string) store.Event {
+// storeCountersigned stores signed, the counterparty's event as this
+// instance countersigned it, recorded: its bytes, its events row and what
+// it changes in the record (applyEvent, with the objects that support it).
+// Every event of the counterparty's goes in this way: one it sent
+// (receiveEvent), one in an answer (settleCommitted).
+func (e *Engine) storeCountersigned(tx *store.Txn, signed *Obj, from string, support []*Obj) error {
+	if err := tx.PutVerified(signed.info(), signed.raw, from); err != nil {
+		return err
+	}
+	row := eventRow(signed, from)
+	if err := tx.InsertEvent(row); err != nil {
+		return err
+	}
+	if err := tx.MarkRecorded(row); err != nil {
+		return err
+	}
+	return e.applyEvent(tx, signed, support)
+}
+
+// eventRow is the events row of ev, appended by appendedBy, pending: what
+// the event's own members say, read from the event so that the row cannot
+// disagree with it.
+func eventRow(ev *Obj, appendedBy string) store.Event {
 	return store.Event{
 		TransactionID: ev.Txn(), Sequence: ev.Seq(), EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: ev.P("previous_event_hash"),
-		EventType: string(ev.EventType()), FromState: string(ev.From()), ToState: string(ev.To()), AppendedBy: appendedBy, Status: status,
+		EventType: string(ev.EventType()), FromState: string(ev.From()), ToState: string(ev.To()), AppendedBy: appendedBy, Status: store.EventPending,
 	}
 }
 
