@@ -107,18 +107,9 @@ func (r *run) amendment(o *object) {
 // names it, and its subject's profile and term path are the agreement's
 // (gate.CheckBindings, the commitment rule).
 func (r *run) commitmentAgreement(o *object) {
-	agrID, ok := strAt(o.payload, "agreement_id")
+	agr, agrID, ok := r.agreementOf(o, "commitment_binding")
 	if !ok {
-		return // step 1 says it names none
-	}
-	agr, held := r.byID[agrID]
-	switch {
-	case !held:
-		r.add(5, "commitment_binding", o.subject, NotCheckable, "", fmt.Sprintf("the agreement %s is not in the bundle, so its parties and terms are not known", agrID))
-		r.missing(agrID)
 		return
-	case agr.typ != "agreement":
-		return // step 1 fails the reference
 	}
 	subj, _ := objAt(o.payload, "subject")
 	r.fromGate(5, "commitment_binding", o.subject, r.bindings([]map[string]any{o.val, agr.val}, o.id, reason.AgreementHashMismatch),
@@ -126,21 +117,33 @@ func (r *run) commitmentAgreement(o *object) {
 			orNone(str(subj, "profile")), orNone(str(subj, "term_path"))))
 }
 
-func (r *run) obligationAgreement(o *object) {
-	agrID, ok := strAt(o.payload, "agreement_id")
+// agreementOf returns the agreement o (an obligation, a commitment)
+// names, and its id. When the bundle does not hold it, each of rules is
+// not checkable for o and ok is false; when o names none, or names
+// something else, step 1 says so and ok is false, nothing added here.
+func (r *run) agreementOf(o *object, rules ...string) (agr *object, agrID string, ok bool) {
+	agrID, ok = strAt(o.payload, "agreement_id")
 	if !ok {
-		return // an obligation names its agreement; step 1 says it does not
+		return nil, "", false
 	}
 	agr, held := r.byID[agrID]
 	switch {
 	case !held:
-		for _, name := range []string{"obligation_parties", "obligation_subject_term"} {
+		for _, name := range rules {
 			r.add(5, name, o.subject, NotCheckable, "", fmt.Sprintf("the agreement %s is not in the bundle, so its parties and terms are not known", agrID))
 		}
 		r.missing(agrID)
-		return
+		return nil, agrID, false
 	case agr.typ != "agreement":
-		return // step 1 fails the reference
+		return nil, agrID, false
+	}
+	return agr, agrID, true
+}
+
+func (r *run) obligationAgreement(o *object) {
+	agr, agrID, ok := r.agreementOf(o, "obligation_parties", "obligation_subject_term")
+	if !ok {
+		return
 	}
 	ps := r.bindings([]map[string]any{o.val, agr.val}, o.id, reason.ObligationSubjectUnreferenced)
 	r.fromGate(5, "obligation_parties", o.subject, atPaths(ps, "/payload/obligor", "/payload/obligee"),
