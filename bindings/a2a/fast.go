@@ -38,7 +38,7 @@ import (
 //
 // What is written is what a2a-go writes for the same message, member for
 // member (the tests decode it with a2a-go and compare); what is read in one
-// pass is read as a2a-go reads it (FuzzFastRequest compares the two on any
+// pass is read as a2a-go reads it (FuzzOnePassRequest compares the two on any
 // input the fast reader accepts).
 
 // wireRequest is a message/send request as a2a-go's client writes it.
