@@ -11,26 +11,32 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/partyd/party/internal/spectest"
 	"github.com/partyd/party/schemas"
 )
 
 // envelopesIn collects every envelope object (a map with spec_version and
 // object_type) anywhere inside v.
 func envelopesIn(v any, out *[]map[string]any) {
+	mapsIn(v, out, func(x map[string]any) bool {
+		_, typed := x["object_type"]
+		_, versioned := x["spec_version"]
+		return typed && versioned
+	})
+}
+
+// mapsIn collects every object anywhere inside v that keep accepts.
+func mapsIn(v any, out *[]map[string]any, keep func(map[string]any) bool) {
 	switch x := v.(type) {
 	case map[string]any:
-		if _, ok := x["object_type"]; ok {
-			if _, ok := x["spec_version"]; ok {
-				*out = append(*out, x)
-			}
+		if keep(x) {
+			*out = append(*out, x)
 		}
 		for _, e := range x {
-			envelopesIn(e, out)
+			mapsIn(e, out, keep)
 		}
 	case []any:
 		for _, e := range x {
-			envelopesIn(e, out)
+			mapsIn(e, out, keep)
 		}
 	}
 }
@@ -84,16 +90,7 @@ func checkDispatch(t *testing.T, s *set, where string, doc map[string]any) (vali
 // mostly invalid, so both directions of the equivalence are exercised.
 func TestDispatchMatchesEnvelope(t *testing.T) {
 	s := compiled()
-	var envs []map[string]any
-	envelopesIn(decode(t, offerJSON), &envs)
-	for _, dir := range []string{
-		filepath.Join(spectest.SpecDir(t), "conformance", "fixtures"),
-		spectest.ReferenceVectors(t),
-	} {
-		for _, v := range jsonFilesUnder(t, dir) {
-			envelopesIn(v, &envs)
-		}
-	}
+	envs := fixtureEnvelopes(t)
 	types := s.dispatched.types()
 	valid, retypedValid := 0, 0
 	for i, env := range envs {

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -92,12 +93,7 @@ func leafMutations(doc map[string]any) []map[string]any {
 	walk = func(path []string, v any) {
 		switch x := v.(type) {
 		case map[string]any:
-			keys := make([]string, 0, len(x))
-			for k := range x {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(x)) {
 				p := append(append([]string(nil), path...), k)
 				walk(p, x[k])
 				apply(p, func(parent any, key string) { delete(parent.(map[string]any), key) })
@@ -209,23 +205,14 @@ func TestQuickAgreesWithLibrary(t *testing.T) {
 // documentsIn collects the standalone documents inside v: mandates
 // (spec_version a202-mandate/…) and grades.
 func documentsIn(v any, out *[]map[string]any) {
-	switch x := v.(type) {
-	case map[string]any:
+	mapsIn(v, out, func(x map[string]any) bool {
 		if sv, _ := x["spec_version"].(string); len(sv) > 12 && sv[:12] == "a202-mandate" {
-			*out = append(*out, x)
-		} else if _, ok := x["grade"]; ok {
-			if _, ok := x["issuer"]; ok {
-				*out = append(*out, x)
-			}
+			return true
 		}
-		for _, e := range x {
-			documentsIn(e, out)
-		}
-	case []any:
-		for _, e := range x {
-			documentsIn(e, out)
-		}
-	}
+		_, graded := x["grade"]
+		_, issued := x["issuer"]
+		return graded && issued
+	})
 }
 
 // FuzzQuickAgreesWithLibrary: any JSON object, checked against the
