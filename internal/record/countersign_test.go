@@ -385,22 +385,8 @@ func TestAcceptanceCarryingAForgedAgreementRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b, s, txn, msg := acceptance(t)
-			var objs []map[string]any
-			for _, raw := range msg {
-				o, err := canonical.DecodeObject(raw)
-				if err != nil {
-					t.Fatal(err)
-				}
-				objs = append(objs, o)
-			}
-			var forged [][]byte
-			for _, o := range c.edit(t, b, objs) {
-				raw, err := canonical.Marshal(o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				forged = append(forged, raw)
-			}
+			objs := decodeAll(t, msg)
+			forged := encodeAll(t, c.edit(t, b, objs))
 			receive := func() error {
 				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
 				return err

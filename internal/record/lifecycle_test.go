@@ -812,6 +812,30 @@ func mustDecode(t *testing.T, raw []byte) map[string]any {
 	return o
 }
 
+// decodeAll decodes a message's objects, for a test to edit them.
+func decodeAll(t *testing.T, raws [][]byte) []map[string]any {
+	t.Helper()
+	objs := make([]map[string]any, 0, len(raws))
+	for _, raw := range raws {
+		objs = append(objs, mustDecode(t, raw))
+	}
+	return objs
+}
+
+// encodeAll is the message of objs, each in its canonical bytes.
+func encodeAll(t *testing.T, objs []map[string]any) [][]byte {
+	t.Helper()
+	raws := make([][]byte, 0, len(objs))
+	for _, o := range objs {
+		raw, err := canonical.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, raw)
+	}
+	return raws
+}
+
 func TestAmendmentDropsADutyByWaiver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

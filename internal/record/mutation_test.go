@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -243,6 +244,74 @@ func resign(t *testing.T, o map[string]any, signer signature.Signer) []byte {
 	return b
 }
 
+// sweepCase is one genuine message of a mutation sweep: the side that
+// takes it (to), its transaction, its objects, the sender's agent key,
+// and take, which hands to a forged copy and reports whether to took it
+// (countersigned or stored it).
+type sweepCase struct {
+	to     *recordtest.Side
+	txn    string
+	msg    [][]byte
+	signer signature.Signer
+	take   func(forged [][]byte) (bool, error)
+}
+
+// sweep mutates each object of a genuine message in turn (mutations),
+// seals it again and signs it with the sender's agent key, and hands the
+// message over (take). One not taken must leave the receiver's record
+// exactly as it was; one taken must be a change free to vary, and leave
+// the record verifying with nothing failed and nothing not checkable,
+// after which the case is built afresh (fresh). skip passes over objects
+// the sweep does not mutate. taken says what taking is ("countersigned",
+// "stored"). It fails when no mutation was refused.
+func sweep(t *testing.T, taken string, fresh func(t *testing.T) sweepCase, skip func(orig map[string]any) bool) (refusedN, accepted int) {
+	t.Helper()
+	ctx := context.Background()
+	c := fresh(t)
+	for i := range c.msg {
+		orig, err := canonical.DecodeObject(c.msg[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if skip != nil && skip(orig) {
+			continue
+		}
+		for _, mu := range mutations(orig) {
+			o, _ := canonical.DecodeObject(c.msg[i])
+			mu.apply(o)
+			raw := resign(t, o, c.signer)
+			if raw == nil {
+				continue
+			}
+			forged := slices.Clone(c.msg)
+			forged[i] = raw
+			before := holding(t, c.to, c.txn)
+			ok, err := c.take(forged)
+			if !ok {
+				refusedN++
+				if after := holding(t, c.to, c.txn); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Fatalf("%s of %s: not %s (%v) but the record changed", mu.path, orig["object_type"], taken, err)
+				}
+				continue
+			}
+			// Taken: the receiver's own record must verify.
+			accepted++
+			if !freeToVary[fmt.Sprint(orig["object_type"])+" "+mu.path] {
+				t.Errorf("%s of %s was %s: is it really free to vary?", mu.path, orig["object_type"], taken)
+			}
+			rep, verr := export.VerifyTransaction(ctx, c.to.Node.Org.Store, c.txn)
+			if verr != nil || rep.Results.Failed != 0 || rep.Results.NotCheckable != 0 {
+				t.Fatalf("%s of %s was %s, and the record then verifies %+v (%v)", mu.path, orig["object_type"], taken, rep.Results, verr)
+			}
+			c = fresh(t)
+		}
+	}
+	if refusedN == 0 {
+		t.Fatal("no mutation was refused: the sweep mutated nothing")
+	}
+	return refusedN, accepted
+}
+
 func TestMutatedMessagesNeverCountersignedUnverifiable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the mutation sweep runs in the full suite")
@@ -251,48 +320,14 @@ func TestMutatedMessagesNeverCountersignedUnverifiable(t *testing.T) {
 	for name, fx := range mutationFixtures() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			from, to, txn, msg := fx(t)
-			signer := agentSigner(t, from)
-			accepted, refusedN := 0, 0
-			for i := range msg {
-				orig, err := canonical.DecodeObject(msg[i])
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, mu := range mutations(orig) {
-					o, _ := canonical.DecodeObject(msg[i])
-					mu.apply(o)
-					raw := resign(t, o, signer)
-					if raw == nil {
-						continue
-					}
-					forged := append(append(append([][]byte{}, msg[:i]...), raw), msg[i+1:]...)
-					before := holding(t, to, txn)
+			refusedN, accepted := sweep(t, "countersigned", func(t *testing.T) sweepCase {
+				from, to, txn, msg := fx(t)
+				return sweepCase{to: to, txn: txn, msg: msg, signer: agentSigner(t, from), take: func(forged [][]byte) (bool, error) {
 					_, err := to.Engine.Receive(ctx, from.Node.Org.Config().OrganizationID, txn, forged)
-					if err != nil {
-						refusedN++
-						if after := holding(t, to, txn); fmt.Sprint(after) != fmt.Sprint(before) {
-							t.Fatalf("%s of %s: refused (%v) but the record changed", mu.path, orig["object_type"], err)
-						}
-						continue
-					}
-					// Countersigned: the receiver's own record must verify.
-					accepted++
-					if !freeToVary[fmt.Sprint(orig["object_type"])+" "+mu.path] {
-						t.Errorf("%s of %s was countersigned: is it really free to vary?", mu.path, orig["object_type"])
-					}
-					rep, verr := export.VerifyTransaction(ctx, to.Node.Org.Store, txn)
-					if verr != nil || rep.Results.Failed != 0 || rep.Results.NotCheckable != 0 {
-						t.Fatalf("%s of %s was countersigned, and the record then verifies %+v (%v)", mu.path, orig["object_type"], rep.Results, verr)
-					}
-					from, to, txn, msg = fx(t)
-					signer = agentSigner(t, from)
-				}
-			}
+					return err == nil, err
+				}}
+			}, nil)
 			t.Logf("%s: %d mutations refused, %d countersigned and verifying", name, refusedN, accepted)
-			if refusedN == 0 {
-				t.Fatal("no mutation was refused: the sweep mutated nothing")
-			}
 		})
 	}
 }

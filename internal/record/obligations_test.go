@@ -133,16 +133,9 @@ func refusedSaying(t *testing.T, what string, b, s *recordtest.Side, txn string,
 
 func refusedIf(t *testing.T, what string, b, s *recordtest.Side, txn, want string, ok func(error) bool, act func() error) {
 	t.Helper()
-	before := []held{holding(t, b, txn), holding(t, s, txn)}
-	if err := act(); err == nil || !ok(err) {
-		t.Fatalf("%s: %v, want %s", what, err, want)
-	}
-	for i, sd := range []*recordtest.Side{b, s} {
-		after := holding(t, sd, txn)
-		if !reflect.DeepEqual(before[i], after) {
-			t.Fatalf("%s: the record of %s changed:\nbefore %+v\nafter  %+v", what, sd.Node.Org.Config().OrganizationID, before[i], after)
-		}
-		for _, e := range after.Events {
+	unchanged(t, what+" (want "+want+")", b, s, txn, ok, act)
+	for _, sd := range []*recordtest.Side{b, s} {
+		for _, e := range holding(t, sd, txn).Events {
 			if e.Status != store.EventRecorded {
 				t.Fatalf("%s: %s holds event %d %s", what, sd.Node.Org.Config().OrganizationID, e.Sequence, e.Status)
 			}
