@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"reflect"
 	"sync"
 	"time"
 
@@ -254,19 +256,16 @@ func (o *Org) ResolveKey(ctx context.Context, keyID string) (authority.Key, erro
 }
 
 // pinnedKey parses the JWK a peer file pins under keyID, once for the
-// same members: a principal key is resolved at every signature of the
-// counterparty's principal, and its peer file rarely changes.
+// same members and values: a principal key is resolved at every signature
+// of the counterparty's principal, and its peer file rarely changes.
 func (o *Org) pinnedKey(keyID string, jwk any) (crypto.PublicKey, error) {
 	m, _ := jwk.(map[string]any)
-	str := func(k string) string { s, _ := m[k].(string); return s }
-	c := pinnedJWK{kty: str("kty"), crv: str("crv"), x: str("x"), y: str("y"), members: len(m)}
-	if held, ok := o.pinned.Load(keyID); ok && held.(pinnedJWK).same(c) {
+	if held, ok := o.pinned.Load(keyID); ok && m != nil && reflect.DeepEqual(held.(pinnedJWK).src, m) {
 		return held.(pinnedJWK).pub, nil
 	}
 	pub, err := keys.ParseJWK(jwk)
-	if err == nil {
-		c.pub = pub
-		o.pinned.Store(keyID, c)
+	if err == nil && m != nil {
+		o.pinned.Store(keyID, pinnedJWK{src: maps.Clone(m), pub: pub})
 	}
 	return pub, err
 }
@@ -274,13 +273,8 @@ func (o *Org) pinnedKey(keyID string, jwk any) (crypto.PublicKey, error) {
 // pinnedJWK is a peer file's principal key as pinnedKey parsed it, with
 // the members it was parsed from.
 type pinnedJWK struct {
-	kty, crv, x, y string
-	members        int
-	pub            crypto.PublicKey
-}
-
-func (a pinnedJWK) same(b pinnedJWK) bool {
-	return a.kty == b.kty && a.crv == b.crv && a.x == b.x && a.y == b.y && a.members == b.members
+	src map[string]any
+	pub crypto.PublicKey
 }
 
 // keyHolder is who holds the key a key record publishes: "principal" when
