@@ -50,25 +50,6 @@ type Txn struct {
 	s   *Store
 }
 
-// Update runs fn in one database transaction, committing if fn returns nil.
-func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
-	tx, done, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	defer forgetKeyVersion(ctx) // objects.go; committed or not, as a failed commit may have
-	defer tx.Rollback()
-	if err := fn(&Txn{tx: tx, ctx: detach(ctx), s: s}); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	s.commits.Add(1)
-	return nil
-}
-
 // exec runs a statement inside the transaction, through the statement
 // prepared once for it.
 func (t *Txn) exec(query string, args ...any) (sql.Result, error) {
@@ -90,23 +71,15 @@ func (t *Txn) queryRow(query string, args ...any) *sql.Row {
 	return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
 }
 
-// exec runs one write statement as its own (auto-committed) transaction,
-// through the statement prepared once for it, and counts the commit.
+// exec runs one write statement as a write transaction of its own (an
+// Update, so on the writer connection and perhaps committed with others).
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	st, err := s.stmt(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	defer forgetKeyVersion(ctx)
-	res, err := st.ExecContext(detach(ctx), args...)
-	if err == nil {
-		s.commits.Add(1)
-	}
+	var res sql.Result
+	err := s.Update(ctx, func(t *Txn) error {
+		var err error
+		res, err = t.exec(query, args...)
+		return err
+	})
 	return res, err
 }
 

@@ -1,0 +1,264 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Group commit.
+//
+// Every Update is one database transaction, and every commit is one fsync
+// of the WAL (synchronous=FULL). When several goroutines write at once
+// (eight agents' acts, the peer's messages, the outbox worker), they used
+// to queue on the write lock and commit one after the other, each writing
+// the same hot pages (the right-most leaves of objects, events and outbox)
+// and paying its own fsync. Now the writers that are waiting when the
+// previous commit ends are written as one SQLite transaction: the first
+// to get the lock (the leader) runs each waiting Update's function in
+// turn, each inside a savepoint of its own, and commits once for all.
+//
+// What each caller sees is unchanged:
+//   - its function runs alone against the database as the previous
+//     functions left it, exactly as if the Updates had run one after the
+//     other (they do: one goroutine, one transaction, in queue order);
+//   - a function that returns an error (a refusal, a conflict) or panics
+//     is rolled back to its savepoint, leaving no trace, and only its
+//     caller sees the error (or the panic, raised again in its own
+//     goroutine); the others commit;
+//   - Update returns nil only once the commit that holds its writes is
+//     durable, and an error if that commit failed, for every member of
+//     the group alike (as a failed commit of its own would);
+//   - an Update whose context ended while it waited is not run.
+//
+// If a savepoint cannot be rolled back (SQLite gave up the whole
+// transaction, on an I/O error say), the group's transaction is rolled
+// back and every member not yet answered gets that error: nothing of
+// theirs was committed.
+//
+// A group holds at most maxGroup functions, so a leader's own caller
+// waits for a bounded amount of others' work. Alone, an Update costs what
+// it did: no savepoints are taken for a group of one.
+
+// errGroupAbandoned answers an Update whose group's leader stopped before
+// committing (see runGroup).
+var errGroupAbandoned = errors.New("store: write abandoned: another write in its group stopped its goroutine")
+
+// maxGroup bounds the Updates committed together.
+const maxGroup = 32
+
+// update is one caller's Update, queued for a leader.
+type update struct {
+	ctx      context.Context
+	fn       func(*Txn) error
+	err      error
+	panicked any
+	answered bool // finish was called; read and written by the leader only
+	done     chan struct{}
+}
+
+// group is the queue of waiting Updates and the leader token.
+type group struct {
+	mu    sync.Mutex
+	queue []*update
+	// lead holds a token while a leader runs a group: acquiring it is
+	// sending into the one-slot buffer.
+	lead chan struct{}
+}
+
+// Update runs fn in one database transaction, committing if fn returns nil.
+// Updates that wait at the same moment may share the transaction and its
+// commit (see Group commit above); each is still all or nothing.
+func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	u := &update{ctx: ctx, fn: fn, done: make(chan struct{})}
+	s.group.mu.Lock()
+	s.group.queue = append(s.group.queue, u)
+	s.group.mu.Unlock()
+	for {
+		select {
+		case <-u.done:
+			return u.result()
+		case s.group.lead <- struct{}{}:
+		}
+		// Leader: unless a leader before us answered u meanwhile, run the
+		// queue, u among it (u leaves the queue only in a group).
+		select {
+		case <-u.done:
+			<-s.group.lead
+			return u.result()
+		default:
+		}
+		s.lead()
+		// u was in the group unless more than maxGroup were ahead of it;
+		// then it waits again (or leads the next group).
+	}
+}
+
+// lead takes up to maxGroup waiting Updates off the queue, runs them as
+// one group, and gives the leader token back.
+func (s *Store) lead() {
+	defer func() { <-s.group.lead }()
+	s.group.mu.Lock()
+	n := min(len(s.group.queue), maxGroup)
+	batch := s.group.queue[:n:n]
+	s.group.queue = s.group.queue[n:]
+	if len(s.group.queue) == 0 {
+		s.group.queue = nil
+	}
+	s.group.mu.Unlock()
+	s.runGroup(batch)
+}
+
+// result is what Update returns to u's caller: its error, or its panic
+// raised again in the caller's own goroutine.
+func (u *update) result() error {
+	if u.panicked != nil {
+		panic(u.panicked)
+	}
+	return u.err
+}
+
+// finish answers u.
+func (u *update) finish(err error) {
+	u.answered = true
+	u.err = err
+	forgetKeyVersion(u.ctx) // objects.go; committed or not, as a failed commit may have
+	close(u.done)
+}
+
+// runGroup runs batch in one transaction and answers every member.
+func (s *Store) runGroup(batch []*update) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	// A function that never returns to runGroup (runtime.Goexit, as a
+	// test's t.Fatal calls) leaves the rest unanswered; they are answered
+	// here, so no caller waits for good.
+	defer func() {
+		for _, u := range batch {
+			if !u.answered {
+				u.finish(errGroupAbandoned)
+			}
+		}
+	}()
+	live := batch[:0:0]
+	for _, u := range batch {
+		if err := u.ctx.Err(); err != nil {
+			u.finish(err)
+			continue
+		}
+		live = append(live, u)
+	}
+	if len(live) == 0 {
+		return
+	}
+	tx, err := s.beginWrite(detach(live[0].ctx))
+	if err != nil {
+		for _, u := range live {
+			u.finish(err)
+		}
+		return
+	}
+	defer tx.Rollback() // after a commit, or a rollback below, a no-op
+	grouped := len(live) > 1
+	var ok []*update
+	for i, u := range live {
+		t := &Txn{tx: tx, ctx: detach(u.ctx), s: s}
+		if grouped {
+			if _, err := tx.ExecContext(t.ctx, `SAVEPOINT grp`); err != nil {
+				s.abandon(tx, ok, live[i:], err)
+				return
+			}
+		}
+		err := u.run(t)
+		if err == nil && u.panicked == nil {
+			if grouped {
+				if _, err := tx.ExecContext(t.ctx, `RELEASE grp`); err != nil {
+					s.abandon(tx, ok, live[i:], err)
+					return
+				}
+			}
+			ok = append(ok, u)
+			continue
+		}
+		if !grouped {
+			tx.Rollback()
+			u.finish(err)
+			return
+		}
+		if _, rerr := tx.ExecContext(t.ctx, `ROLLBACK TO grp`); rerr != nil {
+			u.finish(err)
+			s.abandon(tx, ok, live[i+1:], fmt.Errorf("store: group commit: rolling back one update: %w", rerr))
+			return
+		}
+		if _, rerr := tx.ExecContext(t.ctx, `RELEASE grp`); rerr != nil {
+			u.finish(err)
+			s.abandon(tx, ok, live[i+1:], fmt.Errorf("store: group commit: rolling back one update: %w", rerr))
+			return
+		}
+		u.finish(err)
+	}
+	if len(ok) == 0 {
+		return
+	}
+	err = tx.Commit()
+	if err == nil {
+		s.commits.Add(1)
+	}
+	for _, u := range ok {
+		u.finish(err)
+	}
+}
+
+// abandon rolls the group's transaction back and answers every member not
+// yet answered, those that had succeeded and those not yet run, with err.
+func (s *Store) abandon(tx *sql.Tx, ran, rest []*update, err error) {
+	tx.Rollback()
+	for _, u := range ran {
+		u.finish(err)
+	}
+	for _, u := range rest {
+		u.finish(err)
+	}
+}
+
+// run calls u's function, turning a panic into u.panicked.
+func (u *update) run(t *Txn) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			u.panicked = p
+		}
+	}()
+	return u.fn(t)
+}
+
+// beginWrite begins a write transaction on the writer connection, opening
+// it first if need be. Called with wmu held.
+//
+// Every write of this process goes through one connection. In WAL mode a
+// connection empties its page cache whenever it starts reading after
+// another connection committed, so writes spread over the pool's
+// connections found their caches empty and read every page again from the
+// file (a system call a page); the writer connection, the only one that
+// commits, keeps its cache from one write to the next.
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	if s.writer == nil {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.writer = c
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		// Whatever went wrong, the next write starts on a fresh
+		// connection.
+		s.writer.Close()
+		s.writer = nil
+	}
+	return tx, err
+}
