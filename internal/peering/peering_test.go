@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,49 @@ func TestMutualPinnedTLS(t *testing.T) {
 	// Plain HTTP is never attempted.
 	if _, _, err := get(t, hc, "http://"+b.Addr+"/"); err == nil || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("plain HTTP: %v", err)
+	}
+}
+
+// TestConnectionsKeptForConcurrentRequests: as many requests to one peer
+// at once as eight agents' acts make are served, the next time, on the
+// connections the first round opened: none is closed for an idle limit
+// and dialled again with a new mutual TLS handshake.
+func TestConnectionsKeptForConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	a, b := peeringtest.Pair(t)
+	const n = 8
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	arrived := 0
+	all := make(chan struct{})
+	b.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		arrived++
+		if arrived == n {
+			close(all)
+		}
+		wait := all
+		mu.Unlock()
+		<-wait // every request of the round is in flight on its own connection
+	}))
+	hc := peering.NewHTTPClient(a.Cert, b.Info, 10*time.Second)
+	for round := range 2 {
+		mu.Lock()
+		arrived, all = 0, make(chan struct{})
+		mu.Unlock()
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if code, _, err := get(t, hc, b.URL("/")); err != nil || code != http.StatusOK {
+					t.Errorf("round %d: %d %v", round, code, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if len(conns) != n {
+		t.Fatalf("%d connections for two rounds of %d concurrent requests, want %d", len(conns), n, n)
 	}
 }
 
