@@ -2,9 +2,9 @@ package authority
 
 import (
 	"fmt"
-	"regexp"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/pattern"
 )
 
 // Action names of the acts party evaluates (decisions.md 6). The first six
@@ -66,8 +66,8 @@ func ActionHash(act map[string]any) (string, error) {
 }
 
 var (
-	actionPattern      = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
-	transactionPattern = regexp.MustCompile(`^txn_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+	actionPattern      = pattern.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+	transactionPattern = pattern.MustCompile(`^txn_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
 )
 
 // checkAct refuses an act document the evaluator cannot read: no

@@ -11,6 +11,7 @@ import (
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/decimal"
+	"github.com/partyd/party/internal/pattern"
 )
 
 // The registered v0.1 constraint types (commercial mandate §4). The registry
@@ -599,7 +600,7 @@ func integerOf(v any) (int64, bool) {
 
 // instantPattern is RFC 3339 date-time with a mandatory zone, upper-case T
 // and Z only, and optional fractional seconds.
-var instantPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$`)
+var instantPattern = pattern.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$`)
 
 func instantOf(v any) (time.Time, bool) {
 	s, ok := v.(string)
@@ -627,9 +628,9 @@ func stringSet(v any) ([]string, bool) {
 }
 
 var (
-	organizationPattern = regexp.MustCompile(`^org_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
-	geographyPattern    = regexp.MustCompile(`^[A-Z]{2}$`)
-	idTailPattern       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+	organizationPattern = pattern.MustCompile(`^org_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+	geographyPattern    = pattern.MustCompile(`^[A-Z]{2}$`)
+	idTailPattern       = pattern.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
 )
 
 func validOrganizationID(v any) bool {

@@ -2,11 +2,11 @@ package gate
 
 import (
 	"errors"
-	"regexp"
 	"sort"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/decimal"
+	"github.com/partyd/party/internal/pattern"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/schema"
 )
@@ -20,8 +20,8 @@ var (
 	termsMembers = setOf("profile", "core", "profile_terms")
 	coreMembers  = setOf("description", "quantity", "unit_code", "unit_name", "total")
 
-	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
-	unitCodePattern = regexp.MustCompile(`^[A-Z0-9]{2,3}$`)
+	currencyPattern = pattern.MustCompile(`^[A-Z]{3}$`)
+	unitCodePattern = pattern.MustCompile(`^[A-Z0-9]{2,3}$`)
 )
 
 func checkOffer(ps *problems, o, p map[string]any) {

@@ -2,11 +2,12 @@ package gate
 
 import (
 	"encoding/json"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/partyd/party/internal/pattern"
 )
 
 // Small readers over decoded JSON (map[string]any, []any, string, bool,
@@ -103,8 +104,8 @@ func timeAt(m map[string]any, key string) (time.Time, bool) {
 }
 
 var (
-	sha256Pattern = regexp.MustCompile(`^[a-f0-9]{64}$`)
-	idPattern     = regexp.MustCompile(`^[a-z]{3}_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+	sha256Pattern = pattern.MustCompile(`^[a-f0-9]{64}$`)
+	idPattern     = pattern.MustCompile(`^[a-z]{3}_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
 )
 
 // isHash reports whether s is a content hash in the one accepted form:

@@ -7,18 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"sync"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/pattern"
 )
 
 // ErrUnknownKey is wrapped by KeySet.Lookup when no key has the key_id.
 var ErrUnknownKey = errors.New("keys: unknown key_id")
 
 // keyIDPattern is the kernel and mandate schemas' keyId pattern.
-var keyIDPattern = regexp.MustCompile(`^key_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+var keyIDPattern = pattern.MustCompile(`^key_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
 
 // ValidKeyID reports whether id has the registered key_id form
 // (key_ followed by 3 to 128 identifier characters).

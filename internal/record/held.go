@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"regexp"
 	"slices"
 	"sync/atomic"
 
+	"github.com/partyd/party/internal/pattern"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
@@ -40,7 +40,7 @@ import (
 
 // idPattern matches a value that names an object by id: a registered
 // prefix, an underscore, an identifier body (canonical model §3).
-var idPattern = regexp.MustCompile(`^[a-z]{3}_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+var idPattern = pattern.MustCompile(`^[a-z]{3}_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
 
 // followed are the prefixes of objects a working set follows references
 // to: transaction objects, never events (only the head) and never a

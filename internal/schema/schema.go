@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/partyd/party/internal/pattern"
 	"github.com/partyd/party/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -294,6 +295,10 @@ func compileSet(fsys fs.FS) (*set, error) {
 	// Our schemas use format date-time and uri on purpose: patterns fix the
 	// lexical shape and the format check catches impossible dates.
 	c.AssertFormat()
+	// Patterns are matched by internal/pattern: regexp's answers, without
+	// its machinery for the identifier, hash and code shapes that need
+	// none (most of the schemas' patterns, checked on every object).
+	c.UseRegexpEngine(func(expr string) (jsonschema.Regexp, error) { return pattern.Compile(expr) })
 
 	files, err := fs.Glob(fsys, "*.schema.json")
 	if err != nil {

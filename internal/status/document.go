@@ -2,10 +2,10 @@ package status
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/pattern"
 )
 
 // Mandate status values (commercial mandate §9).
@@ -34,8 +34,8 @@ const MaxDocumentSize = 64 << 10
 const timestampLayout = "2006-01-02T15:04:05Z"
 
 var (
-	timestampPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`)
-	mandatePattern   = regexp.MustCompile(`^mnd_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
+	timestampPattern = pattern.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`)
+	mandatePattern   = pattern.MustCompile(`^mnd_[A-Za-z0-9][A-Za-z0-9_-]{2,127}$`)
 )
 
 // Document is one status answer for one mandate.
