@@ -137,9 +137,17 @@ func (c *cmdFlags) longRunning(args []string, stdout, stderr io.Writer) (dir str
 // ServeGCPercent is GOGC for party serve. A serving instance keeps little
 // (some tens of megabytes: its caches of parsed objects and key records)
 // and allocates much per act (decoded messages, schema validation, the
-// working sets), so the collector ran often for little: about a tenth of
-// a formation's CPU at the default GOGC of 100. At 200 the heap may grow
-// to three times what is live instead of two, for 2-10 % less CPU a
-// formation (docs/performance.md, "A fifth pass"). GOGC or GOMEMLIMIT in
-// the environment is the operator's choice, and then nothing is changed.
-const ServeGCPercent = 200
+// working sets, the MCP SDK's 32 KiB decoder buffers), so the collector
+// ran often for little: about a tenth of a formation's CPU at the default
+// GOGC of 100. At 400 the heap may grow to five times what is live, for
+// 5-15 % less CPU a formation than at 200 with eight agents
+// (docs/performance.md, "A tenth pass"); serveMemoryLimit keeps a growing
+// heap from following. GOGC or GOMEMLIMIT in the environment is the
+// operator's choice, and then nothing is changed.
+const ServeGCPercent = 400
+
+// serveMemoryLimit is the soft memory limit party serve sets beside
+// ServeGCPercent: past it the collector runs as often as it must, so a
+// large working set costs CPU, not unbounded memory. A lower limit
+// already set stays.
+const serveMemoryLimit = 256 << 20

@@ -71,10 +71,24 @@ func setGCPercent(n int) (restore func()) {
 	return func() { debug.SetGCPercent(prev) }
 }
 
-// ServeGC sets GOGC as party serve runs (ServeGCPercent) and returns the
-// function that restores it: for a process that serves instances of its
-// own, as the benchmarks do.
-func ServeGC() (restore func()) { return setGCPercent(ServeGCPercent) }
+// ServeGC sets GOGC and the soft memory limit as party serve runs
+// (ServeGCPercent, serveMemoryLimit) and returns the function that
+// restores both: for a process that serves instances of its own, as the
+// benchmarks do.
+func ServeGC() (restore func()) {
+	if userTunesGC() {
+		return func() {}
+	}
+	restoreGC := setGCPercent(ServeGCPercent)
+	prev := debug.SetMemoryLimit(serveMemoryLimit)
+	if prev < serveMemoryLimit {
+		debug.SetMemoryLimit(prev) // a lower limit someone set stays
+	}
+	return func() {
+		debug.SetMemoryLimit(prev)
+		restoreGC()
+	}
+}
 
 // userTunesGC reports whether GOGC or GOMEMLIMIT is set in the
 // environment: then the collector is the user's, and no command changes it.

@@ -13,11 +13,15 @@ func TestCollectorSettings(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	defer debug.SetGCPercent(debug.SetGCPercent(77))
-	for n, set := range map[int]func() func(){
-		readingGCPercent: func() func() { return setGCPercent(readingGCPercent) },
-		ServeGCPercent:   ServeGC,
+	for _, c := range []struct {
+		n   int
+		set func() func()
+	}{
+		{readingGCPercent, func() func() { return setGCPercent(readingGCPercent) }},
+		{ServeGCPercent, ServeGC},
 	} {
-		restore := set()
+		n := c.n
+		restore := c.set()
 		if got := debug.SetGCPercent(n); got != n {
 			t.Errorf("GOGC is %d, want %d", got, n)
 		}
@@ -28,7 +32,23 @@ func TestCollectorSettings(t *testing.T) {
 	}
 
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
-	restore := limitVerifyMemory()
+	restore := ServeGC()
+	if got := debug.SetMemoryLimit(-1); got != serveMemoryLimit {
+		t.Errorf("memory limit while serving %d, want %d", got, serveMemoryLimit)
+	}
+	restore()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit after serving %d, want none", got)
+	}
+	debug.SetMemoryLimit(serveMemoryLimit / 2)
+	restore = ServeGC()
+	if got := debug.SetMemoryLimit(-1); got != serveMemoryLimit/2 {
+		t.Errorf("serving lowered a limit already set to %d", got)
+	}
+	restore()
+	debug.SetMemoryLimit(math.MaxInt64)
+
+	restore = limitVerifyMemory()
 	if got := debug.SetMemoryLimit(-1); got < verifyMemoryFloor || got == math.MaxInt64 {
 		t.Errorf("memory limit while verifying %d, want at least %d", got, verifyMemoryFloor)
 	}
