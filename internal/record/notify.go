@@ -64,10 +64,11 @@ func (e *Engine) Subscribe(fn func(Change)) (cancel func()) {
 // engine that changes a transaction's record goes through it, so that
 // every act, the existing ones and those added later, is heard.
 //
-// The state the subscribers are told is read inside the same database
-// transaction, after fn, when anyone is subscribed: a point read of a
-// page the commit has just written, where a read after the commit would
-// open a read transaction of its own (2 % of a formation's CPU).
+// The state the subscribers are told is the one fn left the transaction
+// in, when anyone is subscribed: the state fn wrote or read (store.Txn.State),
+// else read inside the same database transaction, where a read after the
+// commit would open a read transaction of its own (2 % of a formation's
+// CPU).
 func (e *Engine) update(ctx context.Context, txn string, fn func(tx *store.Txn) error) error {
 	var state string
 	read := false
@@ -77,8 +78,8 @@ func (e *Engine) update(ctx context.Context, txn string, fn func(tx *store.Txn) 
 		}
 		if txn != "" && e.subscribed() {
 			read = true
-			if t, err := tx.Transaction(txn); err == nil {
-				state = t.State
+			if st, err := tx.State(txn); err == nil {
+				state = st
 			}
 		}
 		return nil

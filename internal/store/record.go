@@ -48,6 +48,27 @@ type Txn struct {
 	tx  *sql.Tx
 	ctx context.Context
 	s   *Store
+	// states holds the state of each transaction this Txn wrote or read
+	// (State): the transactions row changes only through it.
+	states map[string]string
+}
+
+// knowState notes the state transaction id is in within t.
+func (t *Txn) knowState(id, state string) {
+	if t.states == nil {
+		t.states = map[string]string{}
+	}
+	t.states[id] = state
+}
+
+// State returns the state transaction id is in within t: the one t last
+// wrote or read for it, else read from the database.
+func (t *Txn) State(id string) (string, error) {
+	if st, ok := t.states[id]; ok {
+		return st, nil
+	}
+	x, err := t.Transaction(id)
+	return x.State, err
 }
 
 // exec runs a statement inside the transaction, through the statement
@@ -163,6 +184,9 @@ func (t *Txn) Transaction(id string) (Transaction, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
 	}
+	if err == nil {
+		t.knowState(id, x.State)
+	}
 	return x, err
 }
 
@@ -249,6 +273,7 @@ func (t *Txn) MarkRecorded(e Event) error {
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("%w: transaction %s head moved", ErrConflict, e.TransactionID)
 	}
+	t.knowState(e.TransactionID, e.ToState)
 	return nil
 }
 

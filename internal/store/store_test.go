@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -689,5 +690,66 @@ func TestIdleConnectionsKept(t *testing.T) {
 	st := s.db.Stats()
 	if st.MaxIdleClosed != 0 || st.Idle != idleConns {
 		t.Fatalf("after the burst: %d idle, %d closed for the idle limit; want %d idle, none closed", st.Idle, st.MaxIdleClosed, idleConns)
+	}
+}
+
+// TestTxnState: within a write, the state a transaction is in is the one
+// the write left it in (MarkRecorded, CreateTransaction), read from the
+// database only when the write has not touched it.
+func TestTxnState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	var evtID string
+	var evt []byte
+	for id, body := range refObjects(t) {
+		if strings.HasPrefix(id, "evt_") {
+			evtID, evt = id, body
+			break
+		}
+	}
+	if evt == nil {
+		t.Fatal("no reference event")
+	}
+	const txn = "txn_state_test"
+	state := func(tx *Txn, want string) error {
+		got, err := tx.State(txn)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("state %q, want %q", got, want)
+		}
+		return nil
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		if err := tx.CreateTransaction(txn, "org_other", "buyer", "", "draft"); err != nil {
+			return err
+		}
+		return state(tx, "draft")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		if err := state(tx, "draft"); err != nil { // read: this write has not touched it
+			return err
+		}
+		info, err := tx.PutObject(evt, "local")
+		if err != nil {
+			return err
+		}
+		e := Event{TransactionID: txn, Sequence: 1, EventID: evtID, ContentHash: info.ContentHash, EventType: "offer.proposed", ToState: "offered", AppendedBy: "org_other", Status: EventPending}
+		if err := tx.InsertEvent(e); err != nil {
+			return err
+		}
+		if err := tx.MarkRecorded(e); err != nil {
+			return err
+		}
+		return state(tx, "offered")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := s.GetTransaction(ctx, txn); err != nil || x.State != "offered" {
+		t.Fatalf("committed state %q (%v), want offered", x.State, err)
 	}
 }
