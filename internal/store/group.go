@@ -169,7 +169,7 @@ func (s *Store) runGroup(batch []*update) {
 	for i, u := range live {
 		t := &Txn{tx: tx, ctx: detach(u.ctx), s: s}
 		if grouped {
-			if _, err := tx.ExecContext(t.ctx, `SAVEPOINT grp`); err != nil {
+			if _, err := t.exec(`SAVEPOINT grp`); err != nil {
 				s.abandon(tx, ok, live[i:], err)
 				return
 			}
@@ -177,7 +177,7 @@ func (s *Store) runGroup(batch []*update) {
 		err := u.run(t)
 		if err == nil && u.panicked == nil {
 			if grouped {
-				if _, err := tx.ExecContext(t.ctx, `RELEASE grp`); err != nil {
+				if _, err := t.exec(`RELEASE grp`); err != nil {
 					s.abandon(tx, ok, live[i:], err)
 					return
 				}
@@ -190,12 +190,12 @@ func (s *Store) runGroup(batch []*update) {
 			u.finish(err)
 			return
 		}
-		if _, rerr := tx.ExecContext(t.ctx, `ROLLBACK TO grp`); rerr != nil {
+		if _, rerr := t.exec(`ROLLBACK TO grp`); rerr != nil {
 			u.finish(err)
 			s.abandon(tx, ok, live[i+1:], fmt.Errorf("store: group commit: rolling back one update: %w", rerr))
 			return
 		}
-		if _, rerr := tx.ExecContext(t.ctx, `RELEASE grp`); rerr != nil {
+		if _, rerr := t.exec(`RELEASE grp`); rerr != nil {
 			u.finish(err)
 			s.abandon(tx, ok, live[i+1:], fmt.Errorf("store: group commit: rolling back one update: %w", rerr))
 			return

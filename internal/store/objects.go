@@ -137,6 +137,9 @@ func objectsOfType(objectType, columns string) (string, []any) {
 	case "key_record", "revocation_record":
 		return `SELECT ` + columns + ` FROM objects INDEXED BY key_objects WHERE object_type = '` + objectType + `' ORDER BY rowid`, nil
 	}
+	if lit, ok := typeLiteral(objectType); ok { // work.go says why
+		return `SELECT ` + columns + ` FROM objects WHERE object_type = ` + lit + ` ORDER BY rowid`, nil
+	}
 	return `SELECT ` + columns + ` FROM objects WHERE object_type = ? ORDER BY rowid`, []any{objectType}
 }
 

@@ -753,3 +753,54 @@ func TestTxnState(t *testing.T) {
 		t.Fatalf("committed state %q (%v), want offered", x.State, err)
 	}
 }
+
+// TestTypeLiteral: only object type names are written into a query; any
+// other string (a quote, upper case, the empty string) stays a parameter,
+// and still finds what it names.
+func TestTypeLiteral(t *testing.T) {
+	t.Parallel()
+	for typ, ok := range map[string]bool{
+		"offer": true, "transaction_event": true, "key_record": true,
+		"": false, "o'x": false, "Offer": false, "offer;": false, "offer ": false, strings.Repeat("a", 65): false,
+	} {
+		if lit, got := typeLiteral(typ); got != ok || ok && lit != "'"+typ+"'" {
+			t.Errorf("%q: %q %v, want %v", typ, lit, got, ok)
+		}
+	}
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	for _, typ := range []string{"o'x", "offer"} {
+		if got, err := s.TransactionObjectsOfTypes(ctx, "txn_none", typ, "agreement"); err != nil || len(got) != 0 {
+			t.Errorf("%q: %d objects, %v", typ, len(got), err)
+		}
+		if got, err := s.ObjectsOfType(ctx, typ); err != nil || len(got) != 0 {
+			t.Errorf("%q: %d objects, %v", typ, len(got), err)
+		}
+	}
+}
+
+// BenchmarkTypeInQuery: a read by transaction and object type with the
+// type as a parameter (prepared again at every step: typeLiteral) and
+// written in.
+func BenchmarkTypeInQuery(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "party.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	b.Run("parameter", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ? ORDER BY rowid`, "txn_x", "offer"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("literal", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.TransactionObjectsOfType(ctx, "txn_x", "offer"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
