@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,9 +246,11 @@ func TestStreamableHTTPWithBearerToken(t *testing.T) {
 		cs.Close()
 		t.Fatal("connected with a wrong token")
 	}
-	// The agent token works end to end.
+	// The agent token works end to end, and a call's answer is one JSON
+	// body, not an event stream (streamableOptions).
+	seen := &contentTypes{base: bearerTransport{agentTok}}
 	cs, err = sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(),
-		&sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{agentTok}}, DisableStandaloneSSE: true}, nil)
+		&sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: seen}, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +259,34 @@ func TestStreamableHTTPWithBearerToken(t *testing.T) {
 	if out["decision"] != "allow" {
 		t.Fatalf("over HTTP: %v", out)
 	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if len(seen.types) == 0 {
+		t.Fatal("no answered POST seen")
+	}
+	for _, ct := range seen.types {
+		if !strings.HasPrefix(ct, "application/json") {
+			t.Errorf("a POST answered as %q, want application/json", ct)
+		}
+	}
+}
+
+// contentTypes records the Content-Type of every POST answered with a
+// body (a notification's 202 has none).
+type contentTypes struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	types []string
+}
+
+func (c *contentTypes) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost && resp.StatusCode == http.StatusOK {
+		c.mu.Lock()
+		c.types = append(c.types, resp.Header.Get("Content-Type"))
+		c.mu.Unlock()
+	}
+	return resp, err
 }
 
 // TestEachAgentBehindItsOwnToken: two agents of one instance, each with
