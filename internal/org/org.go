@@ -301,6 +301,26 @@ type heldKeyRecords struct {
 	list        []map[string]any // key records, store order
 	byID        map[string]heldRecord
 	revocations []map[string]any
+	// versions keeps each key id's version chain (verify.KeyVersions)
+	// once read from list: every signature made or checked asks for its
+	// key's status, and reading the chain again parsed and described
+	// every version each time (a twentieth of the objects a formation
+	// allocated).
+	versions *sync.Map // key id → []verify.KeyVersion
+}
+
+// versionsOf returns keyID's version chain in recs, read once. Callers
+// only read it.
+func (recs heldKeyRecords) versionsOf(keyID string) []verify.KeyVersion {
+	if recs.versions == nil {
+		return verify.KeyVersions(recs.list, keyID)
+	}
+	if vs, ok := recs.versions.Load(keyID); ok {
+		return vs.([]verify.KeyVersion)
+	}
+	vs := verify.KeyVersions(recs.list, keyID)
+	recs.versions.Store(keyID, vs)
+	return vs
 }
 
 type heldRecord struct {
@@ -323,7 +343,7 @@ func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
 }
 
 func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {
-	out := heldKeyRecords{byID: map[string]heldRecord{}}
+	out := heldKeyRecords{byID: map[string]heldRecord{}, versions: &sync.Map{}}
 	rows, err := o.Store.ObjectsWithOrigin(ctx, "key_record")
 	if err != nil {
 		return out, err
@@ -362,7 +382,7 @@ func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {
 // or its holder's when a revocation record took the holder out of service.
 func (o *Org) statusNow(recs heldKeyRecords, keyID, holder string) string {
 	now := o.Clock()
-	st, _, _ := verify.KeyStatusNow(verify.KeyVersions(recs.list, keyID), keyID, now)
+	st, _, _ := verify.KeyStatusNow(recs.versionsOf(keyID), keyID, now)
 	if st != envelope.KeyActive {
 		return st
 	}
@@ -412,7 +432,7 @@ func (o *Org) KeyStanding(ctx context.Context, keyID, signedAt string) (KeyStand
 	if err != nil {
 		return KeyStanding{}, err
 	}
-	vs := verify.KeyVersions(recs.list, keyID)
+	vs := recs.versionsOf(keyID)
 	var ks KeyStanding
 	ks.AtSigning, ks.AtSigningDetail = verify.KeyStatusAt(vs, keyID, signedAt)
 	var res verify.Result
