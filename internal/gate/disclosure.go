@@ -115,13 +115,23 @@ func memberNames(v any) []string {
 
 func rivalWord(s string) string {
 	l := strings.ToLower(s)
-	for _, w := range rivalWords {
-		if strings.Contains(l, w) || strings.Contains(l, strings.ReplaceAll(w, "_", " ")) {
+	for i, w := range rivalWords {
+		if strings.Contains(l, w) || strings.Contains(l, rivalPhrases[i]) {
 			return w
 		}
 	}
 	return ""
 }
+
+// rivalPhrases are rivalWords as free text writes them, with spaces for
+// underscores, built once (every string of every event is searched).
+var rivalPhrases = func() []string {
+	out := make([]string, len(rivalWords))
+	for i, w := range rivalWords {
+		out[i] = strings.ReplaceAll(w, "_", " ")
+	}
+	return out
+}()
 
 var (
 	// partyIDInText finds identifiers of parties and of their acts.

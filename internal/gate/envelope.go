@@ -343,23 +343,35 @@ func checkHashForms(ps *problems, path string, v any) {
 			if k == "profile_terms" {
 				continue
 			}
-			child := pointer(path, k)
 			if nullable, isHashMember := hashMembers[k]; isHashMember {
 				if x[k] == nil && nullable {
 					continue
 				}
 				if s, ok := x[k].(string); !ok || !isHash(s) {
-					ps.add(reason.HashFormatInvalid, child, "%s is not 64 lowercase hexadecimal characters", k)
+					ps.add(reason.HashFormatInvalid, pointer(path, k), "%s is not 64 lowercase hexadecimal characters", k)
 				}
 				continue
 			}
-			checkHashForms(ps, child, x[k])
+			if container(x[k]) { // a scalar holds no hash member: no pointer to build
+				checkHashForms(ps, pointer(path, k), x[k])
+			}
 		}
 	case []any:
 		for i, e := range x {
-			checkHashForms(ps, pointer(path, i), e)
+			if container(e) {
+				checkHashForms(ps, pointer(path, i), e)
+			}
 		}
 	}
+}
+
+// container reports whether v is a JSON object or array.
+func container(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
 }
 
 // schemaLayerOn is switched off only by the tests that show every

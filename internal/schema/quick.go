@@ -329,6 +329,11 @@ func (q *quickRun) number(s *jsonschema.Schema, v any) bool {
 	if s.Minimum == nil && s.Maximum == nil && s.ExclusiveMinimum == nil && s.ExclusiveMaximum == nil && s.MultipleOf == nil {
 		return true
 	}
+	if i, ok := smallInt(v); ok {
+		if pass, ok := intBounds(s, i); ok {
+			return pass
+		}
+	}
 	n, ok := rat(v)
 	if !ok {
 		return q.decline()
@@ -407,6 +412,54 @@ func (q *quickRun) typeMatches(tt, t jsonschema.Types, v any) bool {
 }
 
 // rat is a number as the library reads it (big.Rat of its printed form).
+// smallInt returns v as an int64 when it is a JSON integer literal
+// (json.Number, as the decoders give numbers) within int64.
+func smallInt(v any) (int64, bool) {
+	lit, ok := v.(json.Number)
+	if !ok || len(lit) == 0 || len(lit) > 19 {
+		return 0, false
+	}
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; (c < '0' || c > '9') && (i > 0 || c != '-') {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(lit), 10, 64)
+	return n, err == nil
+}
+
+// intBounds judges n against s's bounds when every bound s has is an
+// integer within int64 (ok false otherwise): integers compare exactly,
+// as their rationals do, without building one per value.
+func intBounds(s *jsonschema.Schema, n int64) (pass, ok bool) {
+	bound := func(r *big.Rat) (int64, bool) {
+		if r == nil {
+			return 0, true
+		}
+		if !r.IsInt() || !r.Num().IsInt64() {
+			return 0, false
+		}
+		return r.Num().Int64(), true
+	}
+	lo, ok1 := bound(s.Minimum)
+	hi, ok2 := bound(s.Maximum)
+	xlo, ok3 := bound(s.ExclusiveMinimum)
+	xhi, ok4 := bound(s.ExclusiveMaximum)
+	m, ok5 := bound(s.MultipleOf)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || s.MultipleOf != nil && m <= 0 {
+		return false, false
+	}
+	switch {
+	case s.Minimum != nil && n < lo,
+		s.Maximum != nil && n > hi,
+		s.ExclusiveMinimum != nil && n <= xlo,
+		s.ExclusiveMaximum != nil && n >= xhi,
+		s.MultipleOf != nil && n%m != 0:
+		return false, true
+	}
+	return true, true
+}
+
 func rat(v any) (*big.Rat, bool) {
 	return new(big.Rat).SetString(fmt.Sprint(v))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -244,4 +245,37 @@ func FuzzQuickAgreesWithLibrary(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestQuickIntegers: integer literals are judged against integer bounds
+// without rationals, as the rationals judge them; other literals and
+// bounds go the rational way.
+func TestQuickIntegers(t *testing.T) {
+	t.Parallel()
+	r := func(s string) *big.Rat { v, _ := new(big.Rat).SetString(s); return v }
+	schemas := []*jsonschema.Schema{
+		{Minimum: r("1"), Maximum: r("300")},
+		{ExclusiveMinimum: r("0"), ExclusiveMaximum: r("10")},
+		{MultipleOf: r("5")},
+		{Minimum: r("0.5")},
+		{Maximum: r("99999999999999999999")},
+	}
+	for _, s := range schemas {
+		for _, lit := range []string{"0", "-0", "1", "5", "9", "10", "300", "301", "-7", "9223372036854775807", "-9223372036854775808", "9223372036854775808", "1.0", "1e2", "05"} {
+			q := &quickRun{}
+			got := q.number(s, json.Number(lit))
+			n, ok := rat(json.Number(lit))
+			if !ok {
+				t.Fatalf("%s: no rational", lit)
+			}
+			want := (s.Minimum == nil || n.Cmp(s.Minimum) >= 0) &&
+				(s.Maximum == nil || n.Cmp(s.Maximum) <= 0) &&
+				(s.ExclusiveMinimum == nil || n.Cmp(s.ExclusiveMinimum) > 0) &&
+				(s.ExclusiveMaximum == nil || n.Cmp(s.ExclusiveMaximum) < 0) &&
+				(s.MultipleOf == nil || new(big.Rat).Quo(n, s.MultipleOf).IsInt())
+			if got != want {
+				t.Errorf("%v on %s: %v, want %v", s, lit, got, want)
+			}
+		}
+	}
 }
