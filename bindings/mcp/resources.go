@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -94,12 +95,22 @@ type resources struct {
 
 	mu    sync.Mutex
 	dirty map[string]bool // transactions changed since the last notification
+
+	// subscribed is set by the first subscription admitted. Until then no
+	// session can be subscribed to anything (the SDK records a
+	// subscription only after subscribe admits it), so a change is not
+	// queued: every act of an instance whose agents do not subscribe
+	// otherwise cost three notifications to nobody, each logged.
+	subscribed atomic.Bool
 }
 
 // heard queues a change and returns at once: the engine's commit is never
 // held up by a slow or absent client. Changes to one transaction that
 // arrive before the notifier runs are sent as one notification.
 func (r *resources) heard(c record.Change) {
+	if !r.subscribed.Load() {
+		return
+	}
 	r.mu.Lock()
 	r.dirty[c.TransactionID] = true
 	r.mu.Unlock()
@@ -142,11 +153,13 @@ func (r *resources) subscribe(ctx context.Context, req *sdk.SubscribeRequest) er
 	uri := req.Params.URI
 	switch {
 	case uri == InboxURI, uri == TransactionsURI:
+		r.subscribed.Store(true)
 		return nil
 	case strings.HasPrefix(uri, TransactionURIPrefix):
 		if _, err := r.src.Transaction(ctx, strings.TrimPrefix(uri, TransactionURIPrefix)); err != nil {
 			return sdk.ResourceNotFoundError(uri)
 		}
+		r.subscribed.Store(true)
 		return nil
 	}
 	return sdk.ResourceNotFoundError(uri)
