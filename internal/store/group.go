@@ -131,10 +131,9 @@ func (u *update) finish(err error) {
 	close(u.done)
 }
 
-// runGroup runs batch in one transaction and answers every member.
+// runGroup runs batch in one transaction and answers every member. Called
+// by the holder of the leader token.
 func (s *Store) runGroup(batch []*update) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	// A function that never returns to runGroup (runtime.Goexit, as a
 	// test's t.Fatal calls) leaves the rest unanswered; they are answered
 	// here, so no caller waits for good.
@@ -190,17 +189,15 @@ func (s *Store) runGroup(batch []*update) {
 			u.finish(err)
 			return
 		}
-		if _, rerr := t.exec(`ROLLBACK TO grp`); rerr != nil {
-			u.finish(err)
-			s.abandon(tx, ok, live[i+1:], fmt.Errorf("store: group commit: rolling back one update: %w", rerr))
-			return
-		}
-		if _, rerr := t.exec(`RELEASE grp`); rerr != nil {
-			u.finish(err)
-			s.abandon(tx, ok, live[i+1:], fmt.Errorf("store: group commit: rolling back one update: %w", rerr))
-			return
+		_, rerr := t.exec(`ROLLBACK TO grp`)
+		if rerr == nil {
+			_, rerr = t.exec(`RELEASE grp`)
 		}
 		u.finish(err)
+		if rerr != nil {
+			s.abandon(tx, ok, live[i+1:], fmt.Errorf("store: group commit: rolling back one update: %w", rerr))
+			return
+		}
 	}
 	if len(ok) == 0 {
 		return
@@ -237,7 +234,7 @@ func (u *update) run(t *Txn) (err error) {
 }
 
 // beginWrite begins a write transaction on the writer connection, opening
-// it first if need be. Called with wmu held.
+// it first if need be. Called by the holder of the leader token.
 //
 // Every write of this process goes through one connection. In WAL mode a
 // connection empties its page cache whenever it starts reading after

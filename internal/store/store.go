@@ -79,18 +79,16 @@ var (
 // Store is an open database. It is safe for concurrent use.
 type Store struct {
 	db *sql.DB
-	// wmu serialises this process's write transactions (a group's leader
-	// holds it, group.go). SQLite admits one writer at a time; without it,
+	// group queues the Updates waiting to be committed together, and its
+	// leader token serialises this process's write transactions
+	// (group.go). SQLite admits one writer at a time; without the token,
 	// writers in one process queue on the busy handler's fixed sleeps
 	// instead of on each other, which under concurrent acts cost more time
 	// sleeping than writing. Other processes (a principal's CLI beside
 	// serve) still queue on the busy timeout.
-	wmu sync.Mutex
-	// group queues the Updates waiting to be committed together
-	// (group.go).
 	group group
 	// writer is the connection every write transaction runs on
-	// (beginWrite), guarded by wmu.
+	// (beginWrite), used by the holder of the leader token only.
 	writer *sql.Conn
 	// stmts holds the statements prepared once for the hot paths (stmt).
 	stmts sync.Map // query string → *sql.Stmt
@@ -498,12 +496,12 @@ func Open(path string) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.stmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
-	s.wmu.Lock()
+	s.group.lead <- struct{}{} // no write is under way, nor begins
 	if s.writer != nil {
 		s.writer.Close()
 		s.writer = nil
 	}
-	s.wmu.Unlock()
+	<-s.group.lead
 	return s.db.Close()
 }
 
