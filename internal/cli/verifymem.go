@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -49,9 +48,19 @@ func limitVerifyMemory() (restore func()) {
 	}
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	limit := max(int64(verifyMemoryFloor), int64(m.HeapAlloc)*9/5)
+	return setMemoryLimit(max(int64(verifyMemoryFloor), int64(m.HeapAlloc)*9/5))
+}
+
+// setMemoryLimit sets the soft memory limit to limit, unless a lower one
+// is set already, and returns the function that restores the limit
+// before. GOGC or GOMEMLIMIT in the environment is the user's choice,
+// and then nothing is changed.
+func setMemoryLimit(limit int64) (restore func()) {
+	if userTunesGC() {
+		return func() {}
+	}
 	prev := debug.SetMemoryLimit(limit)
-	if prev != math.MaxInt64 && prev < limit {
+	if prev < limit {
 		debug.SetMemoryLimit(prev) // a lower limit someone set stays
 	}
 	return func() { debug.SetMemoryLimit(prev) }
@@ -76,16 +85,9 @@ func setGCPercent(n int) (restore func()) {
 // restores both: for a process that serves instances of its own, as the
 // benchmarks do.
 func ServeGC() (restore func()) {
-	if userTunesGC() {
-		return func() {}
-	}
-	restoreGC := setGCPercent(ServeGCPercent)
-	prev := debug.SetMemoryLimit(serveMemoryLimit)
-	if prev < serveMemoryLimit {
-		debug.SetMemoryLimit(prev) // a lower limit someone set stays
-	}
+	restoreGC, restoreLimit := setGCPercent(ServeGCPercent), setMemoryLimit(serveMemoryLimit)
 	return func() {
-		debug.SetMemoryLimit(prev)
+		restoreLimit()
 		restoreGC()
 	}
 }
