@@ -84,12 +84,20 @@ func (s *Store) PutMandate(ctx context.Context, body []byte, origin string) erro
 // key records: a mandate stored also has the key-record caches read again
 // (KeyObjectsCache), a few records' reads once per mandate, which an
 // instance stores at most once a transaction.
+//
+// A mandate not held is kept too, as a record with no ID: a working set
+// names the mandates its objects were made under, and one instance holds
+// only some of them (three reads a formation found nothing). Storing a
+// mandate moves the number, so the absence is read again after it.
 func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error) {
 	v, err := s.KeyObjectsVersion(ctx)
 	if err != nil {
 		return MandateRecord{}, err
 	}
 	if m, ok := s.mandates.get(v, id); ok {
+		if m.ID == "" {
+			return MandateRecord{}, fmt.Errorf("%w: mandate %s", ErrNotFound, id)
+		}
 		return m, nil
 	}
 	var m MandateRecord
@@ -97,6 +105,7 @@ func (s *Store) GetMandate(ctx context.Context, id string) (MandateRecord, error
 	err = s.queryRow(ctx, `SELECT id, organization_id, subject_agent_id, body, status, status_changed, origin FROM mandates WHERE id = ?`, id).
 		Scan(&m.ID, &m.OrganizationID, &agent, &m.Body, &m.Status, &m.StatusChanged, &m.Origin)
 	if errors.Is(err, sql.ErrNoRows) {
+		s.mandates.put(v, id, MandateRecord{})
 		return MandateRecord{}, fmt.Errorf("%w: mandate %s", ErrNotFound, id)
 	}
 	if err != nil {

@@ -327,6 +327,13 @@ func TestGetMandateKept(t *testing.T) {
 	if _, err := s.GetMandate(ctx, id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("before it is stored: %v", err)
 	}
+	// The absence is kept under the number too, and answered from there.
+	if got, ok := s.mandates.get(keyVersion(t, ctx, s), id); !ok || got.ID != "" {
+		t.Fatalf("absence not kept: %+v, %v", got, ok)
+	}
+	if _, err := s.GetMandate(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("before it is stored, read again: %v", err)
+	}
 	if err := other.PutMandate(ctx, m, "org_a"); err != nil {
 		t.Fatal(err)
 	}
