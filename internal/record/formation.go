@@ -453,12 +453,10 @@ func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, erro
 			return err
 		},
 	})
-	if err != nil {
-		return out, err
-	}
-	// Formation continued by itself as far as the counterparty answered;
-	// the outcome says where it stands.
-	return e.outcome(ctx, txn, out.Objects)
+	// Formation continued by itself, within perform's delivery, as far as
+	// the counterparty answered; perform's outcome, read after it, says
+	// where it stands.
+	return out, err
 }
 
 // advance continues a transaction by the steps that follow on their own
