@@ -414,10 +414,12 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 }
 
 // TestRebuildMigration: migration 16 rebuilds objects and events without
-// the unique index on content_hash, in a database made before it: every
-// row kept with its rowid and bytes, the indexes and triggers back, the
-// foreign keys still enforced after it (the migration ran with them off),
-// and nothing left of the index it dropped.
+// the unique index on content_hash, and 17 rebuilds events, inbox and
+// idempotency WITHOUT ROWID, in a database made before them: every row
+// kept with its bytes (an object with its rowid too), the indexes and
+// triggers back, the foreign keys still enforced after them (the
+// migrations ran with them off), nothing left of the index 16 dropped, and
+// the open-offer index holding only the transactions with an open offer.
 func TestRebuildMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -456,16 +458,24 @@ func TestRebuildMigration(t *testing.T) {
 	objs = objs[1:]
 	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 1, 'obj_001', ?, 'agreement.direct', 'agreement_pending', 'org_a', 'recorded')`, objs[0].hash)
 	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 2, 'obj_003', ?, ?, 'agreement.committed', 'committed', 'org_a', 'pending')`, objs[2].hash, objs[0].hash)
+	exec(`INSERT INTO inbox(from_org, message_key, transaction_id, reply, reply_ids, received_at) VALUES ('org_b', 'k1', 'txn_a', x'', '["obj_001"]', ?), ('org_a', 'k2', 'txn_a', x'7b7d', NULL, ?)`, now(), now())
+	exec(`INSERT INTO idempotency(scope, request_id, args_hash, state, result, created_at, act) VALUES ('agt_a', 'r1', 'h1', 'done', NULL, ?, 'offer.submit'), ('agt_a', 'r0', 'h0', 'running', x'01', ?, NULL)`, now(), now())
 	snapshot := func(d *sql.DB) (string, string) {
 		t.Helper()
-		var o, e string
+		var o, e, in, idem string
 		if err := d.QueryRowContext(ctx, `SELECT group_concat(rowid || ':' || id || ':' || object_type || ':' || content_hash || ':' || CAST(body AS TEXT), '|') FROM (SELECT rowid, * FROM objects ORDER BY rowid)`).Scan(&o); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.QueryRowContext(ctx, `SELECT group_concat(rowid || ':' || transaction_id || ':' || sequence || ':' || event_id || ':' || content_hash || ':' || COALESCE(previous_event_hash, '-') || ':' || event_type || ':' || status, '|') FROM (SELECT rowid, * FROM events ORDER BY rowid)`).Scan(&e); err != nil {
+		if err := d.QueryRowContext(ctx, `SELECT group_concat(transaction_id || ':' || sequence || ':' || event_id || ':' || content_hash || ':' || COALESCE(previous_event_hash, '-') || ':' || event_type || ':' || status, '|') FROM (SELECT * FROM events ORDER BY transaction_id, sequence)`).Scan(&e); err != nil {
 			t.Fatal(err)
 		}
-		return o, e
+		if err := d.QueryRowContext(ctx, `SELECT group_concat(from_org || ':' || message_key || ':' || transaction_id || ':' || hex(reply) || ':' || COALESCE(reply_ids, '-') || ':' || received_at, '|') FROM (SELECT * FROM inbox ORDER BY from_org, message_key)`).Scan(&in); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.QueryRowContext(ctx, `SELECT group_concat(scope || ':' || request_id || ':' || args_hash || ':' || state || ':' || COALESCE(hex(result), '-') || ':' || created_at || ':' || COALESCE(act, '-'), '|') FROM (SELECT * FROM idempotency ORDER BY scope, request_id)`).Scan(&idem); err != nil {
+			t.Fatal(err)
+		}
+		return o, e + "\n" + in + "\n" + idem
 	}
 	o0, e0 := snapshot(db)
 	var v0 int64
@@ -485,7 +495,7 @@ func TestRebuildMigration(t *testing.T) {
 	if err := s.db.QueryRowContext(ctx, `SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type IN ('index', 'trigger') AND tbl_name IN ('objects', 'events') ORDER BY name)`).Scan(&indexes); err != nil {
 		t.Fatal(err)
 	}
-	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_by_transaction,obligation_responses_by_type,sqlite_autoindex_events_1,sqlite_autoindex_events_2,sqlite_autoindex_objects_1"
+	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_by_transaction,obligation_responses_by_type,sqlite_autoindex_events_1,sqlite_autoindex_objects_1" // events' primary key is the table itself now (17)
 	if indexes != want {
 		t.Fatalf("indexes and triggers:\n%s\nwant\n%s", indexes, want)
 	}
@@ -499,6 +509,10 @@ func TestRebuildMigration(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 9, 'obj_none', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
 			t.Fatal("an event naming no object was stored after the migration")
 		}
+	}
+	// An event's id is still unique.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 3, 'obj_001', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
+		t.Fatal("a second event with the id of another was stored after the migration")
 	}
 	// The triggers were made again: a key record moves the number.
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, content_hash, body, origin, stored_at) VALUES ('key_x', 'key_record', 'hx', '{}', 'org_a', ?)`, now()); err != nil {
@@ -514,5 +528,34 @@ func TestRebuildMigration(t *testing.T) {
 	// And the plans still use the indexes.
 	if plan := queryPlan(t, s, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ?`, "txn_a", "offer"); !strings.Contains(plan, "objects_by_transaction") {
 		t.Fatalf("plan: %s", plan)
+	}
+	for _, table := range []string{"events", "inbox", "idempotency"} {
+		var wr int
+		if err := s.db.QueryRowContext(ctx, `SELECT wr FROM pragma_table_list(?)`, table).Scan(&wr); err != nil || wr != 1 {
+			t.Fatalf("%s WITHOUT ROWID: %d (%v)", table, wr, err)
+		}
+	}
+	// The open-offer index holds the transactions with an open offer and
+	// no others, and list_inbox's query reads it.
+	exec = func(q string, args ...any) {
+		t.Helper()
+		if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at, open_offer) VALUES ('txn_b', 'org_a', 'buyer', 'draft', ?, ?, 1)`, now(), now())
+	var indexed int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM transactions INDEXED BY transactions_open_offer WHERE open_offer = 1`).Scan(&indexed); err != nil || indexed != 1 {
+		t.Fatalf("open-offer index: %d rows (%v)", indexed, err)
+	}
+	var partial int
+	if err := s.db.QueryRowContext(ctx, `SELECT partial FROM pragma_index_list('transactions') WHERE name = 'transactions_open_offer'`).Scan(&partial); err != nil || partial != 1 {
+		t.Fatalf("open-offer index partial: %d (%v)", partial, err)
+	}
+	if _, _, err := s.ListTransactions(ctx, TransactionFilter{OpenOffer: true}); err != nil {
+		t.Fatal(err)
+	}
+	if plan := queryPlan(t, s, `SELECT `+txnColumns+` FROM transactions WHERE 1=1 AND open_offer = 1 ORDER BY updated_at DESC, id DESC LIMIT ?`, 11); !strings.Contains(plan, "transactions_open_offer") {
+		t.Fatalf("list_inbox's plan: %s", plan)
 	}
 }
