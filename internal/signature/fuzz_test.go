@@ -3,6 +3,7 @@ package signature
 import (
 	"bytes"
 	"crypto/elliptic"
+	"github.com/partyd/party/internal/canonical"
 	"math/big"
 	"testing"
 	"time"
@@ -39,6 +40,14 @@ func FuzzVerifyEntry(f *testing.F) {
 		entry(o, 0)["signature"] = v
 		entry(o, 0)["signed_at"] = at
 		err := VerifyEntry(o, 0, &k.PublicKey)
+		// The quick path VerifyEntry takes first accepts exactly what the
+		// full check accepts.
+		if content, herr := canonical.HashInput(o); herr == nil {
+			full := verifyEntry(content, "offer", entry(o, 0), &k.PublicKey, "fuzzed")
+			if quick := quickEntry(content, "offer", entry(o, 0), anyKeyID{&k.PublicKey}); quick != (full == nil) {
+				t.Fatalf("quick %v, full %v, for %q at %q", quick, full, v, at)
+			}
+		}
 		if err != nil {
 			return
 		}
