@@ -31,6 +31,12 @@ func viewOf(m map[string]any) (*Obj, error) {
 // verifyEntry verifies signature i of o under a key that org vouched for,
 // held by a holder with the given id prefix (agt_ for an agent), active.
 func (e *Engine) verifyEntry(ctx context.Context, o *Obj, i int, org, holderPrefix string) error {
+	return e.verifyEntryOver(ctx, o, nil, i, org, holderPrefix)
+}
+
+// verifyEntryOver is verifyEntry for a caller that holds o's hash input
+// (content, when not nil), so that it is not encoded again.
+func (e *Engine) verifyEntryOver(ctx context.Context, o *Obj, content []byte, i int, org, holderPrefix string) error {
 	entries := o.Signatures()
 	if i >= len(entries) {
 		return refusef(reason.EvidenceSignatureInvalid, "%s carries no signature %d", o.ID(), i)
@@ -42,7 +48,10 @@ func (e *Engine) verifyEntry(ctx context.Context, o *Obj, i int, org, holderPref
 	if err := e.liveKey(ctx, o, entries[i], k); err != nil {
 		return err
 	}
-	return signature.VerifyEntry(o.m, i, k.Public)
+	if content == nil {
+		return signature.VerifyEntry(o.m, i, k.Public)
+	}
+	return signature.VerifyEntryOver(o.m, content, i, k.Public)
 }
 
 // request is an idempotent call under way (Idempotent). recorded is set

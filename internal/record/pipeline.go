@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/partyd/party/internal/canonical"
 	"slices"
 	"time"
 
@@ -661,7 +662,8 @@ func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, g
 	if got.Hash() != ours.Hash() {
 		return refusef(reason.EvidenceHashMismatch, "%s returned event %s with other content", peer, ours.ID())
 	}
-	if h, err := contentHash(got); err != nil || h != ours.Hash() {
+	in, err := canonical.HashInput(got.m)
+	if err != nil || canonical.SHA256Hex(in) != ours.Hash() {
 		return refusef(reason.EvidenceHashMismatch, "%s returned event %s with other bytes", peer, ours.ID())
 	}
 	entries, mine := got.Signatures(), ours.Signatures()
@@ -674,7 +676,7 @@ func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, g
 	if str(entries[1]["purpose"]) != protocol.PurposeEventAppend {
 		return refusef(reason.EvidenceSignatureInvalid, "the countersignature's purpose is %v", entries[1]["purpose"])
 	}
-	return e.verifyEntry(ctx, got, 1, peer, "agt_")
+	return e.verifyEntryOver(ctx, got, in, 1, peer, "agt_")
 }
 
 // learnKeys fetches peer's key records again when a reply names a key not
