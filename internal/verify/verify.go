@@ -455,9 +455,19 @@ func (r *run) examine(o *object) {
 	}
 	for i := range o.sigs {
 		if o.sigs[i].result == "" {
-			o.sigs[i] = settle(o.sigs[i], signature.VerifyEntry(o.val, i, pubs[i]), r.valid.detail(o.sigs[i]))
+			o.sigs[i] = settle(o.sigs[i], verifyEntry(o, in, i, pubs[i]), r.valid.detail(o.sigs[i]))
 		}
 	}
+}
+
+// verifyEntry is signature.VerifyEntry over the hash input examine
+// computed, when it could compute one: the object is not encoded again
+// for each entry.
+func verifyEntry(o *object, in []byte, i int, pub crypto.PublicKey) error {
+	if o.hashErr != nil || in == nil {
+		return signature.VerifyEntry(o.val, i, pub)
+	}
+	return signature.VerifyEntryOver(o.val, in, i, pub)
 }
 
 func validDetail(sc sigCheck) string {
