@@ -48,14 +48,22 @@ var (
 // the SHA-256 of those bytes, the key the proof cache takes too
 // (proofKey), so that one encoding of the mandate serves both.
 func readMandateCached(m map[string]any) (doc map[string]any, digest [32]byte, err error) {
+	return readMandateCachedFrom(m, nil)
+}
+
+// readMandateCachedFrom is readMandateCached for a mandate whose canonical
+// bytes the caller holds (Request.MandateBytes): they are hashed, not
+// made again.
+func readMandateCachedFrom(m map[string]any, b []byte) (doc map[string]any, digest [32]byte, err error) {
 	if m == nil {
 		doc, err = readMandate(m)
 		return doc, digest, err
 	}
-	b, err := canonical.Marshal(m)
-	if err != nil {
-		doc, err = readMandate(m)
-		return doc, digest, err
+	if b == nil {
+		if b, err = canonical.Marshal(m); err != nil {
+			doc, err = readMandate(m)
+			return doc, digest, err
+		}
 	}
 	digest = sha256.Sum256(b)
 	mandateDocs.mu.Lock()

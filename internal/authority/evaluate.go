@@ -67,6 +67,11 @@ type Actor struct {
 type Request struct {
 	// Mandate is the mandate the actor acts under (the leaf of its chain).
 	Mandate map[string]any
+	// MandateBytes, when the caller holds them, are the canonical bytes
+	// Mandate was decoded from (a stored mandate): the evaluator's caches
+	// are keyed by their hash, and Mandate is not encoded again to find
+	// it. Decoding them must give Mandate; nil means Mandate is encoded.
+	MandateBytes []byte
 	// Act is the act document (decisions.md 6; see ActDocument).
 	Act map[string]any
 	// Actor is who acts.
@@ -293,7 +298,7 @@ func (r *run) evaluate(req Request) {
 	r.res.ActionHash = hash
 	r.res.TransactionID, _ = act["transaction_id"].(string)
 
-	leaf, leafDigest, err := readMandateCached(req.Mandate)
+	leaf, leafDigest, err := readMandateCachedFrom(req.Mandate, req.MandateBytes)
 	leafID, _ := leaf["id"].(string)
 	if err != nil {
 		r.deny(StepSchema, leafID, refusalCode(err, reason.PolicyDenied), "mandate %s: %v", leafID, err)

@@ -261,6 +261,43 @@ func TestProofCacheKeysOnTheBytes(t *testing.T) {
 	wantDecision(t, w.evaluate(forged, act, w.buyer.actor(), nil), Deny, reason.EvidenceSignatureInvalid)
 }
 
+// TestMandateBytes: a mandate evaluated with the canonical bytes it was
+// decoded from gives the evaluation it gives without them, allow and
+// deny alike, and its proof is remembered under the same key (the bytes
+// are hashed instead of the document being encoded again).
+func TestMandateBytes(t *testing.T) {
+	w := newWorld(t)
+	m := w.issue(w.walkthroughRequest(), w.buyer.principalSigner)
+	b, err := canonical.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := canonical.DecodeObject(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions []Decision
+	for _, amount := range []string{"3200.00", "9999.00"} {
+		act := acceptAct(amount)
+		without := w.evaluate(decoded, act, w.buyer.actor(), nil)
+		with := w.ev.Evaluate(context.Background(), Request{Mandate: decoded, MandateBytes: b, Act: act, Actor: w.buyer.actor()})
+		if !reflect.DeepEqual(without, with) {
+			t.Fatalf("%s: with the bytes\n%+v\nwithout\n%+v", amount, with, without)
+		}
+		decisions = append(decisions, with.Decision)
+	}
+	if decisions[0] != Allow || decisions[1] == Allow {
+		t.Fatalf("decisions %v: want an allow and a refusal", decisions)
+	}
+	_, d1, err := readMandateCachedFrom(decoded, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, d2, _ := readMandateCached(decoded); d1 != d2 {
+		t.Fatal("the bytes and the encoded document are cached under different digests")
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	w := newWorld(t)
 	req := w.walkthroughRequest()

@@ -472,19 +472,29 @@ func (o *Org) ResolveMandate(ctx context.Context, mandateID string) (map[string]
 // for the agent its token authenticated), the mandate must be issued to
 // that agent. Any other id is refused with A202-POLICY-DENIED.
 func (o *Org) AgentMandate(ctx context.Context, id string) (map[string]any, error) {
+	rec, err := o.AgentMandateRecord(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return canonical.DecodeObject(rec.Body)
+}
+
+// AgentMandateRecord is AgentMandate's stored row, for a caller that
+// decodes (and keeps) its bytes itself.
+func (o *Org) AgentMandateRecord(ctx context.Context, id string) (store.MandateRecord, error) {
 	rec, err := o.Store.GetMandate(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+		return store.MandateRecord{}, err
 	}
 	cfg := o.Config()
 	agent, named := ActingAgent(ctx)
 	switch {
 	case err != nil || rec.Origin != "local" || !cfg.HasAgent(rec.SubjectAgentID):
-		return nil, reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to its agents; call whoami for the mandates you hold", id)
+		return store.MandateRecord{}, reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to its agents; call whoami for the mandates you hold", id)
 	case named && rec.SubjectAgentID != agent:
-		return nil, reason.Refusef(reason.PolicyDenied, "mandate %s is issued to another agent, not to %s; call whoami for the mandates you hold", id, agent)
+		return store.MandateRecord{}, reason.Refusef(reason.PolicyDenied, "mandate %s is issued to another agent, not to %s; call whoami for the mandates you hold", id, agent)
 	}
-	return canonical.DecodeObject(rec.Body)
+	return rec, nil
 }
 
 type agentKey struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
@@ -140,7 +141,39 @@ func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error
 // ownMandate returns one of this instance's agents' mandates (the acting
 // agent's, when ctx names it: org.AgentMandate).
 func (e *Engine) ownMandate(ctx context.Context, id string) (map[string]any, error) {
-	return e.o.AgentMandate(ctx, id)
+	rec, err := e.o.AgentMandateRecord(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The stored mandate's view, shared like a peer's (peerMandateOne):
+	// its readers only read it, and mandateBytes finds its bytes by it.
+	o, err := parse(rec.Body)
+	if err != nil {
+		return nil, err
+	}
+	return o.Value(), nil
+}
+
+// mandateBytes returns the stored bytes m was decoded from, when m is the
+// shared view of a stored mandate (ownMandate, peerMandateOne), so that
+// the evaluator hashes them instead of encoding m again
+// (authority.Request.MandateBytes); nil for any other map. The view is
+// told by identity: the parsed view of the stored bytes must be m itself.
+func (e *Engine) mandateBytes(ctx context.Context, m map[string]any) []byte {
+	rec, err := e.o.Store.GetMandate(ctx, str(m["id"]))
+	if err != nil {
+		return nil
+	}
+	o, err := parse(rec.Body)
+	if err != nil || !sameMap(o.m, m) {
+		return nil
+	}
+	return rec.Body
+}
+
+// sameMap reports whether a and b are one map (not two equal ones).
+func sameMap(a, b map[string]any) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // actorOf returns the agent that acts under one of this instance's
@@ -243,7 +276,7 @@ func (e *Engine) evaluateOwn(ctx context.Context, mandate map[string]any, act pr
 		return decision{doc: doc}, nil, nil, err
 	}
 	req := authority.Request{
-		Mandate: mandate, Act: doc,
+		Mandate: mandate, MandateBytes: e.mandateBytes(ctx, mandate), Act: doc,
 		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()},
 	}
 	if approval != nil {
@@ -348,7 +381,7 @@ func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj
 	}
 	doc := authority.Document(string(a.name), txn, e.o.Config().OrganizationID, a.terms, a.refs, m)
 	req := authority.Request{
-		Mandate: m, Act: doc,
+		Mandate: m, MandateBytes: e.mandateBytes(ctx, m), Act: doc,
 		Actor: authority.Actor{OrganizationID: from, AgentID: actor.Agent(), KeyID: actor.FirstSigner()},
 	}
 	if approval != nil {
