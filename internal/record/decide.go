@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
@@ -55,9 +57,10 @@ func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payloa
 	if err != nil {
 		return nil, err
 	}
-	// Work on the object as the counterparty will read it, and pass it
-	// through the gate before it leaves, so a bug here is caught here.
-	o, err := parse(b)
+	// Work on the object as the counterparty will read it (viewOver: what
+	// decoding its bytes gives), and pass it through the gate before it
+	// leaves, so a bug here is caught here.
+	o, err := viewOver(m, b)
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +127,7 @@ func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error
 	if err != nil {
 		return nil, err
 	}
-	m, err := canonical.DecodeObject(o.raw) // a copy: the view stays read-only
-	if err != nil {
-		return nil, err
-	}
+	m := signable(o)
 	if err := signature.Sign(m, s, purpose, now); err != nil {
 		return nil, err
 	}
@@ -136,6 +136,18 @@ func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error
 		return nil, err
 	}
 	return &Obj{raw: b, m: m}, nil
+}
+
+// signable is a copy of o's value for signature.Sign to add a signature
+// to, so that the view stays read-only: Sign sets only the signatures
+// member, so the top level is copied and that list clipped (its append
+// then copies it); the rest is shared, and only read.
+func signable(o *Obj) map[string]any {
+	m := maps.Clone(o.m)
+	if list, ok := m["signatures"].([]any); ok {
+		m["signatures"] = slices.Clip(list)
+	}
+	return m
 }
 
 // ownMandate returns one of this instance's agents' mandates (the acting

@@ -25,7 +25,7 @@ func viewOf(m map[string]any) (*Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parse(b)
+	return viewOver(m, b)
 }
 
 // verifyEntry verifies signature i of o under a key that org vouched for,

@@ -50,6 +50,26 @@ func parse(raw []byte) (*Obj, error) {
 	return o, nil
 }
 
+// viewOver is parse(b) for b = canonical.Marshal(m), m a value this
+// instance built: when m is made only of the values decoding gives
+// (canonical.Decoded), decoding b would give m again, so m is the view's
+// value as it stands, and b is not decoded. The caller hands m over: it
+// is shared from here on and must not change.
+func viewOver(m map[string]any, b []byte) (*Obj, error) {
+	if !canonical.Decoded(m) {
+		return parse(b)
+	}
+	key := sha256.Sum256(b)
+	o := &Obj{raw: b, m: m}
+	parsedMu.Lock()
+	if len(parsed) >= maxParsed {
+		parsed = map[[32]byte]*Obj{}
+	}
+	parsed[key] = o
+	parsedMu.Unlock()
+	return o, nil
+}
+
 // parsed holds the views of recently parsed bytes, by their SHA-256.
 var (
 	parsedMu sync.Mutex
