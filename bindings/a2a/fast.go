@@ -36,6 +36,10 @@ import (
 //     answer of another shape (a Task, a message with other members) is
 //     read by a2a-go (a2a.UnmarshalEventJSON).
 //
+// The bytes of this shape in the very layout this binding writes are read
+// by a template, without a JSON decoder (template.go); bytes of the shape
+// in any other layout by decodeStrict.
+//
 // What is written is what a2a-go writes for the same message, member for
 // member (the tests decode it with a2a-go and compare); what is read in one
 // pass is read as a2a-go reads it (FuzzOnePassRequest compares the two on any
@@ -107,8 +111,11 @@ func decodeStrict(data []byte, v any) error {
 // not of the shape this reads, and a2a-go reads it; any other error is
 // the request's own fault, as a2a-go would find it (readMessage's rules).
 func fastSend(body []byte) (req wireRequest, txn string, objects [][]byte, err error) {
-	if err := decodeStrict(body, &req); err != nil {
-		return req, "", nil, fmt.Errorf("%w: %v", errNotFast, err)
+	req, ok := matchSend(body)
+	if !ok {
+		if err := decodeStrict(body, &req); err != nil {
+			return req, "", nil, fmt.Errorf("%w: %v", errNotFast, err)
+		}
 	}
 	if req.JSONRPC != "2.0" || req.Method != "message/send" || req.Params.Message.Kind != "message" ||
 		req.Params.Message.Role != string(a2a.MessageRoleUser) && req.Params.Message.Role != string(a2a.MessageRoleAgent) {
@@ -227,8 +234,12 @@ func encodeResult(id json.RawMessage, txn string, objects [][]byte) []byte {
 // any, and the reply objects of a Message result. A result of another
 // shape is read by a2a-go (readReply).
 func readResult(body []byte, txn string) (*rpcError, [][]byte, error) {
-	var r wireReply
-	if err := decodeStrict(body, &r); err == nil && (r.Error != nil || r.Result != nil && r.Result.Kind == "message") {
+	r, ok := matchReply(body)
+	var err error
+	if !ok {
+		err = decodeStrict(body, &r)
+	}
+	if err == nil && (r.Error != nil || r.Result != nil && r.Result.Kind == "message") {
 		if r.Error != nil {
 			return r.Error, nil, nil
 		}
