@@ -1,7 +1,10 @@
 package authority
 
 import (
+	"encoding/json"
 	"errors"
+	"github.com/partyd/party/internal/canonical"
+	"strconv"
 	"time"
 
 	"github.com/partyd/party/internal/envelope"
@@ -91,15 +94,20 @@ func NewPolicyDecision(r Result, signer signature.Signer, streamSequence int) (m
 			"evaluated_at":    envelope.Timestamp(at),
 			"mandate_ids":     ids,
 			"stream":          stream,
-			"stream_sequence": streamSequence,
+			"stream_sequence": json.Number(strconv.Itoa(streamSequence)),
 			"visibility":      visibility,
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	if obj, err = normalize(obj); err != nil {
-		return nil, err
+	// Built of decoded values (json.Number for the sequence), the object
+	// is its own normal form; normalize would only encode and decode it
+	// again. Seal encodes it, and refuses what has no canonical form.
+	if !canonical.Decoded(obj) {
+		if obj, err = normalize(obj); err != nil {
+			return nil, err
+		}
 	}
 	if err := envelope.Seal(obj); err != nil {
 		return nil, err

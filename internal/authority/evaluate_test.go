@@ -591,6 +591,10 @@ func TestPolicyDecisionAllowTravels(t *testing.T) {
 	if !reflect.DeepEqual(obj["payload"], want) {
 		t.Fatalf("payload %v", obj["payload"])
 	}
+	// Built in decoded form: decoding its bytes gives it again.
+	if n, err := normalize(obj); err != nil || !reflect.DeepEqual(n, obj) {
+		t.Fatalf("not what decoding its bytes gives (%v):\n%v\n%v", err, obj, n)
+	}
 	if h, _ := canonical.ContentHash(obj); h != obj["content_hash"] {
 		t.Fatal("content hash")
 	}
