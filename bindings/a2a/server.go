@@ -357,10 +357,10 @@ func (h *requestHandler) OnSendMessage(ctx context.Context, params *a2a.MessageS
 // one pass (serveSend).
 func (s *Server) take(ctx context.Context, from, messageID, txn string, objects [][]byte) ([][]byte, error) {
 	log := s.log.With("from", from, "message_id", messageID)
-	err := delivery.CheckMessage(txn, objects)
+	decoded, err := delivery.CheckMessageDecoded(txn, objects)
 	if err == nil {
 		var reply [][]byte
-		reply, err = s.cfg.Receiver.Receive(delivery.WithChecked(ctx), from, txn, objects)
+		reply, err = s.cfg.Receiver.Receive(delivery.WithChecked(ctx, decoded), from, txn, objects)
 		if err == nil {
 			log.Info("received A202 objects", "transaction_id", txn, "objects", len(objects), "reply_objects", len(reply))
 			return reply, nil

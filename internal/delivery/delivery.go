@@ -104,22 +104,32 @@ var envelopeMembers = map[string]bool{
 // validation refusals. The meaning of the objects (schemas, signatures,
 // guards) is not judged here.
 func CheckMessage(transactionID string, objects [][]byte) error {
+	_, err := CheckMessageDecoded(transactionID, objects)
+	return err
+}
+
+// CheckMessageDecoded is CheckMessage, returning on success each object's
+// value as it decoded it, in order: a carrier hands them to the receiver
+// with the bytes (WithChecked), which then need not decode them again.
+func CheckMessageDecoded(transactionID string, objects [][]byte) ([]map[string]any, error) {
 	if len(objects) == 0 {
-		return reason.Refuse("a message carries at least one A202 object")
+		return nil, reason.Refuse("a message carries at least one A202 object")
 	}
+	values := make([]map[string]any, len(objects))
 	for i, b := range objects {
 		obj, err := canonical.DecodeCanonical(b)
 		if errors.Is(err, canonical.ErrNotCanonical) {
-			return reason.Refuse(fmt.Sprintf("object %d is not in canonical form (RFC 8785); canonical bytes are the object, binding §5.2", i))
+			return nil, reason.Refuse(fmt.Sprintf("object %d is not in canonical form (RFC 8785); canonical bytes are the object, binding §5.2", i))
 		}
 		if err != nil {
-			return reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
+			return nil, reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
 		}
 		if err := checkObject(transactionID, i, obj); err != nil {
-			return err
+			return nil, err
 		}
+		values[i] = obj
 	}
-	return nil
+	return values, nil
 }
 
 // CheckDecoded applies the rules of CheckMessage that judge an object's
@@ -160,19 +170,31 @@ func checkObject(transactionID string, i int, obj map[string]any) error {
 
 // WithChecked marks ctx as a carrier's: the carrier ran CheckMessage on
 // exactly the bytes it hands the Receiver with it, so the Receiver need
-// not decode them once more to do it again (Checked).
-func WithChecked(ctx context.Context) context.Context {
-	return context.WithValue(ctx, checkedKey{}, true)
+// not decode them once more to do it again (Checked). decoded, when not
+// nil, are the values CheckMessageDecoded returned for those bytes, which
+// the Receiver may take as its own decoding of them (Decoded); they are
+// shared from here on, and only read.
+func WithChecked(ctx context.Context, decoded []map[string]any) context.Context {
+	return context.WithValue(ctx, checkedKey{}, checked{decoded})
 }
 
 // Checked reports whether a carrier ran CheckMessage on the message it
 // hands over with ctx (WithChecked).
 func Checked(ctx context.Context) bool {
-	ok, _ := ctx.Value(checkedKey{}).(bool)
+	_, ok := ctx.Value(checkedKey{}).(checked)
 	return ok
 }
 
+// Decoded returns the values the carrier decoded the message's objects to
+// (WithChecked), in order, or nil.
+func Decoded(ctx context.Context) []map[string]any {
+	c, _ := ctx.Value(checkedKey{}).(checked)
+	return c.decoded
+}
+
 type checkedKey struct{}
+
+type checked struct{ decoded []map[string]any }
 
 // Permanent reports whether err means the message will never be
 // delivered as it is: a refusal, a conflict or a rejection, unless it

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -121,9 +122,21 @@ func TestCheckDecoded(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal with %q", c.name, err, c.code)
 		}
 	}
-	// A carrier's mark says it checked the bytes it hands over.
-	if delivery.Checked(context.Background()) || !delivery.Checked(delivery.WithChecked(context.Background())) {
+	// A carrier's mark says it checked the bytes it hands over, and
+	// carries what it decoded them to: the values CheckMessage reads.
+	if delivery.Checked(context.Background()) || !delivery.Checked(delivery.WithChecked(context.Background(), nil)) {
 		t.Fatal("Checked does not read WithChecked")
+	}
+	raw := [][]byte{object(t, "evd_f", txn, nil)}
+	values, err := delivery.CheckMessageDecoded(txn, raw)
+	if err != nil || len(values) != 1 || !reflect.DeepEqual(values[0], decoded(raw[0])) {
+		t.Fatalf("decoded %v (%v)", values, err)
+	}
+	if got := delivery.Decoded(delivery.WithChecked(context.Background(), values)); len(got) != 1 || !reflect.DeepEqual(got[0], values[0]) {
+		t.Fatalf("handed on %v", got)
+	}
+	if delivery.Decoded(context.Background()) != nil {
+		t.Fatal("values without a carrier")
 	}
 }
 

@@ -59,15 +59,30 @@ func viewOver(m map[string]any, b []byte) (*Obj, error) {
 	if !canonical.Decoded(m) {
 		return parse(b)
 	}
+	return remember(b, m), nil
+}
+
+// parseDecoded is parse(b) for a carrier that decoded b to m already
+// (delivery.Decoded): m is the view's value, unless b was parsed before.
+func parseDecoded(b []byte, m map[string]any) *Obj {
+	return remember(b, m)
+}
+
+// remember keeps the view of b, whose decoding is m, among the parsed
+// views, and returns the one kept for b.
+func remember(b []byte, m map[string]any) *Obj {
 	key := sha256.Sum256(b)
-	o := &Obj{raw: b, m: m}
 	parsedMu.Lock()
+	defer parsedMu.Unlock()
+	if o, ok := parsed[key]; ok {
+		return o
+	}
 	if len(parsed) >= maxParsed {
 		parsed = map[[32]byte]*Obj{}
 	}
+	o := &Obj{raw: b, m: m}
 	parsed[key] = o
-	parsedMu.Unlock()
-	return o, nil
+	return o
 }
 
 // parsed holds the views of recently parsed bytes, by their SHA-256.
