@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"github.com/partyd/party/internal/keys"
 	"slices"
 	"sync/atomic"
 
@@ -342,20 +343,29 @@ func walkStrings(v any, f func(string)) {
 // that history does not grow it).
 var testingOnlyWorkingSet atomic.Pointer[func(txn string, n, mandates int)]
 
+// readWorkingSet reads the working set and the key set, a dozen reads or
+// so, in one read transaction (store.Snapshot), ended before the rules
+// run.
+func (e *Engine) readWorkingSet(ctx context.Context, st *state, news []*Obj) (held, mandates []map[string]any, ks *keys.KeySet, err error) {
+	ctx, done := e.o.Store.Snapshot(ctx)
+	defer done()
+	if held, mandates, err = e.workingSet(ctx, st, news); err != nil {
+		return nil, nil, nil, err
+	}
+	ks, err = e.keySet(ctx, st.t.Counterparty)
+	return held, mandates, ks, err
+}
+
 // extend runs the verifier's rules over the record of st extended by
 // news (verify.Extend) and returns their refusal, if any. awaiting names
 // new objects this instance is about to sign besides an event.
 func (e *Engine) extend(ctx context.Context, st *state, news []*Obj, awaiting ...string) error {
-	held, mandates, err := e.workingSet(ctx, st, news)
+	held, mandates, ks, err := e.readWorkingSet(ctx, st, news)
 	if err != nil {
 		return err
 	}
 	if f := testingOnlyWorkingSet.Load(); f != nil {
 		(*f)(st.t.ID, len(held), len(mandates))
-	}
-	ks, err := e.keySet(ctx, st.t.Counterparty)
-	if err != nil {
-		return err
 	}
 	vals := make([]map[string]any, len(news))
 	for i, o := range news {

@@ -811,3 +811,47 @@ func BenchmarkTypeInQuery(b *testing.B) {
 		}
 	})
 }
+
+// TestSnapshot: reads under a snapshot see the store as it stood when the
+// snapshot began, a write committed meanwhile included only after it
+// ends; a snapshot of another Store is not this one's; and Update is not
+// affected by one.
+func TestSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	other := open(t, filepath.Join(t.TempDir(), "party.db"))
+	var bodies [][]byte
+	for _, b := range refObjects(t) {
+		bodies = append(bodies, b)
+	}
+	if _, err := s.PutObject(ctx, bodies[0], "local"); err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := objectInfo(bodies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := objectInfo(bodies[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, done := s.Snapshot(ctx)
+	if _, err := s.GetObject(sctx, first.ID); err != nil {
+		t.Fatalf("read in the snapshot: %v", err)
+	}
+	// Written under the snapshot's context too: Update is not in it.
+	if err := s.Update(sctx, func(tx *Txn) error { _, err := tx.PutObject(bodies[1], "local"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetObject(sctx, second.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a write after the snapshot began is seen in it: %v", err)
+	}
+	if _, err := other.GetObject(sctx, first.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another store read through this one's snapshot: %v", err)
+	}
+	done()
+	if _, err := s.GetObject(ctx, second.ID); err != nil {
+		t.Fatalf("after the snapshot: %v", err)
+	}
+}
