@@ -109,10 +109,11 @@ func NewPolicyDecision(r Result, signer signature.Signer, streamSequence int) (m
 			return nil, err
 		}
 	}
-	if err := envelope.Seal(obj); err != nil {
+	in, err := envelope.SealInput(obj)
+	if err != nil {
 		return nil, err
 	}
-	if err := signature.Sign(obj, signer, "policy_decision", at); err != nil {
+	if err := signature.SignOver(obj, in, signer, "policy_decision", at); err != nil {
 		return nil, err
 	}
 	if err := schema.ValidateEnvelope(obj); err != nil {

@@ -254,10 +254,18 @@ func New(s Spec) (map[string]any, error) {
 // Sealing twice gives the same hash; any later change to the hashed members
 // needs a new Seal and invalidates the signatures made before it.
 func Seal(obj map[string]any) error {
-	h, err := canonical.ContentHash(obj)
+	_, err := SealInput(obj)
+	return err
+}
+
+// SealInput is Seal, returning the bytes it hashed (canonical.HashInput of
+// obj, which Seal does not change) for a signer to sign over without
+// encoding obj again (signature.SignOver).
+func SealInput(obj map[string]any) ([]byte, error) {
+	in, err := canonical.HashInput(obj)
 	if err != nil {
-		return fmt.Errorf("envelope: seal %v: %w", obj["id"], err)
+		return nil, fmt.Errorf("envelope: seal %v: %w", obj["id"], err)
 	}
-	obj["content_hash"] = h
-	return nil
+	obj["content_hash"] = canonical.SHA256Hex(in)
+	return in, nil
 }

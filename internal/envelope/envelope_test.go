@@ -185,6 +185,16 @@ func TestSeal(t *testing.T) {
 	if err := Seal(obj); err == nil {
 		t.Fatal("sealed an object holding a non-JSON value")
 	}
+	// SealInput hands back the bytes it hashed: the object's hash input.
+	obj["payload"].(map[string]any)["a"] = "d"
+	in, err := SealInput(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := canonical.HashInput(obj)
+	if err != nil || string(in) != string(want) || obj["content_hash"] != canonical.SHA256Hex(in) {
+		t.Fatalf("SealInput gave %q, hash %v; want %q", in, obj["content_hash"], want)
+	}
 }
 
 // TestKeyRecordMatchesReference rebuilds each reference key_record from its

@@ -47,10 +47,11 @@ func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payloa
 	if err != nil {
 		return nil, err
 	}
-	if err := envelope.Seal(m); err != nil {
+	in, err := envelope.SealInput(m)
+	if err != nil {
 		return nil, err
 	}
-	if err := signature.Sign(m, s, purpose, now); err != nil {
+	if err := signature.SignOver(m, in, s, purpose, now); err != nil {
 		return nil, err
 	}
 	b, err := canonical.Marshal(m)

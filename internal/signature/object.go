@@ -99,6 +99,14 @@ func entryInput(content []byte, entry map[string]any) ([]byte, error) {
 // is not its content's hash: a signature beside a stale hash would be a
 // signed object that fails its own hash check.
 func Sign(obj map[string]any, s Signer, purpose string, signedAt time.Time) error {
+	return SignOver(obj, nil, s, purpose, signedAt)
+}
+
+// SignOver is Sign for a caller that holds obj's hash input, content
+// (canonical.HashInput(obj), as envelope.SealInput returns it): the same
+// checks and the same signature, without encoding obj again. content must
+// be exactly those bytes; nil means Sign computes them.
+func SignOver(obj map[string]any, content []byte, s Signer, purpose string, signedAt time.Time) error {
 	objectType, _ := obj["object_type"].(string)
 	if !PurposeAllowed(objectType, purpose) {
 		return reason.Refuse(fmt.Sprintf("purpose %q may not sign a %q (allowed: %s)", purpose, objectType, strings.Join(AllowedPurposes(objectType), ", ")), reason.EvidenceSignatureInvalid)
@@ -111,9 +119,11 @@ func Sign(obj map[string]any, s Signer, purpose string, signedAt time.Time) erro
 	default:
 		return fmt.Errorf("signature: signatures of %v is a %T, want an array", obj["id"], v)
 	}
-	content, err := canonical.HashInput(obj)
-	if err != nil {
-		return fmt.Errorf("signature: hash input of %v: %w", obj["id"], err)
+	if content == nil {
+		var err error
+		if content, err = canonical.HashInput(obj); err != nil {
+			return fmt.Errorf("signature: hash input of %v: %w", obj["id"], err)
+		}
 	}
 	if h, present := obj["content_hash"]; present && h != canonical.SHA256Hex(content) {
 		return fmt.Errorf("signature: %v has a content_hash that is not its content's hash; seal it before signing", obj["id"])

@@ -445,6 +445,22 @@ func TestSignRefusals(t *testing.T) {
 	if err := Sign(stale, s, "offer_submission", time.Now()); err == nil {
 		t.Error("signed an object whose content_hash is stale")
 	}
+	// SignOver, given the hash input, signs what Sign signs, and still
+	// refuses bytes that are not what content_hash hashes.
+	over := clone(t, obj)
+	in, err := canonical.HashInput(over)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SignOver(over, in, s, "offer_submission", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyEntry(over, len(over["signatures"].([]any))-1, &k.PublicKey); err != nil {
+		t.Errorf("signed over the hash input, does not verify: %v", err)
+	}
+	if err := SignOver(clone(t, obj), []byte(`{"other":"bytes"}`), s, "offer_submission", time.Now()); err == nil {
+		t.Error("signed over bytes that are not the sealed content")
+	}
 	unsealed := clone(t, obj)
 	delete(unsealed, "content_hash")
 	if err := Sign(unsealed, s, "offer_submission", time.Now()); err != nil {
