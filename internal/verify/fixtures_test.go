@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,32 @@ func TestBundleFixturesAgreeWithGate(t *testing.T) {
 				t.Errorf("%s: the gate finds %s; the verifier raises %v", row.path, p, rep.Raised)
 			}
 		}
+	}
+}
+
+// TestCountVerifiedListsTheRest: on every bundle fixture, a run that
+// counts what verified (Options.CountVerified, as a countersigner runs)
+// lists exactly the checks a full run lists as failed or not checkable,
+// in the same order, and counts the verified ones it leaves out.
+func TestCountVerifiedListsTheRest(t *testing.T) {
+	for _, row := range bundleRows(t) {
+		t.Run(row.path, func(t *testing.T) {
+			in, opt := fixtureInput(t, row.path)
+			full := verify.Verify(in, opt)
+			opt.CountVerified = true
+			counted := verify.Verify(in, opt)
+			var rest []verify.Check
+			for _, c := range full.Checks {
+				if c.Result != verify.Verified {
+					rest = append(rest, c)
+				}
+			}
+			if !reflect.DeepEqual(counted.Checks, rest) {
+				t.Fatalf("counting, listed\n%+v\nwant\n%+v", counted.Checks, rest)
+			}
+			if counted.Results != full.Results {
+				t.Fatalf("counts %+v, want %+v", counted.Results, full.Results)
+			}
+		})
 	}
 }
