@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +39,8 @@ func TestExchangeDeliversExactBytes(t *testing.T) {
 	replyObj := evidence(t, b.node, txn, 100, nil)
 	b.app.reply = func([][]byte) ([][]byte, error) { return [][]byte{replyObj}, nil }
 
-	reply, err := a.client.Deliver(ctx, b.node.Org, txn, [][]byte{obj})
+	rctx, rv := delivery.WithReplyValues(ctx)
+	reply, err := a.client.Deliver(rctx, b.node.Org, txn, [][]byte{obj})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +53,17 @@ func TestExchangeDeliversExactBytes(t *testing.T) {
 	}
 	if len(reply) != 1 || !bytes.Equal(reply[0], replyObj) {
 		t.Fatal("the reply did not come back byte identical")
+	}
+	// Each end's carrier hands on what it decoded the objects it checked
+	// to: the receiver's and the sender's, as decoding the bytes gives.
+	for what, c := range map[string]struct {
+		values []map[string]any
+		raw    []byte
+	}{"received": {got[0].decoded, obj}, "reply": {rv.Take(), replyObj}} {
+		want, err := canonical.DecodeObject(c.raw)
+		if err != nil || len(c.values) != 1 || !reflect.DeepEqual(c.values[0], want) {
+			t.Fatalf("%s: handed on %v (%v)", what, c.values, err)
+		}
 	}
 	// First contact made B fetch A's key records.
 	if _, err := b.keys.Lookup(a.node.Org, a.node.Instance.Config.AgentKeyID); err != nil {

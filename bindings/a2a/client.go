@@ -152,9 +152,11 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	if len(reply) == 0 {
 		return [][]byte{}, nil
 	}
-	if err := delivery.CheckMessage(transactionID, reply); err != nil {
+	decoded, err := delivery.CheckMessageDecoded(transactionID, reply)
+	if err != nil {
 		return nil, err
 	}
+	delivery.HandReply(ctx, decoded)
 	return reply, nil
 }
 

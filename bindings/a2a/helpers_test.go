@@ -35,11 +35,13 @@ type recorder struct {
 type received struct {
 	from, txn string
 	objects   [][]byte
+	// decoded is what the carrier handed on with them (delivery.Decoded).
+	decoded []map[string]any
 }
 
-func (r *recorder) Receive(_ context.Context, from, txn string, objects [][]byte) ([][]byte, error) {
+func (r *recorder) Receive(ctx context.Context, from, txn string, objects [][]byte) ([][]byte, error) {
 	r.mu.Lock()
-	r.got = append(r.got, received{from, txn, objects})
+	r.got = append(r.got, received{from, txn, objects, delivery.Decoded(ctx)})
 	reply := r.reply
 	r.mu.Unlock()
 	if reply == nil {

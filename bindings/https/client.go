@@ -148,9 +148,11 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 		return nil, err
 	}
 	if len(reply) > 0 {
-		if err := delivery.CheckMessage(transactionID, reply); err != nil {
+		decoded, err := delivery.CheckMessageDecoded(transactionID, reply)
+		if err != nil {
 			return nil, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
 		}
+		delivery.HandReply(ctx, decoded)
 	}
 	return reply, nil
 }

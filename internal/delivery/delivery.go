@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/reason"
@@ -195,6 +196,41 @@ func Decoded(ctx context.Context) []map[string]any {
 type checkedKey struct{}
 
 type checked struct{ decoded []map[string]any }
+
+// ReplyValues receives what a carrier decoded a reply's objects to when it
+// checked them (CheckMessageDecoded), for the sender to take as its own
+// decoding of the reply's bytes.
+type ReplyValues struct {
+	mu     sync.Mutex
+	values []map[string]any
+}
+
+// WithReplyValues returns a context under which a carrier hands the
+// values of the reply it checks to the returned ReplyValues (HandReply).
+func WithReplyValues(ctx context.Context) (context.Context, *ReplyValues) {
+	rv := &ReplyValues{}
+	return context.WithValue(ctx, replyValuesKey{}, rv), rv
+}
+
+// HandReply gives the values a carrier decoded a reply to (in the
+// reply's order) to the ReplyValues of ctx, if it has one. They are
+// shared from here on, and only read.
+func HandReply(ctx context.Context, values []map[string]any) {
+	if rv, ok := ctx.Value(replyValuesKey{}).(*ReplyValues); ok {
+		rv.mu.Lock()
+		rv.values = values
+		rv.mu.Unlock()
+	}
+}
+
+// Take returns the values handed over, or nil.
+func (rv *ReplyValues) Take() []map[string]any {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return rv.values
+}
+
+type replyValuesKey struct{}
 
 // Permanent reports whether err means the message will never be
 // delivered as it is: a refusal, a conflict or a rejection, unless it

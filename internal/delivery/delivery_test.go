@@ -138,6 +138,17 @@ func TestCheckDecoded(t *testing.T) {
 	if delivery.Decoded(context.Background()) != nil {
 		t.Fatal("values without a carrier")
 	}
+	// A sender's context receives what the carrier decoded its reply to;
+	// one without a receiver ignores them.
+	rctx, rv := delivery.WithReplyValues(context.Background())
+	delivery.HandReply(context.Background(), values)
+	if rv.Take() != nil {
+		t.Fatal("values handed to no one reached a receiver")
+	}
+	delivery.HandReply(rctx, values)
+	if got := rv.Take(); len(got) != 1 || !reflect.DeepEqual(got[0], values[0]) {
+		t.Fatalf("reply values %v", got)
+	}
 }
 
 func TestMessageKeyCoversWholeBytes(t *testing.T) {

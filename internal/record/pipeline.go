@@ -468,9 +468,17 @@ func (e *Engine) Attempt(ctx context.Context, m store.OutboxMessage) {
 // retrying leaves it queued. It returns the refusal when the act was
 // removed.
 func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
-	reply, err := e.out.Send(ctx, m)
+	sctx, rv := delivery.WithReplyValues(ctx)
+	reply, err := e.out.Send(sctx, m)
 	switch {
 	case err == nil:
+		// The carrier's decoding of the reply, when it handed it over, is
+		// the view of its bytes (parse finds them kept).
+		if values := rv.Take(); len(values) == len(reply) {
+			for i, b := range reply {
+				remember(b, values[i])
+			}
+		}
 		e.point("reply.received")
 		if err := e.settle(ctx, m, reply); err != nil {
 			// A reply that cannot be stored is not lost: the message stays
