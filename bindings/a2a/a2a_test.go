@@ -59,7 +59,7 @@ func TestExchangeDeliversExactBytes(t *testing.T) {
 	for what, c := range map[string]struct {
 		values []map[string]any
 		raw    []byte
-	}{"received": {got[0].decoded, obj}, "reply": {rv.Take(), replyObj}} {
+	}{"received": {got[0].decoded, obj}, "reply": {[]map[string]any{rv.Of(replyObj)}, replyObj}} {
 		want, err := canonical.DecodeObject(c.raw)
 		if err != nil || len(c.values) != 1 || !reflect.DeepEqual(c.values[0], want) {
 			t.Fatalf("%s: handed on %v (%v)", what, c.values, err)

@@ -156,7 +156,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	if err != nil {
 		return nil, err
 	}
-	delivery.HandReply(ctx, decoded)
+	delivery.HandReply(ctx, reply, decoded)
 	return reply, nil
 }
 

@@ -41,7 +41,11 @@ type received struct {
 
 func (r *recorder) Receive(ctx context.Context, from, txn string, objects [][]byte) ([][]byte, error) {
 	r.mu.Lock()
-	r.got = append(r.got, received{from, txn, objects, delivery.Decoded(ctx)})
+	var decoded []map[string]any
+	for i, b := range objects {
+		decoded = append(decoded, delivery.Decoded(ctx, i, b))
+	}
+	r.got = append(r.got, received{from, txn, objects, decoded})
 	reply := r.reply
 	r.mu.Unlock()
 	if reply == nil {

@@ -360,7 +360,7 @@ func (s *Server) take(ctx context.Context, from, messageID, txn string, objects 
 	decoded, err := delivery.CheckMessageDecoded(txn, objects)
 	if err == nil {
 		var reply [][]byte
-		reply, err = s.cfg.Receiver.Receive(delivery.WithChecked(ctx, decoded), from, txn, objects)
+		reply, err = s.cfg.Receiver.Receive(delivery.WithChecked(ctx, objects, decoded), from, txn, objects)
 		if err == nil {
 			log.Info("received A202 objects", "transaction_id", txn, "objects", len(objects), "reply_objects", len(reply))
 			return reply, nil

@@ -152,7 +152,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 		if err != nil {
 			return nil, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
 		}
-		delivery.HandReply(ctx, decoded)
+		delivery.HandReply(ctx, reply, decoded)
 	}
 	return reply, nil
 }

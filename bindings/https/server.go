@@ -183,7 +183,7 @@ func (s *Server) serveObjects(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	reply, err := s.cfg.Inbox.Receive(delivery.WithChecked(r.Context(), decoded), peer.OrganizationID, txn, objects)
+	reply, err := s.cfg.Inbox.Receive(delivery.WithChecked(r.Context(), objects, decoded), peer.OrganizationID, txn, objects)
 	if err != nil {
 		log.Info("the application did not accept the message", "transaction_id", txn, "error", err)
 		s.writeError(w, err)

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -172,11 +173,14 @@ func checkObject(transactionID string, i int, obj map[string]any) error {
 // WithChecked marks ctx as a carrier's: the carrier ran CheckMessage on
 // exactly the bytes it hands the Receiver with it, so the Receiver need
 // not decode them once more to do it again (Checked). decoded, when not
-// nil, are the values CheckMessageDecoded returned for those bytes, which
-// the Receiver may take as its own decoding of them (Decoded); they are
-// shared from here on, and only read.
-func WithChecked(ctx context.Context, decoded []map[string]any) context.Context {
-	return context.WithValue(ctx, checkedKey{}, checked{decoded})
+// nil, are the values CheckMessageDecoded returned for those objects, raw,
+// which the Receiver may take as its own decoding of them (Decoded); they
+// are shared from here on, and only read.
+func WithChecked(ctx context.Context, raw [][]byte, decoded []map[string]any) context.Context {
+	if len(raw) != len(decoded) {
+		raw, decoded = nil, nil
+	}
+	return context.WithValue(ctx, checkedKey{}, checked{raw, decoded})
 }
 
 // Checked reports whether a carrier ran CheckMessage on the message it
@@ -186,22 +190,29 @@ func Checked(ctx context.Context) bool {
 	return ok
 }
 
-// Decoded returns the values the carrier decoded the message's objects to
-// (WithChecked), in order, or nil.
-func Decoded(ctx context.Context) []map[string]any {
+// Decoded returns the value the carrier decoded the message's i-th object
+// to (WithChecked), when its bytes are exactly b, or nil.
+func Decoded(ctx context.Context, i int, b []byte) map[string]any {
 	c, _ := ctx.Value(checkedKey{}).(checked)
-	return c.decoded
+	if i < 0 || i >= len(c.raw) || !bytes.Equal(c.raw[i], b) {
+		return nil
+	}
+	return c.decoded[i]
 }
 
 type checkedKey struct{}
 
-type checked struct{ decoded []map[string]any }
+type checked struct {
+	raw     [][]byte
+	decoded []map[string]any
+}
 
 // ReplyValues receives what a carrier decoded a reply's objects to when it
 // checked them (CheckMessageDecoded), for the sender to take as its own
 // decoding of the reply's bytes.
 type ReplyValues struct {
 	mu     sync.Mutex
+	raw    [][]byte
 	values []map[string]any
 }
 
@@ -212,22 +223,28 @@ func WithReplyValues(ctx context.Context) (context.Context, *ReplyValues) {
 	return context.WithValue(ctx, replyValuesKey{}, rv), rv
 }
 
-// HandReply gives the values a carrier decoded a reply to (in the
-// reply's order) to the ReplyValues of ctx, if it has one. They are
-// shared from here on, and only read.
-func HandReply(ctx context.Context, values []map[string]any) {
-	if rv, ok := ctx.Value(replyValuesKey{}).(*ReplyValues); ok {
+// HandReply gives the values a carrier decoded a reply's objects raw to
+// (values[i] is raw[i]'s) to the ReplyValues of ctx, if it has one. They
+// are shared from here on, and only read.
+func HandReply(ctx context.Context, raw [][]byte, values []map[string]any) {
+	if rv, ok := ctx.Value(replyValuesKey{}).(*ReplyValues); ok && len(raw) == len(values) {
 		rv.mu.Lock()
-		rv.values = values
+		rv.raw, rv.values = raw, values
 		rv.mu.Unlock()
 	}
 }
 
-// Take returns the values handed over, or nil.
-func (rv *ReplyValues) Take() []map[string]any {
+// Of returns the value handed over for an object of exactly the bytes b,
+// or nil: a value is taken only with the bytes it was decoded from.
+func (rv *ReplyValues) Of(b []byte) map[string]any {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
-	return rv.values
+	for i, r := range rv.raw {
+		if bytes.Equal(r, b) {
+			return rv.values[i]
+		}
+	}
+	return nil
 }
 
 type replyValuesKey struct{}

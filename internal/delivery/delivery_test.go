@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,7 +125,7 @@ func TestCheckDecoded(t *testing.T) {
 	}
 	// A carrier's mark says it checked the bytes it hands over, and
 	// carries what it decoded them to: the values CheckMessage reads.
-	if delivery.Checked(context.Background()) || !delivery.Checked(delivery.WithChecked(context.Background(), nil)) {
+	if delivery.Checked(context.Background()) || !delivery.Checked(delivery.WithChecked(context.Background(), nil, nil)) {
 		t.Fatal("Checked does not read WithChecked")
 	}
 	raw := [][]byte{object(t, "evd_f", txn, nil)}
@@ -132,22 +133,30 @@ func TestCheckDecoded(t *testing.T) {
 	if err != nil || len(values) != 1 || !reflect.DeepEqual(values[0], decoded(raw[0])) {
 		t.Fatalf("decoded %v (%v)", values, err)
 	}
-	if got := delivery.Decoded(delivery.WithChecked(context.Background(), values)); len(got) != 1 || !reflect.DeepEqual(got[0], values[0]) {
+	cctx := delivery.WithChecked(context.Background(), raw, values)
+	if got := delivery.Decoded(cctx, 0, bytes.Clone(raw[0])); !reflect.DeepEqual(got, values[0]) {
 		t.Fatalf("handed on %v", got)
 	}
-	if delivery.Decoded(context.Background()) != nil {
+	if delivery.Decoded(cctx, 0, object(t, "evd_h", txn, nil)) != nil || delivery.Decoded(cctx, 1, raw[0]) != nil {
+		t.Fatal("a value given for other bytes or another position")
+	}
+	if delivery.Decoded(context.Background(), 0, raw[0]) != nil {
 		t.Fatal("values without a carrier")
 	}
 	// A sender's context receives what the carrier decoded its reply to;
 	// one without a receiver ignores them.
 	rctx, rv := delivery.WithReplyValues(context.Background())
-	delivery.HandReply(context.Background(), values)
-	if rv.Take() != nil {
+	delivery.HandReply(context.Background(), raw, values)
+	if rv.Of(raw[0]) != nil {
 		t.Fatal("values handed to no one reached a receiver")
 	}
-	delivery.HandReply(rctx, values)
-	if got := rv.Take(); len(got) != 1 || !reflect.DeepEqual(got[0], values[0]) {
-		t.Fatalf("reply values %v", got)
+	delivery.HandReply(rctx, raw, values)
+	if got := rv.Of(bytes.Clone(raw[0])); !reflect.DeepEqual(got, values[0]) {
+		t.Fatalf("reply value %v", got)
+	}
+	// A value is had only with the bytes it was decoded from.
+	if got := rv.Of(object(t, "evd_g", txn, nil)); got != nil {
+		t.Fatalf("other bytes were given %v", got)
 	}
 }
 

@@ -472,11 +472,11 @@ func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
 	reply, err := e.out.Send(sctx, m)
 	switch {
 	case err == nil:
-		// The carrier's decoding of the reply, when it handed it over, is
-		// the view of its bytes (parse finds them kept).
-		if values := rv.Take(); len(values) == len(reply) {
-			for i, b := range reply {
-				remember(b, values[i])
+		// The carrier's decoding of the reply's bytes, when it handed it
+		// over, is their view (parse finds them kept).
+		for _, b := range reply {
+			if v := rv.Of(b); v != nil {
+				remember(b, v)
 			}
 		}
 		e.point("reply.received")

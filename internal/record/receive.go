@@ -168,10 +168,9 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	}
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	r := &receipt{from: from, txn: txn, key: key, now: now}
-	decoded := delivery.Decoded(ctx) // the carrier's decoding of raw, if it handed it on
 	for i, b := range raw {
-		if len(decoded) == len(raw) {
-			r.objs = append(r.objs, parseDecoded(b, decoded[i]))
+		if v := delivery.Decoded(ctx, i, b); v != nil { // the carrier's decoding of b
+			r.objs = append(r.objs, parseDecoded(b, v))
 			continue
 		}
 		o, err := parse(b)
