@@ -170,7 +170,7 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	r := &receipt{from: from, txn: txn, key: key, now: now}
 	for i, b := range raw {
 		if v := delivery.Decoded(ctx, i, b); v != nil { // the carrier's decoding of b
-			r.objs = append(r.objs, parseDecoded(b, v))
+			r.objs = append(r.objs, remember(b, v))
 			continue
 		}
 		o, err := parse(b)

@@ -62,14 +62,10 @@ func viewOver(m map[string]any, b []byte) (*Obj, error) {
 	return remember(b, m), nil
 }
 
-// parseDecoded is parse(b) for a carrier that decoded b to m already
-// (delivery.Decoded): m is the view's value, unless b was parsed before.
-func parseDecoded(b []byte, m map[string]any) *Obj {
-	return remember(b, m)
-}
-
 // remember keeps the view of b, whose decoding is m, among the parsed
-// views, and returns the one kept for b.
+// views, and returns the one kept for b: parse(b) for a caller that holds
+// b's decoding already (a carrier's, delivery.Decoded; a value this
+// instance built, viewOver).
 func remember(b []byte, m map[string]any) *Obj {
 	key := sha256.Sum256(b)
 	parsedMu.Lock()
