@@ -40,14 +40,7 @@ func parse(raw []byte) (*Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	o = &Obj{raw: raw, m: m}
-	parsedMu.Lock()
-	if len(parsed) >= maxParsed {
-		parsed = map[[32]byte]*Obj{}
-	}
-	parsed[key] = o
-	parsedMu.Unlock()
-	return o, nil
+	return keep(key, raw, m), nil
 }
 
 // viewOver is parse(b) for b = canonical.Marshal(m), m a value this
@@ -67,7 +60,12 @@ func viewOver(m map[string]any, b []byte) (*Obj, error) {
 // b's decoding already (a carrier's, delivery.Decoded; a value this
 // instance built, viewOver).
 func remember(b []byte, m map[string]any) *Obj {
-	key := sha256.Sum256(b)
+	return keep(sha256.Sum256(b), b, m)
+}
+
+// keep puts the view of b (whose SHA-256 is key, and decoding m) among the
+// parsed views unless one is kept for b already, and returns the one kept.
+func keep(key [32]byte, b []byte, m map[string]any) *Obj {
 	parsedMu.Lock()
 	defer parsedMu.Unlock()
 	if o, ok := parsed[key]; ok {
