@@ -111,10 +111,7 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Ro
 	if err != nil {
 		return s.db.QueryRowContext(ctx, query, args...)
 	}
-	if tx := s.snapshotOf(ctx); tx != nil {
-		return tx.StmtContext(detach(ctx), st).QueryRowContext(detach(ctx), args...)
-	}
-	return st.QueryRowContext(detach(ctx), args...)
+	return s.inSnapshot(ctx, st).QueryRowContext(detach(ctx), args...)
 }
 
 // PutObject is Store.PutObject inside the transaction.
@@ -430,10 +427,7 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 	if err != nil {
 		return nil, err
 	}
-	if tx := s.snapshotOf(ctx); tx != nil {
-		return tx.StmtContext(detach(ctx), st).QueryContext(detach(ctx), args...)
-	}
-	return st.QueryContext(detach(ctx), args...)
+	return s.inSnapshot(ctx, st).QueryContext(detach(ctx), args...)
 }
 
 // Snapshot returns a context under which this Store's reads run in one
@@ -462,10 +456,11 @@ type snapshot struct {
 	tx *sql.Tx
 }
 
-// snapshotOf returns ctx's read transaction on s, or nil.
-func (s *Store) snapshotOf(ctx context.Context) *sql.Tx {
+// inSnapshot returns st as it runs in ctx's read transaction on s, or st
+// itself when ctx has none.
+func (s *Store) inSnapshot(ctx context.Context, st *sql.Stmt) *sql.Stmt {
 	if sn, ok := ctx.Value(snapshotKey{}).(*snapshot); ok && sn.s == s {
-		return sn.tx
+		return sn.tx.StmtContext(detach(ctx), st)
 	}
-	return nil
+	return st
 }
