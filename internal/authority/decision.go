@@ -3,10 +3,10 @@ package authority
 import (
 	"encoding/json"
 	"errors"
-	"github.com/partyd/party/internal/canonical"
 	"strconv"
 	"time"
 
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/schema"

@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"github.com/partyd/party/internal/keys"
 	"slices"
 	"sync/atomic"
 
+	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/pattern"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/store"
