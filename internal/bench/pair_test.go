@@ -94,9 +94,9 @@ func startPair(b *testing.B) *pair {
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		t.MaxIdleConnsPerHost = 32
 	}
-	// The collector as party serve sets it; the agents share this process
-	// and so the setting.
-	b.Cleanup(cli.ServeGC())
+	// The runtime as party serve sets it (the collector, the processors);
+	// the agents share this process and so the settings.
+	b.Cleanup(cli.ServeRuntime())
 	ctx := context.Background()
 	out := b.TempDir()
 	lns, ports := listen(b, 6)

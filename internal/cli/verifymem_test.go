@@ -2,6 +2,7 @@ package cli
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -71,4 +72,34 @@ func TestCollectorSettings(t *testing.T) {
 			restoreLimit()
 		})
 	}
+}
+
+// party serve runs with one processor more than the runtime chose, for
+// the serve only; GOMAXPROCS in the environment leaves the number alone.
+func TestServeProcessors(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	t.Setenv("GOMAXPROCS", "")
+	before := runtime.GOMAXPROCS(0)
+	restore := ServeRuntime()
+	if got := runtime.GOMAXPROCS(0); got != before+1 {
+		t.Errorf("GOMAXPROCS while serving %d, want %d", got, before+1)
+	}
+	if got := debug.SetGCPercent(-1); got != ServeGCPercent {
+		t.Errorf("GOGC while serving %d, want %d", got, ServeGCPercent)
+	}
+	debug.SetGCPercent(ServeGCPercent)
+	restore()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS after serving %d, want %d again", got, before)
+	}
+
+	t.Setenv("GOMAXPROCS", "1")
+	restore = serveProcs()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("with GOMAXPROCS set, serving changed it to %d", got)
+	}
+	restore()
 }
