@@ -3,11 +3,11 @@ package signature
 import (
 	"bytes"
 	"crypto/elliptic"
-	"github.com/partyd/party/internal/canonical"
 	"math/big"
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/keys"
 )
 
@@ -56,4 +56,44 @@ func FuzzVerifyEntry(f *testing.F) {
 			t.Fatalf("verified value %q at %q", v, at)
 		}
 	})
+}
+
+// FuzzProtected holds the signature header written directly (protected)
+// to what canonical.Marshal writes for the same four members: the same
+// bytes, or both refuse.
+func FuzzProtected(f *testing.F) {
+	for _, c := range protectedCases {
+		f.Add(c[0], c[1], c[2], c[3])
+	}
+	f.Fuzz(func(t *testing.T, alg, kid, purpose, at string) {
+		checkProtected(t, alg, kid, purpose, at)
+	})
+}
+
+// protectedCases are headers as signed here, and strings that RFC 8785
+// escapes or refuses.
+var protectedCases = [][4]string{
+	{"ES256", "key_buyer_01", "offer_acceptance", "2026-01-02T03:04:05Z"},
+	{"EdDSA", "key_x", "countersignature", "2026-12-05T00:00:00Z"},
+	{"", "", "", ""},
+	{"a\"b", "c\\d", "\u0000\u001f\u007f", "\b\f\n\r\t"},
+	{"é€😀", "\u2028\u2029", "</script>", "\xff"},
+}
+
+func TestProtectedIsCanonical(t *testing.T) {
+	for _, c := range protectedCases {
+		checkProtected(t, c[0], c[1], c[2], c[3])
+	}
+}
+
+func checkProtected(t *testing.T, alg, kid, purpose, at string) {
+	t.Helper()
+	got, err := protected(alg, kid, purpose, at)
+	want, werr := canonical.Marshal(map[string]any{"algorithm": alg, "key_id": kid, "purpose": purpose, "signed_at": at})
+	if (err == nil) != (werr == nil) {
+		t.Fatalf("protected(%q, %q, %q, %q): error %v, canonical.Marshal's %v", alg, kid, purpose, at, err, werr)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("protected(%q, %q, %q, %q) = %s, canonical.Marshal gives %s", alg, kid, purpose, at, got, want)
+	}
 }

@@ -32,14 +32,28 @@ var ErrNotCheckable = errors.New("signature: not checkable")
 // $defs/signature, a closed shape).
 var entryMembers = []string{"key_id", "algorithm", "signature", "signed_at", "purpose"}
 
-// protected returns RFC 8785 of {algorithm, key_id, purpose, signed_at}.
+// protected returns RFC 8785 of {algorithm, key_id, purpose, signed_at},
+// written directly: the names are in the order RFC 8785 sorts them, and
+// each value is a string in its canonical form (canonical.AppendString,
+// which refuses one that is not UTF-8). It is what canonical.Marshal
+// writes for the same four members (TestProtectedIsCanonical,
+// FuzzProtected), without building a map and sorting its keys for every
+// signature made or checked.
 func protected(algorithm, keyID, purpose, signedAt string) ([]byte, error) {
-	return canonical.Marshal(map[string]any{
-		"algorithm": algorithm,
-		"key_id":    keyID,
-		"purpose":   purpose,
-		"signed_at": signedAt,
-	})
+	b := make([]byte, 0, 56+len(algorithm)+len(keyID)+len(purpose)+len(signedAt))
+	var err error
+	for i, m := range [...]struct{ name, value string }{
+		{`{"algorithm":`, algorithm},
+		{`,"key_id":`, keyID},
+		{`,"purpose":`, purpose},
+		{`,"signed_at":`, signedAt},
+	} {
+		b = append(b, m.name...)
+		if b, err = canonical.AppendString(b, m.value); err != nil {
+			return nil, fmt.Errorf("signature header member %d: %w", i, err)
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // join returns content ‖ "." ‖ header in one allocation.
