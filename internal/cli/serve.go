@@ -152,17 +152,18 @@ func ServeRuntime() (restore func()) {
 //
 // SQLite, as this build links it (modernc.org/sqlite, no cgo), makes its
 // file system calls as ordinary blocking system calls: above all the
-// WAL's fsync at every commit (synchronous=FULL; 0.17 ms on the machine
-// the targets are measured on) and the writes before it. A goroutine in a
+// WAL's fsync at every commit (synchronous=FULL; on the machine the
+// targets are measured on, 0.13-0.19 ms alone and 0.6 ms at the median
+// when both cores are busy) and the writes before it. A goroutine in a
 // blocking system call keeps its processor until the runtime's monitor
-// hands the processor on, tens of microseconds at the least, and all that
-// while a goroutine that could run waits though its core is idle. The
-// store commits from one goroutine at a time (group commit), so one
-// processor more covers the one blocked writer: the operating system
-// still shares out the same cores. Measured with eight agents on two
-// cores (docs/performance.md, "A twelfth pass"): about a tenth more
-// formations a second for slightly less CPU each; two processors more
-// gave no more formations for 4-5 % more CPU each. GOMAXPROCS in the
+// hands the processor on, 20 µs at the least, and all that while a
+// goroutine that could run waits though its core is idle. The store
+// commits from one goroutine at a time (group commit), so one processor
+// more covers the one blocked writer: the operating system still shares
+// out the same cores. Measured with eight agents on two cores
+// (docs/performance.md, "A twelfth pass"): 4-10 % more formations a
+// second for about the same CPU each; two processors more gave no more
+// formations for 4-5 % more CPU each. GOMAXPROCS in the
 // environment is the operator's choice, and then nothing is changed.
 // Setting the number stops the runtime following a change of the CPU
 // quota while serve runs (Go 1.25's automatic GOMAXPROCS); a restart
