@@ -48,9 +48,6 @@ func (e *Engine) verifyEntryOver(ctx context.Context, o *Obj, content []byte, i 
 	if err := e.liveKey(ctx, o, entries[i], k); err != nil {
 		return err
 	}
-	if content == nil {
-		return signature.VerifyEntry(o.m, i, k.Public)
-	}
 	return signature.VerifyEntryOver(o.m, content, i, k.Public)
 }
 

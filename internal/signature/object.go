@@ -223,21 +223,24 @@ func Entries(obj map[string]any) ([]map[string]any, error) {
 //
 // A failure is a *reason.Refusal with A202-EVIDENCE-SIGNATURE-INVALID.
 func VerifyEntry(obj map[string]any, i int, pub crypto.PublicKey) error {
-	content, err := canonical.HashInput(obj)
-	if err != nil {
-		return reason.Refuse(fmt.Sprintf("hash input of %v: %v", obj["id"], err), reason.EvidenceSignatureInvalid)
-	}
-	return VerifyEntryOver(obj, content, i, pub)
+	return VerifyEntryOver(obj, nil, i, pub)
 }
 
-// VerifyEntryOver is VerifyEntry for a caller that already holds obj's
+// VerifyEntryOver is VerifyEntry for a caller that may already hold obj's
 // hash input, content (canonical.HashInput(obj), as one has that checked
 // the content hash): the same checks and the same errors, without
-// encoding the object again. content must be exactly those bytes; it is
-// read, not kept. A valid entry is settled by quickEntry (the key's table
-// once it has one, and nothing built for an error); any other takes the
-// full check, which says why.
+// encoding the object again. content must be exactly those bytes, or nil,
+// and then VerifyEntryOver computes them; it is read, not kept. A valid
+// entry is settled by quickEntry (the key's table once it has one, and
+// nothing built for an error); any other takes the full check, which says
+// why.
 func VerifyEntryOver(obj map[string]any, content []byte, i int, pub crypto.PublicKey) error {
+	if content == nil {
+		var err error
+		if content, err = canonical.HashInput(obj); err != nil {
+			return reason.Refuse(fmt.Sprintf("hash input of %v: %v", obj["id"], err), reason.EvidenceSignatureInvalid)
+		}
+	}
 	list, err := Entries(obj)
 	if err != nil {
 		return err
