@@ -136,11 +136,11 @@ func (c *cmdFlags) longRunning(args []string, stdout, stderr io.Writer) (dir str
 }
 
 // ServeRuntime sets the Go runtime as party serve runs it: the collector
-// (ServeGC) and the processors (serveProcs). It returns the function that
+// (serveGC) and the processors (serveProcs). It returns the function that
 // restores both: for a process that serves instances of its own, as the
 // benchmarks do.
 func ServeRuntime() (restore func()) {
-	restoreGC, restoreProcs := ServeGC(), serveProcs()
+	restoreGC, restoreProcs := serveGC(), serveProcs()
 	return func() {
 		restoreProcs()
 		restoreGC()

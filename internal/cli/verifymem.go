@@ -80,11 +80,10 @@ func setGCPercent(n int) (restore func()) {
 	return func() { debug.SetGCPercent(prev) }
 }
 
-// ServeGC sets GOGC and the soft memory limit as party serve runs
+// serveGC sets GOGC and the soft memory limit as party serve runs
 // (ServeGCPercent, serveMemoryLimit) and returns the function that
-// restores both: for a process that serves instances of its own, as the
-// benchmarks do.
-func ServeGC() (restore func()) {
+// restores both: the collector's half of ServeRuntime.
+func serveGC() (restore func()) {
 	restoreGC, restoreLimit := setGCPercent(ServeGCPercent), setMemoryLimit(serveMemoryLimit)
 	return func() {
 		restoreLimit()

@@ -19,7 +19,7 @@ func TestCollectorSettings(t *testing.T) {
 		set func() func()
 	}{
 		{readingGCPercent, func() func() { return setGCPercent(readingGCPercent) }},
-		{ServeGCPercent, ServeGC},
+		{ServeGCPercent, serveGC},
 	} {
 		n := c.n
 		restore := c.set()
@@ -33,7 +33,7 @@ func TestCollectorSettings(t *testing.T) {
 	}
 
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
-	restore := ServeGC()
+	restore := serveGC()
 	if got := debug.SetMemoryLimit(-1); got != serveMemoryLimit {
 		t.Errorf("memory limit while serving %d, want %d", got, serveMemoryLimit)
 	}
@@ -42,7 +42,7 @@ func TestCollectorSettings(t *testing.T) {
 		t.Errorf("memory limit after serving %d, want none", got)
 	}
 	debug.SetMemoryLimit(serveMemoryLimit / 2)
-	restore = ServeGC()
+	restore = serveGC()
 	if got := debug.SetMemoryLimit(-1); got != serveMemoryLimit/2 {
 		t.Errorf("serving lowered a limit already set to %d", got)
 	}
@@ -61,7 +61,7 @@ func TestCollectorSettings(t *testing.T) {
 	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, "150")
-			restoreGC, restoreLimit := ServeGC(), limitVerifyMemory()
+			restoreGC, restoreLimit := serveGC(), limitVerifyMemory()
 			if got := debug.SetGCPercent(77); got != 77 {
 				t.Errorf("with %s set, GOGC changed to %d", env, got)
 			}
