@@ -374,7 +374,7 @@ func (e *Engine) extend(ctx context.Context, st *state, news []*Obj, awaiting ..
 	// Only a check that did not verify decides anything here (Err): the
 	// verified ones are counted, not listed.
 	out := verify.Extend(verify.Extension{Held: held, New: vals, Mandates: mandates, Keys: ks, Awaiting: awaiting},
-		verify.Options{RulesVersion: RulesVersion, Now: e.o.Clock(), CountVerified: true})
+		verify.Options{RulesVersion: RulesVersion, Now: e.o.Clock(), CountVerified: true, Memo: &e.sigs})
 	if err := out.Err(); err != nil {
 		return err
 	}

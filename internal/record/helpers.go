@@ -11,7 +11,6 @@ import (
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
-	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -48,7 +47,7 @@ func (e *Engine) verifyEntryOver(ctx context.Context, o *Obj, content []byte, i 
 	if err := e.liveKey(ctx, o, entries[i], k); err != nil {
 		return err
 	}
-	return signature.VerifyEntryOver(o.m, content, i, k.Public)
+	return e.sigs.VerifyEntryOver(o.m, content, i, k.Public)
 }
 
 // request is an idempotent call under way (Idempotent). recorded is set

@@ -137,6 +137,7 @@ import (
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -177,6 +178,10 @@ type Engine struct {
 	released   map[string]bool // approval requests ReleaseHeld acted on
 	subjects   sync.Map        // mandate id → authority.Subject (subjectOf)
 	handed     sync.Map        // transaction id → the countersignature handed to the worker (handOn)
+	// sigs remembers the ES256 signatures this engine accepted, so that a
+	// step's checks and the verifier's rules that run beside them do not
+	// both do the arithmetic (signature.Memo); this engine's own.
+	sigs signature.Memo
 }
 
 // Options configure an Engine.

@@ -44,7 +44,7 @@ func FuzzVerifyEntry(f *testing.F) {
 		// full check accepts.
 		if content, herr := canonical.HashInput(o); herr == nil {
 			full := verifyEntry(content, "offer", entry(o, 0), &k.PublicKey, "fuzzed")
-			if quick := quickEntry(content, "offer", entry(o, 0), anyKeyID{&k.PublicKey}); quick != (full == nil) {
+			if quick := quickEntry(content, "offer", entry(o, 0), anyKeyID{&k.PublicKey}, nil); quick != (full == nil) {
 				t.Fatalf("quick %v, full %v, for %q at %q", quick, full, v, at)
 			}
 		}

@@ -235,6 +235,12 @@ func VerifyEntry(obj map[string]any, i int, pub crypto.PublicKey) error {
 // nothing built for an error); any other takes the full check, which says
 // why.
 func VerifyEntryOver(obj map[string]any, content []byte, i int, pub crypto.PublicKey) error {
+	return (*Memo)(nil).VerifyEntryOver(obj, content, i, pub)
+}
+
+// VerifyEntryOver is the package's VerifyEntryOver, with m's memory of
+// accepted signatures (memo.go).
+func (m *Memo) VerifyEntryOver(obj map[string]any, content []byte, i int, pub crypto.PublicKey) error {
 	if content == nil {
 		var err error
 		if content, err = canonical.HashInput(obj); err != nil {
@@ -249,7 +255,7 @@ func VerifyEntryOver(obj map[string]any, content []byte, i int, pub crypto.Publi
 		return reason.Refuse(fmt.Sprintf("%v has no signature %d", obj["id"], i), reason.EvidenceSignatureInvalid)
 	}
 	objectType, _ := obj["object_type"].(string)
-	if quickEntry(content, objectType, list[i], anyKeyID{pub}) {
+	if quickEntry(content, objectType, list[i], anyKeyID{pub}, m) {
 		return nil
 	}
 	return verifyEntry(content, objectType, list[i], pub, fmt.Sprintf("signature %d of %v", i, obj["id"]))
@@ -361,7 +367,7 @@ type KeyResolver interface {
 // (placeholder value, key_id resolve does not know), an error wrapping
 // ErrNotCheckable. content_hash and key status are not checked here.
 func VerifySignatures(obj map[string]any, resolve KeyResolver) error {
-	return verifySignatures(obj, nil, false, resolve)
+	return verifySignatures(obj, nil, false, resolve, nil)
 }
 
 // VerifySignaturesOver is VerifySignatures for a caller that already holds
@@ -370,10 +376,16 @@ func VerifySignatures(obj map[string]any, resolve KeyResolver) error {
 // errors, without encoding the object again. content must be exactly
 // those bytes; it is read, not kept.
 func VerifySignaturesOver(obj map[string]any, content []byte, resolve KeyResolver) error {
-	return verifySignatures(obj, content, true, resolve)
+	return verifySignatures(obj, content, true, resolve, nil)
 }
 
-func verifySignatures(obj map[string]any, content []byte, haveContent bool, resolve KeyResolver) error {
+// VerifySignaturesOver is the package's VerifySignaturesOver, with m's
+// memory of accepted signatures (memo.go).
+func (m *Memo) VerifySignaturesOver(obj map[string]any, content []byte, resolve KeyResolver) error {
+	return verifySignatures(obj, content, true, resolve, m)
+}
+
+func verifySignatures(obj map[string]any, content []byte, haveContent bool, resolve KeyResolver, memo *Memo) error {
 	list, err := Entries(obj)
 	if err != nil {
 		return err
@@ -389,7 +401,7 @@ func verifySignatures(obj map[string]any, content []byte, haveContent bool, reso
 		}
 	}
 	for i, e := range list {
-		if quickEntry(content, objectType, e, resolve) {
+		if quickEntry(content, objectType, e, resolve, memo) {
 			continue // valid: the full check below would find nothing to say
 		}
 		what := fmt.Sprintf("signature %d of %v", i, obj["id"])

@@ -65,6 +65,12 @@ func tableFor(pub *ecdsa.PublicKey) *p256Table {
 	if err != nil || pub.Curve != elliptic.P256() {
 		return nil
 	}
+	return tableForPoint(point)
+}
+
+// tableForPoint is tableFor of the P-256 key whose uncompressed encoding
+// is point.
+func tableForPoint(point []byte) *p256Table {
 	v, ok := keyUses.Load(string(point))
 	if !ok {
 		if trackedN.Load() >= maxTrackedKeys {
@@ -130,8 +136,30 @@ func (t *p256Table) mul(k *[32]byte) *nistec.P256Point {
 // verifyES256 reports whether raw (r‖s) is a valid ECDSA P-256 signature
 // of digest by pub: with the key's table once it has one, else with
 // crypto/ecdsa. false means "not accepted here" (see above).
-func verifyES256(pub *ecdsa.PublicKey, digest *[32]byte, raw *[64]byte) bool {
-	t := tableFor(pub)
+// With a memo, a signature it holds is accepted without the curve
+// arithmetic, and one accepted here is added to it (memo.go).
+func verifyES256(pub *ecdsa.PublicKey, digest *[32]byte, raw *[64]byte, memo *Memo) bool {
+	point, err := pub.Bytes()
+	if err != nil || pub.Curve != elliptic.P256() || len(point) != len(memoKey{}.point) {
+		return verifyES256With(nil, pub, digest, raw)
+	}
+	if memo == nil {
+		return verifyES256With(tableForPoint(point), pub, digest, raw)
+	}
+	k := memoKey{digest: *digest, sig: *raw}
+	copy(k.point[:], point)
+	if memo.has(&k) {
+		return true
+	}
+	if !verifyES256With(tableForPoint(point), pub, digest, raw) {
+		return false
+	}
+	memo.add(&k)
+	return true
+}
+
+// verifyES256With verifies with t, or with crypto/ecdsa when t is nil.
+func verifyES256With(t *p256Table, pub *ecdsa.PublicKey, digest *[32]byte, raw *[64]byte) bool {
 	if t == nil {
 		var buf [72]byte
 		der, ok := derSignature(buf[:0], raw)

@@ -137,7 +137,7 @@ func TestVerifyES256BuildsTable(t *testing.T) {
 	bad = good
 	bad[63] ^= 1
 	for i := range keyTableAfter + 2 {
-		if !verifyES256(&k.PublicKey, &digest, &good) || verifyES256(&k.PublicKey, &digest, &bad) {
+		if !verifyES256(&k.PublicKey, &digest, &good, nil) || verifyES256(&k.PublicKey, &digest, &bad, nil) {
 			t.Fatalf("use %d: valid refused or altered accepted", i)
 		}
 	}

@@ -31,9 +31,10 @@ var inputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &
 const signatureLen = 86
 
 // quickEntry reports whether entry verifies over content (obj's hash
-// input) under the key resolve finds for it, for an object of objectType.
+// input) under the key resolve finds for it, for an object of objectType,
+// remembering an accepted ES256 signature in memo (which may be nil).
 // false means "not settled here", never "invalid".
-func quickEntry(content []byte, objectType string, entry map[string]any, resolve KeyResolver) bool {
+func quickEntry(content []byte, objectType string, entry map[string]any, resolve KeyResolver, memo *Memo) bool {
 	if len(entry) != len(entryMembers) {
 		return false
 	}
@@ -76,7 +77,7 @@ func quickEntry(content []byte, objectType string, entry map[string]any, resolve
 	switch alg {
 	case ES256:
 		digest := sha256.Sum256(in)
-		return verifyES256(pub.(*ecdsa.PublicKey), &digest, &raw)
+		return verifyES256(pub.(*ecdsa.PublicKey), &digest, &raw, memo)
 	case EdDSA:
 		return ed25519.Verify(pub.(ed25519.PublicKey), in, raw[:])
 	}

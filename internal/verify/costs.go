@@ -65,7 +65,7 @@ func (r *run) allVerify(o *object, in []byte) bool {
 	if o.hashErr != nil {
 		return signature.VerifySignatures(o.val, r.in.Keys) == nil
 	}
-	return signature.VerifySignaturesOver(o.val, in, r.in.Keys) == nil
+	return r.opt.Memo.VerifySignaturesOver(o.val, in, r.in.Keys) == nil
 }
 
 // purposesRefusing returns the purposes allowed for objectType when

@@ -102,6 +102,11 @@ type Options struct {
 	// a fifth of the run's heap, which the collector would scan again and
 	// again for a report that prints only their number.
 	CountVerified bool
+	// Memo, when set, is the caller's memory of the ES256 signatures it
+	// accepted (signature.Memo): a signature found there is not verified
+	// again, and one verified here is added. An instance's engine hands
+	// its own; party verify none.
+	Memo *signature.Memo
 
 	// awaiting names the new objects Extend checks before this party
 	// signs them: an event's countersignature, or an agreement's second
@@ -455,7 +460,7 @@ func (r *run) examine(o *object) {
 	}
 	for i := range o.sigs {
 		if o.sigs[i].result == "" {
-			o.sigs[i] = settle(o.sigs[i], verifyEntry(o, in, i, pubs[i]), r.valid.detail(o.sigs[i]))
+			o.sigs[i] = settle(o.sigs[i], verifyEntry(r.opt.Memo, o, in, i, pubs[i]), r.valid.detail(o.sigs[i]))
 		}
 	}
 }
@@ -463,11 +468,11 @@ func (r *run) examine(o *object) {
 // verifyEntry is signature.VerifyEntry over the hash input examine
 // computed, when it could compute one: the object is not encoded again
 // for each entry.
-func verifyEntry(o *object, in []byte, i int, pub crypto.PublicKey) error {
+func verifyEntry(memo *signature.Memo, o *object, in []byte, i int, pub crypto.PublicKey) error {
 	if o.hashErr != nil {
 		in = nil // partial bytes: VerifyEntryOver computes them, and refuses
 	}
-	return signature.VerifyEntryOver(o.val, in, i, pub)
+	return memo.VerifyEntryOver(o.val, in, i, pub)
 }
 
 func validDetail(sc sigCheck) string {
