@@ -374,13 +374,8 @@ func VerifySignatures(obj map[string]any, resolve KeyResolver) error {
 // obj's hash input, content (canonical.HashInput(obj), as a verifier has
 // once it has checked the content hash): the same checks and the same
 // errors, without encoding the object again. content must be exactly
-// those bytes; it is read, not kept.
-func VerifySignaturesOver(obj map[string]any, content []byte, resolve KeyResolver) error {
-	return verifySignatures(obj, content, true, resolve, nil)
-}
-
-// VerifySignaturesOver is the package's VerifySignaturesOver, with m's
-// memory of accepted signatures (memo.go).
+// those bytes; it is read, not kept. Signatures are looked up in, and
+// those accepted added to, m's memory (memo.go); a nil m has none.
 func (m *Memo) VerifySignaturesOver(obj map[string]any, content []byte, resolve KeyResolver) error {
 	return verifySignatures(obj, content, true, resolve, m)
 }

@@ -19,7 +19,7 @@ import (
 //
 // Every object is canonicalised once: the bytes serve its content hash and
 // then, unchanged, the signing input of each of its signatures
-// (signature.VerifySignaturesOver), so the hash input is never built
+// ((*signature.Memo).VerifySignaturesOver), so the hash input is never built
 // twice. The bytes live in a pooled buffer for as long as the object is
 // examined and are not kept: the report needs the hash, not the bytes.
 
