@@ -21,9 +21,12 @@ import "sync"
 // another. Only acceptance is kept: a signature refused is checked in full
 // each time (and then by checkEntry, which says why). ECDSA verification
 // is a function of these three values, so an answer from memory is the
-// answer the arithmetic gives. The memory holds the last memoMax
-// acceptances, first in first out: what it saves is repeats within a step,
-// not a record's history.
+// answer the arithmetic gives. Nothing else is remembered: the key an
+// entry names is resolved, and its algorithm and the entry's purpose
+// checked, before the memory is asked, on every call; whether the key was
+// live when it signed is the caller's check, made every time as well. The
+// memory holds the last memoMax acceptances, first in first out: what it
+// saves is repeats within a step, not a record's history.
 
 // memoMax is how many accepted signatures a Memo holds (about 400 KiB
 // when full).
