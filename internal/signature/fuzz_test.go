@@ -2,6 +2,7 @@ package signature
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/elliptic"
 	"math/big"
 	"testing"
@@ -16,15 +17,7 @@ import (
 // verify are the original with its original signed_at, or the original's
 // high-S twin (r, n-s), which ECDSA accepts by design.
 func FuzzVerifyEntry(f *testing.F) {
-	k, err := keys.Generate()
-	if err != nil {
-		f.Fatal(err)
-	}
-	s, _ := NewES256("key_fuzz_01", k)
-	obj := newObject(f, "offer")
-	if err := Sign(obj, s, "offer_submission", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); err != nil {
-		f.Fatal(err)
-	}
+	obj, k := signedOffer(f, "key_fuzz_01")
 	e := entry(obj, 0)
 	value, signedAt := e["signature"].(string), e["signed_at"].(string)
 	raw, _ := keys.DecodeBase64URL(value)
@@ -96,4 +89,23 @@ func checkProtected(t *testing.T, alg, kid, purpose, at string) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("protected(%q, %q, %q, %q) = %s, canonical.Marshal gives %s", alg, kid, purpose, at, got, want)
 	}
+}
+
+// signedOffer returns an offer signed once, at a fixed time, by a fresh
+// ES256 key named keyID, and the key.
+func signedOffer(t testing.TB, keyID string) (map[string]any, *ecdsa.PrivateKey) {
+	t.Helper()
+	k, err := keys.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewES256(keyID, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := newObject(t, "offer")
+	if err := Sign(obj, s, "offer_submission", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	return obj, k
 }

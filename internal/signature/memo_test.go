@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"testing"
-	"time"
 
 	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/keys"
 )
 
 // A signature a Memo accepted is accepted again from it, and nothing that
@@ -92,15 +90,7 @@ func TestMemoForgetsTheOldest(t *testing.T) {
 // its signature was remembered.
 func TestMemoVerifiesAsWithout(t *testing.T) {
 	t.Parallel()
-	k, err := keys.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := NewES256("key_memo_01", k)
-	obj := newObject(t, "offer")
-	if err := Sign(obj, s, "offer_submission", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); err != nil {
-		t.Fatal(err)
-	}
+	obj, k := signedOffer(t, "key_memo_01")
 	pub := &k.PublicKey
 	content, err := canonical.HashInput(obj)
 	if err != nil {

@@ -58,18 +58,9 @@ var (
 	p256N      = elliptic.P256().Params().N
 )
 
-// tableFor returns the table for pub, building it at its keyTableAfter-th
-// use, or nil while there is none.
-func tableFor(pub *ecdsa.PublicKey) *p256Table {
-	point, err := pub.Bytes()
-	if err != nil || pub.Curve != elliptic.P256() {
-		return nil
-	}
-	return tableForPoint(point)
-}
-
-// tableForPoint is tableFor of the P-256 key whose uncompressed encoding
-// is point.
+// tableForPoint returns the table for the P-256 key whose uncompressed
+// encoding is point, building it at its keyTableAfter-th use, or nil while
+// there is none.
 func tableForPoint(point []byte) *p256Table {
 	v, ok := keyUses.Load(string(point))
 	if !ok {
@@ -143,19 +134,16 @@ func verifyES256(pub *ecdsa.PublicKey, digest *[32]byte, raw *[64]byte, memo *Me
 	if err != nil || pub.Curve != elliptic.P256() || len(point) != len(memoKey{}.point) {
 		return verifyES256With(nil, pub, digest, raw)
 	}
-	if memo == nil {
-		return verifyES256With(tableForPoint(point), pub, digest, raw)
-	}
 	k := memoKey{digest: *digest, sig: *raw}
 	copy(k.point[:], point)
-	if memo.has(&k) {
+	if memo != nil && memo.has(&k) {
 		return true
 	}
-	if !verifyES256With(tableForPoint(point), pub, digest, raw) {
-		return false
+	ok := verifyES256With(tableForPoint(point), pub, digest, raw)
+	if ok && memo != nil {
+		memo.add(&k)
 	}
-	memo.add(&k)
-	return true
+	return ok
 }
 
 // verifyES256With verifies with t, or with crypto/ecdsa when t is nil.
