@@ -51,6 +51,7 @@ const maxGroup = 32
 
 // update is one caller's Update, queued for a leader.
 type update struct {
+	s        *Store
 	ctx      context.Context
 	fn       func(*Txn) error
 	err      error
@@ -75,7 +76,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	u := &update{ctx: ctx, fn: fn, done: make(chan struct{})}
+	u := &update{s: s, ctx: ctx, fn: fn, done: make(chan struct{})}
 	s.group.mu.Lock()
 	s.group.queue = append(s.group.queue, u)
 	s.group.mu.Unlock()
@@ -127,7 +128,15 @@ func (u *update) result() error {
 func (u *update) finish(err error) {
 	u.answered = true
 	u.err = err
-	forgetKeyVersion(u.ctx) // objects.go; committed or not, as a failed commit may have
+	u.s.forgetKeyVersion(u.ctx) // objects.go; committed or not, as a failed commit may have
+	close(u.done)
+}
+
+// finishAt answers u, committed, with n as the key records' number its
+// memo holds (holdKeyVersion), set before its caller resumes.
+func (u *update) finishAt(n int64) {
+	u.answered = true
+	u.s.holdKeyVersion(u.ctx, n)
 	close(u.done)
 }
 
@@ -202,11 +211,27 @@ func (s *Store) runGroup(batch []*update) {
 	if len(ok) == 0 {
 		return
 	}
+	// The key records' number as this commit leaves it, read on the warm
+	// writer connection for the members that hold one (WithKeyVersionMemo):
+	// read after the commit on a pool connection instead, it costs a read
+	// transaction on a page cache the commit emptied, several an act.
+	var version int64
+	held := false
+	for _, u := range ok {
+		if hasKeyVersionMemo(u.ctx) {
+			held = tx.QueryRowContext(detach(u.ctx), keyVersionQuery).Scan(&version) == nil
+			break
+		}
+	}
 	err = tx.Commit()
 	if err == nil {
 		s.commits.Add(1)
 	}
 	for _, u := range ok {
+		if err == nil && held {
+			u.finishAt(version)
+			continue
+		}
 		u.finish(err)
 	}
 }

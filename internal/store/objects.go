@@ -158,16 +158,16 @@ func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
 	if m != nil {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.held {
-			return m.n, nil
+		if n, ok := m.held[s]; ok {
+			return n, nil
 		}
 	}
 	var n int64
-	if err := s.queryRow(ctx, `SELECT n FROM key_objects_version WHERE id = 1`).Scan(&n); err != nil {
+	if err := s.queryRow(ctx, keyVersionQuery).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: key objects version: %w", err)
 	}
 	if m != nil {
-		m.n, m.held = n, true
+		m.held[s] = n
 	}
 	return n, nil
 }
@@ -175,34 +175,61 @@ func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
 // WithKeyVersionMemo returns a context for one operation (an act, a
 // received message) under which KeyObjectsVersion reads the database once
 // and holds the number until this Store commits a write under the same
-// context, which may have stored a key record. An operation resolves keys
-// several times between two of its commits (51 reads of the number a
-// formation, both sides, before this); with the memo it sees the key
-// records as they stood at its first resolution since its last commit,
-// as if a key record another process stores meanwhile had come a moment
-// later. Not for a context that outlives one operation: a background
-// loop's would hold the number for good.
+// context, which may have stored a key record; that commit's transaction
+// reads the number as it leaves it, on the writer connection, and the
+// memo holds that one (group.go). An operation resolves keys several
+// times between two of its commits (51 reads of the number a formation,
+// both sides, before the memo); with it, it sees the key records as they
+// stood at its first resolution, or its last commit, as if a key record
+// another process stores meanwhile had come a moment later. Not for a
+// context that outlives one operation: a background loop's would hold
+// the number for good.
+//
+// The memo holds one number for each Store: a context may reach two
+// (two instances in one process, as tests run them, the one's act
+// calling the other's receipt), and one database's number says nothing
+// of the other's.
 func WithKeyVersionMemo(ctx context.Context) context.Context {
 	if _, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
 		return ctx
 	}
-	return context.WithValue(ctx, keyVersionMemoKey{}, &keyVersionMemo{})
+	return context.WithValue(ctx, keyVersionMemoKey{}, &keyVersionMemo{held: map[*Store]int64{}})
 }
 
 type keyVersionMemoKey struct{}
 
 type keyVersionMemo struct {
 	mu   sync.Mutex
-	n    int64
-	held bool
+	held map[*Store]int64
 }
 
-// forgetKeyVersion drops the number held under ctx: called after every
-// write this Store commits under it.
-func forgetKeyVersion(ctx context.Context) {
+// keyVersionQuery reads the key records' number.
+const keyVersionQuery = `SELECT n FROM key_objects_version WHERE id = 1`
+
+// hasKeyVersionMemo reports whether ctx carries a memo.
+func hasKeyVersionMemo(ctx context.Context) bool {
+	_, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo)
+	return ok
+}
+
+// holdKeyVersion makes n, read inside the write transaction s just
+// committed under ctx, the number its memo holds for s: what a read right
+// after the commit would have found, unless another process wrote between
+// the two, which the memo treats as having come a moment later.
+func (s *Store) holdKeyVersion(ctx context.Context, n int64) {
 	if m, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
 		m.mu.Lock()
-		m.held = false
+		m.held[s] = n
+		m.mu.Unlock()
+	}
+}
+
+// forgetKeyVersion drops the number held for s under ctx: called after
+// every write s commits under it (or fails to).
+func (s *Store) forgetKeyVersion(ctx context.Context) {
+	if m, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
+		m.mu.Lock()
+		delete(m.held, s)
 		m.mu.Unlock()
 	}
 }

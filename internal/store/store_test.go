@@ -594,11 +594,97 @@ func TestKeyVersionMemo(t *testing.T) {
 	if got, now := version(op), version(ctx); got != now || got == v1 {
 		t.Errorf("after this store's commit the memo holds %d, the database %d (before it %d)", got, now, v1)
 	}
+	// The number after the commit was read inside it, not after it: held
+	// from the commit on, it does not see another process's change that
+	// follows, as no read was made to see it.
+	v2 := version(ctx)
+	if err := s.Update(op, func(tx *Txn) error {
+		_, err := tx.exec(`INSERT INTO meta(key, value) VALUES ('memo_test', 'x')`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.db.ExecContext(ctx, `UPDATE key_objects_version SET n = n + 1 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if got, now := version(op), version(ctx); got != v2 || now != v2+1 {
+		t.Errorf("the memo holds %d after a commit that left %d, the database now %d", got, v2, now)
+	}
+	// A group's members hold the number the whole group's commit left,
+	// whichever of them stored the key record.
+	first, second := WithKeyVersionMemo(ctx), WithKeyVersionMemo(ctx)
+	version(first)
+	release, held := holdLeader(t, s, func(*Txn) error { return nil })
+	errs := make(chan error, 2)
+	go func() {
+		errs <- s.Update(first, func(tx *Txn) error {
+			_, err := tx.exec(`INSERT INTO meta(key, value) VALUES ('memo_first', 'x')`)
+			return err
+		})
+	}()
+	queued(s, 1) // first ahead of second in the group
+	go func() {
+		errs <- s.Update(second, func(tx *Txn) error {
+			_, err := tx.exec(`UPDATE key_objects_version SET n = n + 1 WHERE id = 1`)
+			return err
+		})
+	}()
+	queued(s, 2)
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := version(ctx)
+	if a, b := version(first), version(second); a != now || b != now {
+		t.Errorf("after one commit for both the memos hold %d and %d, the database %d", a, b, now)
+	}
 	if _, err := s.PutObject(op, recs[2], "org_x"); err != nil {
 		t.Fatal(err)
 	}
 	if got, now := version(op), version(ctx); got != now {
 		t.Errorf("after this store's auto-committed write the memo holds %d, the database %d", got, now)
+	}
+}
+
+// One operation's context may reach two stores (two instances in one
+// process, the one's act calling the other's receipt): the memo holds a
+// number for each, and a commit of one leaves the other's alone.
+func TestKeyVersionMemoPerStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := open(t, filepath.Join(t.TempDir(), "a.db")), open(t, filepath.Join(t.TempDir(), "b.db"))
+	for range 5 {
+		if _, err := b.db.ExecContext(ctx, `UPDATE key_objects_version SET n = n + 1 WHERE id = 1`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := WithKeyVersionMemo(ctx)
+	va, vb := keyVersion(t, ctx, a), keyVersion(t, ctx, b)
+	if va == vb {
+		t.Fatalf("both stores at %d", va)
+	}
+	if got := keyVersion(t, op, a); got != va {
+		t.Errorf("a under the memo: %d, want %d", got, va)
+	}
+	if got := keyVersion(t, op, b); got != vb {
+		t.Errorf("b under the memo after a's number: %d, want %d", got, vb)
+	}
+	if err := a.Update(op, func(tx *Txn) error {
+		_, err := tx.exec(`UPDATE key_objects_version SET n = n + 1 WHERE id = 1`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyVersion(t, op, a); got != va+1 {
+		t.Errorf("a after its commit: %d, want %d", got, va+1)
+	}
+	if got := keyVersion(t, op, b); got != vb {
+		t.Errorf("b after a's commit: %d, want %d", got, vb)
 	}
 }
 
