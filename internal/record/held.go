@@ -61,7 +61,9 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 	}
 	var add func(o *Obj, depth int)
 	addID := func(id string, depth int) {
-		if seen[id] || !idPattern.MatchString(id) || !followed[id[:3]] {
+		// The prefix first: most strings a payload holds are not
+		// identifiers, and a map lookup costs less than the pattern.
+		if seen[id] || len(id) < 4 || !followed[id[:3]] || !idPattern.MatchString(id) {
 			return
 		}
 		seen[id] = true
