@@ -219,7 +219,8 @@ func (s *Store) runGroup(batch []*update) {
 	held := false
 	for _, u := range ok {
 		if hasKeyVersionMemo(u.ctx) {
-			held = tx.QueryRowContext(detach(u.ctx), keyVersionQuery).Scan(&version) == nil
+			t := &Txn{tx: tx, ctx: detach(u.ctx), s: s}
+			held = t.queryRow(keyVersionQuery).Scan(&version) == nil // prepared once
 			break
 		}
 	}
