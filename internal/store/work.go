@@ -108,7 +108,11 @@ func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]O
 
 // ObligationStates is Store.ObligationStates inside the transaction.
 func (t *Txn) ObligationStates(transactionID string) ([]ObligationState, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	st, err := t.s.stmt(t.ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.StmtContext(t.ctx, st).QueryContext(t.ctx, transactionID) // prepared once
 	if err != nil {
 		return nil, err
 	}
