@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -250,10 +252,14 @@ func mandateStatus(t *testing.T, s *servedInstance, id string) string {
 }
 
 // TestServeRefusesATakenPort: a listener that cannot bind is a failure
-// to start, exit 1, not a process that serves part of the instance.
+// to start, exit 1, not a process that serves part of the instance. The
+// second state directory is configured with the first's addresses.
 func TestServeRefusesATakenPort(t *testing.T) {
 	s := startServe(t)
-	second := exec.Command(partyBinary(t), "serve", "--dir", s.dir)
+	other := filepath.Join(t.TempDir(), "st")
+	mustParty(t, "init", "--dir", other, "--org", "org_other",
+		"--mcp-addr", s.cfg.MCPAddr, "--peer-addr", s.cfg.PeerAddr, "--admin-addr", s.cfg.AdminAddr)
+	second := exec.Command(partyBinary(t), "serve", "--dir", other)
 	var errb syncBuffer
 	second.Stderr = &errb
 	err := second.Run()
@@ -266,5 +272,27 @@ func TestServeRefusesATakenPort(t *testing.T) {
 	}
 	if code := s.stop(t); code != 0 {
 		t.Fatalf("first serve: exit %d", code)
+	}
+}
+
+// TestServeRefusesAServedDirectory: a second serve of a directory that is
+// being served exits 1 before it serves anything, naming the first one's
+// pid (instance.LockServe), and the first goes on serving.
+func TestServeRefusesAServedDirectory(t *testing.T) {
+	s := startServe(t)
+	second := exec.Command(partyBinary(t), "serve", "--dir", s.dir)
+	var errb syncBuffer
+	second.Stderr = &errb
+	err := second.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("second serve of one directory: %v\n%s", err, errb.String())
+	}
+	want := fmt.Sprintf("is already served by another process (pid %d): one party serve per state directory", s.cmd.Process.Pid)
+	if !strings.Contains(errb.String(), want) {
+		t.Fatalf("the refusal does not name the first serve:\n%s", errb.String())
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("first serve: exit %d\n%s", code, s.stderr.String())
 	}
 }

@@ -128,6 +128,12 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		return err
 	}
 	defer o.Close()
+	// One serve, so one record engine, per state directory.
+	unlock, err := instance.LockServe(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	cfg := o.Config()
 	// The principal's surface, for the admin listener only: kept out of d.
 	principalSurface, err := principal.Open(o)

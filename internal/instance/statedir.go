@@ -17,6 +17,7 @@
 //	  tokens/admin        the principal's admin token, mode 0600
 //	  peer.json           this instance's peer file, to hand to counterparties
 //	  peers/              counterparties' peer files, added by `party peer add`
+//	  serve.lock          held by the one `party serve` of the directory (LockServe)
 //
 // The principal key signs mandates, approvals, revocation records and the
 // key records of both keys; the agent key signs the agent's acts. The agent
@@ -67,6 +68,7 @@ const (
 	AdminTokenFile   = "tokens/admin"
 	PeerFile         = "peer.json"
 	PeersDir         = "peers"
+	ServeLockFile    = "serve.lock"
 )
 
 // ErrExists is returned by Init when the directory already holds a state
