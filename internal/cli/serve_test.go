@@ -251,6 +251,21 @@ func mandateStatus(t *testing.T, s *servedInstance, id string) string {
 	return doc.Status
 }
 
+// failedServe runs `party serve --dir dir`, which must exit 1 at once, and
+// returns what it wrote on standard error.
+func failedServe(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(partyBinary(t), "serve", "--dir", dir)
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("party serve --dir %s: %v, want exit 1\n%s", dir, err, errb.String())
+	}
+	return errb.String()
+}
+
 // TestServeRefusesATakenPort: a listener that cannot bind is a failure
 // to start, exit 1, not a process that serves part of the instance. The
 // second state directory is configured with the first's addresses.
@@ -259,16 +274,8 @@ func TestServeRefusesATakenPort(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "st")
 	mustParty(t, "init", "--dir", other, "--org", "org_other",
 		"--mcp-addr", s.cfg.MCPAddr, "--peer-addr", s.cfg.PeerAddr, "--admin-addr", s.cfg.AdminAddr)
-	second := exec.Command(partyBinary(t), "serve", "--dir", other)
-	var errb syncBuffer
-	second.Stderr = &errb
-	err := second.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("second serve on the same ports: %v\n%s", err, errb.String())
-	}
-	if !strings.Contains(errb.String(), "listener") {
-		t.Fatalf("no reason given:\n%s", errb.String())
+	if stderr := failedServe(t, other); !strings.Contains(stderr, "listener") {
+		t.Fatalf("no reason given:\n%s", stderr)
 	}
 	if code := s.stop(t); code != 0 {
 		t.Fatalf("first serve: exit %d", code)
@@ -280,17 +287,9 @@ func TestServeRefusesATakenPort(t *testing.T) {
 // pid (instance.LockServe), and the first goes on serving.
 func TestServeRefusesAServedDirectory(t *testing.T) {
 	s := startServe(t)
-	second := exec.Command(partyBinary(t), "serve", "--dir", s.dir)
-	var errb syncBuffer
-	second.Stderr = &errb
-	err := second.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("second serve of one directory: %v\n%s", err, errb.String())
-	}
 	want := fmt.Sprintf("is already served by another process (pid %d): one party serve per state directory", s.cmd.Process.Pid)
-	if !strings.Contains(errb.String(), want) {
-		t.Fatalf("the refusal does not name the first serve:\n%s", errb.String())
+	if stderr := failedServe(t, s.dir); !strings.Contains(stderr, want) {
+		t.Fatalf("the refusal does not name the first serve:\n%s", stderr)
 	}
 	if code := s.stop(t); code != 0 {
 		t.Fatalf("first serve: exit %d\n%s", code, s.stderr.String())
