@@ -616,6 +616,17 @@ func migrateOne(ctx context.Context, conn *sql.Conn, v int, migration string, fk
 		return err
 	}
 	defer tx.Rollback()
+	// Another process may have applied it since migrate read the version
+	// (two commands opening a database that needs migrating at the same
+	// moment): the write lock BEGIN took orders the two, and the second
+	// finds it recorded and leaves it.
+	var applied int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, v).Scan(&applied); err != nil {
+		return fmt.Errorf("store: migration %d: %w", v, err)
+	}
+	if applied > 0 {
+		return nil
+	}
 	if _, err := tx.ExecContext(ctx, migration); err != nil {
 		return fmt.Errorf("store: migration %d: %w", v, err)
 	}
