@@ -36,10 +36,7 @@ const workers = 8
 // ms/accept-cold. cpu-ms/formation is the process's user and system time
 // over the batch per formation: both instances and all agents run in this
 // process, so it is a formation's whole cost, and it moves less than wall
-// time when the host's other tenants take the cores. us/host-probe is the
-// host's speed around the batch (hostProbe, the slower of a probe before
-// and one after): a run whose probe reads above the host's usual value ran
-// on a host slower than itself.
+// time when the host's other tenants take the cores.
 func BenchmarkFormation(b *testing.B) {
 	for _, c := range []struct {
 		name     string
@@ -64,7 +61,6 @@ func BenchmarkFormation(b *testing.B) {
 			}
 			var accepts []time.Duration
 			var wall, cpu time.Duration
-			probe := hostProbe()
 			b.ResetTimer()
 			for range b.N {
 				c0 := processCPU()
@@ -77,9 +73,7 @@ func BenchmarkFormation(b *testing.B) {
 				wall += took
 			}
 			b.StopTimer()
-			probe = max(probe, hostProbe())
 			reportAccepts(b, accepts)
-			b.ReportMetric(float64(probe.Nanoseconds())/1e3, "us/host-probe")
 			b.ReportMetric(ms(cold), "ms/accept-cold")
 			b.ReportMetric(float64(len(accepts))/wall.Seconds(), "formations/s")
 			if cpu > 0 {
