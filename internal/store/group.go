@@ -218,7 +218,7 @@ func (s *Store) runGroup(batch []*update) {
 	var version int64
 	held := false
 	for _, u := range ok {
-		if hasKeyVersionMemo(u.ctx) {
+		if keyVersionMemoOf(u.ctx) != nil {
 			t := &Txn{tx: tx, ctx: detach(u.ctx), s: s}
 			held = t.queryRow(keyVersionQuery).Scan(&version) == nil // prepared once
 			break

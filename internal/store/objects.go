@@ -152,9 +152,10 @@ func objectsOfType(objectType, columns string) (string, []any) {
 // objects, so that a write between the two is seen at the next call.
 //
 // Under a context from WithKeyVersionMemo the number is read once and
-// then held until this Store commits a write under that context.
+// then held; a write this Store commits under that context holds the
+// number as the commit left it.
 func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
-	m, _ := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo)
+	m := keyVersionMemoOf(ctx)
 	if m != nil {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -190,7 +191,7 @@ func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
 // calling the other's receipt), and one database's number says nothing
 // of the other's.
 func WithKeyVersionMemo(ctx context.Context) context.Context {
-	if _, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
+	if keyVersionMemoOf(ctx) != nil {
 		return ctx
 	}
 	return context.WithValue(ctx, keyVersionMemoKey{}, &keyVersionMemo{held: map[*Store]int64{}})
@@ -206,10 +207,10 @@ type keyVersionMemo struct {
 // keyVersionQuery reads the key records' number.
 const keyVersionQuery = `SELECT n FROM key_objects_version WHERE id = 1`
 
-// hasKeyVersionMemo reports whether ctx carries a memo.
-func hasKeyVersionMemo(ctx context.Context) bool {
-	_, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo)
-	return ok
+// keyVersionMemoOf returns the memo ctx carries, or nil.
+func keyVersionMemoOf(ctx context.Context) *keyVersionMemo {
+	m, _ := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo)
+	return m
 }
 
 // holdKeyVersion makes n, read inside the write transaction s just
@@ -217,7 +218,7 @@ func hasKeyVersionMemo(ctx context.Context) bool {
 // after the commit would have found, unless another process wrote between
 // the two, which the memo treats as having come a moment later.
 func (s *Store) holdKeyVersion(ctx context.Context, n int64) {
-	if m, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
+	if m := keyVersionMemoOf(ctx); m != nil {
 		m.mu.Lock()
 		m.held[s] = n
 		m.mu.Unlock()
@@ -227,7 +228,7 @@ func (s *Store) holdKeyVersion(ctx context.Context, n int64) {
 // forgetKeyVersion drops the number held for s under ctx: called after
 // every write s commits under it (or fails to).
 func (s *Store) forgetKeyVersion(ctx context.Context) {
-	if m, ok := ctx.Value(keyVersionMemoKey{}).(*keyVersionMemo); ok {
+	if m := keyVersionMemoOf(ctx); m != nil {
 		m.mu.Lock()
 		delete(m.held, s)
 		m.mu.Unlock()

@@ -559,9 +559,9 @@ func TestTransactionObjectsOfTypes(t *testing.T) {
 }
 
 // Under WithKeyVersionMemo the key objects' version is read once and held
-// until this Store commits under that context; another process's key
-// record (here a second Store on the same file) is seen after that commit
-// and at once by a context without the memo.
+// until this Store commits under that context, which reads it again;
+// another process's key record (here a second Store on the same file) is
+// seen after that commit and at once by a context without the memo.
 func TestKeyVersionMemo(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "party.db")
@@ -587,7 +587,7 @@ func TestKeyVersionMemo(t *testing.T) {
 		t.Fatal("another store's key record did not move the version")
 	}
 	// A commit of this store under the operation's context, of anything,
-	// drops the number held.
+	// replaces the number held with the one the commit left.
 	if err := s.Update(op, func(tx *Txn) error { _, err := tx.PutObject(recs[1], "org_x"); return err }); err != nil {
 		t.Fatal(err)
 	}
