@@ -126,3 +126,55 @@ func Compare(a, b string) (int, error) {
 	}
 	return x.Cmp(y), nil
 }
+
+// Zero is 0.
+func Zero() Decimal { return Decimal{} }
+
+// Share returns total × part ÷ whole, rounded half up (a half goes away
+// from zero) to places fraction digits: the money an accepted quantity of
+// a whole is worth. whole must be positive.
+func Share(total, part, whole Decimal, places int) (Decimal, error) {
+	if whole.Sign() <= 0 {
+		return Decimal{}, errors.New("decimal: a share of a non-positive whole")
+	}
+	ctx := apd.BaseContext.WithPrecision(80)
+	ctx.Rounding = apd.RoundHalfUp
+	var prod, quo Decimal
+	if _, err := ctx.Mul(&prod.d, &total.d, &part.d); err != nil {
+		return Decimal{}, err
+	}
+	if _, err := ctx.Quo(&quo.d, &prod.d, &whole.d); err != nil {
+		return Decimal{}, err
+	}
+	return quo.Round(places), nil
+}
+
+// Round returns a rounded half up to places fraction digits (places ≥ 0).
+func (a Decimal) Round(places int) Decimal {
+	ctx := apd.BaseContext.WithPrecision(80)
+	ctx.Rounding = apd.RoundHalfUp
+	var r Decimal
+	_, _ = ctx.Quantize(&r.d, &a.d, int32(-places))
+	return r
+}
+
+// Places returns how many fraction digits a value carries as written
+// ("3200.00" two, "5" none).
+func (a Decimal) Places() int {
+	if a.d.Exponent >= 0 {
+		return 0
+	}
+	return int(-a.d.Exponent)
+}
+
+// Fixed returns the value in plain notation with exactly places fraction
+// digits, rounded half up when it carries more ("2400" at 2 is "2400.00").
+func (a Decimal) Fixed(places int) string { return a.Round(places).String() }
+
+// Max returns the greater of a and b.
+func Max(a, b Decimal) Decimal {
+	if a.Cmp(b) >= 0 {
+		return a
+	}
+	return b
+}

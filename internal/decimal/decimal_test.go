@@ -67,3 +67,42 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestShare(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		total, part, whole string
+		places             int
+		want               string
+	}{
+		{"3200.00", "6", "8", 2, "2400.00"},
+		{"3200.00", "8", "8", 2, "3200.00"},
+		{"100.00", "1", "3", 2, "33.33"},
+		{"100.00", "2", "3", 2, "66.67"},  // 66.666… rounds up
+		{"0.05", "1", "2", 2, "0.03"},     // 0.025: a half goes up
+		{"1000", "1", "3", 0, "333"},      // JPY-like, no minor unit
+		{"10.000", "1", "8", 3, "1.250"},  // three minor digits
+		{"1", "1", "3", 9, "0.333333333"}, // a long scale
+	} {
+		total, _ := Parse(c.total)
+		part, _ := ParseQuantity(c.part)
+		whole, _ := ParseQuantity(c.whole)
+		got, err := Share(total, part, whole, c.places)
+		if err != nil || got.String() != c.want {
+			t.Errorf("Share(%s, %s, %s, %d) = %s %v, want %s", c.total, c.part, c.whole, c.places, got, err, c.want)
+		}
+		// The share and the rest always sum to the total exactly.
+		if rest := total.Sub(got); rest.Add(got).Cmp(total) != 0 || rest.Sign() < 0 {
+			t.Errorf("%s − %s = %s does not restore the total", c.total, got, rest)
+		}
+	}
+	if _, err := Share(Zero(), Zero(), Zero(), 2); err == nil {
+		t.Error("a share of a zero whole was computed")
+	}
+	if d, _ := Parse("3200"); d.Fixed(2) != "3200.00" || d.Places() != 0 {
+		t.Errorf("Fixed: %s, Places %d", d.Fixed(2), d.Places())
+	}
+	if d, _ := Parse("0.10"); d.Places() != 2 {
+		t.Errorf("Places(0.10) = %d", d.Places())
+	}
+}
