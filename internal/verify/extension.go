@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -55,6 +56,11 @@ type Outcome struct {
 	// Checks are the checks about the new objects, in report order (with
 	// Options.CountVerified, those that did not verify).
 	Checks []Check
+	// Findings are the ledger's findings about the new objects (party's
+	// own rules, ledger.go): each refuses the extension as a failed check
+	// does, since a countersignature says the record the signer's own
+	// rules accept.
+	Findings []ledger.Finding
 }
 
 // Err returns nil when every check about the new objects verified, and
@@ -71,12 +77,19 @@ func (o Outcome) Err() error {
 			open = append(open, c)
 		}
 	}
-	if len(failed) == 0 && len(open) == 0 {
+	if len(failed) == 0 && len(open) == 0 && len(o.Findings) == 0 {
 		return nil
 	}
 	var codes []reason.Code
 	seen := map[reason.Code]bool{}
 	var parts []string
+	for _, f := range o.Findings {
+		if !seen[f.Code] {
+			seen[f.Code] = true
+			codes = append(codes, f.Code)
+		}
+		parts = append(parts, fmt.Sprintf("%s on %s: %s", f.Rule, f.Subject, f.Detail))
+	}
 	for _, c := range failed {
 		if !seen[c.Code] {
 			seen[c.Code] = true
@@ -86,7 +99,7 @@ func (o Outcome) Err() error {
 	}
 	for _, c := range open {
 		code := stepCode(c.Step)
-		if len(failed) == 0 && !seen[code] {
+		if len(failed) == 0 && len(o.Findings) == 0 && !seen[code] {
 			seen[code] = true
 			codes = append(codes, code)
 		}
@@ -164,6 +177,11 @@ func Extend(x Extension, opt Options) Outcome {
 			continue
 		}
 		out.Checks = append(out.Checks, c)
+	}
+	for _, f := range rep.Ledger.Findings {
+		if newIDs[f.Subject] {
+			out.Findings = append(out.Findings, f)
+		}
 	}
 	return out
 }

@@ -124,6 +124,9 @@ type Report struct {
 	// UnregisteredTypes are evidence types, condition types, constraint
 	// types and profiles that do not resolve in their registries.
 	UnregisteredTypes []string `json:"unregistered_types"`
+	// Ledger is party's own reading of the money (ledger.go): balances
+	// and findings, apart from the checks, which it never changes.
+	Ledger LedgerReport `json:"ledger"`
 }
 
 // Failures returns the failed checks, in report order.

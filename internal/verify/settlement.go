@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"strings"
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/decimal"
+	"github.com/partyd/party/internal/ledger"
 )
 
 // The guards of settlement.instructed and transaction.completed (pilot
@@ -103,7 +105,21 @@ func (r *run) instructedGuard(v *verdict, s *stream, i int, e *object, data map[
 	accepted, responses, _ := r.accepted(s, i)
 	trigger, _ := objAt(p, "trigger")
 	resp, held := r.byID[responses[oblID]]
+	if !accepted[oblID] {
+		// A binding determination that accepted it is the act its
+		// trigger binds (obligation §6.1 determination.recorded).
+		if id, hash, ok := r.ledgerAt(s, i).AcceptingAct(oblID); ok && strings.HasPrefix(id, "det_") {
+			if str(trigger, "accepting_act_hash") == hash {
+				v.pass("%s is triggered by determination %s, which accepted %s", stl.subject, id, oblID)
+			} else {
+				v.fail("the trigger of %s names %s, not the determination %s that accepted %s", stl.subject, short(str(trigger, "accepting_act_hash")), id, oblID)
+			}
+			accepted[oblID], held = true, false
+		}
+	}
 	switch {
+	case accepted[oblID] && !held && responses[oblID] == "":
+		// accepted by determination, judged above
 	case !accepted[oblID]:
 		v.fail("%s was not accepted before %s: nothing made its consideration due", oblID, e.subject)
 	case !held:
@@ -151,6 +167,7 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 		}
 	}
 	n := 0
+	var determined *ledger.Ledger // read once, only when an acceptance was determined
 	for _, o := range r.objs {
 		if o.typ != "obligation" || str(o.val, "transaction_id") != txn {
 			continue
@@ -159,6 +176,14 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 			continue // not an obligation of this record's chain (a newer version, say)
 		}
 		n++
+		if !accepted[o.id] && !r.waived(o.id, e) {
+			if determined == nil {
+				determined = r.ledgerAt(s, i)
+			}
+			if id, _, ok := determined.AcceptingAct(o.id); ok && strings.HasPrefix(id, "det_") {
+				accepted[o.id] = true
+			}
+		}
 		if !accepted[o.id] && !r.waived(o.id, e) {
 			v.fail("%s was neither accepted nor waived before %s", o.subject, e.subject)
 			continue

@@ -128,7 +128,9 @@ func Verify(in Input, opt Options) *Report {
 	r.step5()
 	r.step6()
 	r.step7()
-	return r.report()
+	rep := r.report()
+	rep.Ledger = r.ledgers()
+	return rep
 }
 
 // object is one envelope object and what the parallel phase learnt of it.

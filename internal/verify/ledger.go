@@ -1,0 +1,87 @@
+package verify
+
+import (
+	"sort"
+
+	"github.com/partyd/party/internal/ledger"
+)
+
+// The ledger: party's own rules, kept apart from the seven steps.
+//
+// After the steps, the verifier reads each transaction's money with
+// package ledger (one balance per obligation: owed, paid, in flight,
+// forgone, outstanding) and applies the ledger's rules (ledger.Audit:
+// roles, a remainder's share, quantities, what an instruction may pay,
+// what completion needs, receipts, settlement adjustments). They are
+// reported in the report's ledger section, never as checks: no step
+// fails for them, and `party verify` exits 0 on a record whose steps all
+// verify, so a record another implementation made is judged by the
+// specification alone. The countersigner is stricter: a finding about an
+// object of the message it is asked to sign is a refusal (Extend).
+
+// LedgerReport is the ledger section of a report.
+type LedgerReport struct {
+	// Transactions are the balances of each transaction the bundle holds
+	// obligations of, by transaction id.
+	Transactions []*ledger.Ledger `json:"transactions"`
+	// Findings are the ledger's rules the record breaks.
+	Findings []ledger.Finding `json:"findings"`
+}
+
+// ledgerRecord is the ledger's input for one transaction: its objects and
+// its stream's events as the bundle holds them, hashed as recomputed.
+func (r *run) ledgerRecord(txn string) ledger.Record {
+	rec := ledger.Record{TransactionID: txn, Hash: func(v map[string]any) string {
+		if o := r.byID[str(v, "id")]; o != nil && o.recomputed != "" {
+			return o.recomputed
+		}
+		return str(v, "content_hash")
+	}}
+	for _, o := range r.objs {
+		if o.typ != "transaction_event" && str(o.val, "transaction_id") == txn {
+			rec.Objects = append(rec.Objects, o.val)
+		}
+	}
+	if s := r.streamBy["transaction:"+txn]; s != nil {
+		for _, e := range s.events {
+			rec.Events = append(rec.Events, e.val)
+		}
+	}
+	return rec
+}
+
+// ledgers fills the report's ledger section: every transaction of the
+// bundle that issued an obligation.
+func (r *run) ledgers() LedgerReport {
+	out := LedgerReport{Transactions: []*ledger.Ledger{}, Findings: []ledger.Finding{}}
+	seen := map[string]bool{}
+	var txns []string
+	for _, o := range r.objs {
+		if txn := str(o.val, "transaction_id"); txn != "" && !seen[txn] && o.typ == "obligation" {
+			seen[txn] = true
+			txns = append(txns, txn)
+		}
+	}
+	sort.Strings(txns)
+	for _, txn := range txns {
+		l, fs := ledger.Examine(r.ledgerRecord(txn))
+		out.Transactions = append(out.Transactions, l)
+		out.Findings = append(out.Findings, fs...)
+	}
+	return out
+}
+
+// ledgerAt is the ledger of txn as it stood before the event at position
+// i of stream s: what the guards of settlement.instructed and
+// transaction.completed read of acceptances made by determination.
+func (r *run) ledgerAt(s *stream, i int) *ledger.Ledger {
+	rec := r.ledgerRecord(s.id)
+	rec.Events = nil
+	for _, e := range s.events[:i] {
+		rec.Events = append(rec.Events, e.val)
+	}
+	if at, ok := timeAt(s.events[i].payload, "occurred_at"); ok {
+		return ledger.ComputeAt(rec, at)
+	}
+	return ledger.Compute(rec)
+}
