@@ -423,7 +423,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	}
 	var added, waived, riders []*Obj
 	for _, o := range r.byType(protocol.Obligation) {
-		if err := e.checkIssued(r.from, v2, o); err != nil {
+		if err := e.checkIssued(r.from, v2, o, true); err != nil {
 			return err
 		}
 		added = append(added, o)

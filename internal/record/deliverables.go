@@ -44,6 +44,7 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
@@ -63,9 +64,13 @@ type DeliverableInput struct {
 	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition (default due_at_time 21 days from now)."`
 }
 
-// issueObligations builds the obligations this organisation is owed under
-// agr, one per deliverable (the whole terms when there is none), as new
-// objects of b; the first is the one the event names.
+// issueObligations builds the obligations of agr, one per deliverable (the
+// whole terms when there is none), as new objects of b; the first is the
+// one the event names. Each names its parties by the agreement's roles
+// for its term (ledger.OwedBy: the supplier owes the goods or service, to
+// the buyer), this organisation by the acting agent and the other by the
+// agreement's party, whichever side issues it (an amendment is accepted by
+// either).
 func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []DeliverableInput) ([]*Obj, error) {
 	terms := agr.Terms()
 	core := sub(terms, "core")
@@ -78,7 +83,6 @@ func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []Deliverab
 	}
 	cfg := e.o.Config()
 	me := party(cfg.OrganizationID, b.agent)
-	obligor := agr.PSub(string(b.st.Role().Other()))
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	if len(ids) == 0 {
 		return nil, refusef(reason.ObligationSubjectUnreferenced, "agreement %s names no commitment for the obligation to decompose", agr.ID())
@@ -100,11 +104,18 @@ func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []Deliverab
 		if d.Consideration != nil {
 			consideration = map[string]any{"currency": d.Consideration.Currency, "amount": d.Consideration.Amount}
 		}
+		owes := protocol.Role(ledger.OwedBy(path))
+		obligor, obligee := agr.PSub(string(owes)), agr.PSub(string(owes.Other()))
+		if b.st.Role() == owes {
+			obligor = me
+		} else {
+			obligee = me
+		}
 		payload := map[string]any{
 			"agreement_id":  agr.ID(),
 			"commitment_id": str(ids[0]),
 			"obligor":       obligor,
-			"obligee":       me,
+			"obligee":       obligee,
 			"subject": map[string]any{
 				"agreement_id": agr.ID(), "terms_hash": agr.P("terms_hash"), "profile": str(terms["profile"]), "term_path": path,
 			},
@@ -125,6 +136,9 @@ func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []Deliverab
 		obl, err := b.add(protocol.Obligation, payload, protocol.PurposeObjectIssuance)
 		if err != nil {
 			return nil, asRefusal(err, reason.ObligationConditionUnknown)
+		}
+		if err := ledger.Roles(obl.m, agr.m).Err(); err != nil {
+			return nil, err
 		}
 		out = append(out, obl)
 	}
@@ -174,17 +188,30 @@ func owesTerms(agr *Obj, obls []*Obj) error {
 	return nil
 }
 
-// checkIssued is the obligor's check of an obligation issued to it under
-// agr (obligation §3, §3.1): issued by the sender as obligee to this
-// organisation as obligor, deriving from agr and its commitment, its
-// subject bound to agr's terms_hash and profile at a term path that
-// resolves, owed in agr's unit, pending.
-func (e *Engine) checkIssued(from string, agr, obl *Obj) error {
+// checkIssued is the countersigner's check of an obligation the sender
+// issued under agr (obligation §3, §3.1): its roles the agreement's for
+// its term (ledger.Roles: the supplier owes the goods or service, to the
+// buyer), issued by the sender as its obligee, or, when issuerMayOwe (a
+// duty an amendment adds, issued by whichever party accepts it), as its
+// obligor, and naming this organisation as the agreement does; deriving
+// from agr and its commitment, its subject bound to agr's terms_hash and
+// profile at a term path that resolves, pending.
+func (e *Engine) checkIssued(from string, agr, obl *Obj, issuerMayOwe bool) error {
 	me := ownParty(e.o.Config().OrganizationID, agr) // this organisation's party to the agreement
 	subj := obl.PSub("subject")
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
+	// The issuer names itself by the agent that made the obligation, and
+	// this organisation as the agreement names it; which of the two owes
+	// the term is the agreement's (ledger.Roles).
+	issuer, mine := "obligee", "obligor"
+	if issuerMayOwe && obl.PartyOrg("obligor") == from {
+		issuer, mine = "obligor", "obligee"
+	}
+	if f := ledger.Roles(obl.m, agr.m); f != nil {
+		return f.Err()
+	}
 	switch {
-	case obl.PartyOrg("obligee") != from || str(obl.PSub("obligee")["agent_id"]) != obl.Agent() || !sameParty(obl.PSub("obligor"), me):
+	case obl.PartyOrg(issuer) != from || str(obl.PSub(issuer)["agent_id"]) != obl.Agent() || !sameParty(obl.PSub(mine), me):
 		return refusef(reason.ObligationSubjectUnreferenced, "%s issues duties of this organisation only as their obligee", from)
 	case obl.P("agreement_id") != agr.ID() || len(ids) == 0 || obl.P("commitment_id") != str(ids[0]):
 		return refusef(reason.ObligationSubjectUnreferenced, "obligation %s does not derive from agreement %s and its commitment", obl.ID(), agr.ID())

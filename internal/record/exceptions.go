@@ -60,8 +60,8 @@ import (
 	"fmt"
 
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
-	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
@@ -125,36 +125,30 @@ func (e *Engine) buildDisputeException(ctx context.Context, st *state, b *builde
 	return b.rideAct(ctx, protocol.ActDisputeRaise, terms, refs)
 }
 
-// failedSettlement finds the instruction of txn whose latest receipt
-// failed (id, when given, names it) and that receipt.
+// failedSettlement finds the instruction of txn that failed or was
+// reversed, as the ledger reads its receipts (id, when given, names it),
+// and the receipt that said so. A failed receipt that contradicts an
+// earlier success is not a failure (ledger.Next): only a reversal,
+// reported as one, undoes a payment.
 func (e *Engine) failedSettlement(ctx context.Context, txn, id string) (stl, rcp *Obj, err error) {
-	rows, err := e.o.Store.Settlements(ctx, txn)
+	l, err := e.ledgerOf(ctx, txn)
 	if err != nil {
 		return nil, nil, err
 	}
-	rcps, err := e.ofType(ctx, txn, protocol.AdapterReceipt)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, s := range rows {
-		if id != "" && s.InstructionID != id {
-			continue
-		}
-		var last *Obj
-		for _, r := range rcps {
-			if r.P("settlement_instruction_id") == s.InstructionID && (last == nil || intOf(r.Payload()["attempt"]) >= intOf(last.Payload()["attempt"])) {
-				last = r
+	for _, b := range l.Obligations {
+		for _, in := range b.Instructions {
+			if (id != "" && in.InstructionID != id) || (in.Status != ledger.InstrFailed && in.Status != ledger.InstrReversed) {
+				continue
 			}
-		}
-		if last != nil && last.P("status") == string(rails.Failed) {
-			o, ok := e.getTyped(ctx, s.InstructionID, protocol.Settlement)
-			if !ok {
-				return nil, nil, errf("instruction %s is not held", s.InstructionID)
+			o, ok := e.getTyped(ctx, in.InstructionID, protocol.Settlement)
+			r, ok2 := e.getTyped(ctx, in.SettledBy, protocol.AdapterReceipt)
+			if !ok || !ok2 {
+				return nil, nil, errf("instruction %s or its receipt %s is not held", in.InstructionID, in.SettledBy)
 			}
-			return o, last, nil
+			return o, r, nil
 		}
 	}
-	return nil, nil, refusef(reason.StateTransitionDenied, "no settlement instruction of %s has a failed latest receipt: an exception is opened over a failed settlement", txn)
+	return nil, nil, refusef(reason.StateTransitionDenied, "no settlement instruction of %s failed or was reversed: an exception is opened over a failed settlement", txn)
 }
 
 // receiptEvidenceClaim is the claim of the evidence over a failed receipt
@@ -544,7 +538,7 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	if !ok {
 		return errf("the agreement %s is not held", rec.obl.P("agreement_id"))
 	}
-	if err := e.checkIssued(r.from, agr, obl); err != nil {
+	if err := e.checkIssued(r.from, agr, obl, false); err != nil {
 		return err
 	}
 	if string(mustCanonical(obl.Payload())) != string(mustCanonical(remediationObligation(rec.obl, rec.due))) {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/pattern"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/store"
@@ -56,6 +57,9 @@ var followed = map[string]bool{
 // by news is checked with.
 func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held []map[string]any, mandates []map[string]any, err error) {
 	seen := map[string]bool{}
+	for id := range st.excluded {
+		seen[id] = true // never read: not part of this record
+	}
 	for _, o := range news {
 		seen[o.ID()] = true
 	}
@@ -111,7 +115,8 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		} else {
 			rows, err = e.o.Store.EventsOfTypes(ctx, txn, string(protocol.EvAgreementDirect), string(protocol.EvAgreementCommitted),
 				string(protocol.EvAgreementAmended), string(protocol.EvObligationActivated), string(protocol.EvAcceptanceGranted),
-				string(protocol.EvSettlementInstructed), string(protocol.EvExceptionOpened))
+				string(protocol.EvSettlementInstructed), string(protocol.EvExceptionOpened), string(protocol.EvTransactionCompleted),
+				string(protocol.EvTerminationAgreed), string(protocol.EvTransactionTerminated))
 			if err == nil {
 				rows, err = withLatestRejection(ctx, e.o.Store, txn, rows)
 			}
@@ -149,6 +154,20 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		types = append(types, protocol.Evidence) // the signatures over the record, which no id names
 	case event != nil && event.EventType() == protocol.EvExceptionResolved:
 		types = append(types, protocol.Determination)
+	}
+	switch ledgerReads(news) {
+	case ledgerBalances:
+		// The ledger's rules (ledger.Audit, in the verifier's run) weigh
+		// an instruction, a completion or an adjustment against the
+		// transaction's money whole: every instruction and receipt, the
+		// determinations that accept and the assertions they accept, the
+		// adjustment signatures. Read for those few acts only, so that an
+		// obligor asserting again and again does not carry every round
+		// into each act's working set.
+		types = append(types, protocol.Settlement, protocol.AdapterReceipt, protocol.Determination, protocol.PerformanceEvent, protocol.Evidence)
+	case ledgerInstructions:
+		// A receipt is judged against the instructions recorded.
+		types = append(types, protocol.Settlement, protocol.AdapterReceipt)
 	}
 	// A dispute or determination is read with the transaction's others
 	// (a supersession fork is seen across them) and with its subject,
@@ -228,6 +247,39 @@ func mandatesNamed(m map[string]any, named map[string]bool) {
 			named[s] = true
 		}
 	})
+}
+
+// What of the transaction's money a message's ledger rules read.
+const (
+	ledgerNone         = iota
+	ledgerInstructions // the instructions and their receipts
+	ledgerBalances     // every balance, whole
+)
+
+// ledgerReads says what the ledger's rules read about a message: every
+// balance for an instruction, a completion or an adjustment signature;
+// the instructions for a receipt; for anything else only what its own
+// objects name (an obligation's agreement, an assertion's or a
+// response's obligation), which references bring in.
+func ledgerReads(news []*Obj) int {
+	level := ledgerNone
+	for _, o := range news {
+		switch o.Type() {
+		case protocol.Settlement:
+			return ledgerBalances
+		case protocol.Evidence:
+			if o.P("claim") == ledger.AdjustmentClaim {
+				return ledgerBalances
+			}
+		case protocol.TransactionEvent:
+			if t := o.EventType(); t == protocol.EvSettlementInstructed || t == protocol.EvTransactionCompleted {
+				return ledgerBalances
+			}
+		case protocol.AdapterReceipt:
+			level = ledgerInstructions
+		}
+	}
+	return level
 }
 
 // withLatestRejection adds to rows, events in sequence order, the

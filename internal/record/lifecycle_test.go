@@ -1024,7 +1024,7 @@ func TestApprovalsReleaseLifecycleActs(t *testing.T) {
 			_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: m, ObligationID: rem})
 			return err
 		})
-		doc := actOf(t, b, m, "obligation.waive", txn, authority.CoreTerms("5", "H87", map[string]any{"currency": "EUR", "amount": "0"}), map[string]any{"obligation_id": rem})
+		doc := actOf(t, b, m, "obligation.waive", txn, authority.CoreTerms("5", "H87", map[string]any{"currency": "EUR", "amount": "800.00"}), map[string]any{"obligation_id": rem})
 		apr := approve(t, b, m, doc)
 		if out, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: m, ObligationID: rem, ApprovalID: apr}); err != nil || out.Status != record.StatusDelivered {
 			t.Fatalf("waive with the approval: %+v %v", out, err)

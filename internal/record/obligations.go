@@ -86,6 +86,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -291,6 +292,15 @@ func (e *Engine) IssueObligation(ctx context.Context, in ObligationInput) (Outco
 			if err != nil {
 				return err
 			}
+			for _, o := range obls {
+				// obligation.activated is the obligee's act (decisions.md
+				// 6): the party owed issues the duty, never the party that
+				// owes it.
+				if o.PartyOrg("obligee") != e.o.Config().OrganizationID {
+					return refusef(reason.ObligationSubjectUnreferenced, "under agreement %s the %s owes %s to the %s, who issues it: this organisation is the %s",
+						agr.ID(), ledger.OwedBy(str(o.PSub("subject")["term_path"])), str(o.PSub("subject")["term_path"]), st.Role().Other(), st.Role())
+				}
+			}
 			if err := owesTerms(agr, obls); err != nil {
 				return err
 			}
@@ -393,7 +403,7 @@ func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Ob
 		return refusef(reason.ObligationSubjectUnreferenced, "transaction %s has no agreement", r.txn)
 	}
 	for _, o := range obls {
-		if err := e.checkIssued(r.from, agr, o); err != nil {
+		if err := e.checkIssued(r.from, agr, o, false); err != nil {
 			return err
 		}
 	}
@@ -500,6 +510,9 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 				}, protocol.PurposeObjectIssuance)
 				if err != nil {
 					return asRefusal(err, reason.ObligationAssertionUnevidenced)
+				}
+				if err := ledger.AssertionWithin(obl.m, prf.m).Err(); err != nil {
+					return err
 				}
 				if i == 0 {
 					b.data = map[string]any{"obligation_id": obl.ID(), "performance_event_id": prf.ID()}
@@ -691,7 +704,7 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 						return refusef(reason.TermsInvalid, "obligation %s owes %q, not a quantity", it.obl.ID(), it.obl.P("quantity"))
 					}
 					if acc.Cmp(owed) < 0 {
-						rem, err := e.remainder(b, it.obl, owed.Sub(acc).String(), it.in.RemainderDue)
+						rem, err := e.remainder(b, it.obl, it.qty, owed.Sub(acc).String(), it.in.RemainderDue)
 						if err != nil {
 							return asRefusal(err, reason.ObligationConditionUnknown)
 						}
@@ -788,7 +801,7 @@ func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 // of its own (the agreement's total stays on the original duty), its own
 // due condition, pending. It travels in the response's message and is
 // pending once that acceptance is recorded.
-func (e *Engine) remainder(b *builder, obl *Obj, qty string, due map[string]any) (*Obj, error) {
+func (e *Engine) remainder(b *builder, obl *Obj, accepted, qty string, due map[string]any) (*Obj, error) {
 	if due == nil {
 		due = map[string]any{"type": "due_at_time", "at": envelope.Timestamp(b.now.Add(21 * 24 * time.Hour))}
 	}
@@ -796,8 +809,15 @@ func (e *Engine) remainder(b *builder, obl *Obj, qty string, due map[string]any)
 	for k, v := range obl.Payload() {
 		payload[k] = v
 	}
+	cons, err := ledger.RemainderConsideration(obl.m, accepted)
+	if err != nil {
+		return nil, refusef(reason.TermsInvalid, "the share of %s accepted: %v", obl.ID(), err)
+	}
 	payload["quantity"] = qty
 	payload["consideration"] = nil
+	if cons != nil {
+		payload["consideration"] = cons
+	}
 	payload["due_condition"] = due
 	payload["state"] = string(protocol.OblPending)
 	return b.add(protocol.Obligation, payload, protocol.PurposeObjectIssuance)
@@ -955,8 +975,6 @@ func (e *Engine) checkRemainder(ctx context.Context, txn string, obl, rem, obr *
 	if string(subjA) != string(subjB) {
 		return reason.Refuse(fmt.Sprintf("remainder %s owes another subject than %s", rem.ID(), obl.ID()), reason.ObligationRemainderMissing, reason.ObligationTermsMutated)
 	}
-	consA, _ := canonical.Marshal(mp["consideration"])
-	consB, _ := canonical.Marshal(op["consideration"])
 	switch {
 	case str(mp["unit_code"]) != str(op["unit_code"]):
 		return refusef(reason.ObligationTermsMutated, "remainder %s is owed in %v, the obligation in %v", rem.ID(), mp["unit_code"], op["unit_code"])
@@ -964,8 +982,8 @@ func (e *Engine) checkRemainder(ctx context.Context, txn string, obl, rem, obr *
 		return refusef(reason.ObligationTermsMutated, "remainder %s decomposes another commitment than %s", rem.ID(), obl.ID())
 	case !sameParty(sub(mp, "obligor"), sub(op, "obligor")) || !sameParty(sub(mp, "obligee"), sub(op, "obligee")):
 		return refusef(reason.ObligationTermsMutated, "remainder %s names other parties than %s", rem.ID(), obl.ID())
-	case mp["consideration"] != nil && string(consA) != string(consB):
-		return refusef(reason.ObligationTermsMutated, "remainder %s carries a consideration of its own; it carries none, or the original's unchanged", rem.ID())
+	case ledger.RemainderShare(obl.m, obr.m, rem.m) != nil:
+		return ledger.RemainderShare(obl.m, obr.m, rem.m).Err()
 	case str(mp["state"]) != string(protocol.OblPending):
 		return refusef(reason.StateTransitionDenied, "a remainder is issued pending")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -290,7 +291,10 @@ func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
 	}
 	remObj, orig := load(s, rem), load(s, obl)
 	rp, op := payloadOf(remObj), payloadOf(orig)
-	if remObj["transaction_id"] != txn || rp["quantity"] != "5" || rp["state"] != "pending" || rp["consideration"] != nil || op["quantity"] != "20" {
+	// The remainder keeps the share of the consideration not accepted: 5
+	// of 20 units of 3200.00 EUR, 800.00 (the accepted 15 are 2400.00).
+	if remObj["transaction_id"] != txn || rp["quantity"] != "5" || rp["state"] != "pending" || op["quantity"] != "20" ||
+		fmt.Sprint(rp["consideration"]) != "map[amount:800.00 currency:EUR]" {
 		t.Fatalf("remainder %v of %v", rp, op)
 	}
 	for _, k := range []string{"agreement_id", "commitment_id", "subject", "unit_code", "obligor", "obligee"} {
@@ -486,8 +490,14 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 		func(objs []map[string]any) []map[string]any { return without(objs, "obligation") }, partial))
 	refused(t, "a remainder in another unit", b, s, txn, reason.ObligationTermsMutated, tampered(t, b,
 		obligation(func(p map[string]any) { p["unit_code"] = "KGM" }), partial))
-	refused(t, "a remainder with a consideration of its own", b, s, txn, reason.ObligationTermsMutated, tampered(t, b,
-		obligation(func(p map[string]any) { p["consideration"] = map[string]any{"currency": "EUR", "amount": "800.00"} }), partial))
+	// The remainder carries the share not accepted, no less (the payee
+	// would lose it) and no more (the payer would owe it twice).
+	refused(t, "a remainder carrying no consideration", b, s, txn, reason.ObligationTermsMutated, tampered(t, b,
+		obligation(func(p map[string]any) { p["consideration"] = nil }), partial))
+	refused(t, "a remainder carrying the whole consideration again", b, s, txn, reason.ObligationTermsMutated, tampered(t, b,
+		obligation(func(p map[string]any) { p["consideration"] = map[string]any{"currency": "EUR", "amount": "3200.00"} }), partial))
+	refused(t, "a remainder carrying less than its share", b, s, txn, reason.ObligationTermsMutated, tampered(t, b,
+		obligation(func(p map[string]any) { p["consideration"] = map[string]any{"currency": "EUR", "amount": "799.99"} }), partial))
 	refused(t, "a remainder decomposing another commitment", b, s, txn, reason.ObligationTermsMutated, tampered(t, b,
 		obligation(func(p map[string]any) { p["commitment_id"] = "cmt_0123456789abcdef01234567" }), partial))
 	refused(t, "a response restating the quantity", b, s, txn, reason.ObligationTermsMutated, tampered(t, b,

@@ -25,6 +25,10 @@ type state struct {
 	t     store.Transaction
 	known bool // the transaction is held here
 	now   time.Time
+	// excluded are objects held here that are not part of the record a
+	// received event extends: those of this instance's own act at the
+	// same position, which gives way to it (yieldPosition).
+	excluded map[string]bool
 }
 
 // State is the aggregate state.

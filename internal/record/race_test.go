@@ -5,17 +5,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
 
 // TestBothAppendAtOnePosition is the race seam where two writers meet:
 // both parties append an event at the same position of one transaction at
-// once (each issues the other's obligation on the committed agreement),
-// each message held in its sender's outbox until both are pending. Then
+// once (the buyer issues the supplier's duty on the committed agreement
+// while the supplier agrees the termination the buyer proposed), each
+// message held in its sender's outbox until both are pending. Then
 // the messages cross, in either order. The party whose organisation
 // identifier sorts first (org_delta) keeps the place on both sides; the
 // other's act is removed, with a notice, and nothing forks.
@@ -26,14 +25,10 @@ func TestBothAppendAtOnePosition(t *testing.T) {
 			ctx := context.Background()
 			b, s, c := recordtest.Pair(t)
 			txn := recordtest.Form(t, b, s, "3200.00")
-			// The supplier may issue the buyer's duty too.
-			m, err := s.Princ.IssueMandate(ctx, authority.IssueRequest{
-				ValidFrom: envelope.Timestamp(c.Now().Add(-time.Minute)), ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)),
-				Actions:       []string{"obligation.activated"},
-				Scope:         map[string]any{"transaction_ids": []any{txn}, "counterparty_organization_ids": []any{"org_northstar"}},
-				SpendingLimit: &authority.SpendingLimit{Currency: "EUR", Amount: "4000.00"},
-			})
-			if err != nil {
+			// The buyer proposes to end the transaction; then, at once, it
+			// issues the supplier's duty while the supplier agrees the
+			// termination: two events at position 3.
+			if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 				t.Fatal(err)
 			}
 			hold := func(string, [][]byte) error { return delivery.ErrUnavailable }
@@ -44,7 +39,7 @@ func TestBothAppendAtOnePosition(t *testing.T) {
 					return b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 				},
 				func() (record.Outcome, error) {
-					return s.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: m["id"].(string), TransactionID: txn})
+					return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 				},
 			} {
 				if out, err := act(); err != nil || out.Status != record.StatusPending {
@@ -63,7 +58,7 @@ func TestBothAppendAtOnePosition(t *testing.T) {
 				c.Add(10 * time.Second)
 			}
 			types := recordtest.SameRecord(t, b, s, txn, 3)
-			if types[2] != "obligation.activated" {
+			if types[2] != "termination.agreed" {
 				t.Fatalf("events %v", types)
 			}
 			v, err := b.Engine.Transaction(ctx, txn)

@@ -272,6 +272,12 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	if reply, err, done := e.position(ctx, r, ev); done {
 		return reply, err
 	}
+	if x, err := e.o.Store.EventAt(ctx, r.txn, ev.Seq()); err == nil && x.Status == store.EventPending {
+		// This instance's own act at the same position gives way
+		// (yieldPosition): its objects are not part of the record the
+		// counterparty's event extends.
+		r.st.excluded = e.pendingActObjects(ctx, r.txn, x.EventID)
+	}
 	var awaiting []string
 	if spec.cosign != nil {
 		for _, o := range support {
@@ -589,6 +595,28 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 			ev.ID(), seq, ev.Payload()["previous_event_hash"], r.st.t.HeadSequence, r.st.t.HeadHash), true
 	}
 	return nil, nil, false
+}
+
+// pendingActObjects returns the objects this instance's own pending act,
+// whose event is eventID, carries (but the approvals, held before it).
+func (e *Engine) pendingActObjects(ctx context.Context, txn, eventID string) map[string]bool {
+	out := map[string]bool{}
+	msgs, err := e.o.Store.TransactionOutbox(ctx, txn)
+	if err != nil {
+		return out
+	}
+	for _, m := range msgs {
+		objs, err := message(m)
+		if err != nil || len(objs) == 0 || objs[len(objs)-1].ID() != eventID {
+			continue
+		}
+		for _, o := range objs {
+			if o.Type() != protocol.Approval {
+				out[o.ID()] = true
+			}
+		}
+	}
+	return out
 }
 
 // yieldPosition removes, inside the transaction that countersigns the

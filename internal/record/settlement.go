@@ -68,6 +68,7 @@ import (
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
@@ -145,7 +146,7 @@ func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outc
 		key = "idem-" + hex.EncodeToString(b[:])
 	}
 	var amount map[string]any
-	var accepting *Obj
+	var acceptingHash string
 	payload := func() map[string]any {
 		return map[string]any{
 			"obligation_id":         obl.ID(),
@@ -153,12 +154,12 @@ func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outc
 			"amount":                amount,
 			"payer_organization_id": e.o.Config().OrganizationID,
 			"payee_organization_id": obl.PartyOrg("obligor"),
-			"trigger":               map[string]any{"condition_ref": conditionRef(obl), "accepting_act_hash": accepting.Hash()},
+			"trigger":               map[string]any{"condition_ref": conditionRef(obl), "accepting_act_hash": acceptingHash},
 			"rail":                  in.Rail,
 			"idempotency_key":       key,
 		}
 	}
-	var prior *store.Settlement
+	var prior string
 	out, err := e.perform(ctx, actSpec{
 		name: protocol.ActSettlementInstruct, txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
@@ -172,38 +173,43 @@ func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outc
 			if len(key) < 8 || len(key) > 255 {
 				return refusef(reason.TermsInvalid, "an idempotency key has 8 to 255 characters")
 			}
+			rec, err := e.ledgerRecord(ctx, txn)
+			if err != nil {
+				return err
+			}
+			// The same key again, recorded or on its way: the original
+			// instruction, whatever the ledger says now (settlement §5).
+			if id, same, err := e.instructionByKey(ctx, txn, key, rec.InFlight, in, obl); err != nil || id != "" {
+				if err == nil && !same {
+					err = refusef(reason.SettlementIdempotencyConflict, "idempotency key %s already names instruction %s, with other content", key, id)
+				}
+				if err == nil {
+					prior, err = id, errSameInstruction
+				}
+				return err
+			}
 			if st.State() != protocol.SettlementPending {
 				return refusef(reason.SettlementTriggerAbsent, "transaction %s is %s: settlement is instructed after acceptance, in settlement_pending", txn, st.t.State)
 			}
-			os, err := e.o.Store.ObligationState(ctx, obl.ID())
-			if err != nil || protocol.ObligationState(os.State) != protocol.OblAccepted || os.AcceptedBy == "" {
+			l := ledger.Compute(rec)
+			var ok bool
+			if _, acceptingHash, ok = l.AcceptingAct(obl.ID()); !ok {
 				return refusef(reason.SettlementTriggerAbsent, "obligation %s is not accepted: nothing has made its consideration due", obl.ID())
 			}
-			var ok bool
-			if accepting, ok = e.getTyped(ctx, os.AcceptedBy, protocol.ObligationResponse); !ok {
-				return errf("the accepting response %s is not held", os.AcceptedBy)
-			}
-			cons := obl.PSub("consideration")
-			if len(cons) == 0 {
-				return refusef(reason.TermsInvalid, "obligation %s carries no consideration to pay", obl.ID())
-			}
-			amount = cons
+			b := l.Balance(obl.ID())
 			if in.Amount != nil {
 				amount = map[string]any{"currency": in.Amount.Currency, "amount": in.Amount.Amount}
-			}
-			if err := withinConsideration(amount, cons); err != nil {
-				return err
-			}
-			if held, err := e.o.Store.SettlementByKey(ctx, txn, key); err == nil {
-				if held.Fingerprint != instructionFingerprint(payload()) {
-					return refusef(reason.SettlementIdempotencyConflict, "idempotency key %s already names instruction %s, with other content", key, held.InstructionID)
+			} else {
+				// By default what is outstanding: the accepted share, less
+				// what was paid, is in flight or was forgone.
+				if d, _ := decimal.Parse(b.Outstanding.Amount); d.Sign() <= 0 {
+					return refusef(reason.SettlementTriggerAbsent, "nothing is outstanding on obligation %s: owed %s %s, paid %s, in flight %s, forgone %s",
+						obl.ID(), b.Owed.Amount, b.Owed.Currency, b.Paid.Amount, b.InFlight.Amount, b.Forgone.Amount)
 				}
-				prior = &held
-				return errSameInstruction
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return err
+				amount = map[string]any{"currency": b.Outstanding.Currency, "amount": b.Outstanding.Amount}
 			}
-			return nil
+			m := ledger.Money{Currency: str(amount["currency"]), Amount: str(amount["amount"])}
+			return l.Instructable("this instruction", obl.ID(), m, cfg.OrganizationID, obl.PartyOrg("obligor")).Err()
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
 			return map[string]any{"core": map[string]any{"total": amount}}, map[string]any{"agreement_id": obl.P("agreement_id"), "obligation_id": obl.ID()}, nil
@@ -221,7 +227,7 @@ func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outc
 	})
 	if errors.Is(err, errSameInstruction) {
 		// The same instruction again: its original outcome, nothing new.
-		return e.outcome(ctx, txn, map[string]string{"settlement_instruction": prior.InstructionID, "idempotency_key": key})
+		return e.outcome(ctx, txn, map[string]string{"settlement_instruction": prior, "idempotency_key": key})
 	}
 	if err != nil || out.Status != StatusRecorded {
 		return out, err
@@ -241,20 +247,36 @@ func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outc
 // with the same content; InstructSettlement answers with the original.
 var errSameInstruction = errors.New("record: the same instruction again")
 
-// withinConsideration refuses an amount in another currency than the
-// consideration's, not positive, or above it.
-func withinConsideration(amount, cons map[string]any) error {
-	a, err1 := decimal.Parse(str(amount["amount"]))
-	c, err2 := decimal.Parse(str(cons["amount"]))
-	switch {
-	case err1 != nil || err2 != nil:
-		return refusef(reason.TermsInvalid, "amount %v is not a money amount", amount["amount"])
-	case str(amount["currency"]) != str(cons["currency"]):
-		return refusef(reason.TermsInvalid, "amount in %v; the consideration is in %v", amount["currency"], cons["currency"])
-	case a.Sign() <= 0 || a.Cmp(c) > 0:
-		return refusef(reason.TermsInvalid, "amount %v is not within the consideration %v", amount["amount"], cons["amount"])
+// instructionByKey finds the instruction txn holds under an idempotency
+// key, recorded or this instance's own on its way (inFlight), and says
+// whether the instruction asked for now is the same: the same obligation,
+// payer, payee and rail, and the same amount, or no amount asked for (the
+// default was taken then). It returns "" when the key names none.
+func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight []string, in InstructInput, obl *Obj) (id string, same bool, err error) {
+	var held *Obj
+	if s, err := e.o.Store.SettlementByKey(ctx, txn, key); err == nil {
+		var ok bool
+		if held, ok = e.getTyped(ctx, s.InstructionID, protocol.Settlement); !ok {
+			return "", false, errf("instruction %s is not held", s.InstructionID)
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", false, err
 	}
-	return nil
+	for _, x := range inFlight {
+		if o, ok := e.getTyped(ctx, x, protocol.Settlement); ok && o.P("idempotency_key") == key {
+			held = o
+		}
+	}
+	if held == nil {
+		return "", false, nil
+	}
+	p := held.Payload()
+	want := map[string]any{"obligation_id": obl.ID(), "amount": p["amount"], "payer_organization_id": e.o.Config().OrganizationID,
+		"payee_organization_id": obl.PartyOrg("obligor"), "rail": in.Rail}
+	if in.Amount != nil {
+		want["amount"] = map[string]any{"currency": in.Amount.Currency, "amount": in.Amount.Amount}
+	}
+	return held.ID(), instructionFingerprint(want) == instructionFingerprint(p), nil
 }
 
 // applySettlement records an instruction as its event is recorded (both
@@ -307,17 +329,21 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error 
 	if !rails.ValidID(stl.P("rail")) || !railRegistered(stl.P("rail")) {
 		return refusef(reason.SettlementRailUnknown, "rail %s is not in this instance's registered set", stl.P("rail"))
 	}
-	os, err := e.o.Store.ObligationState(ctx, obl.ID())
-	if err != nil || protocol.ObligationState(os.State) != protocol.OblAccepted || os.AcceptedBy == "" {
-		return refusef(reason.SettlementTriggerAbsent, "obligation %s is not accepted: nothing has made its consideration due", obl.ID())
-	}
-	accepting, ok := e.getTyped(ctx, os.AcceptedBy, protocol.ObligationResponse)
-	trigger := sub(p, "trigger")
-	if !ok || str(trigger["accepting_act_hash"]) != accepting.Hash() || str(trigger["condition_ref"]) != conditionRef(obl) {
-		return refusef(reason.SettlementTriggerAbsent, "the trigger of %s is not bound to the response that accepted %s", stl.ID(), obl.ID())
-	}
-	if err := withinConsideration(sub(p, "amount"), obl.PSub("consideration")); err != nil {
+	// The ledger of this copy: what accepted the obligation (the act its
+	// trigger binds) and what is outstanding on it (instruction_owed).
+	l, err := e.ledgerOf(ctx, r.txn)
+	if err != nil {
 		return err
+	}
+	_, accepting, ok := l.AcceptingAct(obl.ID())
+	trigger := sub(p, "trigger")
+	if !ok || str(trigger["accepting_act_hash"]) != accepting || str(trigger["condition_ref"]) != conditionRef(obl) {
+		return refusef(reason.SettlementTriggerAbsent, "the trigger of %s is not bound to the act that accepted %s", stl.ID(), obl.ID())
+	}
+	a := sub(p, "amount")
+	if f := l.Instructable(stl.ID(), obl.ID(), ledger.Money{Currency: str(a["currency"]), Amount: str(a["amount"])},
+		stl.P("payer_organization_id"), stl.P("payee_organization_id")); f != nil {
+		return f.Err()
 	}
 	if held, err := e.o.Store.SettlementByKey(ctx, r.txn, stl.P("idempotency_key")); err == nil && held.InstructionID != stl.ID() {
 		return refusef(reason.SettlementIdempotencyConflict, "idempotency key %s already names instruction %s", stl.P("idempotency_key"), held.InstructionID)
@@ -441,8 +467,12 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	if err != nil {
 		return err
 	}
-	state, next := string(res.Status), time.Time{}
-	if res.Status == rails.Pending {
+	// The instruction's status as the ledger reads its receipts: the
+	// first answer for good stays, a reversal reverses a success
+	// (ledger.Next).
+	state, _ := ledger.Next(s.State, string(res.Status), res.ErrorCode)
+	next := time.Time{}
+	if state == store.SettlementPending {
 		next = now.Add(e.out.Backoff(1))
 	}
 	t, err := e.o.Store.GetTransaction(ctx, s.TransactionID)
@@ -485,17 +515,22 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s answers instruction %s under key %s, which %s never issued here",
 			rcp.ID(), rcp.P("settlement_instruction_id"), rcp.P("idempotency_key"), r.from)
 	}
-	if _, err := e.o.Store.Settlement(ctx, stl.ID()); err != nil {
+	held, err := e.o.Store.Settlement(ctx, stl.ID())
+	if err != nil {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "instruction %s is not recorded here", stl.ID())
+	}
+	if r.st.State() == protocol.Completed {
+		// Completion is terminal: what it says was settled stays settled.
+		return nil, refusef(reason.SettlementReceiptUnmatched, "transaction %s is completed: no instruction of it is open for receipt %s to answer", r.txn, rcp.ID())
 	}
 	if rcp.P("adapter") != stl.P("rail") {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s is from adapter %s; instruction %s went to %s", rcp.ID(), rcp.P("adapter"), stl.ID(), stl.P("rail"))
 	}
-	held, err := e.ofType(ctx, r.txn, protocol.AdapterReceipt)
+	prior, err := e.ofType(ctx, r.txn, protocol.AdapterReceipt)
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range held {
+	for _, h := range prior {
 		if h.P("settlement_instruction_id") == stl.ID() && intOf(h.Payload()["attempt"]) == intOf(rcp.Payload()["attempt"]) && h.Hash() != rcp.Hash() {
 			return nil, refusef(reason.SettlementIdempotencyConflict, "receipt %s answers attempt %d of %s, which %s answered already, otherwise",
 				rcp.ID(), intOf(rcp.Payload()["attempt"]), stl.ID(), h.ID())
@@ -509,7 +544,10 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		if err := putReceived(tx, rcp, r.from); err != nil {
 			return err
 		}
-		if err := tx.SetSettlementState(stl.ID(), rcp.P("status"), time.Time{}, ""); err != nil {
+		// A receipt that contradicts the answer an earlier one gave for
+		// good is kept as evidence and changes nothing (ledger.Next).
+		state, _ := ledger.Next(held.State, rcp.P("status"), rcp.P("error_code"))
+		if err := tx.SetSettlementState(stl.ID(), state, time.Time{}, ""); err != nil {
 			return err
 		}
 		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now)
@@ -522,62 +560,27 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 	return [][]byte{}, nil
 }
 
-// settledReceipt returns the latest succeeded receipt of an obligation's
-// instructions, or nil.
-func (e *Engine) settledReceipt(ctx context.Context, txn, obl string) (*Obj, error) {
-	rcps, err := e.ofType(ctx, txn, protocol.AdapterReceipt)
+// completionGuard is the guard of transaction.completed both sides apply,
+// the ledger's (completion_paid): every obligation accepted and paid what
+// is owed for it, or settled short by an adjustment both signed, nothing
+// in flight, or waived or released. It returns the receipt that settled
+// the last instruction paid, which the completion names ("" when nothing
+// was paid: every obligation waived, or owing nothing).
+func (e *Engine) completionGuard(ctx context.Context, txn string) (string, error) {
+	l, err := e.ledgerOf(ctx, txn)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	var last *Obj
-	for _, r := range rcps {
-		if r.P("status") != string(rails.Succeeded) {
-			continue
-		}
-		s, err := e.o.Store.Settlement(ctx, r.P("settlement_instruction_id"))
-		if err == nil && s.ObligationID == obl {
-			last = r
-		}
+	if f := l.Completable("transaction.completed"); f != nil {
+		return "", f.Err()
 	}
-	return last, nil
-}
-
-// completionGuard is the guard of transaction.completed both sides apply:
-// every obligation is accepted, waived or released, and every one with a
-// consideration has a succeeded receipt. It returns the last succeeded
-// receipt.
-func (e *Engine) completionGuard(ctx context.Context, txn string) (*Obj, error) {
-	obls, err := e.o.Store.ObligationStates(ctx, txn)
-	if err != nil {
-		return nil, err
-	}
-	if len(obls) == 0 {
-		return nil, refusef(reason.StateTransitionDenied, "transaction %s has no obligation to complete", txn)
-	}
-	var last *Obj
-	for _, os := range obls {
-		switch protocol.ObligationState(os.State) {
-		case protocol.OblAccepted:
-		case protocol.OblWaived, protocol.OblReleased:
-			continue
-		default:
-			return nil, refusef(reason.StateTransitionDenied, "obligation %s is %s: every required obligation is accepted (or waived) before completion", os.ObligationID, os.State)
+	last := ""
+	for _, b := range l.Obligations {
+		for _, in := range b.Instructions {
+			if in.Status == ledger.InstrSucceeded {
+				last = in.SettledBy
+			}
 		}
-		obl, ok := e.getTyped(ctx, os.ObligationID, protocol.Obligation)
-		if !ok {
-			return nil, errf("obligation %s is not held", os.ObligationID)
-		}
-		if len(obl.PSub("consideration")) == 0 {
-			continue
-		}
-		rcp, err := e.settledReceipt(ctx, txn, obl.ID())
-		if err != nil {
-			return nil, err
-		}
-		if rcp == nil {
-			return nil, refusef(reason.StateTransitionDenied, "obligation %s carries a consideration and no settlement of it has a succeeded receipt", obl.ID())
-		}
-		last = rcp
 	}
 	return last, nil
 }
@@ -603,7 +606,8 @@ func (e *Engine) auditBundleHash(ctx context.Context, txn string) (string, error
 // CompleteTransaction appends transaction.completed (settlement_pending →
 // completed) when the completion guard holds.
 func (e *Engine) CompleteTransaction(ctx context.Context, in CompleteInput) (Outcome, error) {
-	var agr, rcp *Obj
+	var agr *Obj
+	var rcp string
 	return e.perform(ctx, actSpec{
 		name: protocol.ActTransactionComplete, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvTransactionCompleted, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
@@ -628,8 +632,8 @@ func (e *Engine) CompleteTransaction(ctx context.Context, in CompleteInput) (Out
 				return err
 			}
 			b.data = map[string]any{"agreement_id": agr.ID(), "audit_bundle_hash": h}
-			if rcp != nil {
-				b.data["adapter_receipt_id"] = rcp.ID()
+			if rcp != "" {
+				b.data["adapter_receipt_id"] = rcp
 			}
 			b.name("audit_bundle_hash", h)
 			return nil
@@ -649,7 +653,7 @@ func checkCompleted(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	if err != nil || agr == nil || ev.Data("agreement_id") != agr.ID() {
 		return refusef(reason.StateTransitionDenied, "transaction.completed names agreement %s, not this transaction's", ev.Data("agreement_id"))
 	}
-	if id := ev.Data("adapter_receipt_id"); id != "" && (rcp == nil || id != rcp.ID()) {
+	if id := ev.Data("adapter_receipt_id"); id != "" && id != rcp {
 		if held, ok := e.getTyped(ctx, id, protocol.AdapterReceipt); !ok || held.P("status") != string(rails.Succeeded) {
 			return refusef(reason.SettlementReceiptUnmatched, "transaction.completed names receipt %s, which is not a succeeded receipt held here", id)
 		}

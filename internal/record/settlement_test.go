@@ -128,8 +128,15 @@ func TestHostileInstructionsRefused(t *testing.T) {
 		{"a trigger bound to another act", reason.SettlementTriggerAbsent, func(_ *testing.T, _ *recordtest.Side, p map[string]any) {
 			p["trigger"].(map[string]any)["accepting_act_hash"] = canonical.SHA256Hex([]byte("the assertion, say"))
 		}},
-		{"an amount above the consideration", reason.TermsInvalid, func(_ *testing.T, _ *recordtest.Side, p map[string]any) {
+		// Beyond what is outstanding nothing has made a payment due.
+		{"an amount above the consideration", reason.SettlementTriggerAbsent, func(_ *testing.T, _ *recordtest.Side, p map[string]any) {
 			p["amount"] = map[string]any{"currency": "EUR", "amount": "9999.00"}
+		}},
+		{"a cent more than is owed", reason.SettlementTriggerAbsent, func(_ *testing.T, _ *recordtest.Side, p map[string]any) {
+			p["amount"] = map[string]any{"currency": "EUR", "amount": "3200.01"}
+		}},
+		{"another currency", reason.TermsInvalid, func(_ *testing.T, _ *recordtest.Side, p map[string]any) {
+			p["amount"] = map[string]any{"currency": "USD", "amount": "3200.00"}
 		}},
 	} {
 		t.Run(c.what, func(t *testing.T) {
@@ -153,11 +160,22 @@ func TestSettlementIdempotency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := accepted(t)
-	first, err := instruct(b, obl, "pay-once-000001")()
+	part := func(key, amount string) func() (record.Outcome, error) {
+		return func() (record.Outcome, error) {
+			return b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
+				IdempotencyKey: key, Amount: &record.Money{Currency: "EUR", Amount: amount}})
+		}
+	}
+	first, err := part("pay-once-000001", "3000.00")()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same key and content again: the original instruction, nothing new.
+	// The same key and content again (the amount as given, or left to
+	// the default the first call took): the original instruction,
+	// nothing new, whatever is outstanding now.
+	if again, err := part("pay-once-000001", "3000.00")(); err != nil || again.Objects["settlement_instruction"] != first.Objects["settlement_instruction"] {
+		t.Fatalf("the same instruction again: %+v %v", again, err)
+	}
 	again, err := instruct(b, obl, "pay-once-000001")()
 	if err != nil || again.Objects["settlement_instruction"] != first.Objects["settlement_instruction"] {
 		t.Fatalf("the same instruction again: %+v %v", again, err)
