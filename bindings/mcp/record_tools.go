@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/store"
@@ -15,9 +16,13 @@ type InboxResult struct {
 	Offers []record.InboxItem `json:"offers"`
 }
 
-// SettlementsResult wraps settlement_status.
+// SettlementsResult wraps settlement_status: the instructions with their
+// receipts, and each obligation's balance (what is owed, paid, in flight,
+// forgone and outstanding), so that an agent reads what it may still
+// instruct instead of computing it.
 type SettlementsResult struct {
 	Settlements []record.SettlementView `json:"settlements"`
+	Obligations []ledger.Balance        `json:"obligations"`
 }
 
 // TransactionArgs names one transaction.
@@ -118,28 +123,39 @@ func RecordTools(e *record.Engine) []Tool {
 		actTool(e, Tool{
 			Name:  "instruct_settlement",
 			Title: "Pay an accepted obligation",
-			Description: "Payer side (the obligee, after acceptance.granted, in settlement_pending). Instructs payment of an accepted obligation's " +
-				"consideration to its obligor on a rail your instance offers, records settlement.instructed once the counterparty countersigns, " +
-				"then hands the instruction to the rail; the rail's answer becomes a receipt in both records. The decision covers {action_type: " +
-				"settlement.instruct, proposed_terms: {core: {total: amount}}, agreement_id, obligation_id}. The same idempotency_key again " +
-				"returns the first instruction and pays nothing twice; with other content it is A202-SETTLEMENT-IDEMPOTENCY-CONFLICT.",
+			Description: "Payer side (the obligee, after acceptance.granted, in settlement_pending). Instructs payment of what is outstanding on an " +
+				"accepted obligation (its accepted share of the consideration, less what was paid, is in flight or was forgone: settlement_status " +
+				"shows it) to its obligor on a rail your instance offers, records settlement.instructed once the counterparty countersigns, then " +
+				"hands the instruction to the rail; the rail's answer becomes a receipt in both records. amount defaults to all that is outstanding; " +
+				"several instructions (instalments) may add up to it, never more, with any idempotency key (A202-SETTLEMENT-TRIGGER-ABSENT). " +
+				"The decision covers {action_type: settlement.instruct, proposed_terms: {core: {total: amount}}, agreement_id, obligation_id}. " +
+				"The same idempotency_key again returns the first instruction and pays nothing twice; with other content it is " +
+				"A202-SETTLEMENT-IDEMPOTENCY-CONFLICT.",
 		}, e.InstructSettlement),
 		Typed(Tool{
 			Name:  "settlement_status",
 			Title: "Payments of a transaction",
 			Description: "Lists a transaction's settlement instructions with their rail, idempotency key, amount, state (instructed, pending, " +
-				"succeeded, failed) and every adapter receipt the rail's answers became. A receipt is evidence of what the rail said, never authority.",
+				"succeeded, failed, reversed) and every adapter receipt the rail's answers became, and each obligation's balance: owed (the " +
+				"accepted share of its consideration), paid, in_flight, forgone and outstanding (what may still be instructed), and its " +
+				"settlement (not_due, unpaid, in_flight, settled). A receipt is evidence of what the rail said, never authority; one that " +
+				"contradicts an earlier answer is listed and changes nothing.",
 			ReadOnly: true, Idempotent: true,
 		}, func(ctx context.Context, in TransactionArgs) (SettlementsResult, error) {
 			st, err := e.SettlementStatus(ctx, in.TransactionID)
-			return SettlementsResult{Settlements: st}, err
+			if err != nil {
+				return SettlementsResult{}, err
+			}
+			bal, err := e.Balances(ctx, in.TransactionID)
+			return SettlementsResult{Settlements: st, Obligations: bal}, err
 		}),
 		actTool(e, Tool{
 			Name:  "complete_transaction",
 			Title: "Close a settled transaction",
 			Description: "Either party, in settlement_pending. Records transaction.completed (→ completed) once every obligation is accepted " +
-				"(or waived, or released) and every consideration has a succeeded receipt; otherwise refused with A202-STATE-TRANSITION-DENIED saying what is " +
-				"missing. The event seals the record with audit_bundle_hash. The decision covers {action_type: transaction.complete, " +
+				"and paid what is owed for it (or settled short by an adjustment both parties signed), with nothing in flight, or is waived or " +
+				"released; otherwise refused with A202-STATE-TRANSITION-DENIED saying what is missing. The payee's countersignature means it " +
+				"was paid what it is owed. The event seals the record with audit_bundle_hash. The decision covers {action_type: transaction.complete, " +
 				"proposed_terms: <the agreement's terms>, agreement_id}.",
 		}, e.CompleteTransaction),
 		actTool(e, Tool{

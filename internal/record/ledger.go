@@ -105,3 +105,13 @@ func (e *Engine) ledgerAt(ctx context.Context, txn string, t time.Time) (*ledger
 	}
 	return ledger.ComputeAt(rec, t), nil
 }
+
+// Balances returns each obligation's balance in txn as this copy holds it
+// now, in issue order (package ledger).
+func (e *Engine) Balances(ctx context.Context, txn string) ([]ledger.Balance, error) {
+	l, err := e.ledgerOf(ctx, txn)
+	if err != nil {
+		return nil, err
+	}
+	return l.Obligations, nil
+}

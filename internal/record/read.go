@@ -1,6 +1,8 @@
 package record
 
 import (
+	"github.com/partyd/party/internal/ledger"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +66,12 @@ type TransactionView struct {
 	Disputes       []DisputeView       `json:"disputes"`
 	Determinations []DeterminationView `json:"determinations"`
 	Exceptions     []ExceptionView     `json:"exceptions"`
-	Pending        string              `json:"pending,omitempty"`
+	// Ledger is each obligation's money as this copy reads it (package
+	// ledger): owed, paid, in flight, forgone, outstanding, and every
+	// instruction with what its receipts say; an agent decides its next
+	// act from it without arithmetic of its own.
+	Ledger  []ledger.Balance `json:"ledger"`
+	Pending string           `json:"pending,omitempty"`
 	// Notice says what became of an act that did not complete as it
 	// returned (refused after it was queued, or no longer allowed).
 	Notice *Notice `json:"notice,omitempty"`
@@ -158,6 +165,9 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		v.Obligations = append(v.Obligations, ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions})
 	}
 	if v.TerminationProposals, err = e.terminationProposals(ctx, t); err != nil {
+		return v, err
+	}
+	if v.Ledger, err = e.Balances(ctx, id); err != nil {
 		return v, err
 	}
 	if err := e.disputeViews(ctx, t, &v); err != nil {

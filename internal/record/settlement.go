@@ -86,9 +86,9 @@ type InstructInput struct {
 	// characters); the same key again returns the first instruction.
 	// Empty draws a fresh one.
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"8 to 255 characters naming this payment to the rail; default a fresh one."`
-	// Amount defaults to the obligation's consideration; it is in the
-	// consideration's currency and no more than it.
-	Amount *Money `json:"amount,omitempty" jsonschema:"The amount paid: ISO 4217 currency, the consideration's, and a positive base-10 amount, at most the consideration (default: the consideration)."`
+	// Amount defaults to all that is outstanding on the obligation; it is
+	// in the consideration's currency and no more than is outstanding.
+	Amount *Money `json:"amount,omitempty" jsonschema:"The amount paid: ISO 4217 currency, the consideration's, and a positive base-10 amount, at most what is outstanding (settlement_status; default: all of it)."`
 	// ApprovalID is an approval of exactly this instruction, when the
 	// mandate holds instructions for approval.
 	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this instruction, when your mandate holds it for approval."`

@@ -1,6 +1,6 @@
 package store
 
-// Settlement instructions (migration 8), as both records hold them, and
+// Settlement instructions (migrations 8 and 18), as both records hold them, and
 // the rail work of the ones this instance pays.
 //
 //	CREATE TABLE settlements (
@@ -11,7 +11,7 @@ package store
 //	  idempotency_key TEXT NOT NULL,
 //	  fingerprint     TEXT NOT NULL,     -- what the key must keep meaning
 //	  ours            INTEGER NOT NULL,  -- 1 when this instance is the payer
-//	  state           TEXT NOT NULL,     -- instructed | pending | succeeded | failed
+//	  state           TEXT NOT NULL,     -- instructed | pending | succeeded | failed | reversed (migration 18)
 //	  attempts        INTEGER NOT NULL,  -- submissions made to the rail
 //	  next_attempt    INTEGER NOT NULL,  -- unix nanoseconds; when to ask the rail again
 //	  last_error      TEXT NOT NULL,
@@ -52,6 +52,9 @@ const (
 	SettlementPending    = "pending"
 	SettlementSucceeded  = "succeeded"
 	SettlementFailed     = "failed"
+	// SettlementReversed: succeeded, then reported reversed by the rail
+	// (ledger.ReversedCode).
+	SettlementReversed = "reversed"
 )
 
 const settlementColumns = `instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error`

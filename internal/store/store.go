@@ -508,6 +508,29 @@ var migrations = []string{
 		SELECT scope, request_id, args_hash, state, result, created_at, act FROM idempotency;
 	DROP TABLE idempotency;
 	ALTER TABLE idempotency_new RENAME TO idempotency;`,
+	// 18: a settlement a rail reported reversed after it succeeded (the
+	// ledger's status, settlements.go). SQLite changes a CHECK only by
+	// rebuilding the table; nothing references settlements, and rowids
+	// are kept (Settlements orders by them).
+	`CREATE TABLE settlements_new (
+		instruction_id  TEXT PRIMARY KEY,
+		transaction_id  TEXT NOT NULL,
+		obligation_id   TEXT NOT NULL,
+		rail            TEXT NOT NULL,
+		idempotency_key TEXT NOT NULL,
+		fingerprint     TEXT NOT NULL,
+		ours            INTEGER NOT NULL,
+		state           TEXT NOT NULL CHECK (state IN ('instructed','pending','succeeded','failed','reversed')),
+		attempts        INTEGER NOT NULL DEFAULT 0,
+		next_attempt    INTEGER NOT NULL DEFAULT 0,
+		last_error      TEXT NOT NULL DEFAULT '',
+		UNIQUE (transaction_id, idempotency_key)
+	);
+	INSERT INTO settlements_new(rowid, instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error)
+		SELECT rowid, instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error FROM settlements ORDER BY rowid;
+	DROP TABLE settlements;
+	ALTER TABLE settlements_new RENAME TO settlements;
+	CREATE INDEX settlements_due ON settlements(ours, state, next_attempt);`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
