@@ -175,6 +175,24 @@ func RecordTools(e *record.Engine) []Tool {
 				"{action_type: obligation.waive, proposed_terms: {core: {quantity, unit_code, total: its consideration, or 0}}, obligation_id}.",
 		}, e.WaiveObligation),
 		actTool(e, Tool{
+			Name:  "propose_settlement_adjustment",
+			Title: "Propose to settle an obligation short",
+			Description: "Either party of an accepted obligation, in settlement_pending, with nothing in flight and something unpaid (settlement_status). " +
+				"Signs the settlement adjustment record of the obligation as the ledger stands: what is owed, what was paid and by which instructions, " +
+				"and the rest, forgone; the payments so far are accepted as settlement in full once the counterparty's agent signs the same record " +
+				"with accept_settlement_adjustment. Then completion no longer waits for the rest. If the ledger moves first (a payment, a receipt), " +
+				"propose again. The decision covers {action_type: settlement.adjust, proposed_terms: {core: {total: the amount forgone}}, " +
+				"agreement_id, obligation_id}.",
+		}, e.ProposeAdjustment),
+		actTool(e, Tool{
+			Name:  "accept_settlement_adjustment",
+			Title: "Accept the counterparty's short settlement",
+			Description: "The other party. Signs the settlement adjustment record the counterparty proposed for the obligation, as the ledger still " +
+				"stands: both signatures settle it short (forgone in settlement_status). Refused with A202-STATE-TRANSITION-DENIED when no current " +
+				"proposal of the counterparty's is held. The decision covers {action_type: settlement.adjust, proposed_terms: {core: {total: the " +
+				"amount forgone}}, agreement_id, obligation_id}.",
+		}, e.AcceptAdjustment),
+		actTool(e, Tool{
 			Name:  "propose_termination",
 			Title: "Propose to end a committed deal by agreement",
 			Description: "Either party, in committed, in_performance, acceptance_pending or settlement_pending. Signs the termination record of the " +

@@ -39,6 +39,7 @@ var actPhrases = map[protocol.Act]string{
 	protocol.ActTransactionComplete:  "Close the transaction as completed",
 	protocol.ActTransactionCancel:    "Cancel the transaction",
 	protocol.ActTerminationAgree:     "Agree to terminate the agreement",
+	protocol.ActSettlementAdjust:     "Settle an obligation short (accept what was paid as payment in full)",
 	protocol.ActAgreementAmend:       "Amend the agreement",
 	protocol.ActObligationWaive:      "Waive an obligation",
 	protocol.ActDisputeRaise:         "Raise a dispute",

@@ -189,3 +189,22 @@ func (p *parsed) adjustments(c cut, l *Ledger) {
 		b.Adjustments = append(b.Adjustments, k.hash)
 	}
 }
+
+// SignedRecord says which obligation's adjustment record an adjustment
+// signature of the record signs, as the record stood at the signature's
+// time, and the record's hash: what a verifier recognises the signature by
+// (it is not otherwise referenced). ok is false when the evidence is no
+// adjustment signature, or signs no record the ledger draws.
+func SignedRecord(rec Record, evidenceID string) (obligationID, hash string, ok bool) {
+	p := parse(rec)
+	f := p.byID[evidenceID]
+	if f == nil || !isAdjustmentSignature(f) || !f.hasAt {
+		return "", "", false
+	}
+	for _, s := range p.signatures(cut{until: f.at}) {
+		if s.f.id == evidenceID && s.obligation != "" {
+			return s.obligation, str(f.p, "artifact_hash"), true
+		}
+	}
+	return "", "", false
+}

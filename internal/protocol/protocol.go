@@ -202,6 +202,7 @@ const (
 	ActRemediationAccept    Act = "remediation.accept"
 	ActExceptionResolve     Act = "exception.resolve"
 	ActTransactionTerminate Act = "transaction.terminate"
+	ActSettlementAdjust     Act = "settlement.adjust"
 )
 
 // Role is a party's role in a transaction's agreement.

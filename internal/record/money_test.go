@@ -462,3 +462,84 @@ func TestReceiptsNeverSilentlyChangeASettledStatus(t *testing.T) {
 	}
 	refused(t, "completion after the payment was reversed", b, s, txn, reason.StateTransitionDenied, completeBy(s, txn))
 }
+
+// adjustActs are the acts a short settlement needs, with paying and
+// completing.
+var adjustActs = []string{"settlement.adjust", "settlement.instruct", "transaction.complete"}
+
+// TestShortPaymentBothSigned: 3000.00 of 3200.00 paid; the payer proposes
+// to settle short, the payee accepts; the rest is forgone on both sides,
+// nothing more may be paid, and the transaction completes; both records
+// verify, the adjustment signatures recognised. The countersigner refuses
+// a signature over a record its own copy does not draw.
+func TestShortPaymentBothSigned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, obl := accepted(t)
+	b.Mandate = mandateFor(t, b, c, adjustActs, nil)
+	s.Mandate = mandateFor(t, s, c, adjustActs, nil)
+	adjust := func(sd *recordtest.Side, accept bool) func() (record.Outcome, error) {
+		return func() (record.Outcome, error) {
+			in := record.AdjustmentInput{MandateID: sd.Mandate, ObligationID: obl}
+			if accept {
+				return sd.Engine.AcceptAdjustment(ctx, in)
+			}
+			return sd.Engine.ProposeAdjustment(ctx, in)
+		}
+	}
+	if _, err := pay(b, obl, "pay-most-000001", "3000.00")(); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, "accepting an adjustment nobody proposed", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := adjust(s, true)()
+		return err
+	})
+	// A signature over another record (here: forgoing 100.00 only),
+	// decided and signed by the payer's own keys, is refused.
+	msg := recordtest.Capture(t, b, adjust(b, false))
+	forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
+		payloadOf(ofType(t, objs, "evidence"))["artifact_hash"] = canonical.SHA256Hex([]byte("a record forgoing 100.00"))
+		return objs
+	})
+	refusedWith(t, "a signature over a record this copy does not draw", b, s, txn, reason.EvidenceHashMismatch, func() error {
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		return err
+	})
+	out, err := adjust(b, false)()
+	if err != nil || out.Status != record.StatusDelivered {
+		t.Fatalf("propose: %+v %v", out, err)
+	}
+	// One signature is a proposal: nothing is forgone yet.
+	sameBalance(t, b, s, txn, obl, "3200.00", "3000.00", "0.00", "200.00", ledger.SettlementUnpaid)
+	refused(t, "completion on a proposal alone", b, s, txn, reason.StateTransitionDenied, completeBy(s, txn))
+	refused(t, "the proposer proposing the same again", b, s, txn, reason.StateTransitionDenied, func() error {
+		_, err := adjust(b, false)()
+		return err
+	})
+	if out, err := adjust(s, true)(); err != nil || out.Status != record.StatusDelivered || out.Objects["adjustment_hash"] == "" {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+	sameBalance(t, b, s, txn, obl, "3200.00", "3000.00", "0.00", "0.00", ledger.SettlementSettled)
+	if x := balance(t, s, txn, obl); x.Forgone.Amount != "200.00" || len(x.Adjustments) != 1 {
+		t.Fatalf("the payee reads %+v", x)
+	}
+	refused(t, "a payment after the obligation was settled short", b, s, txn, reason.SettlementTriggerAbsent, func() error {
+		_, err := pay(b, obl, "pay-rest-0000001", "200.00")()
+		return err
+	})
+	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+	for _, sd := range []*recordtest.Side{b, s} {
+		rep := verifiesClean(t, sd, txn)
+		n := 0
+		for _, ch := range rep.Checks {
+			if ch.Name == "adjustment_signature" && ch.Result == "verified" {
+				n++
+			}
+		}
+		if n != 2 || len(rep.UnreferencedEvidence) != 0 || len(rep.Ledger.Findings) != 0 {
+			t.Fatalf("%s: %d adjustment signatures recognised, unreferenced %v, findings %+v", sd.Node.Org.Config().OrganizationID, n, rep.UnreferencedEvidence, rep.Ledger.Findings)
+		}
+	}
+}

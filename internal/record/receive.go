@@ -9,6 +9,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -220,6 +221,9 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil &&
 		r.one(protocol.Evidence).P("claim") == verify.RemediationSignatureClaim:
 		return e.receiveRemediationProposal(ctx, r)
+	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil &&
+		r.one(protocol.Evidence).P("claim") == ledger.AdjustmentClaim:
+		return e.receiveAdjustment(ctx, r)
 	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil:
 		return e.receiveTerminationProposal(ctx, r)
 	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
@@ -228,7 +232,7 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return e.receiveReceipt(ctx, r)
 	}
 	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, a waiver, a termination proposal, " +
-		"a dispute, a determination, an offer to remedy, an agreement to sign, an adapter receipt, or an event with its objects")
+		"a dispute, a determination, an offer to remedy, a settlement adjustment signature, an agreement to sign, an adapter receipt, or an event with its objects")
 }
 
 // signingKeys lists the key ids a message's signatures name.

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/partyd/party/internal/ledger"
@@ -84,4 +85,22 @@ func (r *run) ledgerAt(s *stream, i int) *ledger.Ledger {
 		return ledger.ComputeAt(rec, at)
 	}
 	return ledger.Compute(rec)
+}
+
+// adjustmentSignature reports adjustment_signature on a party's signature
+// over a settlement adjustment record (party's form of a short payment
+// both parties sign; ledger, adjust.go): verified when the ledger draws,
+// at the signature's time, the record it signs for an obligation of its
+// signer's, which is what makes it referenced. One that signs no record
+// the ledger draws is left unreferenced (a gap of step 7), and the
+// ledger's own finding says why.
+func (r *run) adjustmentSignature(o *object) {
+	if str(o.payload, "claim") != ledger.AdjustmentClaim || str(o.payload, "evidence_type") != "signed_document" {
+		return
+	}
+	txn := str(o.val, "transaction_id")
+	if obl, hash, ok := ledger.SignedRecord(r.ledgerRecord(txn), o.id); ok {
+		r.referenced[o.id] = true
+		r.add(5, "adjustment_signature", o.subject, Verified, "", fmt.Sprintf("%s signs the settlement adjustment record of %s (%s)", createdBy(o), obl, short(hash)))
+	}
 }

@@ -67,6 +67,7 @@ func (r *run) objectGuards() {
 		case "evidence":
 			r.recordSignature(o)
 			r.remediationSignature(o)
+			r.adjustmentSignature(o)
 		case "dispute":
 			r.standaloneApproval(o, "dispute.raise", "subject_id")
 		case "determination":
