@@ -161,6 +161,14 @@ func Compute(rec Record) *Ledger { return parse(rec).at(cut{}) }
 // record it signs; a third party recomputes it at the signature's).
 func ComputeAt(rec Record, until time.Time) *Ledger { return parse(rec).at(cut{until: until}) }
 
+// ComputeBefore reads the ledger as it stood when the event at sequence
+// seq was appended at time at: the events before it and the objects made
+// no later. The record keeps every event, so that a response a later
+// event records is not taken for one that rode an earlier event.
+func ComputeBefore(rec Record, seq int, at time.Time) *Ledger {
+	return parse(rec).at(cut{before: seq, until: at})
+}
+
 // Balance returns an obligation's balance, or nil when the record (at
 // this point) issued none by that id.
 func (l *Ledger) Balance(obligationID string) *Balance {
@@ -185,6 +193,7 @@ func (p *parsed) compute(c cut, adjust bool) *Ledger {
 	// The acts that end or accept a duty.
 	accepts := map[string]*fact{} // obligation → its obligee's first accept response
 	waives := map[string]*fact{}
+	recorded := p.responsesRecorded(c)
 	for _, f := range p.ofType(c, "obligation_response") {
 		o := p.byID[str(f.p, "obligation_id")]
 		if o == nil || o.typ != "obligation" || f.org != partyOrg(o.p, "obligee") {
@@ -192,7 +201,7 @@ func (p *parsed) compute(c cut, adjust bool) *Ledger {
 		}
 		switch str(f.p, "response_type") {
 		case "accept":
-			if accepts[o.id] == nil {
+			if accepts[o.id] == nil && recorded(f) {
 				accepts[o.id] = f
 			}
 		case "waive":
@@ -286,6 +295,35 @@ func (p *parsed) compute(c cut, adjust bool) *Ledger {
 		l.Obligations[i].finish()
 	}
 	return l
+}
+
+// responsesRecorded returns whether an answer to an assertion is recorded
+// at c: a response event before c names it (acceptance.granted or
+// acceptance.rejected), or it rode one (a response no event names, made
+// no later than a response event before c: one event answers every
+// outstanding assertion, each by its own response, and the objects of one
+// act share its time). A response a later event names is not recorded
+// yet, whatever its time.
+func (p *parsed) responsesRecorded(c cut) func(f *fact) bool {
+	named, inCut := map[string]bool{}, map[string]bool{}
+	var last time.Time
+	seen := false
+	for _, e := range p.events {
+		if e.kind != "acceptance.granted" && e.kind != "acceptance.rejected" {
+			continue
+		}
+		id := str(e.data, "obligation_response_id")
+		named[id] = true
+		if c.hasEvent(e) {
+			inCut[id] = true
+			if !seen || e.at.After(last) {
+				last, seen = e.at, true
+			}
+		}
+	}
+	return func(f *fact) bool {
+		return inCut[f.id] || (!named[f.id] && seen && f.hasAt && !f.at.After(last))
+	}
 }
 
 // determinedAccepted returns, by obligation, the binding determination in

@@ -136,10 +136,15 @@ var DisputeGrounds = []string{"authority_absent", "authority_exceeded", "state_t
 // kernel's deferred exception payload (docs/record-protocol.md).
 type ExceptionType string
 
-// The two exceptions party opens.
+// The exceptions party opens.
 const (
 	ExceptionSettlementFailed   ExceptionType = "settlement_failed"
 	ExceptionObligationDisputed ExceptionType = "obligation_disputed"
+	// ExceptionObligationOutstanding: a partial acceptance's remainder is
+	// still owed once the transaction is settlement_pending, where no
+	// event performs it; the exception and its remediation return the
+	// transaction to in_performance to perform it.
+	ExceptionObligationOutstanding ExceptionType = "obligation_outstanding"
 )
 
 // ResponseType is an obligation response's response_type (obligation

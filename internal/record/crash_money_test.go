@@ -99,5 +99,49 @@ func moneyFlows() []flow {
 			"settlement.instructed", "transaction.completed"},
 		check: settled("200.00"),
 	}
-	return []flow{instalments, adjustment}
+	var rem string
+	remainder := flow{
+		name: "remainder",
+		setup: func(t *testing.T, h *harness) string {
+			ctx := context.Background()
+			txn = recordtest.Form(t, h.b, h.s, "3200.00")
+			h.b.Mandate = mandateFor(t, h.b, h.c, disputeActs, nil)
+			h.s.Mandate = mandateFor(t, h.s, h.c, disputeActs, nil)
+			out, err := h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			obl = out.Objects["obligation"]
+			assertPerformance(t, h.s, obl, "20")
+			if out, err = h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"}); err != nil {
+				t.Fatal(err)
+			}
+			rem = out.Objects["remainder_obligation"]
+			return txn
+		},
+		steps: []step{
+			{"open_exception", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: h.s.Mandate, TransactionID: txn, ObligationID: rem})
+			}, nil},
+			{"propose_remediation", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: h.s.Mandate, TransactionID: txn})
+			}, nil},
+			{"accept_remediation", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
+				return h.b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: h.b.Mandate, TransactionID: txn})
+			}, nil},
+		},
+		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted",
+			"exception.opened", "remediation.accepted"},
+		check: func(t *testing.T, h *harness, txn string) {
+			for _, sd := range []*recordtest.Side{h.b, h.s} {
+				if st := obligationStates(t, sd, txn); len(st) != 2 || st[rem] != "pending" {
+					t.Fatalf("%s: obligations %v, want the duty and its remainder, pending", sd.Node.Org.Config().OrganizationID, st)
+				}
+				if x := balance(t, sd, txn, rem); x.Consideration.Amount != "800.00" {
+					t.Fatalf("%s reads the remainder %+v", sd.Node.Org.Config().OrganizationID, x)
+				}
+			}
+		},
+	}
+	return []flow{instalments, adjustment, remainder}
 }

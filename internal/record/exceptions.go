@@ -73,8 +73,12 @@ type ExceptionInput struct {
 	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
 	// SettlementInstructionID defaults to the instruction whose latest
 	// receipt failed.
-	SettlementInstructionID string `json:"settlement_instruction_id,omitempty" jsonschema:"The instruction (stl_...) whose latest receipt reports failed (default: the one there is)."`
-	ApprovalID              string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	SettlementInstructionID string `json:"settlement_instruction_id,omitempty" jsonschema:"The instruction (stl_...) that failed or was reversed (default: the one there is)."`
+	// ObligationID names a partial acceptance's remainder still owed: the
+	// exception is then obligation_outstanding, whose remediation performs
+	// the remainder.
+	ObligationID string `json:"obligation_id,omitempty" jsonschema:"Instead of a failed payment: a partial acceptance's remainder (obl_...) still owed, to perform it through remediation (propose_remediation, accept_remediation) and be paid its share."`
+	ApprovalID   string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
 }
 
 // ExceptionActInput names a transaction in exception_open.
@@ -159,10 +163,16 @@ const receiptEvidenceClaim = "The adapter receipt whose content hash is this art
 // of this file): exception.opened, committed…settlement_pending →
 // exception_open.
 func (e *Engine) OpenException(ctx context.Context, in ExceptionInput) (Outcome, error) {
+	if in.ObligationID != "" {
+		return e.openOutstanding(ctx, in)
+	}
 	var stl, rcp *Obj
 	return e.perform(ctx, actSpec{
 		name: protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
+			if in.SettlementInstructionID != "" && in.ObligationID != "" {
+				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
+			}
 			var err error
 			stl, rcp, err = e.failedSettlement(ctx, st.t.ID, in.SettlementInstructionID)
 			return err
@@ -269,8 +279,111 @@ func checkExceptionOpened(ctx context.Context, e *Engine, r *receipt, ev *Obj) e
 			}
 		}
 		return e.checkRiderActs(ctx, r, ev, nil)
+	case protocol.ExceptionObligationOutstanding:
+		if r.one(protocol.Dispute) != nil {
+			return reason.Refuse("an exception over an outstanding remainder carries no dispute")
+		}
+		resp, err := e.outstandingRemainder(ctx, r.st, exc.P("obligation_id"))
+		if err != nil {
+			return err
+		}
+		if err := e.checkEvidenceRefs(ctx, r.txn, exc.Payload()["evidence_refs"], travelling); err != nil {
+			return err
+		}
+		if len(travelling) != 1 {
+			return refusef(reason.EvidenceUnverified, "an exception over an outstanding remainder presents one evidence item, over the partial acceptance")
+		}
+		for _, o := range travelling {
+			if o.P("evidence_type") != "signed_document" || o.P("artifact_hash") != resp.Hash() || o.P("claim") != verify.OutstandingEvidenceClaim {
+				return refusef(reason.EvidenceUnverified, "the exception's evidence is not a signed_document over the partial acceptance %s", resp.ID())
+			}
+		}
+		return e.checkRiderActs(ctx, r, ev, nil)
 	}
 	return refusef(reason.StateTransitionDenied, "exception type %q", exc.P("exception_type"))
+}
+
+// outstandingRemainder is the rule both sides apply to an exception over
+// an outstanding remainder: obl is the remainder a recorded partial
+// acceptance of the transaction named, still pending (neither performed,
+// accepted, waived nor released), and the transaction settlement_pending,
+// where nothing else performs it. It returns the accepting response.
+func (e *Engine) outstandingRemainder(ctx context.Context, st *state, obl string) (*Obj, error) {
+	if st.State() != protocol.SettlementPending {
+		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s: a remainder is performed through an exception from settlement_pending (in %s it is simply asserted)",
+			st.t.ID, st.t.State, protocol.InPerformance)
+	}
+	responses, err := e.ofType(ctx, st.t.ID, protocol.ObligationResponse)
+	if err != nil {
+		return nil, err
+	}
+	var resp *Obj
+	for _, r := range responses {
+		if r.P("response_type") == string(protocol.ResponseAccept) && r.P("remainder_obligation_id") == obl {
+			resp = r
+		}
+	}
+	if resp == nil {
+		return nil, refusef(reason.ObligationRemainderMissing, "obligation %s is no partial acceptance's remainder on %s", obl, st.t.ID)
+	}
+	os, err := e.obligationState(ctx, obl)
+	if err != nil {
+		return nil, err
+	}
+	if os.State != protocol.OblPending {
+		return nil, refusef(reason.StateTransitionDenied, "remainder %s is %q: only one still owed is performed through an exception", obl, os.State)
+	}
+	return resp, nil
+}
+
+// openOutstanding opens an exception over a partial acceptance's
+// remainder still owed (obligation_outstanding), its evidence a
+// signed_document over the partial acceptance: exception.opened,
+// settlement_pending → exception_open. Either party opens it; the obligor
+// then offers to perform (propose_remediation) and the obligee accepts,
+// which returns the transaction to in_performance with the remainder
+// itself to perform.
+func (e *Engine) openOutstanding(ctx context.Context, in ExceptionInput) (Outcome, error) {
+	var resp *Obj
+	return e.perform(ctx, actSpec{
+		name: protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
+		check: func(ctx context.Context, st *state) error {
+			if in.SettlementInstructionID != "" {
+				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
+			}
+			var err error
+			resp, err = e.outstandingRemainder(ctx, st, in.ObligationID)
+			return err
+		},
+		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
+			return e.transactionAct(ctx, st.t.ID, "", "")
+		},
+		build: func(ctx context.Context, st *state, b *builder) error {
+			_, agr, err := e.termsInForce(ctx, st.t.ID)
+			if err != nil {
+				return err
+			}
+			evd, err := b.add(protocol.Evidence, map[string]any{
+				"evidence_type": "signed_document", "claim": verify.OutstandingEvidenceClaim, "artifact_hash": resp.Hash(),
+				"issuer":       map[string]any{"organization_id": e.o.Config().OrganizationID},
+				"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
+			}, protocol.PurposeObjectIssuance)
+			if err != nil {
+				return err
+			}
+			exc, err := b.add(protocol.Exception, exceptionPayload(protocol.ExceptionObligationOutstanding, in.ObligationID, nil, nil, nil, []any{evidenceRef(evd, "")}),
+				protocol.PurposeObjectIssuance)
+			if err != nil {
+				return err
+			}
+			if problems := verify.CheckException(exc.Payload()); len(problems) > 0 {
+				return errf("own exception %s: %v", exc.ID(), problems)
+			}
+			b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": in.ObligationID}
+			b.name("exception", exc.ID())
+			return nil
+		},
+	})
 }
 
 // openException returns the exception in force on st's transaction: the
@@ -326,6 +439,9 @@ func (e *Engine) remediationOf(ctx context.Context, st *state, offeredAt string)
 		return remediation{}, err
 	}
 	due := envelope.Timestamp(at.Add(verify.RemediationDelay))
+	if exc.P("exception_type") == string(protocol.ExceptionObligationOutstanding) {
+		due = "" // the remainder is performed as it is owed, by its own due condition
+	}
 	h, err := verify.RemediationHash(st.t.ID, agr.ID(), exc.ID(), st.t.HeadHash, obl.ID(), obl.P("quantity"), obl.P("unit_code"), due)
 	if err != nil {
 		return remediation{}, err
@@ -495,9 +611,11 @@ func (e *Engine) AcceptRemediation(ctx context.Context, in ExceptionActInput) (O
 			if err != nil {
 				return err
 			}
-			obl, err := b.add(protocol.Obligation, remediationObligation(rec.obl, rec.due), protocol.PurposeObjectIssuance)
-			if err != nil {
-				return asRefusal(err, reason.ObligationConditionUnknown)
+			obl := rec.obl // an outstanding remainder is itself what is performed
+			if rec.exc.P("exception_type") != string(protocol.ExceptionObligationOutstanding) {
+				if obl, err = b.add(protocol.Obligation, remediationObligation(rec.obl, rec.due), protocol.PurposeObjectIssuance); err != nil {
+					return asRefusal(err, reason.ObligationConditionUnknown)
+				}
 			}
 			b.data = map[string]any{"agreement_id": rec.agr.ID(), "exception_id": rec.exc.ID(), "obligation_id": obl.ID(), "remediation_hash": rec.hash}
 			b.name("remediation_signature", evd.ID())
@@ -521,9 +639,6 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	if evd == nil || !isRemediationSignature(evd, r.from) || evd.P("artifact_hash") != hash {
 		return refusef(reason.EvidenceSignatureInvalid, "remediation.accepted travels with %s's signed_document over the remediation record %s it binds", r.from, hash)
 	}
-	if obl == nil || obl.ID() != ev.Data("obligation_id") {
-		return refusef(reason.ObligationSubjectUnreferenced, "remediation.accepted names an obligation that does not travel with it")
-	}
 	mine, rec, err := e.remediationOffer(ctx, r.st, e.o.Config().OrganizationID)
 	if err != nil {
 		return err
@@ -533,6 +648,16 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	}
 	if ev.Data("exception_id") != rec.exc.ID() || ev.Data("agreement_id") != rec.agr.ID() {
 		return refusef(reason.StateTransitionDenied, "remediation.accepted names another exception or agreement than the one in force")
+	}
+	if rec.exc.P("exception_type") == string(protocol.ExceptionObligationOutstanding) {
+		// The remainder itself is performed: nothing is issued.
+		if obl != nil || ev.Data("obligation_id") != rec.obl.ID() {
+			return refusef(reason.ObligationSubjectUnreferenced, "the remediation of an outstanding remainder performs %s itself and issues nothing", rec.obl.ID())
+		}
+		return nil
+	}
+	if obl == nil || obl.ID() != ev.Data("obligation_id") {
+		return refusef(reason.ObligationSubjectUnreferenced, "remediation.accepted names an obligation that does not travel with it")
 	}
 	agr, ok := e.getTyped(ctx, rec.obl.P("agreement_id"), protocol.Agreement)
 	if !ok {

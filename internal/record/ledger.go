@@ -24,6 +24,7 @@ var ledgerTypes = []string{
 
 // ledgerEvents are the events a balance reads.
 var ledgerEvents = []string{
+	string(protocol.EvAcceptanceGranted), string(protocol.EvAcceptanceRejected),
 	string(protocol.EvSettlementInstructed), string(protocol.EvTransactionCompleted),
 	string(protocol.EvTerminationAgreed), string(protocol.EvTransactionTerminated),
 }

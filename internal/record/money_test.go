@@ -543,3 +543,70 @@ func TestShortPaymentBothSigned(t *testing.T) {
 		}
 	}
 }
+
+// TestRemainderPerformedThroughException: 15 of 20 accepted and their
+// share paid; the remainder, still owed in settlement_pending, is
+// performed through the exception path: the supplier opens an
+// obligation_outstanding exception over it, offers to perform it, the
+// buyer accepts (→ in_performance), the supplier asserts the 5 units, the
+// buyer accepts them, pays the remainder's 800.00, and the transaction
+// completes; both records verify. An exception over an obligation that is
+// no remainder is refused, by the acting side and by the countersigner.
+func TestRemainderPerformedThroughException(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, obl := committed(t)
+	b.Mandate = mandateFor(t, b, c, disputeActs, nil)
+	s.Mandate = mandateFor(t, s, c, disputeActs, nil)
+	assertPerformance(t, s, obl, "20")
+	out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rem := out.Objects["remainder_obligation"]
+	if _, err := pay(b, obl, "pay-share-00001", "")(); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, "an exception over an obligation that is no remainder", b, s, txn, reason.ObligationRemainderMissing, func() error {
+		_, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: obl})
+		return err
+	})
+	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
+		return s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: rem})
+	})
+	forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
+		payloadOf(ofType(t, objs, "exception"))["obligation_id"] = obl
+		payloadOf(event(t, objs))["data"].(map[string]any)["obligation_id"] = obl
+		return objs
+	})
+	refusedWith(t, "a forged exception naming the accepted obligation", b, s, txn, reason.ObligationRemainderMissing, func() error {
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+		return err
+	})
+	if out, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: rem}); err != nil || out.State != "exception_open" {
+		t.Fatalf("open: %+v %v", out, err)
+	}
+	if out, err := s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
+		t.Fatalf("offer to perform: %+v %v", out, err)
+	}
+	if out, err := b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" ||
+		out.Objects["obligation"] != rem {
+		t.Fatalf("accept remediation: %+v %v", out, err)
+	}
+	assertPerformance(t, s, rem, "5")
+	if out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+		t.Fatalf("accept the remainder: %+v %v", out, err)
+	}
+	sameBalance(t, b, s, txn, rem, "800.00", "0.00", "0.00", "800.00", ledger.SettlementUnpaid)
+	if _, err := pay(b, obl, "pay-twice-00001", "")(); !hasCode(err, reason.SettlementTriggerAbsent) {
+		t.Fatalf("the first share paid again: %v", err)
+	}
+	if _, err := pay(b, rem, "pay-remainder-01", "")(); err != nil {
+		t.Fatal(err)
+	}
+	sameBalance(t, b, s, txn, rem, "800.00", "800.00", "0.00", "0.00", ledger.SettlementSettled)
+	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+	bothVerifyClean(t, b, s, txn)
+}

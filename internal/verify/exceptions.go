@@ -62,9 +62,17 @@ import (
 
 // The exception types (party's, the payload being deferred).
 const (
-	excSettlementFailed   = string(protocol.ExceptionSettlementFailed)
-	excObligationDisputed = string(protocol.ExceptionObligationDisputed)
+	excSettlementFailed      = string(protocol.ExceptionSettlementFailed)
+	excObligationDisputed    = string(protocol.ExceptionObligationDisputed)
+	excObligationOutstanding = string(protocol.ExceptionObligationOutstanding)
 )
+
+// OutstandingEvidenceClaim is the claim of the evidence an
+// obligation_outstanding exception presents: a signed_document whose
+// artifact_hash is the content hash of the partial acceptance that left
+// the obligation owed as its remainder (free text: only its equality is
+// read).
+const OutstandingEvidenceClaim = "The partial acceptance whose content hash is this artifact_hash leaves the exception's obligation owed as its remainder"
 
 var exceptionMembers = []string{"exception_type", "obligation_id", "dispute_id", "settlement_instruction_id", "adapter_receipt_id", "evidence_refs"}
 
@@ -97,8 +105,12 @@ func CheckException(p map[string]any) []string {
 		need("dispute_id", "dsp")
 		none("settlement_instruction_id")
 		none("adapter_receipt_id")
+	case excObligationOutstanding:
+		none("dispute_id")
+		none("settlement_instruction_id")
+		none("adapter_receipt_id")
 	default:
-		out = append(out, fmt.Sprintf("exception_type %q is neither %s nor %s", str(p, "exception_type"), excSettlementFailed, excObligationDisputed))
+		out = append(out, fmt.Sprintf("exception_type %q is none of %s, %s and %s", str(p, "exception_type"), excSettlementFailed, excObligationDisputed, excObligationOutstanding))
 	}
 	refs, _ := arrAt(p, "evidence_refs")
 	if len(refs) == 0 {
@@ -196,7 +208,7 @@ func (r *run) evidenceHeld(v *verdict, refs []any) []*object {
 	return out
 }
 
-func (r *run) exceptionOpenedGuard(v *verdict, e *object, data map[string]any) {
+func (r *run) exceptionOpenedGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
 	exc := r.held(v, data, "exception_id", "exception")
 	if exc == nil {
 		return
@@ -284,6 +296,8 @@ func (r *run) exceptionOpenedGuard(v *verdict, e *object, data map[string]any) {
 		if !sameJSON(dp["evidence_refs"], p["evidence_refs"]) {
 			v.fail("the exception's evidence is not its dispute's")
 		}
+	case excObligationOutstanding:
+		r.outstandingGuard(v, s, i, e, oblID, evidence)
 	}
 	if len(evidence) == len(refs) && len(refs) > 0 {
 		v.pass("its %d evidence reference(s) resolve", len(refs))
@@ -309,10 +323,29 @@ func (r *run) remediationGuard(v *verdict, s *stream, i int, e *object, data map
 	}
 	oblID := str(exc.payload, "obligation_id")
 	orig, held := r.heldAs(oblID, "obligation")
-	if !held {
+	switch {
+	case !held:
 		v.unsure("the obligation %s the exception is about is not in the bundle", oblID)
 		r.missing(oblID)
-	} else {
+	case str(exc.payload, "exception_type") == excObligationOutstanding:
+		// The remainder itself is performed: no obligation is activated,
+		// and it keeps its own due condition and consideration.
+		if rem.id != oblID {
+			v.fail("the remediation of an outstanding remainder names %s, not the remainder %s", rem.id, oblID)
+		} else {
+			v.pass("%s, still owed, is performed", oblID)
+		}
+		got, err := RemediationHash(str(e.val, "transaction_id"), agr.id, exc.id, str(e.payload, "previous_event_hash"), oblID,
+			str(orig.payload, "quantity"), str(orig.payload, "unit_code"), "")
+		switch {
+		case err != nil:
+			v.fail("the remediation record has no canonical form: %v", err)
+		case got != hash:
+			v.fail("remediation_hash %s is not the hash of the record of this remediation (%s)", short(hash), short(got))
+		default:
+			v.pass("remediation_hash is the hash of the record of this remediation")
+		}
+	default:
 		rp, op := rem.payload, orig.payload
 		due, _ := objAt(rp, "due_condition")
 		switch {
@@ -464,7 +497,8 @@ func (r *run) remediationSignature(o *object) {
 		return
 	}
 	want := str(o.payload, "artifact_hash")
-	dues := []string{at.Add(RemediationDelay).UTC().Format(time.RFC3339)}
+	// The remediation of an outstanding remainder names no due time ("").
+	dues := []string{at.Add(RemediationDelay).UTC().Format(time.RFC3339), ""}
 	for _, x := range r.objs {
 		if x.typ == "obligation" && str(x.val, "transaction_id") == txn {
 			if d, ok := objAt(x.payload, "due_condition"); ok && str(d, "type") == "due_at_time" {
@@ -495,4 +529,36 @@ func (r *run) remediationSignature(o *object) {
 			}
 		}
 	}
+}
+
+// outstandingGuard is exception.opened's guard for an obligation_outstanding
+// exception: the obligation is the remainder a partial acceptance of the
+// transaction named, recorded before the event; it is neither accepted,
+// waived nor released before it; and the exception's evidence includes a
+// signed_document over that acceptance's content hash.
+func (r *run) outstandingGuard(v *verdict, s *stream, i int, e *object, oblID string, evidence []*object) {
+	occurred, _ := timeAt(e.payload, "occurred_at")
+	var resp *object
+	for _, o := range r.objs {
+		if o.typ == "obligation_response" && str(o.payload, "response_type") == "accept" && str(o.payload, "remainder_obligation_id") == oblID &&
+			createdNoLater(o, occurred) {
+			resp = o
+		}
+	}
+	if resp == nil {
+		v.fail("%s is the remainder of no partial acceptance recorded before %s", oblID, e.subject)
+		return
+	}
+	if b := r.ledgerAt(s, i).Balance(oblID); b != nil && b.Status != "open" {
+		v.fail("%s is %s before %s: it is not outstanding", oblID, b.Status, e.subject)
+	} else {
+		v.pass("%s, the remainder of %s, is still owed", oblID, resp.subject)
+	}
+	for _, ev := range evidence {
+		if str(ev.payload, "evidence_type") == "signed_document" && str(ev.payload, "artifact_hash") == resp.recomputed {
+			v.pass("the exception presents %s over the partial acceptance %s", ev.subject, resp.subject)
+			return
+		}
+	}
+	v.fail("no signed_document evidence of the exception is over the partial acceptance %s", resp.subject)
 }

@@ -77,14 +77,9 @@ func (r *run) ledgers() LedgerReport {
 // transaction.completed read of acceptances made by determination.
 func (r *run) ledgerAt(s *stream, i int) *ledger.Ledger {
 	rec := r.ledgerRecord(s.id)
-	rec.Events = nil
-	for _, e := range s.events[:i] {
-		rec.Events = append(rec.Events, e.val)
-	}
-	if at, ok := timeAt(s.events[i].payload, "occurred_at"); ok {
-		return ledger.ComputeAt(rec, at)
-	}
-	return ledger.Compute(rec)
+	seq, _ := intAt(s.events[i].payload, "sequence")
+	at, _ := timeAt(s.events[i].payload, "occurred_at")
+	return ledger.ComputeBefore(rec, int(seq), at)
 }
 
 // adjustmentSignature reports adjustment_signature on a party's signature

@@ -203,7 +203,7 @@ func (r *run) guard(s *stream, i int, e *object, session bool) {
 	case "agreement.amended":
 		r.amendedGuard(&v, s, i, e, data)
 	case "exception.opened":
-		r.exceptionOpenedGuard(&v, e, data)
+		r.exceptionOpenedGuard(&v, s, i, e, data)
 	case "remediation.accepted":
 		r.remediationGuard(&v, s, i, e, data)
 	case "exception.resolved":
