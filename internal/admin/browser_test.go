@@ -90,7 +90,8 @@ func TestBrowserApproveAndTimeline(t *testing.T) {
 	pg.Navigate(p.f.srv.URL + "/transactions")
 	wantText(t, pg, "the list", txn, "completed", "3200.00 EUR")
 	pg.Act(`document.querySelector('a[href="/transactions/` + txn + `"]').click()`)
-	wantText(t, pg, "the completed timeline", "completed (final)", "Timeline (7 events)", "transaction.completed", "settlement.instructed")
+	wantText(t, pg, "the completed timeline", "completed (final)", "Timeline (7 events)", "transaction.completed", "settlement.instructed",
+		"Money", "Owed 3200.00 EUR", "Paid 3200.00 EUR", "Outstanding 0.00 EUR", "Settlement settled")
 	if pg.Overflows() {
 		t.Error("the timeline is wider than a phone's screen")
 	}
@@ -99,5 +100,5 @@ func TestBrowserApproveAndTimeline(t *testing.T) {
 	shot(t, wide, "timeline.png")
 
 	pg.Act(`document.querySelector('a[href$="/verify"]').click()`)
-	wantText(t, pg, "the verification", "Verification: verified", "0 failed")
+	wantText(t, pg, "the verification", "Verification: verified", "0 failed", "Ledger (party's own rules, not the specification's)", "No finding.")
 }

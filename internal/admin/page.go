@@ -222,6 +222,22 @@ the action hash is the SHA-256 of the act's canonical form, and an approval is b
 <h2>Obligations</h2>
 {{range .Obligations}}<div class="ev"><dl><dt>Obligation</dt><dd><a class="mono" href="#{{.ObligationID}}">{{.ObligationID}}</a></dd><dt>State</dt><dd><span class="state">{{.State}}</span></dd>{{range .Assertions}}<dt>Assertion</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}</dl></div>{{end}}
 {{end}}
+{{if .Money}}
+<h2>Money</h2>
+<p>What each obligation is owed and was paid, as this instance's ledger reads it from the record: owed is the accepted share of the consideration, nothing before acceptance;
+paid, what a payment rail reported succeeded; in flight, what was instructed and not yet answered; forgone, what both parties signed is not to be paid; outstanding, what may still be instructed.</p>
+{{range .Money}}<div class="ev"><dl><dt>Obligation</dt><dd><a class="mono" href="#{{.ObligationID}}">{{.ObligationID}}</a></dd>
+<dt>Status</dt><dd><span class="state">{{.Status}}</span>{{with .AcceptedBy}} by <a class="mono" href="#{{.}}">{{.}}</a>{{end}}</dd>{{with .RemainderOf}}<dt>Remainder of</dt><dd><a class="mono" href="#{{.}}">{{.}}</a></dd>{{end}}
+<dt>Consideration</dt><dd>{{.Consideration}}</dd>
+<dt>Owed</dt><dd class="big">{{.Owed}}</dd>
+<dt>Paid</dt><dd>{{.Paid}}</dd>
+<dt>In flight</dt><dd>{{.InFlight}}</dd>{{with .Failed}}<dt>Failed</dt><dd>{{.}}</dd>{{end}}{{with .Reversed}}<dt>Reversed</dt><dd class="bad">{{.}}</dd>{{end}}
+<dt>Forgone</dt><dd>{{.Forgone}}</dd>{{range .Adjustments}}<dt>Adjustment record</dt><dd class="mono">{{.}}</dd>{{end}}
+<dt>Outstanding</dt><dd class="big">{{.Outstanding}}</dd>
+<dt>Settlement</dt><dd><span{{with .Class}} class="{{.}}"{{end}}>{{.Settlement}}</span>{{with .Says}} ({{.}}){{end}}</dd>
+{{range .Instructions}}<dt>Instruction</dt><dd><a class="mono" href="#{{.ID}}">{{.ID}}</a> {{.Amount}} <span class="state">{{.Status}}</span> · {{if .Receipts}}receipts{{range .Receipts}} <a class="mono" href="#{{.}}">{{.}}</a>{{end}}{{else}}no receipt yet{{end}}{{if .Contradicting}} · <span class="bad">contradicted by{{range .Contradicting}} <a class="mono" href="#{{.}}">{{.}}</a>{{end}}</span> (kept as evidence, changing nothing){{end}}</dd>
+{{end}}</dl></div>{{end}}
+{{end}}
 <h2>Objects ({{len .Objects}})</h2>
 <p>Every object of the record as this instance holds it, in the order it was stored. Open one to read it in words and as signed.</p>
 {{range .Objects}}
@@ -245,6 +261,11 @@ the action hash is the SHA-256 of the act's canonical form, and an approval is b
 {{if .Unregistered}}<p>Unregistered types: <span class="mono">{{range .Unregistered}}{{.}} {{end}}</span></p>{{end}}
 <details><summary>Verified checks ({{len .Verified}})</summary>
 <ol>{{range .Verified}}<li>step {{.Step}} {{.Name}} <span class="mono">{{.Subject}}</span>: {{.Detail}}</li>{{end}}</ol></details>
+<h2>Ledger (party's own rules, not the specification's)</h2>
+<p>Whether the money in the record adds up: what was instructed, paid and completed against what each obligation is owed (each obligation's money is on the timeline).
+No step fails for a finding here: the steps above judge a record as the specification does.</p>
+{{range .Findings}}<div class="ev"><dl><dt>Rule</dt><dd class="mono">{{.Rule}}</dd><dt>Subject</dt><dd class="mono">{{.Subject}}</dd><dt>Code</dt><dd class="mono bad">{{.Code}}</dd><dt>Why</dt><dd>{{.Detail}}</dd></dl></div>
+{{else}}<p class="ok">No finding.</p>{{end}}
 {{end}}
 <p><a href="/transactions/{{.Timeline.ID}}">Back to the timeline</a></p>
 {{end}}

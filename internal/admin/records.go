@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
@@ -44,6 +46,30 @@ type timelineView struct {
 	Disputes                                                     []record.DisputeView
 	Determinations                                               []record.DeterminationView
 	Exceptions                                                   []record.ExceptionView
+	Money                                                        []moneyView
+}
+
+// moneyView is one obligation's money as the timeline shows it: its
+// balance as the ledger reads it from the record (package ledger, the
+// same the agent's get_transaction_record returns), each amount said as
+// money. Failed and Reversed are empty when nothing failed or was
+// reversed, so that an ordinary payment reads in a few lines.
+type moneyView struct {
+	ObligationID, Status, AcceptedBy, RemainderOf         string
+	Consideration, Owed, Paid, InFlight, Failed, Reversed string
+	Forgone, Outstanding                                  string
+	// Settlement is the ledger's word (not_due, unpaid, in_flight,
+	// settled), Says what it means and Class how it is marked.
+	Settlement, Says, Class string
+	Instructions            []instructionView
+	Adjustments             []string
+}
+
+// instructionView is one settlement instruction of an obligation with
+// what its receipts made of it.
+type instructionView struct {
+	ID, Amount, Status      string
+	Receipts, Contradicting []string
 }
 
 // eventRow is one event of the timeline.
@@ -90,6 +116,45 @@ func EventPhrase(t string) string {
 		return p
 	}
 	return humanize(strings.ReplaceAll(t, ".", " "))
+}
+
+// settlements say what each settlement of a balance means, and how it is
+// marked: settled reads as done, money still owed or on its way as open.
+var settlements = map[string]struct{ says, class string }{
+	ledger.SettlementNotDue:   {"nothing is owed until the obligation is accepted", ""},
+	ledger.SettlementUnpaid:   {"owed and not yet paid in full: the outstanding amount may be paid", "gap"},
+	ledger.SettlementInFlight: {"a payment is on its way; the rail's answer is awaited", "gap"},
+	ledger.SettlementSettled:  {"nothing more is to be paid or awaited", "ok"},
+}
+
+// moneyOf says an amount of the ledger as money: "3200.00 EUR".
+func moneyOf(m ledger.Money) string { return strings.TrimSpace(m.Amount + " " + m.Currency) }
+
+// moneyViews reads the ledger's balances for the page.
+func moneyViews(bs []ledger.Balance) []moneyView {
+	out := make([]moneyView, 0, len(bs))
+	// nonzero says an amount, or nothing when it is zero.
+	nonzero := func(m ledger.Money) string {
+		if d, err := decimal.Parse(m.Amount); err == nil && d.Sign() == 0 {
+			return ""
+		}
+		return moneyOf(m)
+	}
+	for _, b := range bs {
+		v := moneyView{ObligationID: b.ObligationID, Status: b.Status, AcceptedBy: b.AcceptedBy, RemainderOf: b.RemainderOf,
+			Consideration: moneyOf(b.Consideration), Owed: moneyOf(b.Owed), Paid: moneyOf(b.Paid), InFlight: moneyOf(b.InFlight),
+			Failed: nonzero(b.Failed), Reversed: nonzero(b.Reversed), Forgone: moneyOf(b.Forgone), Outstanding: moneyOf(b.Outstanding),
+			Settlement: b.Settlement, Adjustments: b.Adjustments}
+		if s, ok := settlements[b.Settlement]; ok {
+			v.Says, v.Class = s.says, s.class
+		}
+		for _, in := range b.Instructions {
+			v.Instructions = append(v.Instructions, instructionView{ID: in.InstructionID, Amount: moneyOf(in.Amount), Status: in.Status,
+				Receipts: in.Receipts, Contradicting: in.Contradicting})
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // states are the aggregate states offered by the list's filter.
@@ -158,7 +223,8 @@ func (h *handler) timeline(r *http.Request, id string) (timelineView, error) {
 	}
 	tv := timelineView{ID: v.TransactionID, State: v.State, Counterparty: v.Counterparty, Role: v.Role, Session: v.SessionID,
 		ChainStatus: v.ChainStatus, Pending: v.Pending, Terminal: protocol.State(v.State).Terminal(),
-		Obligations: v.Obligations, Forks: v.Forks, Disputes: v.Disputes, Determinations: v.Determinations, Exceptions: v.Exceptions}
+		Obligations: v.Obligations, Forks: v.Forks, Disputes: v.Disputes, Determinations: v.Determinations, Exceptions: v.Exceptions,
+		Money: moneyViews(v.Ledger)}
 	if v.Notice != nil {
 		b, _ := json.Marshal(v.Notice)
 		var n map[string]any
@@ -245,6 +311,9 @@ type reportView struct {
 	Counts                                   verify.Counts
 	Failed, Gaps, Verified                   []verify.Check
 	Unresolved, Undisclosed, Unregistered    []string
+	// Findings are the ledger's (the report's ledger section), shown
+	// apart from the checks.
+	Findings []ledger.Finding
 }
 
 // verifyRecord runs the seven steps of evidence verification over this
@@ -267,7 +336,7 @@ func (h *handler) verifyRecord(w http.ResponseWriter, r *http.Request) {
 	}
 	rv := reportView{RulesVersion: rep.RulesVersion, VerifiedAt: rep.VerifiedAt, Counts: rep.Results,
 		Failed: rep.Failures(), Gaps: rep.Gaps(), Unresolved: rep.UnresolvedReferences, Undisclosed: rep.UndisclosedStreams,
-		Unregistered: rep.UnregisteredTypes}
+		Unregistered: rep.UnregisteredTypes, Findings: rep.Ledger.Findings}
 	for _, c := range rep.Checks {
 		if c.Result == verify.Verified {
 			rv.Verified = append(rv.Verified, c)

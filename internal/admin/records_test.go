@@ -12,6 +12,7 @@ import (
 
 	"github.com/partyd/party/internal/admin"
 	"github.com/partyd/party/internal/agent"
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
@@ -145,6 +146,17 @@ func TestTransactionPages(t *testing.T) {
 		"5. Performance accepted (acceptance.granted)", "6. Payment instructed (settlement.instructed)",
 		"7. Transaction completed (transaction.completed)", "Appended by org_delta Countersigned by org_northstar",
 		"adapter_receipt", "settlement_instruction", "evidence", "performance_event", "obligation_response")
+	// The obligation's money: accepted, owed all of its consideration,
+	// paid in full by one instruction the sandbox rail reported succeeded.
+	obl, stl, rcp := objectOf(t, p.b, txn, "obligation"), objectOf(t, p.b, txn, "settlement_instruction"), objectOf(t, p.b, txn, "adapter_receipt")
+	wantAll(t, "the completed timeline's money", body, "Money",
+		"Obligation "+obl+" Status accepted by obr_", "Consideration 3200.00 EUR",
+		"Owed 3200.00 EUR Paid 3200.00 EUR In flight 0.00 EUR Forgone 0.00 EUR Outstanding 0.00 EUR",
+		"Settlement settled (nothing more is to be paid or awaited)",
+		"Instruction "+stl+" 3200.00 EUR succeeded · receipts "+rcp)
+	if txt := text(body); strings.Contains(txt, "Failed") || strings.Contains(txt, "Reversed") || strings.Contains(txt, "contradicted") {
+		t.Error("a payment that succeeded once shows a failure, a reversal or a contradiction")
+	}
 	_, body = p.f.do(t, call{method: "GET", path: "/transactions?state=completed", cookie: p.f.adminTok})
 	wantAll(t, "the completed filter", body, txn, "7 events")
 	_, body = p.f.do(t, call{method: "GET", path: "/transactions?state=draft", cookie: p.f.adminTok})
@@ -154,7 +166,8 @@ func TestTransactionPages(t *testing.T) {
 	wantAll(t, "the draft filter", body, "No transactions in state draft")
 
 	_, body = p.f.do(t, call{method: "GET", path: "/transactions/" + txn + "/verify", cookie: p.f.adminTok})
-	wantAll(t, "the verification", body, "Verification: verified", "0 failed", "under rules version 1.3")
+	wantAll(t, "the verification", body, "Verification: verified", "0 failed", "under rules version 1.3",
+		"Ledger (party's own rules, not the specification's)", "No finding.")
 	if strings.Contains(text(body), "Failed Code") {
 		t.Fatal("the report shows a failed check")
 	}
@@ -170,6 +183,59 @@ func TestTransactionPages(t *testing.T) {
 		if resp, _ := p.f.do(t, call{method: "GET", path: path}); resp.StatusCode != http.StatusSeeOther {
 			t.Errorf("no token on %s: %d", path, resp.StatusCode)
 		}
+	}
+}
+
+// objectOf returns the id of the one object of a type a side holds for a
+// transaction.
+func objectOf(t *testing.T, sd *recordtest.Side, txn, typ string) string {
+	t.Helper()
+	raws, err := sd.Node.Org.Store.TransactionObjectsOfType(context.Background(), txn, typ)
+	if err != nil || len(raws) != 1 {
+		t.Fatalf("%d %s objects on %s: %v", len(raws), typ, txn, err)
+	}
+	o, err := canonical.DecodeObject(raws[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o["id"].(string)
+}
+
+// An obligation's money on the timeline before it is paid: nothing owed
+// while performance awaits acceptance; once accepted, all of its
+// consideration owed and outstanding, nothing paid.
+func TestTimelineShowsUnpaidMoney(t *testing.T) {
+	t.Parallel()
+	p := setupPair(t)
+	ctx := context.Background()
+	txn := recordtest.Form(t, p.b, p.s, "3200.00")
+	out, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obl := out.Objects["obligation"]
+	claim := "calibration certificates, 20 transmitters"
+	if _, err := p.s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: p.s.Mandate, ObligationID: obl, AssertedQuantity: "20",
+		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := p.f.do(t, call{method: "GET", path: "/transactions/" + txn, cookie: p.f.adminTok})
+	wantAll(t, "the timeline awaiting acceptance", body, "Money",
+		"Obligation "+obl+" Status open Consideration 3200.00 EUR",
+		"Owed 0.00 EUR Paid 0.00 EUR In flight 0.00 EUR Forgone 0.00 EUR Outstanding 0.00 EUR",
+		"Settlement not_due (nothing is owed until the obligation is accepted)")
+
+	out, err = p.b.Engine.Respond(ctx, record.RespondInput{MandateID: p.b.Mandate, ObligationID: obl, ResponseType: "accept"})
+	if err != nil || out.State != "settlement_pending" {
+		t.Fatalf("accept: %+v %v", out, err)
+	}
+	_, body = p.f.do(t, call{method: "GET", path: "/transactions/" + txn, cookie: p.f.adminTok})
+	wantAll(t, "the timeline awaiting payment", body,
+		"Obligation "+obl+" Status accepted by "+out.Objects["obligation_response"]+" Consideration 3200.00 EUR",
+		"Owed 3200.00 EUR Paid 0.00 EUR In flight 0.00 EUR Forgone 0.00 EUR Outstanding 3200.00 EUR",
+		"Settlement unpaid (owed and not yet paid in full")
+	if strings.Contains(text(body), "Instruction stl_") {
+		t.Error("an unpaid obligation shows an instruction")
 	}
 }
 

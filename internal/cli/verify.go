@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/bundle"
+	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/verify"
 )
@@ -19,7 +21,7 @@ func init() {
 	register("verify", "verify a bundle directory: the seven-step report, exit 0 iff no check failed", runVerify)
 }
 
-const verifyUsage = `Usage: party verify [--json] [--rules-version V] [flags] DIR
+const verifyUsage = `Usage: party verify [--json] [--rules-version V] [--ledger-strict] [flags] DIR
 
 Runs the seven steps of A202 evidence verification over the bundle in DIR
 (objects/, mandates/, keys.json, bundle.json; key_records/ too when
@@ -38,9 +40,18 @@ run, and the gaps (undisclosed streams, unresolved references,
 unreferenced evidence, unregistered types). --json prints the whole
 report.
 
+After the checks, and apart from them, comes the ledger: party's own
+rules, not the specification's. For each transaction, each obligation's
+money (owed, paid, in flight, forgone, outstanding, and whether it is
+settled), then the ledger's findings: a rule of party's broken by the
+record, such as a transaction completed on a payment short of what is
+owed. A finding fails no check: a record another implementation made is
+judged by the seven steps alone.
+
 Exit status: 0 if no check failed (checks that could not be run are gaps,
-not failures, and are listed), 1 if any check failed, 2 on a usage error
-or a bundle that cannot be read.
+not failures, and are listed; ledger findings are listed and do not
+count), 1 if any check failed or, with --ledger-strict, the ledger has a
+finding, 2 on a usage error or a bundle that cannot be read.
 
 Flags:
 `
@@ -54,6 +65,8 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	single := fs.Bool("single-signed-events", false,
 		"accept events carrying only the appender's signature, as the published fixtures' events do; by default an event needs the other party's countersignature")
 	atFlag := fs.String("at", "", "verification time, YYYY-MM-DDTHH:MM:SSZ, that current key status is read at (default: now)")
+	strict := fs.Bool("ledger-strict", false,
+		"exit 1 also when the ledger has a finding (party's own rules: money instructed, paid and completed against what is owed)")
 	usage := func(w io.Writer) {
 		fs.SetOutput(w)
 		fmt.Fprint(w, verifyUsage)
@@ -133,8 +146,9 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		stdout.Write(append(data, '\n'))
 	} else {
 		summary(stdout, dirs[0], source, b.Keys != nil, b.Manifest, rep)
+		ledgerSummary(stdout, rep.Ledger, *strict)
 	}
-	if rep.Results.Failed > 0 {
+	if rep.Results.Failed > 0 || (*strict && len(rep.Ledger.Findings) > 0) {
 		return 1
 	}
 	return 0
@@ -200,6 +214,57 @@ func summary(w io.Writer, dir, source string, haveKeys bool, m bundle.Manifest, 
 		fmt.Fprintln(w, "No check failed, and every check could be run.")
 	}
 }
+
+// ledgerSummary writes the report's ledger section after the checks'
+// summary and apart from it, under a heading that says whose rules they
+// are: a finding is one of party's own rules broken, never a failed
+// check, and the closing line says whether it counts for the exit status
+// (--ledger-strict).
+func ledgerSummary(w io.Writer, l verify.LedgerReport, strict bool) {
+	fmt.Fprintln(w, "\nLedger (party's own rules, not the specification's):")
+	if len(l.Transactions) == 0 {
+		fmt.Fprintln(w, "  no obligation issued: nothing is owed")
+	}
+	for _, t := range l.Transactions {
+		fmt.Fprintf(w, "  transaction %s", t.TransactionID)
+		if t.CompletedBy != "" {
+			fmt.Fprintf(w, ", completed by %s", t.CompletedBy)
+		}
+		fmt.Fprintln(w)
+		for _, b := range t.Obligations {
+			// Amounts in the obligation's currency, said once.
+			fmt.Fprintf(w, "    %s (%s): owed %s, paid %s, in flight %s, forgone %s, outstanding %s",
+				b.ObligationID, b.Status, money(b.Owed), b.Paid.Amount, b.InFlight.Amount, b.Forgone.Amount, b.Outstanding.Amount)
+			// What failed or was reversed is said only when there is any.
+			for _, x := range []struct {
+				what string
+				m    ledger.Money
+			}{{"failed", b.Failed}, {"reversed", b.Reversed}} {
+				if d, err := decimal.Parse(x.m.Amount); err == nil && d.Sign() != 0 {
+					fmt.Fprintf(w, ", %s %s", x.what, x.m.Amount)
+				}
+			}
+			fmt.Fprintf(w, ", settlement %s\n", b.Settlement)
+		}
+	}
+	if len(l.Findings) == 0 {
+		fmt.Fprintln(w, "  no finding")
+		return
+	}
+	fmt.Fprintf(w, "\nLedger findings (%d):\n", len(l.Findings))
+	for _, f := range l.Findings {
+		fmt.Fprintf(w, "  %s  %s  %s\n      %s\n", f.Rule, f.Subject, f.Code, f.Detail)
+	}
+	fmt.Fprintln(w)
+	if strict {
+		fmt.Fprintf(w, "%d ledger finding(s), and --ledger-strict: exit 1.\n", len(l.Findings))
+	} else {
+		fmt.Fprintf(w, "%d ledger finding(s): party's own rules, not checks; the exit status is the checks' (--ledger-strict counts them).\n", len(l.Findings))
+	}
+}
+
+// money says an amount of the ledger with its currency.
+func money(m ledger.Money) string { return strings.TrimSpace(m.Amount + " " + m.Currency) }
 
 func list(s []string) string {
 	if len(s) == 0 {
