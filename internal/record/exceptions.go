@@ -9,14 +9,22 @@ package record
 // The kernel defers the exception's payload (spec-map C17): party's form
 // is verify.CheckException's (docs/record-protocol.md, issue 17
 // decisions), an exception object (exc_) travelling with
-// exception.opened, which names it. Two exceptions are opened:
+// exception.opened, which names it. Three exceptions are opened:
 //
 //   - settlement_failed (OpenException, act exception.open): by either
-//     party, when the latest receipt of an instruction on the transaction
-//     reports failed; the obligation paid is its scope, and its evidence an
-//     adapter_receipt evidence over the failed receipt's content hash. The
-//     obligation stays as it stands (accepted): the state machine pauses it
-//     by leaving settlement_pending, nothing else.
+//     party, when an instruction on the transaction failed or was
+//     reversed, as the ledger reads its receipts; the obligation paid is
+//     its scope, and its evidence an adapter_receipt evidence over the
+//     receipt that said so. The obligation stays as it stands (accepted):
+//     the state machine pauses it by leaving settlement_pending, nothing
+//     else.
+//   - obligation_outstanding (OpenException with an obligation_id; issue
+//     38): by either party, in settlement_pending, over a partial
+//     acceptance's remainder still pending; its evidence a signed_document
+//     over the partial acceptance's content hash. Its remediation performs
+//     the remainder itself: remediation.accepted names it and issues no
+//     obligation, and the remediation record's due time is "" (the
+//     remainder keeps its own due condition).
 //   - obligation_disputed: a dispute over an obligation's state
 //     (disputes.go) opens it, riding the same event with its own decision
 //     (dispute.raise); the obligation moves to disputed.

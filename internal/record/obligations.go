@@ -43,20 +43,28 @@ package record
 // issues, with the response and in the same message, a remainder
 // obligation for the difference, named by the response's
 // remainder_obligation_id: same agreement, commitment, subject, unit and
-// parties, quantity owed − accepted, due by its own condition, and no
-// consideration of its own (the agreement's total stays on the original
-// duty; a countersigner also accepts a remainder that repeats the
-// original's consideration unchanged, as the published fixture does). It
-// is pending from the moment the acceptance is recorded. What the rules
-// allow next for it: the transaction is then settlement_pending, and under
-// rules 1.3 the aggregate machine has no performance.declared from
+// parties, quantity owed − accepted, due by its own condition, and the
+// share of the consideration not accepted (ledger.RemainderConsideration:
+// the accepted share, rounded to the currency's minor unit, is payable at
+// once, and the two add up to the consideration exactly; the countersigner
+// refuses none, or the whole again: ledger.RemainderShare). It is pending
+// from the moment the acceptance is recorded. What the rules allow next
+// for it: the transaction is then settlement_pending, and under rules 1.3
+// the aggregate machine has no performance.declared from
 // settlement_pending, so the remainder cannot be asserted there, and
 // AssertPerformance refuses it with A202-STATE-TRANSITION-DENIED. The
-// aggregate returns to in_performance only through exception.opened and
-// remediation.accepted, which this package does not implement; so the
-// remainder ends by a waiver of its obligee (waiver.go), after which the
-// transaction completes, or by termination.agreed (released;
+// aggregate returns to in_performance through exception.opened and
+// remediation.accepted: an obligation_outstanding exception over the
+// remainder (exceptions.go), whose remediation performs the remainder
+// itself; or the remainder ends by a waiver of its obligee (waiver.go),
+// releasing its share, or by termination.agreed (released;
 // termination.go). No transition is invented for it.
+//
+// Roles and quantities (ledger.Roles, ledger.AssertionWithin): an
+// obligation's obligor is the party of its agreement that owes its term,
+// the supplier the goods or service to the buyer, whoever issues it;
+// obligation.activated is the obligee's act; an assertion claims no more
+// than the obligation owes.
 //
 // An agreement may be performed as several obligations (deliverables.go):
 // they are issued together, asserted together by one declaration (each by

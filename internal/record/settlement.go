@@ -44,16 +44,35 @@ package record
 // A202-SETTLEMENT-IDEMPOTENCY-CONFLICT when it is not, at the payer and at
 // the payee alike.
 //
+// How much: the ledger's (ledger.go, package ledger; docs/record-protocol.md,
+// Issue 38 decisions). An instruction pays at most what is outstanding on
+// its obligation: the accepted share of its consideration, less what was
+// paid, is in flight (this instance's own instruction awaiting its
+// countersignature included) or was forgone, whatever its idempotency key
+// (A202-SETTLEMENT-TRIGGER-ABSENT beyond it); by default all of it. The
+// acting side refuses it before anything is signed, and the payee's
+// countersigner by the same rule (ledger.Instructable). The trigger binds
+// the act that accepted the obligation: the obligee's accepting response,
+// or a binding determination.
+//
 // Completion (act transaction.complete, event transaction.completed,
 // settlement_pending → completed) is appended by either party (decided
 // here: the spec names no appender, and either may want the record
-// closed) when every obligation of the transaction is accepted, or waived
-// or released, and every obligation with a consideration has a settlement
-// instruction with a succeeded receipt. Its data binds the agreement, the
-// last succeeded receipt, and audit_bundle_hash: the SHA-256 of the RFC
-// 8785 bytes of {"transaction_id", "event_hashes": the content hashes of
-// every event before it, in order} — the chain it seals, which both
-// parties and any verifier recompute from the record.
+// closed) when the ledger's completion_paid holds: every obligation of the
+// transaction accepted and paid what is owed for it (or settled short by
+// an adjustment both parties signed, adjustment.go) with nothing in
+// flight, or waived or released. The payee's countersignature on it means
+// "we were paid what we are owed". Its data binds the agreement, the
+// receipt that settled the last instruction paid, and audit_bundle_hash:
+// the SHA-256 of the RFC 8785 bytes of {"transaction_id", "event_hashes":
+// the content hashes of every event before it, in order} — the chain it
+// seals, which both parties and any verifier recompute from the record.
+//
+// Receipts: an instruction's status is the ledger's reading of its
+// receipts (ledger.Next): the first answer for good stays; a later one
+// that contradicts it is kept as evidence and changes nothing, but for a
+// reversal (a failed receipt with error_code "reversed" after a success);
+// after completion a receipt is refused.
 
 import (
 	"context"

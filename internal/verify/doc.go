@@ -71,6 +71,17 @@
 //     unresolved references, unreferenced evidence and unregistered
 //     types, each a not_checkable check and a list in the report.
 //
+// # The ledger, apart from the steps
+//
+// After the seven steps, Verify reads each transaction's money with
+// package ledger and reports it in the report's ledger section: each
+// obligation's balance, and the findings of party's own money rules
+// (roles, a remainder's share, quantities, what an instruction may pay,
+// what completion needs, receipts, settlement adjustments). No check fails
+// for a finding: a record another implementation made is judged by the
+// specification alone. Extend, the countersigner's check, refuses a
+// finding about any object of the message (ledger.go).
+//
 // # Choices the specification leaves open
 //
 // Codes. Every failure carries a registered code. Where the document that

@@ -19,7 +19,7 @@ import (
 // spec-map C17), so its form is party's (docs/record-protocol.md, issue 17
 // decisions), a closed object:
 //
-//	{"exception_type": "settlement_failed" | "obligation_disputed",
+//	{"exception_type": "settlement_failed" | "obligation_disputed" | "obligation_outstanding",
 //	 "obligation_id": the obligation the exception is about (its scope),
 //	 "dispute_id": the dispute, for obligation_disputed, else null,
 //	 "settlement_instruction_id", "adapter_receipt_id": the instruction
@@ -38,13 +38,19 @@ import (
 //     over that receipt's content hash. An obligation_disputed exception
 //     names the appender's dispute whose subject (an obligation_state: the
 //     assertion or response that placed the obligation in its state) is
-//     that obligation, and its evidence is the dispute's.
+//     that obligation, and its evidence is the dispute's. An
+//     obligation_outstanding exception is about the remainder of a partial
+//     acceptance recorded before it, neither accepted, waived nor released
+//     by then, and its evidence includes a signed_document over that
+//     acceptance's content hash (outstandingGuard).
 //   - remediation.accepted ("parties accept remediation hash"): the event
 //     names the exception in force (the last opened) and the remediation
 //     obligation it activates, which performs the exception's obligation
 //     again: the same agreement, commitment, parties, subject, unit and
 //     quantity, no consideration of its own (the consideration stays on
-//     the obligation remedied), due at a time, pending. remediation_hash is
+//     the obligation remedied), due at a time, pending; for an
+//     obligation_outstanding exception it is the remainder itself, nothing
+//     issued, and the record's due time is "". remediation_hash is
 //     the SHA-256 of the RFC 8785 bytes of the remediation record
 //     (RemediationRecord) recomputed from those objects, and
 //     remediation_signatures requires a signed_document over it by each

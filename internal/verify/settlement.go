@@ -16,15 +16,20 @@ import (
 // settlement.instructed: the instruction it names is held; its trigger's
 // accepting_act_hash is the content hash of an accepting response to the
 // instruction's obligation, recorded by an acceptance.granted earlier on
-// the stream; it pays from the obligation's obligee (the appender) to its
-// obligor; its amount is in the consideration's currency, positive and no
-// more than it.
+// the stream, or of a binding determination in force that accepted it
+// (the ledger's reading of the record before the event); it pays from the
+// obligation's obligee (the appender) to its obligor; its amount is in the
+// consideration's currency, positive and no more than it. Whether it is
+// no more than is outstanding is the ledger's rule (instruction_owed),
+// reported apart from the steps (ledger.go).
 //
 // transaction.completed: every obligation of the transaction the bundle
 // holds was accepted by an acceptance.granted earlier on the stream (a
-// remainder by the acceptance whose response named it), and every one
-// with a consideration has an instruction recorded earlier on the stream
-// with a succeeded receipt; when the stream is disclosed from its start,
+// remainder by the acceptance whose response named it) or by a binding
+// determination, or waived, and every one with a consideration has an
+// instruction recorded earlier on the stream with a succeeded receipt
+// (whether they add up to what is owed is the ledger's completion_paid,
+// reported apart); when the stream is disclosed from its start,
 // audit_bundle_hash is the SHA-256 of the RFC 8785 bytes of
 // {"transaction_id", "event_hashes": the content hashes of the events
 // before it, in order}.
