@@ -15,7 +15,7 @@
 //
 //	{"id": "rail_test_sandbox", "kind": "sandbox", "outcomes": ["succeeded"]}
 //	{"id": "rail_acme_bank", "kind": "webhook", "url": "https://pay.example/a202",
-//	 "secret_file": "rails/acme.secret", "timeout_seconds": 10}
+//	 "secret_file": "rails/acme.secret", "ca_file": "rails/acme-ca.pem", "timeout_seconds": 10}
 //
 // The sandbox rail is deterministic: each new idempotency key takes the
 // next outcome of its list (succeeded, failed, or pending, which answers
@@ -23,7 +23,9 @@
 // in the state directory, so an instance that restarts keeps its answers.
 // The webhook rail posts the instruction to an HTTPS endpoint the
 // organisation runs (its payment system or bank integration); the contract
-// is in webhook.go.
+// is in webhook.go. Its certificate is verified against the system roots,
+// or, with ca_file, against the roots that PEM bundle holds only (a
+// payment system often has a private CA).
 //
 // # Idempotency
 //
@@ -113,9 +115,13 @@ type Config struct {
 	// Outcomes (sandbox): the outcome of each new idempotency key in
 	// turn, cycling; default ["succeeded"].
 	Outcomes []Status `json:"outcomes,omitempty"`
-	// URL, SecretFile and TimeoutSeconds (webhook).
+	// URL, SecretFile, CAFile and TimeoutSeconds (webhook). SecretFile
+	// and CAFile are relative to the state directory unless absolute;
+	// CAFile is a PEM bundle of the root certificates the endpoint's
+	// certificate is verified against (default: the system roots).
 	URL            string `json:"url,omitempty"`
 	SecretFile     string `json:"secret_file,omitempty"`
+	CAFile         string `json:"ca_file,omitempty"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
 }
 

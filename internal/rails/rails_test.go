@@ -2,11 +2,20 @@ package rails
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"log"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -196,4 +205,77 @@ func TestRegistry(t *testing.T) {
 			t.Fatalf("%+v was accepted", bad)
 		}
 	}
+}
+
+// TestWebhookCAFile: ca_file gives the webhook rail the roots its
+// payment system's certificate is verified against, and only those.
+func TestWebhookCAFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	secret := []byte("a shared secret of 32 bytes.....")
+	srv := httptest.NewUnstartedServer(&bank{secret: secret, answers: map[string]webhookAnswer{}})
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are the point
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("rails/bank.secret", secret)
+	abs := write("rails/bank-ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	write("rails/other-ca.pem", otherCA(t))
+	write("rails/empty.pem", []byte("not a certificate\n"))
+	submit := func(caFile string) (Result, error) {
+		t.Helper()
+		reg, err := Open(dir, []Config{{ID: "rail_acme_bank", Kind: "webhook", URL: srv.URL + "/pay", SecretFile: "rails/bank.secret",
+			CAFile: caFile, TimeoutSeconds: 5}}, nil)
+		if err != nil {
+			t.Fatalf("ca_file %q: %v", caFile, err)
+		}
+		r, _ := reg.Get("rail_acme_bank")
+		return r.Submit(ctx, instruction("key-ca-"+filepath.Base(caFile)+"-0001"))
+	}
+	for _, ca := range []string{"rails/bank-ca.pem", abs} {
+		if r, err := submit(ca); err != nil || r.Status != Succeeded {
+			t.Fatalf("ca_file %s: %+v %v", ca, r, err)
+		}
+	}
+	// Without ca_file the system roots, which do not know the private CA;
+	// with another CA's bundle, the endpoint is not trusted either.
+	for _, ca := range []string{"", "rails/other-ca.pem"} {
+		if r, err := submit(ca); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("ca_file %q reached the endpoint: %+v %v", ca, r, err)
+		}
+	}
+	for ca, want := range map[string]string{"rails/empty.pem": "holds no PEM certificate", "rails/missing.pem": "no such file"} {
+		_, err := Open(dir, []Config{{ID: "rail_acme_bank", Kind: "webhook", URL: srv.URL, SecretFile: "rails/bank.secret", CAFile: ca}}, nil)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "rail_acme_bank") {
+			t.Fatalf("ca_file %s: %v, want an error saying %q", ca, err, want)
+		}
+	}
+}
+
+// otherCA is a PEM root certificate of a CA that signed nothing the test
+// servers present (every httptest server shares one certificate).
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

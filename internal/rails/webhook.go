@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -203,7 +205,7 @@ func (w *Webhook) do(ctx context.Context, method, u string, body []byte, key str
 }
 
 // Open builds the rails of cfgs. dir is the state directory (the sandbox
-// ledger and webhook secrets are paths under it).
+// ledger, webhook secrets and CA bundles are paths under it).
 func Open(dir string, cfgs []Config, clock func() time.Time) (*Registry, error) {
 	reg := &Registry{rails: map[string]Rail{}}
 	for _, c := range cfgs {
@@ -214,8 +216,11 @@ func Open(dir string, cfgs []Config, clock func() time.Time) (*Registry, error) 
 			r, err = NewSandbox(c.ID, c.Outcomes, joinUnder(dir, "rails", c.ID+".json"), clock)
 		case "webhook":
 			var secret []byte
+			var client *http.Client
 			if secret, err = readSecret(dir, c.SecretFile); err == nil {
-				r, err = NewWebhook(c.ID, c.URL, secret, nil, time.Duration(c.TimeoutSeconds)*time.Second, clock)
+				if client, err = webhookClient(dir, c.ID, c.CAFile); err == nil {
+					r, err = NewWebhook(c.ID, c.URL, secret, client, time.Duration(c.TimeoutSeconds)*time.Second, clock)
+				}
 			}
 		default:
 			err = fmt.Errorf("rails: rail %s has kind %q; kinds are sandbox and webhook", c.ID, c.Kind)
@@ -238,17 +243,43 @@ func joinUnder(dir string, parts ...string) string {
 	return p
 }
 
+// statePath is file under the state directory dir, unless absolute.
+func statePath(dir, file string) string {
+	if file[0] == '/' {
+		return file
+	}
+	return joinUnder(dir, file)
+}
+
 func readSecret(dir, file string) ([]byte, error) {
 	if file == "" {
 		return nil, errors.New("rails: a webhook rail names its secret_file")
 	}
-	path := file
-	if path[0] != '/' {
-		path = joinUnder(dir, file)
-	}
-	b, err := readFile(path)
+	b, err := readFile(statePath(dir, file))
 	if err != nil {
 		return nil, fmt.Errorf("rails: webhook secret: %w", err)
 	}
 	return bytes.TrimSpace(b), nil
+}
+
+// webhookClient is the HTTP client of webhook rail id: nil (the system
+// roots) without caFile; else one that trusts only the roots caFile holds,
+// so a payment system behind a private CA is reached, and nothing else is
+// trusted for it.
+func webhookClient(dir, id, caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	path := statePath(dir, caFile)
+	b, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rails: webhook %s: ca_file: %w", id, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("rails: webhook %s: ca_file %s holds no PEM certificate", id, path)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }

@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/partyd/party/internal/ledger"
 )
@@ -27,6 +28,35 @@ type LedgerReport struct {
 	Transactions []*ledger.Ledger `json:"transactions"`
 	// Findings are the ledger's rules the record breaks.
 	Findings []ledger.Finding `json:"findings"`
+	// Unjudged are the transactions whose money the ledger does not judge,
+	// each with why: their stream is not disclosed from its start, or the
+	// bundle states it withheld objects the ledger reads (an instruction,
+	// a receipt, a response). Their balances are as far as the bundle
+	// shows them; a finding could come from what was left out, so none is
+	// made.
+	Unjudged []string `json:"unjudged"`
+}
+
+// moneyPrefixes are the identifier prefixes of the objects a balance
+// reads.
+var moneyPrefixes = []string{"obl_", "obr_", "prf_", "stl_", "adp_", "det_", "evd_", "agr_"}
+
+// unjudged says why the ledger cannot judge txn's money from this bundle,
+// or "".
+func (r *run) unjudged(txn string) string {
+	if s := r.streamBy["transaction:"+txn]; s == nil || !s.fromStart {
+		return txn + ": its event stream is not disclosed from its start"
+	}
+	if r.in.Disclosure != nil {
+		for _, id := range r.in.Disclosure.StatedGaps {
+			for _, p := range moneyPrefixes {
+				if strings.HasPrefix(id, p) {
+					return txn + ": the bundle states it withheld " + id
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // ledgerRecord is the ledger's input for one transaction: its objects and
@@ -54,7 +84,7 @@ func (r *run) ledgerRecord(txn string) ledger.Record {
 // ledgers fills the report's ledger section: every transaction of the
 // bundle that issued an obligation.
 func (r *run) ledgers() LedgerReport {
-	out := LedgerReport{Transactions: []*ledger.Ledger{}, Findings: []ledger.Finding{}}
+	out := LedgerReport{Transactions: []*ledger.Ledger{}, Findings: []ledger.Finding{}, Unjudged: []string{}}
 	seen := map[string]bool{}
 	var txns []string
 	for _, o := range r.objs {
@@ -67,6 +97,10 @@ func (r *run) ledgers() LedgerReport {
 	for _, txn := range txns {
 		l, fs := ledger.Examine(r.ledgerRecord(txn))
 		out.Transactions = append(out.Transactions, l)
+		if why := r.unjudged(txn); why != "" {
+			out.Unjudged = append(out.Unjudged, why)
+			continue
+		}
 		out.Findings = append(out.Findings, fs...)
 	}
 	return out

@@ -208,6 +208,8 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 			v.pass("the consideration of %s was settled (a succeeded receipt)", o.subject)
 		} else if !accepted[o.id] {
 			continue // waived: nothing to pay
+		} else if r.statesWithheld("adp_", "stl_") {
+			v.unsure("no instruction of %s with a succeeded receipt is in the bundle, which states it withheld instructions or receipts", o.subject)
 		} else {
 			v.fail("%s carries a consideration, and no instruction of it recorded before %s has a succeeded receipt", o.subject, e.subject)
 		}
@@ -248,4 +250,21 @@ func (r *run) waived(oblID string, e *object) bool {
 	}
 	at, ok := timeAt(e.payload, "occurred_at")
 	return ok && r.responseOf(obl, "waive", at) != nil
+}
+
+// statesWithheld reports whether the discloser states it withheld an
+// object whose identifier has one of prefixes: an absence of such an
+// object may be the withholding, which is a gap, never a failure.
+func (r *run) statesWithheld(prefixes ...string) bool {
+	if r.in.Disclosure == nil {
+		return false
+	}
+	for _, id := range r.in.Disclosure.StatedGaps {
+		for _, p := range prefixes {
+			if strings.HasPrefix(id, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
