@@ -247,6 +247,10 @@ func ledgerSummary(w io.Writer, l verify.LedgerReport, strict bool) {
 			fmt.Fprintf(w, ", settlement %s\n", b.Settlement)
 		}
 	}
+	for _, why := range l.Unjudged {
+		// A partial disclosure: a finding could come from what was left out.
+		fmt.Fprintf(w, "  not judged: %s\n", why)
+	}
 	if len(l.Findings) == 0 {
 		fmt.Fprintln(w, "  no finding")
 		return

@@ -58,3 +58,14 @@ func TestLedgerSummary(t *testing.T) {
 		t.Errorf("without obligations:\n%s\nwant\n%s", out.String(), want)
 	}
 }
+
+// A partial disclosure's transaction is listed as not judged, and the
+// ledger finds nothing about it.
+func TestLedgerSummaryUnjudged(t *testing.T) {
+	var out bytes.Buffer
+	ledgerSummary(&out, verify.LedgerReport{Transactions: []*ledger.Ledger{{TransactionID: "txn_1", Obligations: []ledger.Balance{}}},
+		Findings: []ledger.Finding{}, Unjudged: []string{"txn_1: the bundle states it withheld adp_1"}}, false)
+	if want := "  transaction txn_1\n  not judged: txn_1: the bundle states it withheld adp_1\n  no finding\n"; !strings.HasSuffix(out.String(), want) {
+		t.Errorf("got\n%s\nwant it to end\n%s", out.String(), want)
+	}
+}
