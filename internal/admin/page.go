@@ -264,6 +264,7 @@ paid, what a payment rail reported succeeded; in flight, what was instructed and
 <h2>Ledger (party's own rules, not the specification's)</h2>
 <p>Whether the money in the record adds up: what was instructed, paid and completed against what each obligation is owed (each obligation's money is on the timeline).
 No step fails for a finding here: the steps above judge a record as the specification does.</p>
+{{range .Unjudged}}<p>Not judged: {{.}}.</p>{{end}}
 {{range .Findings}}<div class="ev"><dl><dt>Rule</dt><dd class="mono">{{.Rule}}</dd><dt>Subject</dt><dd class="mono">{{.Subject}}</dd><dt>Code</dt><dd class="mono bad">{{.Code}}</dd><dt>Why</dt><dd>{{.Detail}}</dd></dl></div>
 {{else}}<p class="ok">No finding.</p>{{end}}
 {{end}}

@@ -314,6 +314,9 @@ type reportView struct {
 	// Findings are the ledger's (the report's ledger section), shown
 	// apart from the checks.
 	Findings []ledger.Finding
+	// Unjudged says why the ledger judged a transaction's money not at all
+	// (a partial disclosure).
+	Unjudged []string
 }
 
 // verifyRecord runs the seven steps of evidence verification over this
@@ -336,7 +339,7 @@ func (h *handler) verifyRecord(w http.ResponseWriter, r *http.Request) {
 	}
 	rv := reportView{RulesVersion: rep.RulesVersion, VerifiedAt: rep.VerifiedAt, Counts: rep.Results,
 		Failed: rep.Failures(), Gaps: rep.Gaps(), Unresolved: rep.UnresolvedReferences, Undisclosed: rep.UndisclosedStreams,
-		Unregistered: rep.UnregisteredTypes, Findings: rep.Ledger.Findings}
+		Unregistered: rep.UnregisteredTypes, Findings: rep.Ledger.Findings, Unjudged: rep.Ledger.Unjudged}
 	for _, c := range rep.Checks {
 		if c.Result == verify.Verified {
 			rv.Verified = append(rv.Verified, c)
