@@ -56,6 +56,13 @@ const (
 	Pending   Status = "pending"
 )
 
+// Reversed is a rail's answer, asked about a payment it reported
+// succeeded, that the payment was reversed since (a chargeback, a
+// recall). The kernel's receipt status has no such value: the engine
+// records it as a failed receipt with error_code "reversed" (package
+// ledger, ReversedCode).
+const Reversed Status = "reversed"
+
 // Instruction is what a rail is asked to do: the signed instruction's
 // content, by reference and amount (the rail resolves nothing else).
 type Instruction struct {
@@ -92,8 +99,9 @@ type Rail interface {
 	// Submit asks the rail to settle in. A rail answers a key it has seen
 	// with its first result.
 	Submit(ctx context.Context, in Instruction) (Result, error)
-	// Status asks a rail what became of an instruction it answered
-	// pending.
+	// Status asks a rail what became of an instruction: one it answered
+	// pending, or one it answered succeeded, which it may answer Reversed
+	// since.
 	Status(ctx context.Context, in Instruction) (Result, error)
 }
 

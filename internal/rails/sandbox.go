@@ -44,6 +44,7 @@ type sandboxEntry struct {
 	Reference     string `json:"reference"`
 	Submissions   int    `json:"submissions"`
 	Executions    int    `json:"executions"`
+	Reversed      bool   `json:"reversed,omitempty"`
 	Fingerprint   string `json:"fingerprint"`
 }
 
@@ -55,9 +56,9 @@ func NewSandbox(id string, outcomes []Status, path string, clock func() time.Tim
 	}
 	for _, o := range outcomes {
 		switch o {
-		case Succeeded, Failed, Pending:
+		case Succeeded, Failed, Pending, Reversed:
 		default:
-			return nil, fmt.Errorf("rails: sandbox outcome %q is not succeeded, failed or pending", o)
+			return nil, fmt.Errorf("rails: sandbox outcome %q is not succeeded, failed, pending or reversed", o)
 		}
 	}
 	if clock == nil {
@@ -106,7 +107,7 @@ func (s *Sandbox) Submit(_ context.Context, in Instruction) (Result, error) {
 		s.ledger.Next++
 		sum := sha256.Sum256([]byte(s.id + in.IdempotencyKey))
 		e.Reference = "sbx_" + hex.EncodeToString(sum[:8])
-		if e.Outcome == Succeeded {
+		if e.Outcome == Succeeded || e.Outcome == Reversed {
 			e.Settled, e.Executions = true, 1
 		}
 	}
@@ -119,7 +120,8 @@ func (s *Sandbox) Submit(_ context.Context, in Instruction) (Result, error) {
 }
 
 // Status implements Rail: a pending sandbox instruction settles when it is
-// asked about.
+// asked about; one whose outcome is reversed, reported succeeded when
+// submitted, is reported reversed when asked about (its money returned).
 func (s *Sandbox) Status(_ context.Context, in Instruction) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -134,9 +136,19 @@ func (s *Sandbox) Status(_ context.Context, in Instruction) (Result, error) {
 			return Result{}, err
 		}
 	}
+	if e.Outcome == Reversed && !e.Reversed {
+		e.Reversed = true
+		s.ledger.Entries[in.IdempotencyKey] = e
+		if err := s.save(); err != nil {
+			return Result{}, err
+		}
+	}
 	r := s.result(e)
-	if e.Outcome == Pending {
+	switch e.Outcome {
+	case Pending:
 		r.Status = Succeeded
+	case Reversed:
+		r.Status, r.ErrorCode = Reversed, "sandbox_recalled"
 	}
 	return r, nil
 }
@@ -144,12 +156,22 @@ func (s *Sandbox) Status(_ context.Context, in Instruction) (Result, error) {
 func (s *Sandbox) result(e sandboxEntry) Result {
 	r := Result{Status: e.Outcome, ExternalReference: e.Reference, SpecVersion: SandboxSpecVersion}
 	switch e.Outcome {
+	case Reversed:
+		// Submitted, it succeeds; reversed is what it says when asked later.
+		r.Status, r.CompletedAt = Succeeded, s.clock().UTC().Truncate(time.Second)
 	case Succeeded:
 		r.CompletedAt = s.clock().UTC().Truncate(time.Second)
 	case Failed:
 		r.ErrorCode, r.CompletedAt = "sandbox_declined", s.clock().UTC().Truncate(time.Second)
 	}
 	return r
+}
+
+// Reversals reports whether the payment under a key was reversed.
+func (s *Sandbox) Reversals(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ledger.Entries[key].Reversed
 }
 
 // Executions reports how many times money moved for a key (at most once).

@@ -42,7 +42,7 @@ import (
 // of sending; a receiver should refuse one more than five minutes off),
 // may verify the signed instruction itself, and answers 200 with
 //
-//	{"status": "succeeded" | "failed" | "pending",
+//	{"status": "succeeded" | "failed" | "pending" | "reversed" (status only),
 //	 "external_reference": "..." | null, "error_code": "..." | null}
 //
 // The same Idempotency-Key must always get the same answer and move money
@@ -50,7 +50,11 @@ import (
 //
 // Status. GET <url>/<idempotency_key>, signed the same way over an empty
 // body, answers the same shape: what became of an instruction answered
-// pending.
+// pending, or of one answered succeeded, which may since have been
+// reversed ("status": "reversed": a chargeback, a recall). The instance
+// asks about a payment it was told succeeded now and then until its
+// transaction completes, so that a reversal reaches the record while
+// something can still be done about it.
 //
 // Failures. A 4xx answer (other than 408 and 429) is the rail's refusal of
 // the instruction and becomes a failed receipt (error_code
@@ -189,7 +193,7 @@ func (w *Webhook) do(ctx context.Context, method, u string, body []byte, key str
 	}
 	r := Result{Status: a.Status, SpecVersion: WebhookSpecVersion}
 	switch a.Status {
-	case Succeeded, Failed:
+	case Succeeded, Failed, Reversed:
 		r.CompletedAt = w.clock().UTC().Truncate(time.Second)
 	case Pending:
 	default:

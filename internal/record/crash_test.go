@@ -15,6 +15,7 @@ import (
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/store"
 )
 
 // The kill-point harness (issue: delivery that survives any crash). Every
@@ -186,8 +187,13 @@ func (h *harness) waiting(sd *recordtest.Side) bool {
 
 // railWork reports whether a payment still waits for its rail's answer.
 func (h *harness) railWork() bool {
-	next, ok, err := h.b.Node.Org.Store.NextSettlementAttempt(context.Background())
-	return err == nil && ok && !next.IsZero()
+	due, err := h.b.Node.Org.Store.DueSettlements(context.Background(), h.c.Now().Add(24*time.Hour))
+	for _, s := range due {
+		if s.State != store.SettlementSucceeded { // a confirmation moves no money
+			return true
+		}
+	}
+	return err != nil
 }
 
 // step is one call an agent makes in a flow: the side that makes it, and

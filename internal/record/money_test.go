@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
@@ -607,6 +609,75 @@ func TestRemainderPerformedThroughException(t *testing.T) {
 	sameBalance(t, b, s, txn, rem, "800.00", "800.00", "0.00", "0.00", ledger.SettlementSettled)
 	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
+	}
+	bothVerifyClean(t, b, s, txn)
+}
+
+// TestReversalReportedByTheRail: a payment the rail reported succeeded is
+// asked about again while the transaction is open; the rail reports it
+// reversed, the receipt (failed, error_code reversed) reaches both
+// records, what it paid is outstanding again and completion waits; the
+// payee opens an exception over it, resolves it, the payer pays again and
+// the transaction completes. Once completed, nothing is asked any more.
+func TestReversalReportedByTheRail(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, obl := committed(t)
+	b.Mandate = mandateFor(t, b, c, disputeActs, nil)
+	s.Mandate = mandateFor(t, s, c, disputeActs, nil)
+	b.Engine = recordtest.NewEngine(t, b.Node, b.Out, func(o *record.Options) {
+		reg, err := rails.Open(b.Node.Dir, []rails.Config{{ID: "rail_test_sandbox", Kind: "sandbox", Outcomes: []rails.Status{rails.Reversed, rails.Succeeded}}}, b.Node.Org.Clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Rails, o.ConfirmEvery = reg, time.Minute
+	})
+	s.Out.Reconnect(b.Engine)
+	assertPerformance(t, s, obl, "20")
+	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pay(b, obl, "pay-recalled-001", "")(); err != nil {
+		t.Fatal(err)
+	}
+	sameBalance(t, b, s, txn, obl, "3200.00", "3200.00", "0.00", "0.00", ledger.SettlementSettled)
+	// Not due yet: nothing is asked.
+	if n := b.Engine.WorkSettlements(ctx); n != 0 {
+		t.Fatalf("%d confirmations before they were due", n)
+	}
+	c.Add(time.Minute)
+	if n := b.Engine.WorkSettlements(ctx); n != 1 {
+		t.Fatalf("%d confirmations due", n)
+	}
+	if !sandbox(t, b).Reversals("pay-recalled-001") {
+		t.Fatal("the rail was not asked about the payment")
+	}
+	sameBalance(t, b, s, txn, obl, "3200.00", "0.00", "0.00", "3200.00", ledger.SettlementUnpaid)
+	for _, sd := range []*recordtest.Side{b, s} {
+		x := balance(t, sd, txn, obl)
+		if x.Reversed.Amount != "3200.00" || x.Instructions[0].Status != ledger.InstrReversed {
+			t.Fatalf("%s reads %+v", sd.Node.Org.Config().OrganizationID, x)
+		}
+		if st, _ := sd.Engine.SettlementStatus(ctx, txn); st[0].State != store.SettlementReversed {
+			t.Fatalf("%s: the settlement is %s", sd.Node.Org.Config().OrganizationID, st[0].State)
+		}
+	}
+	refused(t, "completion after the payment was reversed", b, s, txn, reason.StateTransitionDenied, completeBy(s, txn))
+	if out, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "exception_open" {
+		t.Fatalf("an exception over the reversal: %+v %v", out, err)
+	}
+	if out, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "settlement_pending" {
+		t.Fatalf("resolve: %+v %v", out, err)
+	}
+	if _, err := pay(b, obl, "pay-again-000001", "")(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+		t.Fatalf("complete: %+v %v", out, err)
+	}
+	c.Add(time.Hour)
+	if due, err := b.Node.Org.Store.DueSettlements(ctx, c.Now()); err != nil || len(due) != 0 {
+		t.Fatalf("a completed transaction's payments are still asked about: %+v %v", due, err)
 	}
 	bothVerifyClean(t, b, s, txn)
 }

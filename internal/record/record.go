@@ -178,6 +178,8 @@ type Engine struct {
 	released   map[string]bool // approval requests ReleaseHeld acted on
 	subjects   sync.Map        // mandate id → authority.Subject (subjectOf)
 	handed     sync.Map        // transaction id → the countersignature handed to the worker (handOn)
+	// confirmEvery is Options.ConfirmEvery.
+	confirmEvery time.Duration
 	// sigs remembers the ES256 signatures this engine accepted, so that a
 	// step's checks and the verifier's rules that run beside them do not
 	// both do the arithmetic (signature.Memo); this engine's own.
@@ -197,6 +199,11 @@ type Options struct {
 	Outbox delivery.OutboxOptions
 	// Rails are the settlement rails this instance offers (nil: none).
 	Rails *rails.Registry
+	// ConfirmEvery is how long after a rail reported a payment succeeded
+	// this instance asks it again whether the payment stands (a reversal),
+	// as long as its transaction is settlement_pending or exception_open;
+	// 0 means DefaultConfirmEvery.
+	ConfirmEvery time.Duration
 	// TestingOnlyKill, when set, is called at each named kill point of each
 	// act and receipt: before and after each commit, when a reply arrives
 	// and once it is stored. A crash harness makes it stop the engine
@@ -217,6 +224,12 @@ type Options struct {
 	TestingOnlyOffereeCommits bool
 }
 
+// DefaultConfirmEvery is how often a payment reported succeeded is asked
+// about again while its transaction is open: a reversal reaches the
+// record while the parties can still act on it, at one status call per
+// payment per ten minutes.
+const DefaultConfirmEvery = 10 * time.Minute
+
 // New returns the engine of o. It delivers through opt.Transport with a
 // durable outbox of its own; call Start before serving and Run for the
 // outbox worker.
@@ -231,7 +244,11 @@ func New(o *org.Org, opt Options) *Engine {
 	if oo.Logger == nil {
 		oo.Logger = o.Log
 	}
-	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1)}
+	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1),
+		confirmEvery: opt.ConfirmEvery}
+	if e.confirmEvery <= 0 {
+		e.confirmEvery = DefaultConfirmEvery
+	}
 	if opt.Rails != nil {
 		gate.RegisterRails(opt.Rails.IDs()...)
 	}

@@ -401,7 +401,10 @@ func (e *Engine) WorkSettlements(ctx context.Context) int {
 // transaction's lock).
 func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	s, err := e.o.Store.Settlement(ctx, id)
-	if err != nil || !s.Ours || (s.State != store.SettlementInstructed && s.State != store.SettlementPending) {
+	// A succeeded payment is asked about again (a confirmation) while its
+	// transaction is open to a reversal (store.DueSettlements).
+	confirm := err == nil && s.State == store.SettlementSucceeded
+	if err != nil || !s.Ours || (s.State != store.SettlementInstructed && s.State != store.SettlementPending && !confirm) {
 		return err
 	}
 	rail, ok := e.rails.Get(s.Rail)
@@ -413,10 +416,14 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 		return errf("instruction %s is not held", id)
 	}
 	now := e.o.Clock().UTC().Truncate(time.Second)
-	// The attempt is counted, durably, before the rail is called.
-	attempt, err := e.o.Store.SettlementAttempt(ctx, id, now.Add(e.out.Backoff(s.Attempts+1)), "")
-	if err != nil {
-		return err
+	attempt := s.Attempts + 1
+	if !confirm {
+		// The attempt is counted, durably, before the rail is called. (A
+		// confirmation asks, it moves no money: it is counted only when
+		// its answer becomes a receipt.)
+		if attempt, err = e.o.Store.SettlementAttempt(ctx, id, now.Add(e.out.Backoff(s.Attempts+1)), ""); err != nil {
+			return err
+		}
 	}
 	e.point("rail.before-call")
 	amount := stl.PSub("amount")
@@ -426,7 +433,7 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 		Attempt: attempt, Body: stl.raw,
 	}
 	var res rails.Result
-	statusCall := s.State == store.SettlementPending
+	statusCall := s.State == store.SettlementPending || confirm
 	if statusCall {
 		res, err = rail.Status(ctx, in)
 	} else {
@@ -441,6 +448,10 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	case err != nil:
 		return err
 	}
+	if confirm && (res.Status == rails.Succeeded || res.Status == rails.Pending) {
+		// It stands: nothing to record; ask again later.
+		return e.o.Store.SettlementConfirmed(ctx, id, now.Add(e.confirmEvery))
+	}
 	return e.receipt(ctx, stl, s, in, res, statusCall, now)
 }
 
@@ -454,8 +465,14 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	if res.ExternalReference != "" {
 		ref = res.ExternalReference
 	}
+	status := string(res.Status)
 	if res.ErrorCode != "" {
 		code = res.ErrorCode
+	}
+	if res.Status == rails.Reversed {
+		// The kernel's receipt has no status for a reversal: it is a
+		// failure the ledger reads as the reversal of the success before it.
+		status, code = string(rails.Failed), ledger.ReversedCode
 	}
 	if !statusCall {
 		// The mapping report is what this instance sent the rail.
@@ -476,7 +493,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 		"external_spec_version":     spec,
 		"attempt":                   in.Attempt,
 		"idempotency_key":           s.IdempotencyKey,
-		"status":                    string(res.Status),
+		"status":                    status,
 		"requested_at":              envelope.Timestamp(now),
 		"completed_at":              completed,
 		"external_reference":        ref,
@@ -489,10 +506,13 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	// The instruction's status as the ledger reads its receipts: the
 	// first answer for good stays, a reversal reverses a success
 	// (ledger.Next).
-	state, _ := ledger.Next(s.State, string(res.Status), res.ErrorCode)
+	state, _ := ledger.Next(s.State, status, str(code))
 	next := time.Time{}
-	if state == store.SettlementPending {
+	switch state {
+	case store.SettlementPending:
 		next = now.Add(e.out.Backoff(1))
+	case store.SettlementSucceeded:
+		next = now.Add(e.confirmEvery) // asked again whether it stands
 	}
 	t, err := e.o.Store.GetTransaction(ctx, s.TransactionID)
 	if err != nil {
@@ -505,6 +525,9 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 			return err
 		}
 		if err := tx.SetSettlementState(stl.ID(), state, next, ""); err != nil {
+			return err
+		}
+		if err := tx.SetSettlementAttempts(stl.ID(), in.Attempt); err != nil {
 			return err
 		}
 		var err error

@@ -104,8 +104,31 @@ func (t *Txn) PutSettlement(s Settlement) error {
 // SetSettlementState records what the rail said, inside the transaction
 // that stores the receipt.
 func (t *Txn) SetSettlementState(instructionID, state string, next time.Time, lastError string) error {
-	_, err := t.exec(`UPDATE settlements SET state = ?, next_attempt = ?, last_error = ? WHERE instruction_id = ?`, state, next.UnixNano(), lastError, instructionID)
+	_, err := t.exec(`UPDATE settlements SET state = ?, next_attempt = ?, last_error = ? WHERE instruction_id = ?`, state, nanos(next), lastError, instructionID)
 	return err
+}
+
+// SetSettlementAttempts raises an instruction's count of rail calls to n
+// (a receipt numbered by a call the count did not record: a confirmation
+// whose answer was worth a receipt).
+func (t *Txn) SetSettlementAttempts(instructionID string, n int) error {
+	_, err := t.exec(`UPDATE settlements SET attempts = MAX(attempts, ?) WHERE instruction_id = ?`, n, instructionID)
+	return err
+}
+
+// SettlementConfirmed records that the rail still stands by a payment it
+// reported succeeded, and when to ask it again.
+func (s *Store) SettlementConfirmed(ctx context.Context, instructionID string, next time.Time) error {
+	_, err := s.exec(ctx, `UPDATE settlements SET next_attempt = ? WHERE instruction_id = ?`, nanos(next), instructionID)
+	return err
+}
+
+// nanos is t in Unix nanoseconds, and 0 for the zero time: nothing to do.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // SettlementAttempt counts one more submission to the rail, committed
@@ -137,16 +160,23 @@ func (s *Store) Settlements(ctx context.Context, transactionID string) ([]Settle
 	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE transaction_id = ? ORDER BY rowid`, transactionID)
 }
 
+// dueWork is the rail work of the instructions this instance pays: those
+// not yet submitted or answered pending, and those answered succeeded
+// while their transaction is still open to a reversal (settlement_pending
+// or exception_open), asked again whether the payment stands.
+const dueWork = `ours = 1 AND (state IN ('instructed','pending') OR (state = 'succeeded' AND next_attempt > 0 AND
+	transaction_id IN (SELECT id FROM transactions WHERE state IN ('settlement_pending','exception_open'))))`
+
 // DueSettlements returns the instructions this instance pays whose rail
-// work is due at t: not yet submitted, or pending, and due.
+// work is due at t (dueWork).
 func (s *Store) DueSettlements(ctx context.Context, t time.Time) ([]Settlement, error) {
-	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE ours = 1 AND state IN ('instructed','pending') AND next_attempt <= ? ORDER BY rowid`, t.UnixNano())
+	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE `+dueWork+` AND next_attempt <= ? ORDER BY rowid`, t.UnixNano())
 }
 
 // NextSettlementAttempt returns when the earliest rail work becomes due.
 func (s *Store) NextSettlementAttempt(ctx context.Context) (time.Time, bool, error) {
 	var next sql.NullInt64
-	if err := s.queryRow(ctx, `SELECT MIN(next_attempt) FROM settlements WHERE ours = 1 AND state IN ('instructed','pending')`).Scan(&next); err != nil {
+	if err := s.queryRow(ctx, `SELECT MIN(next_attempt) FROM settlements WHERE `+dueWork).Scan(&next); err != nil {
 		return time.Time{}, false, err
 	}
 	if !next.Valid {
