@@ -681,3 +681,57 @@ func TestReversalReportedByTheRail(t *testing.T) {
 	}
 	bothVerifyClean(t, b, s, txn)
 }
+
+// TestAmendmentAcceptedBySupplierAddsItsOwnDuty: the duties an amendment
+// adds follow the agreement's roles whichever party accepts it. The buyer
+// offers 24 units for 3760.00; the supplier accepts, adding the 4 units
+// for 560.00: a duty the supplier owes the buyer, issued by the supplier.
+// The same acceptance edited so that the buyer owes the added units, and
+// signed again with the supplier's real key, is refused.
+func TestAmendmentAcceptedBySupplierAddsItsOwnDuty(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c, txn, _ := committed(t)
+	// The supplier issues what it adds: obligation.activated rides its
+	// amendment.
+	s.Mandate = mandateFor(t, s, c, []string{"agreement.amend", "obligation.activated", "offer.submit"}, nil)
+	terms := recordtest.Terms("3760.00")
+	terms["core"].(map[string]any)["quantity"] = "24"
+	off, err := b.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Terms: terms,
+		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn})
+	if err != nil || off.Status != record.StatusDelivered {
+		t.Fatalf("the buyer's amendment offer: %+v %v", off, err)
+	}
+	accept := func() (record.Outcome, error) {
+		return s.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: s.Mandate, OfferID: off.Objects["offer"],
+			AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
+	}
+	msg := recordtest.Capture(t, s, accept)
+	forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
+		for _, o := range objs {
+			if o["object_type"] == "obligation" {
+				p := payloadOf(o)
+				p["obligor"], p["obligee"] = p["obligee"], p["obligor"]
+			}
+		}
+		return objs
+	})
+	refusedWith(t, "an added duty the buyer owes", b, s, txn, reason.ObligationSubjectUnreferenced, func() error {
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+		return err
+	})
+	out, err := accept()
+	if err != nil || out.Status != record.StatusRecorded {
+		t.Fatalf("the supplier accepts the amendment: %+v %v", out, err)
+	}
+	added := out.Objects["obligation"]
+	for _, sd := range []*recordtest.Side{b, s} {
+		x := balance(t, sd, txn, added)
+		if x.Obligor != "org_delta" || x.Obligee != "org_northstar" || x.Consideration.Amount != "560.00" {
+			t.Fatalf("%s reads the added duty %+v", sd.Node.Org.Config().OrganizationID, x)
+		}
+		if rep := verifiesClean(t, sd, txn); len(rep.Ledger.Findings) != 0 {
+			t.Fatalf("findings %+v", rep.Ledger.Findings)
+		}
+	}
+}
