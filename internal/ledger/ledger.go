@@ -509,16 +509,6 @@ func (b *Balance) outstanding() amount {
 	return decimal.Max(b.owed.Sub(b.forgone).Sub(b.paid).Sub(b.inFlight), decimal.Zero())
 }
 
-// Outstanding returns what may still be instructed for an obligation, in
-// its currency; ok is false when the record issued no such obligation.
-func (l *Ledger) Outstanding(obligationID string) (Money, bool) {
-	b := l.Balance(obligationID)
-	if b == nil {
-		return Money{}, false
-	}
-	return b.Outstanding, true
-}
-
 // AcceptingAct returns the act that accepted an obligation (a response or
 // a determination) and its content hash: what an instruction's trigger
 // binds (settlement §3.2).
