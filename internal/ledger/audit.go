@@ -7,10 +7,13 @@ package ledger
 // returns is what party's acting side would have refused to build and
 // its countersigner to sign; the verifier reports it beside the seven
 // steps, and the countersigner refuses a message any finding is about.
-func Audit(rec Record) []Finding { return parse(rec).audit() }
+func Audit(rec Record) []Finding {
+	p := parse(rec)
+	return p.audit(p.at(cut{}))
+}
 
-func (p *parsed) audit() []Finding {
-	all := p.at(cut{})
+// audit applies the rules; all is the ledger of the whole record.
+func (p *parsed) audit(all *Ledger) []Finding {
 	out := []Finding{}
 	add := func(f *Finding) {
 		if f != nil {
@@ -71,5 +74,6 @@ func (p *parsed) audit() []Finding {
 // balances of the whole record and every finding.
 func Examine(rec Record) (*Ledger, []Finding) {
 	p := parse(rec)
-	return p.at(cut{}), p.audit()
+	all := p.at(cut{})
+	return all, p.audit(all)
 }

@@ -34,6 +34,16 @@ func timeAt(m map[string]any, k string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// readTypes are the objects a balance reads, and readEvents the events;
+// a record's other objects (offers, decisions, key records...) and events
+// are passed over unread.
+var (
+	readTypes = map[string]bool{"agreement": true, "obligation": true, "obligation_response": true, "performance_event": true,
+		"determination": true, "settlement_instruction": true, "adapter_receipt": true, "evidence": true}
+	readEvents = map[string]bool{"acceptance.granted": true, "acceptance.rejected": true, "settlement.instructed": true,
+		"transaction.completed": true, "termination.agreed": true, "transaction.terminated": true}
+)
+
 // fact is one object of the record, read once.
 type fact struct {
 	id, typ string
@@ -80,7 +90,7 @@ func parse(rec Record) *parsed {
 	}
 	seenEv := map[int]bool{}
 	for _, o := range rec.Events {
-		if o == nil || str(o, "object_type") != "transaction_event" {
+		if o == nil || str(o, "object_type") != "transaction_event" || !readEvents[str(sub(o, "payload"), "event_type")] {
 			continue
 		}
 		f := read(o)
@@ -98,11 +108,11 @@ func parse(rec Record) *parsed {
 	}
 	sort.Slice(p.events, func(i, j int) bool { return p.events[i].seq < p.events[j].seq })
 	for _, o := range rec.Objects {
-		if o == nil {
-			continue
+		if o == nil || !readTypes[str(o, "object_type")] {
+			continue // nothing a balance reads: not parsed at all
 		}
 		f := read(o)
-		if f.id == "" || f.typ == "transaction_event" || p.byID[f.id] != nil {
+		if f.id == "" || p.byID[f.id] != nil {
 			continue
 		}
 		if p.txn != "" && str(o, "transaction_id") != p.txn {

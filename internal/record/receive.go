@@ -34,6 +34,9 @@ type receipt struct {
 	// answer the event came in: its decision is judged made after it
 	// (checkDecision), not at most 60 seconds before now.
 	answering time.Time
+	// yielding names this instance's own pending event at the position
+	// the received event takes, which gives way to it (position).
+	yielding string
 }
 
 // byType returns the message's objects of one type.
@@ -276,11 +279,11 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	if reply, err, done := e.position(ctx, r, ev); done {
 		return reply, err
 	}
-	if x, err := e.o.Store.EventAt(ctx, r.txn, ev.Seq()); err == nil && x.Status == store.EventPending {
+	if r.yielding != "" {
 		// This instance's own act at the same position gives way
 		// (yieldPosition): its objects are not part of the record the
 		// counterparty's event extends.
-		r.st.excluded = e.pendingActObjects(ctx, r.txn, x.EventID)
+		r.st.excluded = e.pendingActObjects(ctx, r.txn, r.yielding)
 	}
 	var awaiting []string
 	if spec.cosign != nil {
@@ -586,6 +589,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 			// Both parties appended at one position at once; the party
 			// whose identifier sorts first keeps its event, on both sides,
 			// so the two copies agree without a round of refusals.
+			r.yielding = x.EventID
 			return nil, nil, false
 		default:
 			return nil, refusef(reason.SequenceConflict, "an event of %s is pending at position %d of %s; the counterparty's event %s meets it there",
