@@ -84,10 +84,11 @@ func TestContractGolden(t *testing.T) {
 	n := orgtest.New(t, "org_delta", nil, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// As the daemon builds it: the served tools, and the record's
-	// resources (which add to the instructions and the capabilities).
+	// As the daemon builds it: the served tools, the record's resources
+	// and the agent's approvals (which add to the instructions and the
+	// capabilities).
 	e := record.New(n.Org, record.Options{})
-	srv := mcp.NewServer(servedTools(n, e), n.Org.Store, nil, mcp.WithResources(ctx, e))
+	srv := mcp.NewServer(servedTools(n, e), n.Org.Store, nil, mcp.WithResources(ctx, e), mcp.WithApprovals(ctx, agent.New(n.Org)))
 
 	toServer, clientOut := io.Pipe()
 	clientIn, fromServer := io.Pipe()

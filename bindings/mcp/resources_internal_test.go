@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -9,11 +10,26 @@ import (
 	"github.com/partyd/party/internal/record"
 )
 
+// fakeRecord is a RecordSource of no transactions and an empty inbox.
+type fakeRecord struct{}
+
+func (fakeRecord) Transaction(context.Context, string) (record.TransactionView, error) {
+	return record.TransactionView{}, nil
+}
+func (fakeRecord) ListTransactions(context.Context, record.ListFilter) (record.TransactionPage, error) {
+	return record.TransactionPage{Transactions: []record.TransactionSummary{}}, nil
+}
+func (fakeRecord) Inbox(context.Context, string, int) ([]record.InboxItem, error) {
+	return []record.InboxItem{}, nil
+}
+func (fakeRecord) Subscribe(func(record.Change)) func() { return func() {} }
+
 // TestNoNotificationsBeforeASubscription: changes are not queued for
 // notification until a subscription is admitted, and are after.
 func TestNoNotificationsBeforeASubscription(t *testing.T) {
 	t.Parallel()
-	r := &resources{wake: make(chan struct{}, 1), dirty: map[string]bool{}}
+	r := &resources{src: fakeRecord{}, wake: make(chan struct{}, 1), dirty: map[string]bool{},
+		subs: map[string]map[*sdk.ServerSession]bool{}, sent: map[string][sha256.Size]byte{}}
 	r.heard(record.Change{TransactionID: "txn_one"})
 	if len(r.wake) != 0 || len(r.dirty) != 0 {
 		t.Fatalf("a change was queued with no subscriber: %d wakes, %v", len(r.wake), r.dirty)
@@ -22,7 +38,7 @@ func TestNoNotificationsBeforeASubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.heard(record.Change{TransactionID: "txn_two"})
-	if len(r.wake) != 1 || !r.dirty["txn_two"] {
+	if len(r.wake) != 1 || !r.dirty[TransactionURIPrefix+"txn_two"] || !r.dirty[InboxURI] {
 		t.Fatalf("a change after a subscription was not queued: %d wakes, %v", len(r.wake), r.dirty)
 	}
 }

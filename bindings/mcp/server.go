@@ -18,8 +18,11 @@
 //
 // With WithResources, every transaction is also a resource
 // (party://transactions/{id}), as are the inbox and the transaction list;
-// a subscribed client is sent notifications/resources/updated when a
-// commit changes them (resources.go).
+// with WithApprovals, each of the agent's approval requests
+// (party://approvals/{id}) and their list. A subscribed client is sent
+// one notifications/resources/updated for each change of a resource's
+// content: a commit, or the principal's decision in this process or
+// another (resources.go).
 //
 // Write tools take an optional request_id. Repeating a call with the same
 // request_id and arguments returns the first result and records nothing
@@ -143,8 +146,8 @@ func (t Tool) idemScope() string {
 // NewAgentServer returns the MCP server of one of the instance's agents:
 // tools (built over that agent's surface, agent.NewFor) run with the agent
 // named as the one their calls act for (org.WithAgent), so every mandate
-// they read or act under must be issued to it; its request_ids are its
-// own.
+// they read or act under must be issued to it, and so do the resources'
+// reads; its request_ids are its own.
 func NewAgentServer(agentID string, tools []Tool, st *store.Store, logger *slog.Logger, opts ...Option) *sdk.Server {
 	scoped := make([]Tool, len(tools))
 	for i, t := range tools {
@@ -157,7 +160,7 @@ func NewAgentServer(agentID string, tools []Tool, st *store.Store, logger *slog.
 		t.scope = agentID + "/" + t.Name
 		scoped[i] = t
 	}
-	return NewServer(scoped, st, logger, opts...)
+	return NewServer(scoped, st, logger, append([]Option{forAgent(agentID)}, opts...)...)
 }
 
 // Typed returns t answering with run. The arguments are decoded strictly
@@ -314,7 +317,8 @@ type Refused struct {
 	ReasonCodes []reason.Code `json:"reason_codes"`
 	Detail      string        `json:"detail"`
 	// ApprovalRequestID names the approval request an act held for your
-	// principal's approval waits under: poll approval_status with it.
+	// principal's approval waits under: subscribe to its resource
+	// (party://approvals/{id}) or poll approval_status with it.
 	ApprovalRequestID string `json:"approval_request_id,omitempty"`
 }
 

@@ -34,13 +34,14 @@ func agentTools(a *agent.Surface) []Tool {
 			Title: "Ask your principal to approve an act",
 			Description: "Call only after verify_mandate answered require_approval for this exact act. Records a pending approval request " +
 				"that your principal sees with the exact act document; returns its approval_request_id and the action_hash. You cannot " +
-				"approve it yourself. Poll approval_status.",
+				"approve it yourself. Subscribe to its resource, party://approvals/{approval_request_id}, to be notified when your principal decides, or poll approval_status.",
 			Write: true,
 		}, a.RequestApproval),
 		Typed(Tool{
 			Name:  "approval_status",
 			Title: "Status of an approval request",
-			Description: "Poll after request_approval. Returns pending, approved (with approval_id and expires_at), rejected, or expired. " +
+			Description: "Call after request_approval, or when the request's resource party://approvals/{approval_request_id} was updated. " +
+				"Returns pending, approved (with approval_id and expires_at), rejected, or expired, with the request's mandate, transaction and times. " +
 				"With an approval_id, call verify_mandate again to get allow, then take the act before the approval expires.",
 			ReadOnly: true, Idempotent: true,
 		}, func(ctx context.Context, in ApprovalStatusArgs) (agent.ApprovalStatusResult, error) {

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
@@ -286,13 +287,20 @@ func (a *Surface) RequestApproval(ctx context.Context, in VerifyInput) (Approval
 	return ApprovalRequestResult{ApprovalRequestID: req.ID, ActionHash: r.ActionHash, Status: store.ApprovalPending}, nil
 }
 
-// ApprovalStatusResult is what ApprovalStatus returns.
+// ApprovalStatusResult is what ApprovalStatus returns, and one request of
+// the agent's approval resources.
 type ApprovalStatusResult struct {
 	ApprovalRequestID string `json:"approval_request_id"`
 	Status            string `json:"status"`
 	ApprovalID        string `json:"approval_id,omitempty"`
 	ExpiresAt         string `json:"expires_at,omitempty"`
 	ActionHash        string `json:"action_hash"`
+	MandateID         string `json:"mandate_id"`
+	// TransactionID is the transaction the act belongs to; omitted for
+	// an act outside one.
+	TransactionID string `json:"transaction_id,omitempty"`
+	RequestedAt   string `json:"requested_at"`
+	DecidedAt     string `json:"decided_at,omitempty"`
 }
 
 // ApprovalStatus reports a request: pending, approved, rejected, or expired
@@ -310,7 +318,42 @@ func (a *Surface) ApprovalStatus(ctx context.Context, requestID string) (Approva
 		}
 		return ApprovalStatusResult{}, err
 	}
-	res := ApprovalStatusResult{ApprovalRequestID: r.ID, Status: r.Status, ApprovalID: r.ApprovalID, ActionHash: r.ActionHash}
+	return a.statusOf(ctx, r)
+}
+
+// Approvals lists the agent's latest approval requests, newest first (at
+// most store.DefaultPage), each as ApprovalStatus reports it.
+func (a *Surface) Approvals(ctx context.Context) ([]ApprovalStatusResult, error) {
+	rs, err := a.o.Store.AgentApprovalRequests(ctx, a.agent, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ApprovalStatusResult, 0, len(rs))
+	for _, r := range rs {
+		res, err := a.statusOf(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// ApprovalsVersion is a number that changes whenever any approval request
+// of the instance is filed or decided, by this process or another (the
+// CLI): a cheap test of whether Approvals may answer differently, short of
+// an approval's expiry, which depends on the clock alone.
+func (a *Surface) ApprovalsVersion(ctx context.Context) (int64, error) {
+	return a.o.Store.ApprovalRequestsVersion(ctx)
+}
+
+// Now is the time the surface judges an approval's expiry by.
+func (a *Surface) Now() time.Time { return a.o.Clock() }
+
+// statusOf reports r, reading its approval's expiry.
+func (a *Surface) statusOf(ctx context.Context, r store.ApprovalRequest) (ApprovalStatusResult, error) {
+	res := ApprovalStatusResult{ApprovalRequestID: r.ID, Status: r.Status, ApprovalID: r.ApprovalID, ActionHash: r.ActionHash,
+		MandateID: r.MandateID, TransactionID: r.TransactionID, RequestedAt: r.RequestedAt, DecidedAt: r.DecidedAt}
 	if r.ApprovalID != "" {
 		b, err := a.o.Store.GetObject(ctx, r.ApprovalID)
 		if err != nil {

@@ -201,8 +201,11 @@ func Run(ctx context.Context, dir string, opt Options) error {
 			lns.closeAll()
 			return err
 		}
-		tools := append(mcp.AgentTools(agent.NewFor(o, id)), d.mcpTools...)
-		agentServers[tok] = mcp.NewAgentServer(id, tools, o.Store, log, mcpOpts...)
+		a := agent.NewFor(o, id)
+		tools := append(mcp.AgentTools(a), d.mcpTools...)
+		// Its approval requests as resources, with notifications.
+		opts := append(append([]mcp.Option{}, mcpOpts...), mcp.WithApprovals(bg, a))
+		agentServers[tok] = mcp.NewAgentServer(id, tools, o.Store, log, opts...)
 		agentToks = append(agentToks, tok)
 	}
 	var adminOpts []admin.Option

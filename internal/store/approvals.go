@@ -123,3 +123,42 @@ func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, ap
 		return nil
 	})
 }
+
+// AgentApprovalRequests returns the latest requests (newest first, at most
+// limit; DefaultPage when limit is 0) under the mandates this instance
+// issued to agentID: that agent's requests, as its approval resources list
+// them.
+func (s *Store) AgentApprovalRequests(ctx context.Context, agentID string, limit int) ([]ApprovalRequest, error) {
+	if limit <= 0 || limit > MaxPage {
+		limit = DefaultPage
+	}
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests
+		WHERE mandate_id IN (SELECT id FROM mandates WHERE subject_agent_id = ? AND origin = 'local')
+		ORDER BY requested_at DESC, rowid DESC LIMIT ?`, agentID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []ApprovalRequest{}
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ApprovalRequestsVersion returns a number that grows with every request
+// filed and every request decided, whichever process wrote it: requests
+// are never removed and are decided once, so the count of requests plus
+// the count of decided ones only grows. A reader that saw the same number
+// twice saw the same requests.
+func (s *Store) ApprovalRequestsVersion(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.queryRow(ctx, `SELECT COUNT(*) + COUNT(decided_at) FROM approval_requests`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: approval requests version: %w", err)
+	}
+	return n, nil
+}
