@@ -91,7 +91,9 @@ type Evaluator struct {
 	Keys KeyResolver
 	// Mandates resolves parent mandates; nil means no chain can be proved.
 	Mandates MandateResolver
-	// Status resolves each mandate's live status (a *status.Client).
+	// Status resolves each mandate's live status (a *status.Client, or
+	// package org's resolver, which reads its own mandates' from its
+	// record).
 	Status status.Resolver
 	// Evidence answers evidence_verified; nil means no evidence verifies.
 	Evidence EvidenceVerifier

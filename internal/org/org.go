@@ -8,6 +8,12 @@
 // and the principal's surface (package principal), which adds the
 // principal's key to it.
 //
+// The evaluator resolves a mandate's live status in two ways: a mandate
+// this organisation's principal issued by the status its own record holds
+// at the act (so a revocation or suspension stops this instance's agent at
+// its next act, whichever process stored it), any other by the status
+// client, within its 60-second cache bound (ownStatus).
+//
 // An Org is the agent's side of the organisation. The only private keys it
 // holds are the agent's signing key and, for mutual TLS with peers, the
 // instance's TLS key. It never holds the principal's private key, nor any
@@ -128,8 +134,10 @@ func Open(dir string, o Options) (*Org, error) {
 	}
 	o2.Status = sc
 	// The acting organisation's local, deny-only policy beside its
-	// mandates: a minimum grade of the counterparty (package grade).
-	o2.evaluator = &authority.Evaluator{Keys: o2, Mandates: o2, Status: sc, Clock: o2.now, Policy: grade.Policy{Store: in.Store, Clock: o2.now}}
+	// mandates: a minimum grade of the counterparty (package grade). Its
+	// own mandates' status is read from its record (ownStatus), a
+	// counterparty's through the status client.
+	o2.evaluator = &authority.Evaluator{Keys: o2, Mandates: o2, Status: newOwnStatus(o2, sc), Clock: o2.now, Policy: grade.Policy{Store: in.Store, Clock: o2.now}}
 	return o2, nil
 }
 
@@ -524,10 +532,8 @@ func (s statusStore) Status(ctx context.Context, mandateID string) (status.Entry
 		return status.Entry{}, fmt.Errorf("%w: %s", status.ErrUnknownMandate, mandateID)
 	}
 	e := status.Entry{Status: m.Status}
-	if doc, err := canonical.DecodeObject(m.Body); err == nil {
-		if until, err := envelope.ParseTimestamp(fmt.Sprint(doc["valid_until"])); err == nil && !s.o.now().Before(until) && m.Status == store.StatusActive {
-			e.Status = status.Expired
-		}
+	if until, err := mandateValidUntil(m.Body); err == nil && !s.o.now().Before(until) && m.Status == store.StatusActive {
+		e.Status = status.Expired
 	}
 	if rec, err := s.o.Store.MandateRevocation(ctx, mandateID); err == nil {
 		obj, err := canonical.DecodeObject(rec)

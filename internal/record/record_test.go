@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partyd/party/internal/agent"
-	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
@@ -304,9 +302,13 @@ func TestApprovalForAnotherActKeepsTheHold(t *testing.T) {
 }
 
 // TestCounterpartyRefusesActUnderRevokedMandate shows the buyer's instance
-// refusing, by its own status check, an act the supplier's instance still
-// let through on a cached status: the supplier's clock stands still (its
-// status cache is fresh), the buyer's has moved past the 60-second bound.
+// refusing, by its own status check, an act made under the supplier's
+// mandate before the supplier's principal revoked it, once the buyer's
+// cached status of that mandate is past its 60-second bound. The supplier's
+// own instance refuses its next act at once (it reads its own mandates'
+// status from its record, issue 39), so the act that reaches the buyer is
+// one the supplier's engine made a moment before the revocation: captured,
+// and delivered afterwards.
 func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
@@ -315,24 +317,45 @@ func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frozen := c.Now()
-	s.Node.Org.Clock = func() time.Time { return frozen }
+	assert := func() (record.Outcome, error) {
+		return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
+			Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certs", ArtifactHash: canonical.SHA256Hex([]byte("x"))}}})
+	}
+	// 59 seconds on, the buyer's status of the supplier's mandate, read
+	// during formation, is still cached; the supplier's act is made then.
+	c.Add(59 * time.Second)
+	msg := recordtest.Capture(t, s, assert)
 	if err := s.Princ.Revoke(ctx, s.Mandate, "the supplier's director withdrew the agent's authority"); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(61 * time.Second)
-	// The supplier's own evaluator still reads the cached active status.
-	v, err := s.Agent.VerifyMandate(ctx, agent.VerifyInput{MandateID: s.Mandate, ProposedAction: map[string]any{
-		"action_type": "performance.declared", "transaction_id": txn, "counterparty_organization_id": "org_northstar",
-		"category": "services.calibration", "obligation_id": out.Objects["obligation"],
-		"proposed_terms": map[string]any{"core": map[string]any{"quantity": "20", "unit_code": "H87", "total": map[string]any{"currency": "EUR", "amount": "3200.00"}}},
-	}})
-	if err != nil || v.Decision != authority.Allow {
-		t.Fatalf("the supplier's cached status should still allow its act: %+v %v", v, err)
+	if _, err := assert(); !hasCode(err, reason.MandateInactive) {
+		t.Fatalf("the supplier's own instance let its next act through: %v", err)
 	}
-	_, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
-		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certs", ArtifactHash: canonical.SHA256Hex([]byte("x"))}}})
-	if !hasCode(err, reason.MandateInactive) {
+	// The buyer's status of the supplier's mandate keeps its bound: still
+	// the cached active now; two seconds later, past it, asked again.
+	statusAtBuyer := func() string {
+		t.Helper()
+		rec, err := s.Node.Org.Store.GetMandate(ctx, s.Mandate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := canonical.DecodeObject(rec.Body)
+		doc, err := b.Node.Org.Evaluator().Status.Resolve(ctx, s.Mandate, m["status_endpoint"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc.Status
+	}
+	if st := statusAtBuyer(); st != "active" {
+		t.Fatalf("the buyer's status of the supplier's mandate within its cache bound: %s", st)
+	}
+	c.Add(2 * time.Second)
+	if st := statusAtBuyer(); st != "revoked" {
+		t.Fatalf("the buyer's status of the supplier's mandate past its cache bound: %s", st)
+	}
+	// So the buyer refuses the act made before the revocation, its
+	// decision still fresh.
+	if _, err := b.Engine.Receive(ctx, "org_delta", txn, msg); !hasCode(err, reason.MandateInactive) {
 		t.Fatalf("the buyer's instance did not refuse the act: %v", err)
 	}
 	recordtest.SameRecord(t, b, s, txn, 3)

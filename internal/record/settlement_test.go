@@ -351,18 +351,26 @@ func TestPendingThenSucceeded(t *testing.T) {
 // TestRevokedPayerRefusedLive: the buyer's mandate is revoked between
 // acceptance and settlement; the supplier refuses the instruction with
 // A202-MANDATE-INACTIVE although its status cache, filled a moment ago,
-// still says active: for a payment it asks the issuer at that moment.
+// still says active: for a payment it asks the issuer at that moment. The
+// buyer's own instance refuses its next instruction at once (issue 39), so
+// the instruction the supplier judges is the buyer engine's, made a moment
+// before the revocation: captured, and delivered after it.
 func TestRevokedPayerRefusedLive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := accepted(t)
+	msg := recordtest.Capture(t, b, instruct(b, obl, "pay-revoked-0001"))
 	if err := b.Princ.Revoke(ctx, b.Mandate, "the buyer's agent is withdrawn"); err != nil {
 		t.Fatal(err)
 	}
-	// Neither instance's 60-second cache has expired: the buyer's own
-	// evaluator still allows, the supplier's live check refuses.
+	refusedWith(t, "the buyer's own instruction under its mandate revoked a moment ago", b, s, txn, reason.MandateInactive, func() error {
+		_, err := instruct(b, obl, "pay-revoked-0002")()
+		return err
+	})
+	// The supplier's 60-second cache has not expired; its live check for a
+	// payment refuses.
 	refusedWith(t, "an instruction under a mandate revoked a moment ago", b, s, txn, reason.MandateInactive, func() error {
-		_, err := instruct(b, obl, "pay-revoked-0001")()
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
 		return err
 	})
 }

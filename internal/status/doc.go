@@ -52,6 +52,9 @@
 // or mismatched document, is an error carrying
 // A202-MANDATE-STATUS-UNRESOLVED: unavailability is never permission.
 //
-// The client is the only source of status for the evaluator in package
-// authority. A status relayed by the counterparty is never read.
+// The client is the evaluator's only source of status for a mandate
+// another organisation issued. For its own mandates an instance reads
+// the status from its own record at the act instead, as Handler serves
+// it, so that its principal's revocation stops its own agent at once
+// (package org). A status relayed by the counterparty is never read.
 package status
