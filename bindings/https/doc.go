@@ -69,5 +69,10 @@
 // the reply objects (no parts for an empty reply). Only the peer that
 // sent the message can fetch its reply. If the fetch fails the sender
 // posts the message again; the inbox recognises it and answers 202 with
-// the same Location, so the reply is never computed twice.
+// the same Location, so the reply is never computed twice. Every answer
+// the receiver gives is recorded under the message's key, including one
+// it draws from its record rather than from what the message moved (the
+// same event sent again in another message, an own event come back
+// countersigned a second time): a 202 always names a Location that
+// answers, with the objects A2A would have carried in its response.
 package https

@@ -12,8 +12,10 @@ import (
 
 // InboxReceiver is what a binding's server needs of the receiving side: a
 // Receiver that also answers a sender asking for the reply to a message it
-// sent (the plain HTTPS binding fetches replies separately). The record
-// engine is one; Inbox wraps any other Receiver into one.
+// sent (the plain HTTPS binding fetches replies separately). Whatever
+// Receive answers without error, Reply answers for the same sender and
+// MessageKey from then on. The record engine is one; Inbox wraps any
+// other Receiver into one.
 type InboxReceiver interface {
 	Receiver
 	Reply(ctx context.Context, from, key string) ([][]byte, error)

@@ -1030,7 +1030,11 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 		if held.Hash() != agr.Hash() {
 			return nil, refusef(reason.AgreementHashMismatch, "agreement %s is held with other content", agr.ID())
 		}
-		return e.cosignedAnswer(ctx, r.txn, held)
+		answer, err := e.cosignedAnswer(ctx, r.txn, held)
+		if err != nil {
+			return nil, err
+		}
+		return e.keepAnswer(ctx, r, answer)
 	}
 	if r.st.State() != protocol.AgreementPending || r.st.t.HeadSequence != 1 {
 		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an agreement is signed in agreement_pending", r.txn, r.st.t.State)

@@ -277,7 +277,10 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 		return nil, err
 	}
 	if reply, err, done := e.position(ctx, r, ev); done {
-		return reply, err
+		if err != nil {
+			return nil, err
+		}
+		return e.keepAnswer(ctx, r, reply) // the same event again
 	}
 	if r.yielding != "" {
 		// This instance's own act at the same position gives way
@@ -527,19 +530,52 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 		return nil, err
 	}
 	if x.Status == store.EventRecorded {
-		return nil, nil // countersigned before: nothing more to store
+		return e.keepAnswer(ctx, r, nil) // countersigned before: nothing more to store
 	}
 	got, err := e.checkCountersigned(ctx, r.from, ours, [][]byte{ev.raw})
 	if err != nil {
 		return nil, err
 	}
 	e.point("countersignature.before-store")
-	if err := e.update(ctx, r.txn, func(tx *store.Txn) error { return e.recordCountersigned(tx, []*Obj{ours}, got) }); err != nil {
+	if err := e.update(ctx, r.txn, func(tx *store.Txn) error {
+		if err := e.recordCountersigned(tx, []*Obj{ours}, got); err != nil {
+			return err
+		}
+		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now) // answered with nothing, readable as such
+	}); err != nil {
 		return nil, err
 	}
 	e.point("countersignature.after-store")
 	e.log.Info("countersignature stored", "transaction_id", r.txn, "sequence", ev.Seq(), "event_type", ev.EventType(), "from", r.from)
 	return nil, nil
+}
+
+// keepAnswer records reply, an answer Receive drew from the record (the
+// same event again, an own event countersigned before, an agreement
+// signed before) rather than stored with what the message moved, as the
+// answer to r's message, and returns it. A carrier that serves the
+// answer apart from the message reads it there (the plain HTTPS
+// binding's 202, then GET on its Location, which Reply answers), as A2A
+// carries it in its response; a copy of the message that comes later is
+// answered from the row. The row names the objects, as every inbox row
+// does, so it reads them as the record holds them.
+func (e *Engine) keepAnswer(ctx context.Context, r *receipt, reply [][]byte) ([][]byte, error) {
+	ids := make([]string, len(reply))
+	for i, b := range reply {
+		o, err := parse(b)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = o.ID()
+	}
+	err := e.update(ctx, "", func(tx *store.Txn) error { return tx.PutInbox(r.from, r.key, r.txn, ids, r.now) })
+	if errors.Is(err, store.ErrConflict) {
+		return e.o.Store.InboxReply(ctx, r.from, r.key) // a copy answered meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
 }
 
 // putReceived stores an object that travelled with a message; the same
