@@ -162,3 +162,25 @@ func (s *Store) ApprovalRequestsVersion(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// ApprovalRequestsDecidedSince returns the requests of a transaction
+// decided at or after since (a decided_at value; "" for all), oldest
+// decision first: what a principal decided since a reader last looked,
+// whichever process stored it.
+func (s *Store) ApprovalRequestsDecidedSince(ctx context.Context, since string) ([]ApprovalRequest, error) {
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests
+		WHERE decided_at >= ? AND transaction_id IS NOT NULL AND transaction_id != '' ORDER BY decided_at, rowid`, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ApprovalRequest
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -58,6 +58,9 @@ type update struct {
 	panicked any
 	answered bool // finish was called; read and written by the leader only
 	done     chan struct{}
+	// after are the functions fn asked to run once its writes are
+	// committed (Txn.AfterCommit), run by Update's caller.
+	after []func()
 }
 
 // group is the queue of waiting Updates and the leader token.
@@ -83,7 +86,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
 	for {
 		select {
 		case <-u.done:
-			return u.result()
+			return u.committed()
 		case s.group.lead <- struct{}{}:
 		}
 		// Leader: unless a leader before us answered u meanwhile, run the
@@ -91,7 +94,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Txn) error) error {
 		select {
 		case <-u.done:
 			<-s.group.lead
-			return u.result()
+			return u.committed()
 		default:
 		}
 		s.lead()
@@ -122,6 +125,18 @@ func (u *update) result() error {
 		panic(u.panicked)
 	}
 	return u.err
+}
+
+// committed is result, with the functions u asked to run after its
+// commit run first when it committed.
+func (u *update) committed() error {
+	err := u.result()
+	if err == nil {
+		for _, f := range u.after {
+			f()
+		}
+	}
+	return err
 }
 
 // finish answers u.
@@ -175,7 +190,7 @@ func (s *Store) runGroup(batch []*update) {
 	grouped := len(live) > 1
 	var ok []*update
 	for i, u := range live {
-		t := &Txn{tx: tx, ctx: detach(u.ctx), s: s}
+		t := &Txn{tx: tx, ctx: detach(u.ctx), s: s, u: u}
 		if grouped {
 			if _, err := t.exec(`SAVEPOINT grp`); err != nil {
 				s.abandon(tx, ok, live[i:], err)
@@ -219,7 +234,7 @@ func (s *Store) runGroup(batch []*update) {
 	held := false
 	for _, u := range ok {
 		if keyVersionMemoOf(u.ctx) != nil {
-			t := &Txn{tx: tx, ctx: detach(u.ctx), s: s}
+			t := &Txn{tx: tx, ctx: detach(u.ctx), s: s, u: u}
 			held = t.queryRow(keyVersionQuery).Scan(&version) == nil // prepared once
 			break
 		}

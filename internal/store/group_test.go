@@ -313,3 +313,64 @@ func TestGroupCommitUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterCommit: a function an Update asks to run after its commit runs
+// once the writes are visible to another reader, and never for an Update
+// rolled back, alone or in a group.
+func TestAfterCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "party.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	saw := map[string]bool{}
+	var mu sync.Mutex
+	write := func(id string, fail bool) error {
+		return s.Update(ctx, func(tx *Txn) error {
+			if err := tx.CreateTransaction(id, "org_peer", "buyer", "ses_"+id[4:], "draft"); err != nil {
+				return err
+			}
+			tx.AfterCommit(func() {
+				// The commit is visible to a reader on another connection.
+				_, err := s.GetTransaction(ctx, id)
+				mu.Lock()
+				saw[id] = err == nil
+				mu.Unlock()
+			})
+			if fail {
+				return errors.New("refused")
+			}
+			return nil
+		})
+	}
+	if err := write("txn_000000000000000000000001", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("txn_000000000000000000000002", true); err == nil {
+		t.Fatal("a failing update committed")
+	}
+	// In a group: one committed, one rolled back.
+	release, done := holdLeader(t, s, func(*Txn) error { return nil })
+	var wg sync.WaitGroup
+	for i, fail := range []bool{false, true} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = write(fmt.Sprintf("txn_00000000000000000000001%d", i), fail) }()
+	}
+	queued(s, 2)
+	close(release)
+	<-done
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if !saw["txn_000000000000000000000001"] || !saw["txn_000000000000000000000010"] {
+		t.Fatalf("an after-commit function did not run, or ran before the commit was visible: %v", saw)
+	}
+	if _, ran := saw["txn_000000000000000000000002"]; ran {
+		t.Fatal("an after-commit function ran for a rolled-back update")
+	}
+	if _, ran := saw["txn_000000000000000000000011"]; ran {
+		t.Fatal("an after-commit function ran for a rolled-back member of a group")
+	}
+}

@@ -335,6 +335,38 @@ func (s *Store) VoidLeases(ctx context.Context, owner string, now time.Time) (in
 	return res.RowsAffected()
 }
 
+// OutboxDueNow makes every pending message to peer that waits out a
+// back-off due at t (not one another process holds leased), and returns
+// the peers' count of such messages: the peer answered again, so what
+// waited for it need not wait for its back-off to end.
+func (s *Store) OutboxDueNow(ctx context.Context, peer string, t time.Time) (int64, error) {
+	n := t.UnixNano()
+	res, err := s.exec(ctx, `UPDATE outbox SET next_attempt = ? WHERE peer = ? AND status = 'pending' AND next_attempt > ? AND lease_until <= ?`, n, peer, n, n)
+	if err != nil {
+		return 0, fmt.Errorf("store: outbox: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// PeersWaiting returns the peers with a pending message waiting out a
+// back-off at t.
+func (s *Store) PeersWaiting(ctx context.Context, t time.Time) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT DISTINCT peer FROM outbox WHERE status = 'pending' AND next_attempt > ?`, t.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("store: outbox: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
 // RetryOutbox records a failed attempt of message id and when to try again.
 func (s *Store) RetryOutbox(ctx context.Context, id int64, next time.Time, lastError string) error {
 	res, err := s.exec(ctx, `UPDATE outbox SET attempts = attempts + 1, next_attempt = ?, lease_until = 0, lease_owner = '', last_error = ?
@@ -421,4 +453,11 @@ func (s *Store) PutInboxBytes(ctx context.Context, fromOrg, messageKey, transact
 		return nil, fmt.Errorf("store: inbox: %w", err)
 	}
 	return s.InboxReply(ctx, fromOrg, messageKey)
+}
+
+// OutboxWaiting returns how many messages to peer are pending.
+func (s *Store) OutboxWaiting(ctx context.Context, peer string) (int, error) {
+	var n int
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM outbox WHERE peer = ? AND status = 'pending'`, peer).Scan(&n)
+	return n, err
 }

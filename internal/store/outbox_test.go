@@ -466,3 +466,55 @@ func TestInboxBytesKeepFirstReply(t *testing.T) {
 		t.Fatalf("empty reply: %q %v", got, err)
 	}
 }
+
+// TestOutboxDueNowForOnePeer: a peer seen again makes its messages that
+// wait out a back-off due at once, and no one else's, nor one another
+// process holds leased.
+func TestOutboxDueNowForOnePeer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	now := time.Now().UTC()
+	x := [][]byte{[]byte("x")}
+	waiting := enqueue(t, s, "org_delta", "txn_1", "k1", x, nil, now, Lease{})
+	other := enqueue(t, s, "org_acme", "txn_2", "k2", x, nil, now, Lease{})
+	for _, id := range []int64{waiting, other} {
+		if err := s.RetryOutbox(ctx, id, now.Add(4*time.Minute), "unreachable"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peers, err := s.PeersWaiting(ctx, now)
+	if err != nil || len(peers) != 2 {
+		t.Fatalf("peers waiting %v %v", peers, err)
+	}
+	if n, err := s.OutboxWaiting(ctx, "org_delta"); err != nil || n != 1 {
+		t.Fatalf("%d waiting for org_delta, %v", n, err)
+	}
+	if n, err := s.OutboxDueNow(ctx, "org_delta", now); err != nil || n != 1 {
+		t.Fatalf("%d made due, %v", n, err)
+	}
+	for id, due := range map[int64]bool{waiting: true, other: false} {
+		m, err := s.GetOutbox(ctx, id)
+		if err != nil || m.NextAttempt.After(now) == due {
+			t.Fatalf("message %d next attempt %s (%v)", id, m.NextAttempt, err)
+		}
+	}
+}
+
+// TestAlertRaisedOnce: an alert is recorded once; a second raise of the
+// same kind about the same subject reports false, another kind true.
+func TestAlertRaisedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	at := time.Now()
+	for i, c := range []struct {
+		kind string
+		want bool
+	}{{"obligation.due", true}, {"obligation.due", false}, {"obligation.overdue", true}} {
+		got, err := s.RaiseAlert(ctx, "obl_1", c.kind, "txn_1", at)
+		if err != nil || got != c.want {
+			t.Fatalf("raise %d (%s): %v %v", i, c.kind, got, err)
+		}
+	}
+}

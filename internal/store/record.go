@@ -51,6 +51,20 @@ type Txn struct {
 	// states holds the state of each transaction this Txn wrote or read
 	// (State): the transactions row changes only through it.
 	states map[string]string
+	// u is the Update t runs for (AfterCommit).
+	u *update
+}
+
+// AfterCommit has fn run once t's writes are committed and durable, by
+// Update's caller before Update returns, and never if they are rolled
+// back: how a write wakes a worker that must see it (a worker woken inside
+// the transaction would read before the commit and sleep again).
+func (t *Txn) AfterCommit(fn func()) {
+	if t.u == nil {
+		fn() // not run by Update: nothing to wait for
+		return
+	}
+	t.u.after = append(t.u.after, fn)
 }
 
 // knowState notes the state transaction id is in within t.
@@ -412,6 +426,17 @@ func (t *Txn) Withdraw(offerID, transactionID, decisionID string) error {
 	_, err := t.exec(`INSERT INTO withdrawals(offer_id, transaction_id, decision_id, withdrawn_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`, offerID, transactionID, decisionID, now())
 	return err
+}
+
+// WithdrawalOf returns the decision that withdrew an offer, or "" when it
+// was not withdrawn.
+func (s *Store) WithdrawalOf(ctx context.Context, offerID string) (string, error) {
+	var id string
+	err := s.queryRow(ctx, `SELECT decision_id FROM withdrawals WHERE offer_id = ?`, offerID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
 }
 
 // Withdrawn reports whether an offer was withdrawn.

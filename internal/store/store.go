@@ -531,6 +531,20 @@ var migrations = []string{
 	DROP TABLE settlements;
 	ALTER TABLE settlements_new RENAME TO settlements;
 	CREATE INDEX settlements_due ON settlements(ours, state, next_attempt);`,
+	// 19: the alerts raised about a transaction's timing (an obligation
+	// due, or overdue; record/timing.go), once each: the row is written
+	// before the alert is handed on, so a restart raises none twice. And
+	// the approval requests by decision time, which the engine reads from
+	// where it last stopped (ApprovalRequestsDecidedSince), not whole.
+	`CREATE INDEX approval_requests_by_decision ON approval_requests(decided_at);
+	CREATE TABLE alerts (
+		subject_id     TEXT NOT NULL,
+		kind           TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		at             TEXT NOT NULL,
+		raised_at      TEXT NOT NULL,
+		PRIMARY KEY (subject_id, kind)
+	) WITHOUT ROWID;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ObligationState is one obligation_states row.
@@ -519,4 +520,17 @@ func (s *Store) EventsOfTypes(ctx context.Context, transactionID string, types .
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// RaiseAlert records that the alert kind about subject (an obligation
+// due, or overdue) was raised, at stands for the instant it concerns; it
+// reports false when it was raised before, so that it is raised once.
+func (s *Store) RaiseAlert(ctx context.Context, subject, kind, transactionID string, at time.Time) (bool, error) {
+	res, err := s.exec(ctx, `INSERT INTO alerts(subject_id, kind, transaction_id, at, raised_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		subject, kind, transactionID, at.UTC().Format(time.RFC3339Nano), now())
+	if err != nil {
+		return false, fmt.Errorf("store: alerts: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
