@@ -350,3 +350,23 @@ func TestEachAgentBehindItsOwnToken(t *testing.T) {
 		t.Fatalf("the lead reads its own request: %v", out)
 	}
 }
+
+// TestLocalFailureIsRetryable: a call that fails on this instance (its
+// database gone: what a full disk or an I/O error looks like to a tool)
+// reaches the agent as a retryable error, never as a refusal; a refusal
+// is not retryable as it stands.
+func TestLocalFailureIsRetryable(t *testing.T) {
+	n, srv, mid := setup(t)
+	cs := connect(t, srv)
+	out, isErr := callJSON(t, cs, "verify_mandate", map[string]any{"mandate_id": mid})
+	if !isErr || out["outcome"] != "refused" || out["retryable"] != false {
+		t.Fatalf("a refusal: %v", out)
+	}
+	if err := n.Org.Store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, isErr = callJSON(t, cs, "verify_mandate", map[string]any{"mandate_id": mid, "proposed_action": act("100.00")})
+	if !isErr || out["outcome"] != "error" || out["retryable"] != true || len(out["reason_codes"].([]any)) != 0 {
+		t.Fatalf("a local failure: %v", out)
+	}
+}

@@ -13,7 +13,11 @@
 //   - a refusal (*reason.Refusal): isError, with structuredContent
 //     {"outcome": "refused", "reason_codes": [...], "detail": ...} — nothing
 //     was recorded, and the detail says what to do instead;
-//   - any other failure: isError, {"outcome": "error", "detail": ...};
+//   - any other failure, one of this instance's own (a disk full, an I/O
+//     error, a database busy past its timeout): isError,
+//     {"outcome": "error", "retryable": true, "detail": ...} — nothing was
+//     decided against the act; the same call may be made again (with the
+//     same request_id it returns the first result if one was recorded);
 //   - an unknown tool or malformed request: a protocol error, from the SDK.
 //
 // With WithResources, every transaction is also a resource
@@ -316,6 +320,9 @@ type Refused struct {
 	Outcome     string        `json:"outcome"`
 	ReasonCodes []reason.Code `json:"reason_codes"`
 	Detail      string        `json:"detail"`
+	// Retryable says the call failed here, not on its merits: make it
+	// again. A refusal is never retryable as it stands.
+	Retryable bool `json:"retryable"`
 	// ApprovalRequestID names the approval request an act held for your
 	// principal's approval waits under: subscribe to its resource
 	// (party://approvals/{id}) or poll approval_status with it.
@@ -327,9 +334,9 @@ type Refused struct {
 func result(out any, err error) *sdk.CallToolResult {
 	if err != nil {
 		var r *reason.Refusal
-		payload := Refused{Outcome: "error", ReasonCodes: []reason.Code{}, Detail: err.Error()}
+		payload := Refused{Outcome: "error", ReasonCodes: []reason.Code{}, Detail: err.Error(), Retryable: true}
 		if errors.As(err, &r) {
-			payload.Outcome = "refused"
+			payload.Outcome, payload.Retryable = "refused", false
 			payload.Detail = r.Detail
 			payload.ApprovalRequestID = r.ApprovalRequestID
 			if r.Codes != nil {

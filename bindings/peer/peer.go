@@ -31,8 +31,10 @@ package peer
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 
 	"github.com/partyd/party/bindings/a2a"
 	"github.com/partyd/party/bindings/https"
@@ -123,6 +125,34 @@ func NewClient(o *org.Org, carrier Carrier, log *slog.Logger) (*Client, error) {
 // Deliver implements delivery.Transport over the configured carrier.
 func (c *Client) Deliver(ctx context.Context, peer, txn string, objects [][]byte) ([][]byte, error) {
 	return c.transport.Deliver(ctx, peer, txn, objects)
+}
+
+// Probe asks a counterparty whether it answers, cheaply: a GET of its key
+// records over the pinned TLS connection (record.Prober). nil means it
+// answered 200.
+func (c *Client) Probe(ctx context.Context, org string) error {
+	hc, peer, err := c.mandates.Clients.For(org)
+	if err != nil {
+		return err
+	}
+	u, err := url.JoinPath(peer.BaseURL(), peering.KeyRecordsPath)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return errors.New("probe: " + resp.Status)
+	}
+	return nil
 }
 
 // FetchMandate fetches a counterparty's mandate (record.MandateFetcher).

@@ -25,6 +25,7 @@ import (
 //	settlement.instructed settlement.instruct     core{total: the instruction's amount}  agreement_id, obligation_id
 //	transaction.completed transaction.complete    the agreement's terms                  agreement_id
 //	transaction.cancelled transaction.cancel      the latest offer's terms               —
+//	deadline.elapsed      transaction.expire      the lapsed offer's terms               —
 //	termination.agreed    termination.agree       the agreement's terms                  agreement_id
 //	agreement.amended     agreement.amend         the new version's terms                agreement_id: the version
 //	                                                                                     it amends
@@ -136,6 +137,7 @@ var eventActs = map[protocol.EventType]protocol.Act{
 	protocol.EvSettlementInstructed:  protocol.ActSettlementInstruct,
 	protocol.EvTransactionCompleted:  protocol.ActTransactionComplete,
 	protocol.EvTransactionCancelled:  protocol.ActTransactionCancel,
+	protocol.EvDeadlineElapsed:       protocol.ActTransactionExpire,
 	protocol.EvTerminationAgreed:     protocol.ActTerminationAgree,
 	protocol.EvAgreementAmended:      protocol.ActAgreementAmend,
 	protocol.EvExceptionOpened:       protocol.ActExceptionOpen,
@@ -265,7 +267,7 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 			terms = map[string]any{"core": map[string]any{"total": sp["amount"]}}
 			refs = map[string]any{"agreement_id": sp["agreement_id"], "obligation_id": sp["obligation_id"]}
 		}
-	case protocol.EvTransactionCancelled:
+	case protocol.EvTransactionCancelled, protocol.EvDeadlineElapsed:
 		if _, p := named("offer_id", protocol.Offer); p != nil {
 			terms = termsOf(p)
 		}

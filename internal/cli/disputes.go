@@ -32,7 +32,8 @@ principal holds them back with a mandate's actions and approval rules
 the database only, so it works whether or not 'party serve' is running.
 
   --transaction TXN   only this transaction
-  --open              only open exceptions and undetermined disputes
+  --open              only open exceptions and open disputes (undetermined,
+                      in a transaction that has not ended)
                       (and the transactions holding them)
   --json              one JSON object per transaction with any
 
@@ -117,7 +118,7 @@ func openOnly(d record.Disputes) record.Disputes {
 		}
 	}
 	for _, x := range d.Disputes {
-		if !x.Determined {
+		if x.Status == "open" {
 			out.Disputes = append(out.Disputes, x)
 		}
 	}
@@ -127,6 +128,9 @@ func openOnly(d record.Disputes) record.Disputes {
 func writeDisputes(w io.Writer, d record.Disputes) {
 	for _, x := range d.Exceptions {
 		fmt.Fprintf(w, "%s exception %s %s %s: obligation %s, opened by %s", d.TransactionID, x.ExceptionID, x.ExceptionType, x.Status, x.ObligationID, x.OpenedBy)
+		if x.EndedBy != "" {
+			fmt.Fprintf(w, ", ended by %s", x.EndedBy)
+		}
 		if x.DisputeID != "" {
 			fmt.Fprintf(w, ", dispute %s", x.DisputeID)
 		}
@@ -140,8 +144,11 @@ func writeDisputes(w io.Writer, d record.Disputes) {
 	}
 	for _, x := range d.Disputes {
 		state := "undetermined"
-		if x.Determined {
+		switch x.Status {
+		case "determined":
 			state = "determined"
+		case "closed":
+			state = "closed undetermined, ended by " + x.EndedBy
 		}
 		fmt.Fprintf(w, "%s dispute %s %s: by %s against %s over %s %s, grounds %s\n", d.TransactionID, x.DisputeID, state, x.RaisedBy, x.Respondent,
 			x.SubjectType, x.SubjectID, strings.Join(x.Grounds, ", "))

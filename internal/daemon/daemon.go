@@ -171,8 +171,9 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	mcpLn, adminLn := lns.MCP, lns.Admin
 	peerLn := tls.NewListener(lns.Peer, peering.ServerTLSConfig(cert))
 	mcpBase := "http://" + mcpLn.Addr().String()
-	// The principal's webhook, when configured: approval requests and
-	// final states, delivered best effort beside the acts (package notify).
+	// The principal's webhook, when configured: approval requests, final
+	// states and the engine's alerts, delivered best effort beside the
+	// acts (package notify).
 	hook, err := notify.Open(dir, cfg, notify.Options{Logger: log})
 	if err != nil {
 		lns.closeAll()
@@ -183,6 +184,8 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		if d.Engine != nil {
 			cancel := d.Engine.Subscribe(hook.Changed)
 			defer cancel()
+			cancelAlerts := d.Engine.SubscribeAlerts(hook.Alerted)
+			defer cancelAlerts()
 		}
 		go hook.Run(bg)
 	}

@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/partyd/party/bindings/mcp"
 	"github.com/partyd/party/bindings/peer"
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/due"
+	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/record"
 )
@@ -35,7 +38,11 @@ func Record(opt PeerOptions) Mounter {
 		if err != nil {
 			return err
 		}
-		engine := record.New(o, record.Options{Transport: client, Mandates: client, Outbox: opt.Outbox, Rails: reg})
+		timing, err := timingOf(o.Config().Deadlines)
+		if err != nil {
+			return err
+		}
+		engine := record.New(o, record.Options{Transport: client, Mandates: client, Outbox: opt.Outbox, Rails: reg, Timing: timing})
 		if err := engine.Start(ctx); err != nil {
 			return err
 		}
@@ -51,10 +58,34 @@ func Record(opt PeerOptions) Mounter {
 			}
 			engine.Resume(ctx)
 			go engine.RunSettlements(ctx)
+			go engine.RunReleases(ctx) // held acts resume once approved
+			go engine.RunDeadlines(ctx)
 			if err := engine.Outbox().Run(ctx); err != nil && ctx.Err() == nil {
 				d.Log.Error("outbox worker stopped", "error", err)
 			}
 		}()
 		return nil
 	}
+}
+
+// timingOf reads config.json's deadlines; a calendar that does not parse
+// stops the daemon, rather than leaving a due condition unevaluated.
+func timingOf(c *instance.DeadlinesConfig) (record.Timing, error) {
+	var t record.Timing
+	if c == nil {
+		return t, nil
+	}
+	t.OverdueAfter = time.Duration(c.OverdueAfterSeconds) * time.Second
+	t.UnreachableAfter = time.Duration(c.PeerUnreachableAfterSeconds) * time.Second
+	for name, cc := range c.Calendars {
+		cal, err := due.ParseCalendar(cc.Weekend, cc.Holidays)
+		if err != nil {
+			return t, fmt.Errorf("config.json deadlines.calendars[%q]: %w", name, err)
+		}
+		if t.Calendars == nil {
+			t.Calendars = map[string]due.Calendar{}
+		}
+		t.Calendars[name] = cal
+	}
+	return t, nil
 }

@@ -1046,3 +1046,33 @@ func TestInboxNeedsSenderKeys(t *testing.T) {
 		t.Fatalf("%v called=%v", err, called)
 	}
 }
+
+// TestHeldAskedAgainPromptly: a message the receiver holds for its
+// principal's approval is asked again within HeldPoll, however many
+// attempts it took; one the receiver did not answer waits out the
+// back-off it earned.
+func TestHeldAskedAgainPromptly(t *testing.T) {
+	st, _ := openStore(t)
+	ob, h := newOutbox(t, st, &fakeTransport{}, delivery.OutboxOptions{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		cause error
+		max   time.Duration
+	}{
+		{"held", fmt.Errorf("%w: %w", delivery.ErrUnavailable, reason.Refuse("held by the peer", reason.ApprovalRequired)), 5 * time.Second},
+		{"away", fmt.Errorf("%w: HTTP 503", delivery.ErrUnavailable), 5 * time.Minute},
+	} {
+		m := h.enqueue("org_b", "txn_"+c.name+"_0123456789", false, []byte(`{"x":1}`))
+		m.Attempts = 20
+		ob.Retry(ctx, m, c.cause)
+		got, err := st.GetOutbox(ctx, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait := got.NextAttempt.Sub(ob.Now())
+		if wait > c.max || (c.name == "away" && wait < 2*time.Minute) {
+			t.Fatalf("%s: asked again in %s", c.name, wait)
+		}
+	}
+}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -28,6 +31,12 @@ type OutboxOptions struct {
 	// PollInterval is the longest the worker sleeps without looking at
 	// the table (30s).
 	PollInterval time.Duration
+	// HeldPoll is the longest a message waits before it is asked again
+	// when the receiver holds it for its principal's approval (5s): a
+	// person's decision, not an outage, is what it waits for, so it is
+	// asked again promptly however long the person takes, not after a
+	// back-off grown to minutes.
+	HeldPoll time.Duration
 	// Keys, if set, fetches the receiver's key records before a message
 	// to it is attempted (first contact), so its replies can be verified.
 	Keys KeyExchanger
@@ -53,6 +62,9 @@ func (o *OutboxOptions) defaults() {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 30 * time.Second
+	}
+	if o.HeldPoll <= 0 {
+		o.HeldPoll = 5 * time.Second
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -174,9 +186,14 @@ func (o *Outbox) Send(ctx context.Context, m store.OutboxMessage) ([][]byte, err
 }
 
 // Retry records a failed attempt at m and schedules the next one after the
-// back-off its attempts have earned.
+// back-off its attempts have earned, or, when the receiver holds it for its
+// principal's approval, within HeldPoll.
 func (o *Outbox) Retry(ctx context.Context, m store.OutboxMessage, cause error) {
-	next := o.opt.Clock().Add(o.Backoff(m.Attempts + 1))
+	wait := o.Backoff(m.Attempts + 1)
+	if errors.Is(cause, ErrUnavailable) && slices.Contains(reason.CodesOf(cause), reason.ApprovalRequired) {
+		wait = min(wait, o.opt.HeldPoll) // held for a person, not away
+	}
+	next := o.opt.Clock().Add(wait)
 	o.opt.Logger.Info("outbox attempt failed; will retry", "id", m.ID, "peer", m.Peer, "transaction_id", m.TransactionID,
 		"attempts", m.Attempts+1, "next_attempt", next, "error", cause)
 	if err := o.store.RetryOutbox(ctx, m.ID, next, cause.Error()); err != nil {

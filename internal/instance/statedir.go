@@ -122,6 +122,33 @@ type Config struct {
 	// (package notify): an HTTPS URL and the file holding the HMAC secret
 	// the deliveries are signed with.
 	PrincipalWebhook *WebhookConfig `json:"principal_webhook,omitempty"`
+	// Deadlines tunes when an obligation is overdue and a counterparty
+	// unreachable, and names the business calendars due conditions may
+	// count in (record engine, timing.go); omitted, the defaults.
+	Deadlines *DeadlinesConfig `json:"deadlines,omitempty"`
+}
+
+// DeadlinesConfig is config.json's deadlines.
+type DeadlinesConfig struct {
+	// OverdueAfterSeconds is how long an obligation is due, unperformed,
+	// before it is overdue (default a day).
+	OverdueAfterSeconds int `json:"overdue_after_seconds,omitempty"`
+	// PeerUnreachableAfterSeconds is how long a counterparty may leave
+	// messages unanswered before the principal is told (default 900).
+	PeerUnreachableAfterSeconds int `json:"peer_unreachable_after_seconds,omitempty"`
+	// Calendars are the business calendars a due condition may name
+	// (business_days.calendar), besides the built-in "weekdays" (Monday
+	// to Friday): by name, the weekdays off and the holidays.
+	Calendars map[string]CalendarConfig `json:"calendars,omitempty"`
+}
+
+// CalendarConfig is one business calendar.
+type CalendarConfig struct {
+	// Weekend are the weekdays that are not business days, by English
+	// name ("saturday", "sunday").
+	Weekend []string `json:"weekend"`
+	// Holidays are the dates, YYYY-MM-DD (UTC), that are not business days.
+	Holidays []string `json:"holidays,omitempty"`
 }
 
 // WebhookConfig is the principal's webhook (package notify).
@@ -131,6 +158,10 @@ type WebhookConfig struct {
 	// SecretFile holds the shared HMAC secret, relative to the state
 	// directory unless absolute.
 	SecretFile string `json:"secret_file"`
+	// CAFile, when set, is a PEM bundle of the roots the endpoint's
+	// certificate is verified against, instead of the system's (a private
+	// CA), relative to the state directory unless absolute.
+	CAFile string `json:"ca_file,omitempty"`
 	// TimeoutSeconds bounds one delivery attempt (default 10).
 	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
 }

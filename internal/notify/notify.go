@@ -1,8 +1,11 @@
 // Package notify tells an organisation's principal, at a URL of its
 // choosing, what needs a person or what has ended: an approval request an
-// agent made, and a transaction that reached a final state (completed,
-// cancelled, expired, terminated). It is optional (config.json
-// principal_webhook) and never in the way of an act.
+// agent made, a transaction that reached a final state (completed,
+// cancelled, expired, terminated), an obligation fallen due or overdue,
+// and a counterparty that has not answered for long, or answers again. It
+// is optional (config.json principal_webhook: url, secret_file, and
+// ca_file for an endpoint whose certificate a private CA issued) and
+// never in the way of an act.
 //
 // # The contract
 //
@@ -28,6 +31,23 @@
 //	 "organization_id": "org_...", "sent_at": "...",
 //	 "transaction_id": "txn_...", "state": "completed"}
 //
+//	{"party_notice": "0.1", "notice_id": "ntc_...", "kind": "obligation.due" | "obligation.overdue",
+//	 "organization_id": "org_...", "sent_at": "...", "transaction_id": "txn_...",
+//	 "obligation_id": "obl_...", "counterparty_organization_id": "org_...",
+//	 "due_at": "..."}
+//
+//	{"party_notice": "0.1", "notice_id": "ntc_...", "kind": "peer.unreachable" | "peer.reachable",
+//	 "organization_id": "org_...", "sent_at": "...",
+//	 "counterparty_organization_id": "org_...", "unreachable_since": "...",
+//	 "messages_waiting": 2 (peer.unreachable only)}
+//
+// An obligation is due once its due condition is met, and overdue once it
+// has been due, unperformed, for deadlines.overdue_after_seconds (a day
+// by default); a counterparty is unreachable once it has left messages
+// unanswered for deadlines.peer_unreachable_after_seconds (fifteen
+// minutes by default), and reachable again when it next answers (record
+// engine, timing.go). Each is told once.
+//
 // A notice says what happened and where to look; it is not the record and
 // carries no signed object. The receiver verifies the signature and the
 // timestamp (refusing one more than five minutes off), deduplicates by
@@ -52,6 +72,8 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -77,10 +99,14 @@ import (
 // Version is the contract version each notice states.
 const Version = "0.1"
 
-// Notice kinds.
+// Notice kinds. The alert kinds are the record engine's (record.Alert).
 const (
 	KindApprovalRequested = "approval.requested"
 	KindTransactionFinal  = "transaction.final"
+	KindObligationDue     = record.AlertObligationDue
+	KindObligationOverdue = record.AlertObligationOverdue
+	KindPeerUnreachable   = record.AlertPeerUnreachable
+	KindPeerReachable     = record.AlertPeerReachable
 )
 
 // Options tune delivery; zero values take the defaults.
@@ -141,6 +167,23 @@ func Open(dir string, cfg instance.Config, opt Options) (*Webhook, error) {
 			timeout = 10 * time.Second
 		}
 		opt.Client = &http.Client{Timeout: timeout}
+		if w.CAFile != "" {
+			ca := w.CAFile
+			if !filepath.IsAbs(ca) {
+				ca = filepath.Join(dir, filepath.FromSlash(ca))
+			}
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, fmt.Errorf("notify: principal_webhook ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("notify: principal_webhook ca_file %s holds no PEM certificate", ca)
+			}
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			opt.Client.Transport = tr
+		}
 	}
 	return New(w.URL, bytes.TrimSpace(secret), cfg.OrganizationID, opt)
 }
@@ -216,6 +259,24 @@ func (w *Webhook) Changed(c record.Change) {
 		return
 	}
 	w.enqueue(map[string]any{"kind": KindTransactionFinal, "transaction_id": c.TransactionID, "state": c.State})
+}
+
+// Alerted is a record.Engine alert subscriber: it queues the notice of an
+// obligation fallen due or overdue, or of a counterparty unreachable or
+// back (the engine raises each once). It never blocks.
+func (w *Webhook) Alerted(a record.Alert) {
+	m := map[string]any{"kind": a.Kind, "counterparty_organization_id": a.Counterparty}
+	switch a.Kind {
+	case record.AlertObligationDue, record.AlertObligationOverdue:
+		m["transaction_id"], m["obligation_id"], m["due_at"] = a.TransactionID, a.ObligationID, envelope.Timestamp(a.At)
+	case record.AlertPeerUnreachable:
+		m["unreachable_since"], m["messages_waiting"] = envelope.Timestamp(a.At), a.Waiting
+	case record.AlertPeerReachable:
+		m["unreachable_since"] = envelope.Timestamp(a.At)
+	default:
+		return
+	}
+	w.enqueue(m)
 }
 
 func (w *Webhook) enqueue(m map[string]any) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -203,5 +204,77 @@ func TestOpen(t *testing.T) {
 	cfg.PrincipalWebhook = &instance.WebhookConfig{URL: "https://example.invalid/hook", SecretFile: "hook.secret"}
 	if w, err := notify.Open(dir, cfg, notify.Options{}); w == nil || err != nil {
 		t.Fatalf("configured: %v", err)
+	}
+	// A private CA: the endpoint's certificate is verified against
+	// ca_file's roots, and a file holding none is refused.
+	e := newEndpoint(t, 0)
+	os.WriteFile(filepath.Join(dir, "hook-ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.srv.Certificate().Raw}), 0o600)
+	os.WriteFile(filepath.Join(dir, "not-a-ca.pem"), []byte("no certificate here"), 0o600)
+	cfg.PrincipalWebhook = &instance.WebhookConfig{URL: e.srv.URL + "/party", SecretFile: "hook.secret", CAFile: "not-a-ca.pem"}
+	if _, err := notify.Open(dir, cfg, notify.Options{}); err == nil {
+		t.Fatal("a ca_file without a certificate accepted")
+	}
+	cfg.PrincipalWebhook.CAFile = "hook-ca.pem"
+	w, err := notify.Open(dir, cfg, notify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w.Run(t.Context())
+	w.Changed(record.Change{TransactionID: "txn_0123456789abcdef01234567", State: "completed"})
+	if r := e.next(t); r.body["kind"] != notify.KindTransactionFinal {
+		t.Fatalf("through the private CA: %+v", r.body)
+	}
+}
+
+// The engine's alerts reach the principal: an obligation fallen due (and
+// then overdue), told by both sides, each once; a counterparty away past
+// the bound, and back.
+func TestAlerts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	e := newEndpoint(t, 0)
+	w := webhook(t, e, "org_delta", notify.Options{Clock: c.Now})
+	s.Engine.SubscribeAlerts(w.Alerted)
+	txn := recordtest.Form(t, b, s, "3200.00")
+	at := c.Now().Add(time.Hour)
+	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn,
+		DueCondition: map[string]any{"type": "due_at_time", "at": at.Format(time.RFC3339)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(time.Hour + record.DefaultOverdueAfter)
+	s.Engine.WorkTiming(ctx)
+	for _, kind := range []string{notify.KindObligationDue, notify.KindObligationOverdue} {
+		r := e.next(t)
+		if r.body["kind"] != kind || r.body["obligation_id"] != out.Objects["obligation"] || r.body["transaction_id"] != txn ||
+			r.body["due_at"] != at.Format(time.RFC3339) || r.body["counterparty_organization_id"] != "org_northstar" {
+			t.Fatalf("%s notice %+v", kind, r.body)
+		}
+	}
+	s.Engine.WorkTiming(ctx)
+	s.Out.SetDown(true)
+	since := c.Now()
+	if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
+		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certificates", ArtifactHash: "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(record.DefaultUnreachableAfter)
+	s.Engine.WorkTiming(ctx)
+	r := e.next(t)
+	if r.body["kind"] != notify.KindPeerUnreachable || r.body["counterparty_organization_id"] != "org_northstar" ||
+		r.body["unreachable_since"] != since.Format(time.RFC3339) || r.body["messages_waiting"] != float64(1) {
+		t.Fatalf("unreachable notice %+v", r.body)
+	}
+	s.Out.SetDown(false)
+	c.Add(time.Minute)
+	recordtest.Flush(ctx, b, s)
+	if r := e.next(t); r.body["kind"] != notify.KindPeerReachable || r.body["unreachable_since"] != since.Format(time.RFC3339) {
+		t.Fatalf("reachable notice %+v", r.body)
+	}
+	select {
+	case r := <-e.got:
+		t.Fatalf("told again: %+v", r.body)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

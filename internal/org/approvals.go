@@ -108,12 +108,28 @@ func Held(res authority.Result, req store.ApprovalRequest) error {
 	}
 	out := *r
 	out.ApprovalRequestID = req.ID
-	switch req.Status {
-	case store.ApprovalRejected:
+	switch {
+	case req.Status == store.ApprovalRejected:
 		out.Detail = "your principal rejected this exact act (approval request " + req.ID + "); it is not taken. " + r.Detail
+	case heldAction(req) == "agreement.sign":
+		// The instance's own signature of the agreement, which it takes by
+		// itself once approved (record.Engine.ReleaseHeld).
+		out.Detail = "this organisation's signature of the agreement is held for your principal's approval: approval request " + req.ID +
+			" is pending; once it is approved this instance signs and commits by itself (subscribe to party://approvals/" + req.ID +
+			" or poll approval_status to follow it). " + r.Detail
 	default:
 		out.Detail = "held for your principal's approval: approval request " + req.ID + " (action hash " + req.ActionHash + ") is pending; " +
-			"poll approval_status, and once it is approved take the act again (the approval is found by the act's hash, or pass its approval_id). " + r.Detail
+			"subscribe to party://approvals/" + req.ID + " or poll approval_status, and once it is approved take the act again " +
+			"(the approval is found by the act's hash, or pass its approval_id). " + r.Detail
 	}
 	return &out
+}
+
+// heldAction is the action_type of the act a request holds.
+func heldAction(req store.ApprovalRequest) string {
+	var doc struct {
+		ActionType string `json:"action_type"`
+	}
+	_ = json.Unmarshal(req.Act, &doc)
+	return doc.ActionType
 }

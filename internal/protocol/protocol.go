@@ -59,6 +59,9 @@ const (
 	EvRemediationAccepted   EventType = "remediation.accepted"
 	EvExceptionResolved     EventType = "exception.resolved"
 	EvTransactionTerminated EventType = "transaction.terminated"
+	// EvDeadlineElapsed: the latest offer of a draft transaction lapsed or
+	// was withdrawn, unaccepted (→ expired).
+	EvDeadlineElapsed EventType = "deadline.elapsed"
 )
 
 // State is an aggregate (transaction) state (pilot state machine §3).
@@ -208,6 +211,7 @@ const (
 	ActExceptionResolve     Act = "exception.resolve"
 	ActTransactionTerminate Act = "transaction.terminate"
 	ActSettlementAdjust     Act = "settlement.adjust"
+	ActTransactionExpire    Act = "transaction.expire"
 )
 
 // Role is a party's role in a transaction's agreement.

@@ -358,7 +358,7 @@ func crashFlows() []flow {
 			}, nil}),
 		want: []string{"agreement.direct", "agreement.committed"},
 	}
-	return slices.Concat([]flow{formation, formationFlow("formation-separate-agreement", true), obligations, settlement, held}, lifecycleFlows(), disputeFlows(), moneyFlows())
+	return slices.Concat([]flow{formation, formationFlow("formation-separate-agreement", true), obligations, settlement, held}, lifecycleFlows(), disputeFlows(), moneyFlows(), deadlineFlows())
 }
 
 // formationFlow is formation, offer to committed. separate has the offeree

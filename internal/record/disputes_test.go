@@ -288,7 +288,8 @@ func TestTerminationFromException(t *testing.T) {
 
 // TestTerminationAgreedFromException: from exception_open the parties may
 // also end the transaction by agreement (termination.agreed), the disputed
-// obligation released; both records verify.
+// obligation released, and the exception and its dispute, open until
+// then, closed by it on both sides; both records verify.
 func TestTerminationAgreedFromException(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -310,6 +311,13 @@ func TestTerminationAgreedFromException(t *testing.T) {
 	for _, sd := range []*recordtest.Side{b, s} {
 		if st := obligationStates(t, sd, txn); st[obl] != "released" {
 			t.Fatalf("%s: %v", sd.Node.Org.Config().OrganizationID, st)
+		}
+		v := stateOf(t, sd, txn)
+		if len(v.Exceptions) != 1 || v.Exceptions[0].Status != "closed" || v.Exceptions[0].EndedBy != "termination.agreed" {
+			t.Fatalf("%s: exceptions %+v", sd.Node.Org.Config().OrganizationID, v.Exceptions)
+		}
+		if len(v.Disputes) != 1 || v.Disputes[0].Status != "closed" || v.Disputes[0].EndedBy != "termination.agreed" || v.Disputes[0].Determined {
+			t.Fatalf("%s: disputes %+v", sd.Node.Org.Config().OrganizationID, v.Disputes)
 		}
 	}
 	bothVerifyClean(t, b, s, txn)

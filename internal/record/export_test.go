@@ -32,3 +32,6 @@ func MandateBytesOf(ctx context.Context, e *Engine, id string) (ofView, ofCopy [
 	}
 	return e.mandateBytes(ctx, m), e.mandateBytes(ctx, c), nil
 }
+
+// WaitProbes waits for the probes e has in flight (probeAway) to answer.
+func WaitProbes(e *Engine) { e.probes.Wait() }

@@ -498,8 +498,9 @@ func (e *Engine) advance(ctx context.Context, txn string) error {
 		return nil // proposed; its reply continues
 	default:
 		// Signed by both, not yet committed: the commit was held or
-		// refused here before (a decision, a restart); try it again.
-		_, err := e.appendCommitted(ctx, txn, ev1, agr, nil, nil)
+		// refused here before (a decision, a restart); try it again. Taken,
+		// the notice that it waited is answered.
+		_, err := e.appendCommitted(ctx, txn, ev1, agr, func(tx *store.Txn) error { return tx.SetNotice(txn, "") }, nil)
 		return err
 	}
 }

@@ -35,7 +35,8 @@ import (
 //     signatures over the termination record, which no id names); a
 //     remediation's evidence likewise, and with a dispute or a
 //     determination the transaction's disputes, determinations and
-//     evidence, and the dispute's subject (an event, perhaps);
+//     evidence, and the dispute's subject (an event, perhaps); at an
+//     expiry its policy decisions (the offer's withdrawal, if any);
 //   - both organisations' key records (not those of the instance's other
 //     counterparties), and the mandates the objects above name, with
 //     the mandates they were delegated from (not every mandate held).
@@ -154,6 +155,8 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 		types = append(types, protocol.Evidence) // the signatures over the record, which no id names
 	case event != nil && event.EventType() == protocol.EvExceptionResolved:
 		types = append(types, protocol.Determination)
+	case event != nil && event.EventType() == protocol.EvDeadlineElapsed:
+		types = append(types, protocol.PolicyDecision) // an offer's withdrawal, which no id names
 	}
 	switch ledgerReads(news) {
 	case ledgerBalances:

@@ -156,7 +156,7 @@ func keysOf(m map[string]string) []string {
 func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 	switch ev.EventType() {
 	case protocol.EvAgreementDirect, protocol.EvAgreementAmended, protocol.EvTransactionCancelled, protocol.EvTransactionCompleted,
-		protocol.EvTerminationAgreed, protocol.EvTransactionTerminated:
+		protocol.EvTerminationAgreed, protocol.EvTransactionTerminated, protocol.EvDeadlineElapsed:
 		// The offer it took (or every offer, in a final state) is no
 		// longer open: the inbox need not look here until another arrives
 		// (store migration 10; the inbox clears any mark it finds stale).

@@ -20,44 +20,54 @@ type Change struct {
 	State string
 }
 
-// subscribers are the functions Subscribe registered, in the order they
-// were registered.
-type subscribers struct {
+// subscribers are the functions Subscribe (or SubscribeAlerts)
+// registered, in the order they were registered.
+type subscribers[T any] struct {
 	mu   sync.Mutex
 	next int
-	fns  []subscriber
+	fns  []subscriber[T]
 }
 
-type subscriber struct {
+type subscriber[T any] struct {
 	id int
-	fn func(Change)
+	fn func(T)
+}
+
+// add registers fn and returns the function that removes it.
+func (s *subscribers[T]) add(fn func(T)) (cancel func()) {
+	s.mu.Lock()
+	id := s.next
+	s.next++
+	s.fns = append(s.fns, subscriber[T]{id, fn})
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.fns = slices.DeleteFunc(s.fns, func(x subscriber[T]) bool { return x.id == id })
+		s.mu.Unlock()
+	}
+}
+
+// list returns the registered functions.
+func (s *subscribers[T]) list() []subscriber[T] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.fns)
 }
 
 // Subscribe registers fn to be called after every commit that touches a
 // transaction's record on this instance: an own act stored, a peer's act
 // countersigned, a reply (the peer's countersignature) stored, a refusal
-// that removed an act, a renewal, a fork kept, a settlement receipt. Both
-// sides call it, so a subscriber hears of its own acts and of the
-// counterparty's.
+// that removed an act, a renewal, a fork kept, a settlement receipt; and
+// when an obligation of it falls due or overdue (timing.go), which no
+// commit of the record marks. Both sides call it, so a subscriber hears
+// of its own acts and of the counterparty's.
 //
 // fn runs on the committing goroutine after the commit, outside the
 // transaction's lock: it must not block or call back into the engine
 // synchronously (hand the change to a goroutine of its own). The returned
 // function removes the subscription. Subscribers are called one after
 // another in the order they subscribed.
-func (e *Engine) Subscribe(fn func(Change)) (cancel func()) {
-	s := &e.subs
-	s.mu.Lock()
-	id := s.next
-	s.next++
-	s.fns = append(s.fns, subscriber{id, fn})
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		s.fns = slices.DeleteFunc(s.fns, func(x subscriber) bool { return x.id == id })
-		s.mu.Unlock()
-	}
-}
+func (e *Engine) Subscribe(fn func(Change)) (cancel func()) { return e.subs.add(fn) }
 
 // update runs fn in one database transaction (store.Update) and, once it
 // committed, tells the subscribers that txn changed. Every commit of the
@@ -105,9 +115,8 @@ func (e *Engine) changed(ctx context.Context, txn, state string, known bool) {
 	if txn == "" {
 		return
 	}
-	e.subs.mu.Lock()
-	fns := slices.Clone(e.subs.fns)
-	e.subs.mu.Unlock()
+	e.looked.Delete(txn) // its deadlines are looked at again (timing.go)
+	fns := e.subs.list()
 	if len(fns) == 0 {
 		return
 	}

@@ -472,10 +472,18 @@ func (e *Engine) Attempt(ctx context.Context, m store.OutboxMessage) {
 // retrying leaves it queued. It returns the refusal when the act was
 // removed.
 func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
+	return e.sendOnce(ctx, m, true)
+}
+
+// sendOnce is send; renew says a refusal for a decision grown stale may
+// renew the act and send it again at once (once: the renewed message is
+// sent with renew false).
+func (e *Engine) sendOnce(ctx context.Context, m store.OutboxMessage, renew bool) error {
 	sctx, rv := delivery.WithReplyValues(ctx)
 	reply, err := e.out.Send(sctx, m)
 	switch {
 	case err == nil:
+		e.peerSeen(ctx, m.Peer)
 		// The carrier's decoding of the reply's bytes, when it handed it
 		// over, is their view (parse finds them kept).
 		for _, b := range reply {
@@ -492,6 +500,9 @@ func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
 		}
 		return nil
 	case errors.Is(err, delivery.ErrQueued):
+		if errors.Is(err, delivery.ErrUnavailable) && !slices.Contains(reason.CodesOf(err), reason.ApprovalRequired) {
+			e.peerAway(m.Peer) // unreachable; not an act it holds for approval
+		}
 		if slices.Contains(reason.CodesOf(err), reason.ApprovalRequired) {
 			// The counterparty holds its part for its principal's
 			// approval; the message is asked again, and the agent is told
@@ -503,7 +514,50 @@ func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
 		}
 		return nil
 	default:
+		if renew && slices.Contains(reason.CodesOf(err), reason.MandateStatusUnresolved) && len(m.Act) > 0 {
+			// The counterparty did not take the act: its decision grew
+			// older than it allows (the message waited out an outage) or
+			// the mandate's status could not be resolved there. It is
+			// decided again now and sent at once, not after the back-off,
+			// when it would be stale again.
+			fresh, rerr := e.renewNow(ctx, m)
+			if rerr == nil {
+				return e.sendOnce(ctx, fresh, false)
+			}
+			err = rerr
+			if !isRefusal(rerr) {
+				e.log.Error("renewing a refused act failed; it is tried again later", "transaction_id", m.TransactionID, "error", rerr)
+				e.out.Retry(context.WithoutCancel(ctx), m, rerr)
+				return nil
+			}
+			e.rollback(ctx, m, err)
+			return err
+		}
 		return e.refused(ctx, m, err)
+	}
+}
+
+// peerSeen makes every message waiting out a back-off for peer due now,
+// when peer was away (peerAway, timing.go): it answered this instance, or
+// sent it a message, so what waits for it need not wait for a back-off of
+// up to five minutes to end. Cheap when peer was not away: a map lookup.
+func (e *Engine) peerSeen(ctx context.Context, peer string) {
+	v, gone := e.away.LoadAndDelete(peer)
+	if !gone {
+		return
+	}
+	if a := v.(*away); a.alerted.Load() {
+		e.log.Info("a counterparty answers again", "peer", peer, "away_since", envelope.Timestamp(a.since))
+		e.alert(Alert{Kind: AlertPeerReachable, Counterparty: peer, At: a.since})
+	}
+	n, err := e.o.Store.OutboxDueNow(context.WithoutCancel(ctx), peer, e.o.Clock())
+	if err != nil {
+		e.log.Warn("making the messages that waited for a peer due failed; they go when their back-off ends", "peer", peer, "error", err)
+		return
+	}
+	if n > 0 {
+		e.log.Info("a peer answers again: the messages that waited for it are due now", "peer", peer, "messages", n)
+		e.out.Poke()
 	}
 }
 
@@ -819,12 +873,37 @@ type Notice struct {
 	Detail string        `json:"detail"`
 }
 
+// renewNow renews m's act for sending at once (renew) and returns the
+// message as rewritten, leased again to this process; an error when the
+// act is no longer allowed (or could not be renewed), which ends it.
+func (e *Engine) renewNow(ctx context.Context, m store.OutboxMessage) (store.OutboxMessage, error) {
+	renewed, err := e.renewAt(ctx, m, nil, true)
+	if err != nil || !renewed {
+		if err == nil {
+			err = refusef(reason.MandateInactive, "the act is no longer allowed")
+		}
+		return m, err
+	}
+	now := e.o.Clock()
+	if _, err := e.o.Store.LeaseOutbox(ctx, m.ID, now, e.out.Lease()); err != nil {
+		return m, err
+	}
+	return e.o.Store.GetOutbox(ctx, m.ID)
+}
+
 // renew decides a refused act again (see refused). If the agent's mandate
 // still allows it now, the stale decision and event are replaced by fresh
 // ones, in place in the outbox, and the message goes out again after the
-// back-off it earned; renewed is false when the act is no longer allowed,
-// and err says why.
+// back-off it earned (a message is renewed again as it is sent, if need
+// be: send); renewed is false when the act is no longer allowed, and err
+// says why.
 func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) (bool, error) {
+	return e.renewAt(ctx, m, cause, false)
+}
+
+// renewAt is renew; immediate schedules the renewed message at once (its
+// caller sends it) rather than after back-off.
+func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error, immediate bool) (bool, error) {
 	var pa pendingAct
 	if err := json.Unmarshal(m.Act, &pa); err != nil {
 		return false, err
@@ -950,6 +1029,9 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 		raws[i] = o.raw
 	}
 	next := now.Add(e.out.Backoff(m.Attempts + 1))
+	if immediate {
+		next = now
+	}
 	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if err := tx.DeleteObject(oldPol.ID()); err != nil {
 			return err
@@ -990,8 +1072,8 @@ func (e *Engine) renew(ctx context.Context, m store.OutboxMessage, cause error) 
 	if err != nil {
 		return false, err
 	}
-	e.log.Info("a refused act was decided again and will be sent with a fresh decision",
-		"transaction_id", m.TransactionID, "act", pa.Act, "cause", reason.CodesOf(cause), "next_attempt", next)
+	e.log.Info("an act was decided again and will be sent with a fresh decision",
+		"transaction_id", m.TransactionID, "act", pa.Act, "cause", reason.CodesOf(cause), "stale", immediate, "next_attempt", next)
 	e.out.Poke()
 	return true, nil
 }
@@ -1053,24 +1135,27 @@ func (e *Engine) outcome(ctx context.Context, txn string, names map[string]strin
 }
 
 func waitingFor(t store.Transaction, m store.OutboxMessage) string {
-	objs, err := message(m)
-	what := "a message"
-	if err == nil && len(objs) > 0 {
-		last := objs[len(objs)-1]
-		switch last.Type() {
-		case protocol.TransactionEvent:
-			what = fmt.Sprintf("the countersignature of %s (event %d)", last.EventType(), last.Seq())
-		case protocol.Agreement:
-			what = "its signature on agreement " + last.ID()
-		default:
-			what = fmt.Sprintf("%s %s", last.Type(), last.ID())
-		}
-	}
 	retry := ""
 	if m.Attempts > 0 {
 		retry = fmt.Sprintf("; %d attempt(s) so far, the next at %s", m.Attempts, envelope.Timestamp(m.NextAttempt))
 	}
-	return fmt.Sprintf("%s to receive %s; delivery is retried until it answers%s", t.Counterparty, what, retry)
+	return fmt.Sprintf("%s to receive %s; delivery is retried until it answers%s", t.Counterparty, carried(m), retry)
+}
+
+// carried says what an outbox message carries, for a person.
+func carried(m store.OutboxMessage) string {
+	objs, err := message(m)
+	if err != nil || len(objs) == 0 {
+		return "a message"
+	}
+	last := objs[len(objs)-1]
+	switch last.Type() {
+	case protocol.TransactionEvent:
+		return fmt.Sprintf("the countersignature of %s (event %d)", last.EventType(), last.Seq())
+	case protocol.Agreement:
+		return "its signature on agreement " + last.ID()
+	}
+	return fmt.Sprintf("%s %s", last.Type(), last.ID())
 }
 
 // sameEntry reports whether two signature entries are the same.

@@ -1,13 +1,13 @@
 package record
 
 import (
-	"github.com/partyd/party/internal/ledger"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"time"
 
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -37,11 +37,31 @@ type ObjectView struct {
 	CreatedAt  string `json:"created_at"`
 }
 
-// ObligationView is where one obligation stands.
+// ObligationView is where one obligation stands. State is the obligation
+// state of §6 as this copy derives it: "due" is a pending obligation whose
+// due condition is met at this instance's clock (timing.go).
 type ObligationView struct {
 	ObligationID string   `json:"obligation_id"`
 	State        string   `json:"state"`
 	Assertions   []string `json:"assertions"`
+	// Timing is where an owed obligation (pending, due or rejected)
+	// stands against its due condition: when it is due, when overdue.
+	Timing *DueView `json:"timing,omitempty"`
+}
+
+// WaitingView is one message of this instance's that waits to be
+// delivered: what it carries, since when, how often it was tried and
+// when it is tried next.
+type WaitingView struct {
+	Counterparty string `json:"counterparty_organization_id"`
+	Carries      string `json:"carries"`
+	Since        string `json:"since"`
+	Attempts     int    `json:"attempts"`
+	NextAttempt  string `json:"next_attempt"`
+	LastError    string `json:"last_error,omitempty"`
+	// UnreachableSince is set while the counterparty has not answered
+	// this instance: since when.
+	UnreachableSince string `json:"counterparty_unreachable_since,omitempty"`
 }
 
 // TransactionView is a transaction's record as this instance holds it.
@@ -72,6 +92,9 @@ type TransactionView struct {
 	// act from it without arithmetic of its own.
 	Ledger  []ledger.Balance `json:"ledger"`
 	Pending string           `json:"pending,omitempty"`
+	// Waiting are the messages of this instance's that wait to be
+	// delivered for this transaction, oldest first.
+	Waiting []WaitingView `json:"waiting"`
 	// Notice says what became of an act that did not complete as it
 	// returned (refused after it was queued, or no longer allowed).
 	Notice *Notice `json:"notice,omitempty"`
@@ -98,7 +121,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		return TransactionView{}, err
 	}
 	v := TransactionView{TransactionID: t.ID, Counterparty: t.Counterparty, Role: t.Role, SessionID: t.SessionID, State: t.State,
-		ChainStatus: "intact", Events: []EventView{}, Objects: []ObjectView{}, Obligations: []ObligationView{}, Forks: []ForkView{}}
+		ChainStatus: "intact", Events: []EventView{}, Objects: []ObjectView{}, Obligations: []ObligationView{}, Forks: []ForkView{}, Waiting: []WaitingView{}}
 	evs, err := e.o.Store.Events(ctx, id)
 	if err != nil {
 		return v, err
@@ -133,8 +156,20 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 			v.Pending = "event " + x.EventType + " waits for " + t.Counterparty + "'s countersignature"
 		}
 	}
-	if msgs, err := e.o.Store.TransactionOutbox(ctx, id); err == nil && len(msgs) > 0 && v.Pending == "" {
+	msgs, err := e.o.Store.TransactionOutbox(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	if len(msgs) > 0 && v.Pending == "" {
 		v.Pending = waitingFor(t, msgs[0])
+	}
+	for _, m := range msgs {
+		w := WaitingView{Counterparty: m.Peer, Carries: carried(m), Since: envelope.Timestamp(m.EnqueuedAt), Attempts: m.Attempts,
+			NextAttempt: envelope.Timestamp(m.NextAttempt), LastError: m.LastError}
+		if a, ok := e.away.Load(m.Peer); ok {
+			w.UnreachableSince = envelope.Timestamp(a.(*away).since)
+		}
+		v.Waiting = append(v.Waiting, w)
 	}
 	forks, err := e.o.Store.Forks(ctx, id)
 	if err != nil {
@@ -161,8 +196,21 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 	if err != nil {
 		return v, err
 	}
+	var timing map[string]DueView
+	if !protocol.State(t.State).Terminal() {
+		if timing, _, err = e.dueViews(ctx, id, obls, e.o.Clock()); err != nil {
+			return v, err
+		}
+	}
 	for _, ob := range obls {
-		v.Obligations = append(v.Obligations, ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions})
+		ov := ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions}
+		if d, ok := timing[ob.ObligationID]; ok {
+			ov.Timing = &d
+			if d.Due && ob.State == string(protocol.OblPending) {
+				ov.State = string(protocol.OblDue)
+			}
+		}
+		v.Obligations = append(v.Obligations, ov)
 	}
 	if v.TerminationProposals, err = e.terminationProposals(ctx, t); err != nil {
 		return v, err
@@ -369,10 +417,19 @@ func (e *Engine) inboxItem(ctx context.Context, t store.Transaction, mandate map
 // principal has since approved: formation's commit, which a mandate's rule
 // on agreement.sign holds until the principal approves it (the acts an
 // agent takes are taken again by the agent; the offeror's signature is
-// asked for again by the counterparty). Run calls it every few seconds; a
-// test calls it directly.
+// asked for again by the counterparty). A hold the principal rejected, or
+// approved with an approval that ran out before the act was taken, ends
+// instead: the transaction's notice says so, with a registered code
+// (A202-POLICY-DENIED; A202-APPROVAL-REQUIRED), and the act is not taken
+// (the agent may cancel, or propose anew). RunReleases calls it every two
+// seconds; a test may call it directly.
 func (e *Engine) ReleaseHeld(ctx context.Context) {
-	reqs, err := e.o.Store.ApprovalRequests(ctx, store.ApprovalApproved)
+	// The requests decided since the last pass: at or after the latest
+	// decision time seen, less the ones taken at that very instant.
+	e.releasedMu.Lock()
+	since := e.releasedSince
+	e.releasedMu.Unlock()
+	reqs, err := e.o.Store.ApprovalRequestsDecidedSince(ctx, since)
 	if err != nil {
 		e.log.Warn("releasing held acts: listing approvals failed", "error", err)
 		return
@@ -381,28 +438,78 @@ func (e *Engine) ReleaseHeld(ctx context.Context) {
 	if e.released == nil {
 		e.released = map[string]bool{}
 	}
-	var txns []string
+	var todo []store.ApprovalRequest
 	for _, r := range reqs {
-		if !e.released[r.ID] && r.TransactionID != "" {
+		if !e.released[r.ID] && (r.Status == store.ApprovalApproved || r.Status == store.ApprovalRejected) {
+			todo = append(todo, r)
+		}
+	}
+	if n := len(reqs); n > 0 && reqs[n-1].DecidedAt != e.releasedSince {
+		e.releasedSince = reqs[n-1].DecidedAt
+		clear(e.released)
+	}
+	for _, r := range reqs {
+		if r.DecidedAt == e.releasedSince {
 			e.released[r.ID] = true
-			txns = append(txns, r.TransactionID)
 		}
 	}
 	e.releasedMu.Unlock()
-	for _, txn := range txns {
-		t, err := e.o.Store.GetTransaction(ctx, txn)
+	for _, r := range todo {
+		t, err := e.o.Store.GetTransaction(ctx, r.TransactionID)
 		if err != nil || protocol.State(t.State) != protocol.AgreementPending {
 			continue
 		}
-		if msgs, err := e.o.Store.TransactionOutbox(ctx, txn); err == nil && len(msgs) > 0 {
+		if msgs, err := e.o.Store.TransactionOutbox(ctx, r.TransactionID); err == nil && len(msgs) > 0 {
 			continue // a reply continues it
 		}
-		unlock := e.lock(txn)
-		if err := e.advance(ctx, txn); err != nil {
-			e.log.Warn("continuing an approved act failed", "transaction_id", txn, "codes", reason.CodesOf(err), "error", err)
+		var end error
+		switch {
+		case heldAct(r) != protocol.ActAgreementSign:
+			continue // an agent's act: the agent takes it again
+		case r.Status == store.ApprovalRejected:
+			end = refusef(reason.PolicyDenied, "your principal rejected approval request %s for this organisation's signature of the agreement: it is not signed, "+
+				"and transaction %s stays agreement_pending until it is cancelled (cancel_transaction)", r.ID, r.TransactionID)
+		case e.approvalExpired(ctx, r):
+			end = refusef(reason.ApprovalRequired, "the approval of request %s for this organisation's signature of the agreement expired before it was taken: "+
+				"ask your principal again (the act is taken again by request_approval's approval) or cancel transaction %s", r.ID, r.TransactionID)
+		}
+		if end != nil {
+			now := e.o.Clock()
+			if err := e.update(ctx, r.TransactionID, func(tx *store.Txn) error { return tx.SetNotice(r.TransactionID, notice(end, now)) }); err != nil {
+				e.log.Warn("noting an ended hold failed", "transaction_id", r.TransactionID, "error", err)
+			}
+			e.log.Info("a held act ends", "transaction_id", r.TransactionID, "approval_request_id", r.ID, "codes", reason.CodesOf(end))
+			continue
+		}
+		unlock := e.lock(r.TransactionID)
+		if err := e.advance(ctx, r.TransactionID); err != nil {
+			e.log.Warn("continuing an approved act failed", "transaction_id", r.TransactionID, "codes", reason.CodesOf(err), "error", err)
 		}
 		unlock()
 	}
+}
+
+// heldAct is the act an approval request holds.
+func heldAct(r store.ApprovalRequest) protocol.Act {
+	var doc struct {
+		ActionType protocol.Act `json:"action_type"`
+	}
+	_ = json.Unmarshal(r.Act, &doc)
+	return doc.ActionType
+}
+
+// approvalExpired reports whether an approved request's approval has run
+// out of its life.
+func (e *Engine) approvalExpired(ctx context.Context, r store.ApprovalRequest) bool {
+	if r.Status != store.ApprovalApproved || r.ApprovalID == "" {
+		return false
+	}
+	apr, ok := e.getTyped(ctx, r.ApprovalID, protocol.Approval)
+	if !ok {
+		return false
+	}
+	exp, err := envelope.ParseTimestamp(apr.P("expires_at"))
+	return err == nil && !e.o.Clock().Before(exp)
 }
 
 // Resume continues every transaction with unfinished work, found by

@@ -28,6 +28,10 @@ type DisputeView struct {
 	Determinations []string `json:"determinations"`
 	// Determined is whether a determination of it is in force.
 	Determined bool `json:"determined"`
+	// Status is open, determined, or closed: the transaction ended
+	// (EndedBy names the event) with no determination of it in force.
+	Status  string `json:"status"`
+	EndedBy string `json:"ended_by,omitempty"`
 }
 
 // DeterminationView is one determination of the record.
@@ -56,8 +60,12 @@ type ExceptionView struct {
 	OpenedBy                string `json:"opened_by"`
 	OpenedAt                string `json:"opened_at"`
 	// Status is open, remediated (remediation.accepted), resolved or
-	// terminated, read from the events that name it.
-	Status string `json:"status"`
+	// terminated, read from the events that name it; or closed, when the
+	// transaction ended while it was open, by the event EndedBy names
+	// (termination.agreed, transaction.completed, transaction.terminated
+	// over another exception).
+	Status  string `json:"status"`
+	EndedBy string `json:"ended_by,omitempty"`
 	// RemediationOffers are the obligor's signatures over a remediation
 	// record (propose_remediation) held while it is open: the obligee
 	// accepts the current one with accept_remediation.
@@ -132,6 +140,18 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 		}
 		v.Determinations = append(v.Determinations, dv)
 	}
+	evs, err := st.Events(ctx, txn)
+	if err != nil {
+		return v, err
+	}
+	// The event that ended the transaction, if one did: whatever was open
+	// then closed with it (issue 39, item 5).
+	ended := ""
+	for _, x := range evs {
+		if x.Status == store.EventRecorded && protocol.State(x.ToState).Terminal() {
+			ended = x.EventType
+		}
+	}
 	dsps, err := ofTypeIn(ctx, st, txn, protocol.Dispute)
 	if err != nil {
 		return v, err
@@ -149,14 +169,18 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 				dv.Determined = true
 			}
 		}
+		switch {
+		case dv.Determined:
+			dv.Status = "determined"
+		case ended != "":
+			dv.Status, dv.EndedBy = "closed", ended
+		default:
+			dv.Status = "open"
+		}
 		v.Disputes = append(v.Disputes, dv)
 	}
 	excs, err := ofTypeIn(ctx, st, txn, protocol.Exception)
 	if err != nil || len(excs) == 0 {
-		return v, err
-	}
-	evs, err := st.Events(ctx, txn)
-	if err != nil {
 		return v, err
 	}
 	status := map[string]string{}
@@ -199,6 +223,9 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 			RemediationOffers: []string{}}
 		if xv.Status == "" {
 			xv.Status = "pending" // exception.opened waits for its countersignature
+		}
+		if (xv.Status == "open" || xv.Status == "pending") && ended != "" {
+			xv.Status, xv.EndedBy = "closed", ended
 		}
 		if xv.Status == "open" {
 			for _, o := range evds {

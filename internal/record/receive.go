@@ -142,6 +142,7 @@ func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	// itself, under its own mandates, not for any agent's call.
 	ctx = org.WithAgent(ctx, "")
 	ctx = store.WithKeyVersionMemo(ctx) // the key records read once between two commits
+	e.peerSeen(ctx, from)
 	if !delivery.Checked(ctx) {
 		if err := delivery.CheckMessage(txn, raw); err != nil {
 			return nil, err
@@ -621,6 +622,12 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 			})
 			e.log.Warn("fork refused and kept", "transaction_id", r.txn, "sequence", seq, "event_id", ev.ID(), "held", x.EventID)
 			return nil, fmt.Errorf("%w: %w", delivery.ErrConflict, refusef(reason.EvidenceChainGap, "%s", detail)), true
+		case x.AppendedBy == e.o.Config().OrganizationID && ev.EventType() == protocol.EvDeadlineElapsed &&
+			x.EventType == string(protocol.EvAgreementDirect):
+			// This instance accepted the offer before its deadline and the
+			// acceptance is on its way: the offer did not lapse unaccepted
+			// (deadlines.go), whoever's identifier sorts first.
+			return nil, refusef(reason.StateTransitionDenied, "an acceptance of the offer, made before its deadline, is on its way to %s: the transaction does not expire", r.from), true
 		case x.AppendedBy == e.o.Config().OrganizationID && r.from < e.o.Config().OrganizationID:
 			// Both parties appended at one position at once; the party
 			// whose identifier sorts first keeps its event, on both sides,

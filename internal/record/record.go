@@ -171,15 +171,33 @@ type Engine struct {
 	kr store.KeyObjectsCache[[]*Obj]
 	// settle wakes the settlement worker: an instruction was recorded.
 	railWake chan struct{}
-	// subs are the change subscribers (Subscribe).
-	subs subscribers
+	// subs are the change subscribers (Subscribe), alerts the alert
+	// subscribers (SubscribeAlerts).
+	subs   subscribers[Change]
+	alerts subscribers[Alert]
 
 	releasedMu sync.Mutex
-	released   map[string]bool // approval requests ReleaseHeld acted on
-	subjects   sync.Map        // mandate id → authority.Subject (subjectOf)
-	handed     sync.Map        // transaction id → the countersignature handed to the worker (handOn)
+	released   map[string]bool // approval requests ReleaseHeld acted on, decided at releasedSince
+	// releasedSince is the latest decision time ReleaseHeld read.
+	releasedSince string
+	subjects      sync.Map // mandate id → authority.Subject (subjectOf)
+	handed        sync.Map // transaction id → the countersignature handed to the worker (handOn)
 	// confirmEvery is Options.ConfirmEvery.
 	confirmEvery time.Duration
+	// away holds the peers a message could not reach (peerAway, peerSeen).
+	away sync.Map
+	// expiryTried holds, by transaction, when WorkDeadlines may try to
+	// expire it again after a refusal.
+	expiryTried sync.Map
+	// looked holds, by transaction, the instant before which its
+	// deadlines cannot change unless its record does (timing.go).
+	looked sync.Map
+	// timing is Options.Timing, with its defaults.
+	timing Timing
+	// prober is Options.Transport when it can probe a peer (Prober);
+	// probes counts the probes in flight.
+	prober Prober
+	probes sync.WaitGroup
 	// sigs remembers the ES256 signatures this engine accepted, so that a
 	// step's checks and the verifier's rules that run beside them do not
 	// both do the arithmetic (signature.Memo); this engine's own.
@@ -204,6 +222,10 @@ type Options struct {
 	// as long as its transaction is settlement_pending or exception_open;
 	// 0 means DefaultConfirmEvery.
 	ConfirmEvery time.Duration
+	// Timing tunes the views and alerts of obligations due and overdue and
+	// of counterparties unreachable (timing.go); zero values take the
+	// defaults.
+	Timing Timing
 	// TestingOnlyKill, when set, is called at each named kill point of each
 	// act and receipt: before and after each commit, when a reply arrives
 	// and once it is stored. A crash harness makes it stop the engine
@@ -249,6 +271,8 @@ func New(o *org.Org, opt Options) *Engine {
 	if e.confirmEvery <= 0 {
 		e.confirmEvery = DefaultConfirmEvery
 	}
+	e.timing = opt.Timing.withDefaults()
+	e.prober, _ = opt.Transport.(Prober)
 	if opt.Rails != nil {
 		gate.RegisterRails(opt.Rails.IDs()...)
 	}
@@ -268,6 +292,15 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.out.Start(ctx); err != nil {
 		return err
 	}
+	// The peers a predecessor's messages wait for: the first word from
+	// one makes them due (peerSeen).
+	peers, err := e.o.Store.PeersWaiting(ctx, e.o.Clock())
+	if err != nil {
+		return err
+	}
+	for _, p := range peers {
+		e.peerAway(p)
+	}
 	return e.rebuildObligationStates(ctx)
 }
 
@@ -279,14 +312,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.Resume(ctx)
 	go e.RunSettlements(ctx)
-	go e.runReleases(ctx)
+	go e.RunReleases(ctx)
+	go e.RunDeadlines(ctx)
 	return e.out.Run(ctx)
 }
 
-// runReleases continues approved held acts (ReleaseHeld) every two
-// seconds until ctx ends: a principal decides in another process (the
-// CLI) as often as on this one's admin page.
-func (e *Engine) runReleases(ctx context.Context) {
+// RunReleases continues approved held acts, and ends rejected ones
+// (ReleaseHeld), every two seconds until ctx ends: a principal decides in
+// another process (the CLI) as often as on this one's admin page. party
+// serve runs it (daemon.Record).
+func (e *Engine) RunReleases(ctx context.Context) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {

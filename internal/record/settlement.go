@@ -314,10 +314,9 @@ func (e *Engine) applySettlement(tx *store.Txn, ev *Obj, objs []*Obj) error {
 			return refusef(reason.SettlementIdempotencyConflict, "%v", err)
 		}
 		if err == nil && o.Org() == e.o.Config().OrganizationID {
-			select { // the rail work of an instruction this instance pays is due
-			case e.railWake <- struct{}{}:
-			default:
-			}
+			// The rail work of an instruction this instance pays is due
+			// once this commit is: the worker is woken after it.
+			tx.AfterCommit(e.wakeRail)
 		}
 		return err
 	}
@@ -368,6 +367,14 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error 
 		return refusef(reason.SettlementIdempotencyConflict, "idempotency key %s already names instruction %s", stl.P("idempotency_key"), held.InstructionID)
 	}
 	return nil
+}
+
+// wakeRail wakes the settlement worker (RunSettlements).
+func (e *Engine) wakeRail() {
+	select {
+	case e.railWake <- struct{}{}:
+	default:
+	}
 }
 
 // railRegistered reports whether the gate of this process registers rail.

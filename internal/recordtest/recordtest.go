@@ -115,6 +115,17 @@ func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) (re
 	return reply, err
 }
 
+// Probe answers as the peer would a probe (record.Prober): not while the
+// link is down.
+func (l *Link) Probe(ctx context.Context, peer string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.Down {
+		return fmt.Errorf("%w: link to %s is down", delivery.ErrUnavailable, peer)
+	}
+	return nil
+}
+
 // Intercept sets a hook that sees every message before the peer does; an
 // error it returns is the attempt's outcome and the message never reaches
 // the peer (nil removes the hook).
@@ -237,7 +248,7 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 		return &Side{Node: n, Agent: agent.New(n.Org), Princ: princ, Mandate: m["id"].(string)}
 	}
 	buyer = mk(bn, []string{"offer.accept", "agreement.sign", "obligation.activated", "acceptance.granted", "acceptance.rejected", "settlement.instruct", "transaction.complete",
-		"transaction.cancel", "termination.agree", "obligation.waive", "agreement.amend", "offer.submit"}, "org_delta",
+		"transaction.cancel", "termination.agree", "obligation.waive", "agreement.amend", "offer.submit", "transaction.expire"}, "org_delta",
 		[]map[string]any{{
 			"id":                    "r_acceptance",
 			"when":                  map[string]any{"path": "$.action_type", "operator": "equals", "value": "offer.accept"},
@@ -245,7 +256,7 @@ func Pair(t testing.TB) (buyer, supplier *Side, c *Clock) {
 			"expires_after_seconds": 3600,
 		}})
 	supplier = mk(sn, []string{"offer.submit", "offer.withdraw", "agreement.sign", "performance.declared", "transaction.complete",
-		"transaction.cancel", "termination.agree", "agreement.amend"}, "org_northstar", nil)
+		"transaction.cancel", "termination.agree", "agreement.amend", "transaction.expire"}, "org_northstar", nil)
 	buyer.Out = &Link{from: "org_northstar"}
 	supplier.Out = &Link{from: "org_delta"}
 	for _, s := range []*Side{buyer, supplier} {

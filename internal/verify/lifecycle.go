@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -165,6 +166,62 @@ func (r *run) cancelledGuard(v *verdict, s *stream, i int, e *object, data map[s
 		return
 	}
 	v.pass("nothing was committed before it")
+}
+
+// expiredGuard: deadline.elapsed on a transaction (draft → expired; D16
+// decided in docs/record-protocol.md, Issue 39 decisions). Event data is
+// references only, so the event names the offer and nothing else; the
+// deadline is derived here as every party derives it: the offer's
+// valid_until, or, when the bundle holds its offeror's decision allowing
+// the offer's withdrawal (an act found through its policy decision,
+// decidedAct), that decision's time if earlier. The offer is this
+// transaction's, nothing was accepted before the event, and the event
+// occurred at or after the deadline. An event before valid_until with no
+// withdrawal this verifier recognises is unsure, not failed: another
+// implementation may build its withdrawal act in a shape not rebuilt here.
+func (r *run) expiredGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
+	offer := r.held(v, data, "offer_id", "offer")
+	for j := 0; j < i; j++ {
+		if str(s.events[j].payload, "event_type") == "agreement.direct" {
+			v.fail("the offer was accepted at position %d: an accepted offer does not lapse", j+1)
+			return
+		}
+	}
+	if offer == nil {
+		return
+	}
+	txn := str(e.val, "transaction_id")
+	if str(offer.val, "transaction_id") != txn {
+		v.fail("%s belongs to another transaction", offer.subject)
+		return
+	}
+	occurred, okO := timeAt(e.payload, "occurred_at")
+	until, okU := timeAt(offer.payload, "valid_until")
+	if !okO || !okU {
+		v.fail("the event states no time it occurred, or %s no valid_until", offer.subject)
+		return
+	}
+	if !occurred.Before(until) {
+		v.pass("%s could be accepted until %s, and it lapsed unaccepted", offer.subject, until.Format(time.RFC3339))
+		return
+	}
+	offeror := partyOrg(offer.payload, "offeror")
+	var candidates []*mandate
+	for _, m := range r.mandates {
+		if str(m.val, "represented_organization_id") == offeror {
+			candidates = append(candidates, m)
+		}
+	}
+	terms, _ := objAt(offer.payload, "terms")
+	_, _, at, found := r.decidedAct(string(protocol.ActOfferWithdraw), offeror, txn, terms, map[string]any{"offer_id": offer.id}, candidates)
+	switch {
+	case !found:
+		v.unsure("it occurred at %s, before %s's valid_until %s, and the bundle shows no withdrawal of it this verifier recognises", occurred.Format(time.RFC3339), offer.subject, until.Format(time.RFC3339))
+	case occurred.Before(at):
+		v.fail("it occurred at %s, before %s was withdrawn at %s", occurred.Format(time.RFC3339), offer.subject, at.Format(time.RFC3339))
+	default:
+		v.pass("%s was withdrawn by its offeror at %s, unaccepted", offer.subject, at.Format(time.RFC3339))
+	}
 }
 
 func (r *run) terminationGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {

@@ -198,6 +198,12 @@ func (r *run) guard(s *stream, i int, e *object, session bool) {
 		r.completedGuard(&v, s, i, e, data)
 	case "transaction.cancelled":
 		r.cancelledGuard(&v, s, i, e, data)
+	case "deadline.elapsed":
+		if s.kind != "transaction" {
+			v.unsure("the guard of deadline.elapsed on a %s stream (the session's deadline) is not established from the objects of a bundle", s.kind)
+			break
+		}
+		r.expiredGuard(&v, s, i, e, data)
 	case "termination.agreed":
 		r.terminationGuard(&v, s, i, e, data)
 	case "agreement.amended":

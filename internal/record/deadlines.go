@@ -1,0 +1,254 @@
+package record
+
+// Deadlines (pilot state machine §5 row deadline.elapsed; D16, the
+// authoritative clock and the deadline's source, decided here:
+// docs/record-protocol.md, Issue 39 decisions).
+//
+// A draft transaction whose latest offer can no longer be accepted ends
+// expired. Its deadline is the offer's valid_until, or, when its offeror
+// withdrew it first, the time of the decision that withdrew it. Once
+// this instance's clock is past the deadline by ExpiryGrace (twice the
+// clock skew the parties allow each other), either party's instance
+// appends deadline.elapsed (draft → expired) by itself: the act
+// transaction.expire, whose document carries the lapsed offer's terms (as
+// transaction.cancel's does), under a mandate of this organisation's
+// agents that lists it; data {offer_id, deadline}, and the withdrawal's
+// decision id when a withdrawal set it. An organisation none of whose
+// mandates lists transaction.expire expires nothing itself; its
+// counterparty may.
+//
+// The countersigner checks the deadline by its own record and clock: the
+// offer is its latest, the deadline the one its copy computes, and its
+// own clock past it (a clock up to ExpiryGrace behind the appender's is
+// still past it). An acceptance made before the deadline and still in
+// flight wins over the expiry, whoever's organisation sorts first: the
+// offeree refuses a deadline.elapsed while its own agreement.direct waits
+// for the offeror, and the offeror's own pending deadline.elapsed gives way
+// to that acceptance (position). The verifier's guard reads the same from
+// a bundle (verify, expiredGuard).
+//
+// RunDeadlines looks every DeadlineEvery; what it did is in the record, so
+// a restart looks again and nothing is lost or done twice (an expiry that
+// raced a restart meets its own pending event, or the counterparty's).
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/store"
+)
+
+// ExpiryGrace is how long past an offer's deadline an instance waits
+// before it expires the transaction: twice the clock skew allowed between
+// the parties, so that the counterparty's clock, up to that much behind,
+// is past the deadline too when the event reaches it.
+const ExpiryGrace = 2 * authority.ClockSkew
+
+// DeadlineEvery is how often RunDeadlines looks.
+const DeadlineEvery = 2 * time.Second
+
+func init() {
+	eventSpecs[protocol.EvDeadlineElapsed] = receiveSpec{check: checkExpired}
+}
+
+// offerDeadline returns when an offer stops being acceptable: its
+// valid_until, or the time of the decision that withdrew it, if earlier.
+func (e *Engine) offerDeadline(ctx context.Context, offer *Obj) (time.Time, error) {
+	deadline, ok := offer.ValidUntil()
+	if !ok {
+		return time.Time{}, refusef(reason.StateTransitionDenied, "offer %s states no valid_until", offer.ID())
+	}
+	id, err := e.o.Store.WithdrawalOf(ctx, offer.ID())
+	if err != nil || id == "" {
+		return deadline, err
+	}
+	pol, ok := e.getTyped(ctx, id, protocol.PolicyDecision)
+	if !ok {
+		return deadline, nil
+	}
+	if at, err := envelope.ParseTimestamp(pol.P("evaluated_at")); err == nil && at.Before(deadline) {
+		return at, nil
+	}
+	return deadline, nil
+}
+
+// ExpireInput names a draft transaction to expire, and the mandate of
+// this organisation's agents it is expired under.
+type ExpireInput struct {
+	MandateID     string
+	TransactionID string
+}
+
+// Expire appends deadline.elapsed (draft → expired) once the latest
+// offer's deadline is ExpiryGrace past (see the top of this file).
+func (e *Engine) Expire(ctx context.Context, in ExpireInput) (Outcome, error) {
+	var offer *Obj
+	var deadline time.Time
+	return e.perform(ctx, actSpec{
+		name: protocol.ActTransactionExpire, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvDeadlineElapsed,
+		check: func(ctx context.Context, st *state) error {
+			if st.State() != protocol.Draft {
+				return refusef(reason.StateTransitionDenied, "transaction %s is %s: only a draft transaction expires by its offer's deadline", in.TransactionID, st.t.State)
+			}
+			var err error
+			if offer, err = e.latestOffer(ctx, in.TransactionID); err != nil {
+				return err
+			}
+			if offer == nil {
+				return refusef(reason.StateTransitionDenied, "transaction %s holds no offer", in.TransactionID)
+			}
+			if deadline, err = e.offerDeadline(ctx, offer); err != nil {
+				return err
+			}
+			if st.now.Before(deadline.Add(ExpiryGrace)) {
+				return refusef(reason.StateTransitionDenied, "offer %s can be accepted until %s (and a counterparty's clock may be behind): the transaction expires after %s",
+					offer.ID(), envelope.Timestamp(deadline), envelope.Timestamp(deadline.Add(ExpiryGrace)))
+			}
+			return nil
+		},
+		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
+		build: func(ctx context.Context, st *state, b *builder) error {
+			// References only (gate): every party derives the deadline
+			// from the offer and any withdrawal of it it holds.
+			b.data = map[string]any{"offer_id": offer.ID()}
+			b.name("offer", offer.ID())
+			return nil
+		},
+	})
+}
+
+// checkExpired is the countersigner's live guard of deadline.elapsed: the
+// offer named is this copy's latest, the deadline the one this copy
+// computes for it, and this instance's own clock past it. (An acceptance
+// of this instance's in flight is met by position, which refuses the
+// expiry first.)
+func checkExpired(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+	last, err := e.latestOffer(ctx, r.txn)
+	if err != nil {
+		return err
+	}
+	if last == nil || ev.Data("offer_id") != last.ID() {
+		return refusef(reason.StateTransitionDenied, "deadline.elapsed names offer %s; the latest offer of %s is not that", ev.Data("offer_id"), r.txn)
+	}
+	deadline, err := e.offerDeadline(ctx, last)
+	if err != nil {
+		return err
+	}
+	if e.o.Clock().Before(deadline) {
+		return refusef(reason.StateTransitionDenied, "offer %s can still be accepted until %s by this instance's clock: the deadline has not elapsed", last.ID(), envelope.Timestamp(deadline))
+	}
+	return nil
+}
+
+// RunDeadlines expires the draft transactions whose offer's deadline has
+// passed (WorkDeadlines) and raises the alerts of obligations due and
+// overdue and of counterparties unreachable (WorkTiming), every
+// DeadlineEvery, until ctx ends. party serve runs it.
+func (e *Engine) RunDeadlines(ctx context.Context) {
+	t := time.NewTicker(DeadlineEvery)
+	defer t.Stop()
+	for {
+		e.WorkDeadlines(ctx)
+		e.WorkTiming(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// WorkDeadlines expires every draft transaction whose latest offer's
+// deadline is ExpiryGrace past, under a mandate of this organisation that
+// allows transaction.expire; it returns how many it expired. A refusal is
+// logged and tried again a minute later (a counterparty that was away, a
+// mandate that holds the act for approval). Tests with a simulated clock
+// call it directly.
+func (e *Engine) WorkDeadlines(ctx context.Context) int {
+	ts, err := e.o.Store.TransactionsInState(ctx, string(protocol.Draft))
+	if err != nil {
+		e.log.Warn("reading the deadlines failed", "error", err)
+		return 0
+	}
+	now := e.o.Clock()
+	n := 0
+	for _, t := range ts {
+		if ctx.Err() != nil {
+			return n
+		}
+		if next, tried := e.expiryTried.Load(t.ID); tried && now.Before(next.(time.Time)) {
+			continue
+		}
+		offer, err := e.latestOffer(ctx, t.ID)
+		if err != nil || offer == nil {
+			continue
+		}
+		deadline, err := e.offerDeadline(ctx, offer)
+		if err != nil || now.Before(deadline.Add(ExpiryGrace)) {
+			continue
+		}
+		if msgs, err := e.o.Store.TransactionOutbox(ctx, t.ID); err == nil && len(msgs) > 0 {
+			continue // an act of this instance's is on its way; its answer comes first
+		}
+		if e.expire(ctx, t.ID, offer) {
+			n++
+			e.expiryTried.Delete(t.ID)
+			continue
+		}
+		e.expiryTried.Store(t.ID, now.Add(time.Minute))
+	}
+	return n
+}
+
+// expire expires txn under the first mandate of this organisation that
+// allows it: the one its latest offer was made under, when it is this
+// organisation's, then every active one listing transaction.expire.
+func (e *Engine) expire(ctx context.Context, txn string, offer *Obj) bool {
+	var candidates []string
+	if offer.Org() == e.o.Config().OrganizationID {
+		candidates = append(candidates, offer.Mandate())
+	}
+	ms, err := e.o.Store.Mandates(ctx, "local")
+	if err != nil {
+		e.log.Warn("listing this organisation's mandates failed", "error", err)
+		return false
+	}
+	for _, m := range ms {
+		if m.Status != store.StatusActive || m.ID == offer.Mandate() {
+			continue
+		}
+		var doc struct {
+			Actions []string `json:"actions"`
+		}
+		if json.Unmarshal(m.Body, &doc) == nil && contains(doc.Actions, string(protocol.ActTransactionExpire)) {
+			candidates = append(candidates, m.ID)
+		}
+	}
+	var last error
+	for _, id := range candidates {
+		out, err := e.Expire(ctx, ExpireInput{MandateID: id, TransactionID: txn})
+		if err == nil {
+			e.log.Info("a transaction expired: its offer's deadline passed", "transaction_id", txn, "offer_id", offer.ID(), "status", out.Status)
+			return true
+		}
+		last = err
+	}
+	if last != nil {
+		e.log.Info("a transaction's offer lapsed, and this instance did not expire it", "transaction_id", txn, "codes", reason.CodesOf(last), "error", last)
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
