@@ -244,17 +244,21 @@ type moneyFlow struct {
 	ctx             context.Context
 	buyer, supplier *demo.Party
 	bank, payeeBank *paySystem
-	bp              *proc
+	bp, sp          *proc
 	ba, sa          *demo.Agent
 	txn, obl        string
 }
 
-// newMoneyFlow inits both organisations with the CLI (setup), gives each
-// a webhook rail into a payment system of its own, issues both mandates
-// for moneyActs, starts both `party serve` and connects both agents.
-func newMoneyFlow(t *testing.T) *moneyFlow {
+// newMoneyFlow inits both organisations with the CLI (setup), has each
+// configure edit them, gives each a webhook rail into a payment system of
+// its own, issues both mandates for moneyActs, starts both `party serve`
+// and connects both agents.
+func newMoneyFlow(t *testing.T, configure ...func(buyer, supplier *demo.Party)) *moneyFlow {
 	t.Helper()
 	buyer, supplier := setup(t)
+	for _, c := range configure {
+		c(buyer, supplier)
+	}
 	f := &moneyFlow{t: t, ctx: context.Background(), buyer: buyer, supplier: supplier, bank: newPaySystem(t), txn: buyer.TransactionID}
 	offerRail(t, buyer, f.bank)
 	// The payee's instance countersigns an instruction only on a rail its
@@ -265,7 +269,7 @@ func newMoneyFlow(t *testing.T) *moneyFlow {
 	buyer.MandateID = issueMandate(t, buyer, supplier.Org)
 	supplier.MandateID = issueMandate(t, supplier, buyer.Org)
 	f.bp = serve(t, buyer.Dir)
-	serve(t, supplier.Dir)
+	f.sp = serve(t, supplier.Dir)
 	f.ba, f.sa = f.connect(buyer), f.connect(supplier)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/demo"
+	"github.com/partyd/party/internal/envelope"
+)
+
+// The outage is real: the counterparty's process is gone for three
+// minutes, longer than every bound a message carries (a decision is good
+// for 60 seconds) and than most of the back-off (at most five minutes).
+// Both tests run beside the others.
+const outage = 3 * time.Minute
+
+// converging is how soon after the counterparty's return the record must
+// have moved: its instance probes a peer it found away every few seconds.
+const converging = 20 * time.Second
+
+// supplierAway stops the supplier's instance for the outage, runs during
+// as it goes and ending (if given) once it has lasted, then starts it
+// again and returns when it answers.
+func (f *moneyFlow) supplierAway(during func(), ending ...func()) time.Time {
+	f.t.Helper()
+	f.sp.stop(syscall.SIGKILL)
+	during()
+	time.Sleep(outage)
+	for _, e := range ending {
+		e()
+	}
+	f.sp = serve(f.t, f.supplier.Dir)
+	f.sa.Close() // the session died with its process
+	f.sa = f.connect(f.supplier)
+	return time.Now()
+}
+
+// waiting returns what the buyer's record says waits for the supplier.
+func (f *moneyFlow) waiting() []any {
+	f.t.Helper()
+	w, _ := f.call(f.ba, "get_transaction_record", map[string]any{"transaction_id": f.txn})["waiting"].([]any)
+	return w
+}
+
+// TestOutageDuringAcceptOffer: the buyer accepts while the supplier is
+// away for three minutes; the acceptance waits (the record says what,
+// since when, and the next try), and within seconds of the supplier's
+// return the transaction is committed on both sides, each event once.
+func TestOutageDuringAcceptOffer(t *testing.T) {
+	t.Parallel()
+	// The buyer's principal is told when the supplier has not answered
+	// for a minute, and when it answers again.
+	var hook *principalHook
+	f := newMoneyFlow(t, func(buyer, _ *demo.Party) {
+		hook = newPrincipalHook(t, buyer.Org)
+		ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.srv.Certificate().Raw})
+		for name, data := range map[string][]byte{"principal-webhook.secret": hook.secret, "principal-webhook-ca.pem": ca} {
+			if err := os.WriteFile(filepath.Join(buyer.Dir, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		editConfig(t, buyer.Dir, func(c map[string]any) {
+			c["principal_webhook"] = map[string]any{"url": hook.srv.URL + "/party", "secret_file": "principal-webhook.secret", "ca_file": "principal-webhook-ca.pem"}
+			c["deadlines"] = map[string]any{"peer_unreachable_after_seconds": 60}
+		})
+	})
+	f.call(f.sa, "propose_offer", map[string]any{"mandate_id": f.supplier.MandateID, "transaction_id": f.txn,
+		"counterparty_organization_id": f.buyer.Org, "terms": demo.Terms("3200.00"), "valid_until": envelope.Timestamp(time.Now().UTC().Add(time.Hour))})
+	var offer any
+	eventually(t, "the offer reaches the buyer's inbox", func() bool {
+		for _, o := range f.call(f.ba, "list_inbox", map[string]any{"mandate_id": f.buyer.MandateID})["offers"].([]any) {
+			if o.(map[string]any)["transaction_id"] == f.txn {
+				offer = o.(map[string]any)["offer_id"]
+			}
+		}
+		return offer != nil
+	})
+	back := f.supplierAway(func() {
+		acc := f.call(f.ba, "accept_offer", map[string]any{"mandate_id": f.buyer.MandateID, "offer_id": offer})
+		if acc["status"] != "pending" {
+			t.Fatalf("accept_offer with the supplier away: %v", acc)
+		}
+		w := f.waiting()
+		if len(w) != 1 || w[0].(map[string]any)["since"] == "" || w[0].(map[string]any)["next_attempt"] == "" {
+			t.Fatalf("waiting %v", w)
+		}
+	}, func() {
+		if w := f.waiting(); len(w) != 1 || w[0].(map[string]any)["counterparty_unreachable_since"] == nil || w[0].(map[string]any)["attempts"].(float64) < 2 {
+			t.Fatalf("three minutes into the outage, waiting %v", w)
+		}
+	})
+	for _, a := range []*demo.Agent{f.ba, f.sa} {
+		eventually(t, a.Party.Name+" holds the transaction committed", func() bool {
+			rec, err := a.Call(f.ctx, "get_transaction_record", map[string]any{"transaction_id": f.txn})
+			return err == nil && rec["state"] == "committed"
+		})
+	}
+	took := time.Since(back)
+	t.Logf("committed on both sides %s after the supplier answered again", took.Round(10*time.Millisecond))
+	if took > converging {
+		t.Fatalf("the record moved %s after the supplier's return", took)
+	}
+	records(t, f.buyer, f.supplier, f.txn, 2)
+	if w := f.waiting(); len(w) != 0 {
+		t.Fatalf("still waiting %v", w)
+	}
+	eventually(t, "the buyer's principal was told of the outage and of the return", func() bool {
+		return len(hook.kinds(f.supplier.Org, "peer.unreachable")) == 1 && len(hook.kinds(f.supplier.Org, "peer.reachable")) == 1
+	})
+	told := hook.kinds(f.supplier.Org, "peer.unreachable")[0]
+	if told.body["messages_waiting"] != float64(1) || told.body["unreachable_since"] == nil {
+		t.Fatalf("the outage notice %v", told.body)
+	}
+}
+
+// TestOutageDuringInstructSettlement: the buyer instructs payment while
+// the supplier is away for three minutes; within seconds of the
+// supplier's return the instruction is countersigned, the money moves
+// once, and the receipt is on both sides.
+func TestOutageDuringInstructSettlement(t *testing.T) {
+	t.Parallel()
+	f := newMoneyFlow(t)
+	f.perform()
+	f.accept("")
+	key := "pay-through-an-outage-" + f.txn
+	back := f.supplierAway(func() {
+		out := f.call(f.ba, "instruct_settlement", f.payArgs(f.obl, key, ""))
+		if out["status"] != "pending" {
+			t.Fatalf("instruct_settlement with the supplier away: %v", out)
+		}
+	})
+	f.awaitSucceeded(key)
+	took := time.Since(back)
+	t.Logf("paid and receipted on both sides %s after the supplier answered again", took.Round(10*time.Millisecond))
+	if took > converging {
+		t.Fatalf("the payment completed %s after the supplier's return", took)
+	}
+	f.bank.movedOnce(t, map[string]string{key: "3200.00"})
+	f.complete()
+	f.verified()
+}
+
+// kinds returns the notices of kind about counterparty org.
+func (h *principalHook) kinds(org, kind string) []hookNotice {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []hookNotice
+	for _, n := range h.got {
+		if n.body["kind"] == kind && n.body["counterparty_organization_id"] == org {
+			out = append(out, n)
+		}
+	}
+	return out
+}
