@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/json"
@@ -237,15 +236,11 @@ func keysOf(m map[string]payment) []string {
 	return ks
 }
 
-// moneyFlow is one pair of instances, one transaction, one payment
-// system.
+// moneyFlow is one pair of serving instances (served), one transaction,
+// one payment system.
 type moneyFlow struct {
-	t               *testing.T
-	ctx             context.Context
-	buyer, supplier *demo.Party
+	*served
 	bank, payeeBank *paySystem
-	bp, sp          *proc
-	ba, sa          *demo.Agent
 	txn, obl        string
 }
 
@@ -259,27 +254,16 @@ func newMoneyFlow(t *testing.T, configure ...func(buyer, supplier *demo.Party)) 
 	for _, c := range configure {
 		c(buyer, supplier)
 	}
-	f := &moneyFlow{t: t, ctx: context.Background(), buyer: buyer, supplier: supplier, bank: newPaySystem(t), txn: buyer.TransactionID}
-	offerRail(t, buyer, f.bank)
+	bank := newPaySystem(t)
+	offerRail(t, buyer, bank)
 	// The payee's instance countersigns an instruction only on a rail its
 	// own config.json names (gate.RegisterRails): it names the same rail,
 	// into its own payment system, which must never be asked to pay.
-	f.payeeBank = newPaySystem(t)
-	offerRail(t, supplier, f.payeeBank)
+	payeeBank := newPaySystem(t)
+	offerRail(t, supplier, payeeBank)
 	buyer.MandateID = issueMandate(t, buyer, supplier.Org)
 	supplier.MandateID = issueMandate(t, supplier, buyer.Org)
-	f.bp = serve(t, buyer.Dir)
-	f.sp = serve(t, supplier.Dir)
-	f.ba, f.sa = f.connect(buyer), f.connect(supplier)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range []*demo.Party{buyer, supplier} {
-				data, _ := os.ReadFile(filepath.Join(p.Dir, "serve.log"))
-				t.Logf("%s serve.log (tail):\n%s", p.Name, tail(data, 6000))
-			}
-		}
-	})
-	return f
+	return &moneyFlow{served: serveBoth(t, buyer, supplier), bank: bank, payeeBank: payeeBank, txn: buyer.TransactionID}
 }
 
 // offerRail makes p's instance offer bankRail, a webhook into ps. The
@@ -356,26 +340,6 @@ func issueMandate(t *testing.T, p *demo.Party, other string) string {
 	return m["id"].(string)
 }
 
-func (f *moneyFlow) connect(p *demo.Party) *demo.Agent {
-	f.t.Helper()
-	a, err := demo.Connect(f.ctx, p, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(a.Close)
-	return a
-}
-
-// call calls a tool that must succeed.
-func (f *moneyFlow) call(a *demo.Agent, tool string, args map[string]any) map[string]any {
-	f.t.Helper()
-	out, err := a.Call(f.ctx, tool, args)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return out
-}
-
 // refused checks a tool call is refused with code.
 func (f *moneyFlow) refused(what, code string, a *demo.Agent, tool string, args map[string]any) {
 	f.t.Helper()
@@ -394,17 +358,7 @@ func objectOf(out map[string]any, role string) string {
 // supplier's obligation and has it assert all 20: acceptance_pending.
 func (f *moneyFlow) perform() {
 	f.t.Helper()
-	f.call(f.sa, "propose_offer", map[string]any{"mandate_id": f.supplier.MandateID, "transaction_id": f.txn,
-		"counterparty_organization_id": f.buyer.Org, "terms": demo.Terms("3200.00"), "valid_until": envelope.Timestamp(time.Now().UTC().Add(time.Hour))})
-	var offer any
-	eventually(f.t, "the offer reaches the buyer's inbox", func() bool {
-		for _, o := range f.call(f.ba, "list_inbox", map[string]any{"mandate_id": f.buyer.MandateID})["offers"].([]any) {
-			if o.(map[string]any)["transaction_id"] == f.txn {
-				offer = o.(map[string]any)["offer_id"]
-			}
-		}
-		return offer != nil
-	})
+	offer := f.offer(time.Now().UTC().Add(time.Hour))["offer_id"]
 	if acc := f.call(f.ba, "accept_offer", map[string]any{"mandate_id": f.buyer.MandateID, "offer_id": offer}); acc["state"] != "committed" {
 		f.t.Fatalf("accept_offer: %v", acc)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/demo"
-	"github.com/partyd/party/internal/envelope"
 )
 
 // The outage is real: the counterparty's process is gone for three
@@ -68,17 +67,7 @@ func TestOutageDuringAcceptOffer(t *testing.T) {
 			c["deadlines"] = map[string]any{"peer_unreachable_after_seconds": 60}
 		})
 	})
-	f.call(f.sa, "propose_offer", map[string]any{"mandate_id": f.supplier.MandateID, "transaction_id": f.txn,
-		"counterparty_organization_id": f.buyer.Org, "terms": demo.Terms("3200.00"), "valid_until": envelope.Timestamp(time.Now().UTC().Add(time.Hour))})
-	var offer any
-	eventually(t, "the offer reaches the buyer's inbox", func() bool {
-		for _, o := range f.call(f.ba, "list_inbox", map[string]any{"mandate_id": f.buyer.MandateID})["offers"].([]any) {
-			if o.(map[string]any)["transaction_id"] == f.txn {
-				offer = o.(map[string]any)["offer_id"]
-			}
-		}
-		return offer != nil
-	})
+	offer := f.offer(time.Now().UTC().Add(time.Hour))["offer_id"]
 	back := f.supplierAway(func() {
 		acc := f.call(f.ba, "accept_offer", map[string]any{"mandate_id": f.buyer.MandateID, "offer_id": offer})
 		if acc["status"] != "pending" {
