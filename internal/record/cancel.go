@@ -74,12 +74,20 @@ func (e *Engine) CancelTransaction(ctx context.Context, in CancelInput) (Outcome
 // checkCancelled is the live part of the countersigner's guard of
 // transaction.cancelled: the offer named is this copy's latest.
 func checkCancelled(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+	_, err := e.namedLatestOffer(ctx, r, ev)
+	return err
+}
+
+// namedLatestOffer returns the offer an event ending a draft names
+// (transaction.cancelled, deadline.elapsed), refusing one that is not
+// this copy's latest offer of the transaction.
+func (e *Engine) namedLatestOffer(ctx context.Context, r *receipt, ev *Obj) (*Obj, error) {
 	last, err := e.latestOffer(ctx, r.txn)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if last == nil || ev.Data("offer_id") != last.ID() {
-		return refusef(reason.StateTransitionDenied, "transaction.cancelled names offer %s; the latest offer of %s is not that", ev.Data("offer_id"), r.txn)
+		return nil, refusef(reason.StateTransitionDenied, "%s names offer %s; the latest offer of %s is not that", ev.EventType(), ev.Data("offer_id"), r.txn)
 	}
-	return nil
+	return last, nil
 }

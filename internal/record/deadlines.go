@@ -128,12 +128,9 @@ func (e *Engine) Expire(ctx context.Context, in ExpireInput) (Outcome, error) {
 // of this instance's in flight is met by position, which refuses the
 // expiry first.)
 func checkExpired(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
-	last, err := e.latestOffer(ctx, r.txn)
+	last, err := e.namedLatestOffer(ctx, r, ev)
 	if err != nil {
 		return err
-	}
-	if last == nil || ev.Data("offer_id") != last.ID() {
-		return refusef(reason.StateTransitionDenied, "deadline.elapsed names offer %s; the latest offer of %s is not that", ev.Data("offer_id"), r.txn)
 	}
 	deadline, err := e.offerDeadline(ctx, last)
 	if err != nil {
@@ -167,8 +164,9 @@ func (e *Engine) RunDeadlines(ctx context.Context) {
 // deadline is ExpiryGrace past, under a mandate of this organisation that
 // allows transaction.expire; it returns how many it expired. A refusal is
 // logged and tried again a minute later (a counterparty that was away, a
-// mandate that holds the act for approval). Tests with a simulated clock
-// call it directly.
+// mandate that holds the act for approval). A transaction is read again
+// only once its deadline (with the grace) comes or its record changed
+// (Engine.looked). Tests with a simulated clock call it directly.
 func (e *Engine) WorkDeadlines(ctx context.Context) int {
 	ts, err := e.o.Store.TransactionsInState(ctx, string(protocol.Draft))
 	if err != nil {
@@ -181,15 +179,19 @@ func (e *Engine) WorkDeadlines(ctx context.Context) int {
 		if ctx.Err() != nil {
 			return n
 		}
-		if next, tried := e.expiryTried.Load(t.ID); tried && now.Before(next.(time.Time)) {
-			continue
+		if next, ok := e.looked.Load(t.ID); ok && now.Before(next.(time.Time)) {
+			continue // nothing changes before then unless its record does
 		}
 		offer, err := e.latestOffer(ctx, t.ID)
 		if err != nil || offer == nil {
 			continue
 		}
 		deadline, err := e.offerDeadline(ctx, offer)
-		if err != nil || now.Before(deadline.Add(ExpiryGrace)) {
+		if err != nil {
+			continue
+		}
+		if due := deadline.Add(ExpiryGrace); now.Before(due) {
+			e.looked.Store(t.ID, due)
 			continue
 		}
 		if msgs, err := e.o.Store.TransactionOutbox(ctx, t.ID); err == nil && len(msgs) > 0 {
@@ -197,10 +199,9 @@ func (e *Engine) WorkDeadlines(ctx context.Context) int {
 		}
 		if e.expire(ctx, t.ID, offer) {
 			n++
-			e.expiryTried.Delete(t.ID)
 			continue
 		}
-		e.expiryTried.Store(t.ID, now.Add(time.Minute))
+		e.looked.Store(t.ID, now.Add(time.Minute))
 	}
 	return n
 }

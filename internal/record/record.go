@@ -186,11 +186,10 @@ type Engine struct {
 	confirmEvery time.Duration
 	// away holds the peers a message could not reach (peerAway, peerSeen).
 	away sync.Map
-	// expiryTried holds, by transaction, when WorkDeadlines may try to
-	// expire it again after a refusal.
-	expiryTried sync.Map
 	// looked holds, by transaction, the instant before which its
-	// deadlines cannot change unless its record does (timing.go).
+	// deadlines cannot change unless its record does (WorkDeadlines,
+	// WorkTiming; changed forgets it at every commit), or before which a
+	// refused expiry is not tried again.
 	looked sync.Map
 	// timing is Options.Timing, with its defaults.
 	timing Timing

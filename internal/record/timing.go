@@ -193,7 +193,7 @@ type dueFacts struct {
 	rows []store.ObligationState
 	err  error
 
-	events   map[string]time.Time // content hash → occurred_at
+	events   map[string]string    // content hash → event id
 	evidence map[string]time.Time // evidence type → first presented
 }
 
@@ -203,28 +203,29 @@ func (f *dueFacts) facts() due.Facts {
 
 func (f *dueFacts) act(h string) (time.Time, bool) {
 	if f.events == nil {
-		f.events = map[string]time.Time{}
+		f.events = map[string]string{}
 		rows, err := f.e.o.Store.Events(f.ctx, f.txn)
 		if err != nil {
 			f.err = err
 			return time.Time{}, false
 		}
 		for _, x := range rows {
-			if x.Status != store.EventRecorded {
-				continue
-			}
-			ev, err := f.e.get(f.ctx, x.EventID)
-			if err != nil {
-				f.err = err
-				return time.Time{}, false
-			}
-			if t, err := envelope.ParseTimestamp(ev.P("occurred_at")); err == nil {
-				f.events[x.ContentHash] = t
+			if x.Status == store.EventRecorded {
+				f.events[x.ContentHash] = x.EventID
 			}
 		}
 	}
-	t, ok := f.events[h]
-	return t, ok
+	id, ok := f.events[h]
+	if !ok {
+		return time.Time{}, false
+	}
+	ev, err := f.e.get(f.ctx, id) // only the event named is read
+	if err != nil {
+		f.err = err
+		return time.Time{}, false
+	}
+	t, err := envelope.ParseTimestamp(ev.P("occurred_at"))
+	return t, err == nil
 }
 
 func (f *dueFacts) evidenceOf(typ string) (time.Time, bool) {
@@ -376,7 +377,8 @@ type Prober interface {
 // what waits for it is due at once (peerSeen), within seconds of its
 // return rather than after a back-off of up to five minutes. A
 // counterparty that answers probes while its messages fail is left to the
-// back-off: only a probe that saw it down can end one.
+// back-off: only a probe that saw it down can end one. A counterparty
+// nothing waits for any more (its messages refused, say) is forgotten.
 func (e *Engine) probeAway(ctx context.Context, now time.Time) {
 	p := e.prober
 	if p == nil {
@@ -394,6 +396,10 @@ func (e *Engine) probeAway(ctx context.Context, now time.Time) {
 		go func() {
 			defer e.probes.Done()
 			defer a.probing.Store(false)
+			if n, err := e.o.Store.OutboxWaiting(ctx, peer); err == nil && n == 0 {
+				e.away.CompareAndDelete(peer, a) // nothing waits for it: no outage to end
+				return
+			}
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			err := p.Probe(pctx, peer)
 			cancel()

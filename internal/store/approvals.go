@@ -62,39 +62,13 @@ func (s *Store) GetApprovalRequest(ctx context.Context, id string) (ApprovalRequ
 
 // ApprovalRequests lists requests, newest last; status "" means all.
 func (s *Store) ApprovalRequests(ctx context.Context, status string) ([]ApprovalRequest, error) {
-	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE ? = '' OR status = ? ORDER BY requested_at, rowid`, status, status)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []ApprovalRequest
-	for rows.Next() {
-		r, err := scanApproval(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return s.approvals(ctx, `WHERE ? = '' OR status = ? ORDER BY requested_at, rowid`, status, status)
 }
 
 // ApprovalRequestsFor lists the requests for one exact act (mandate and
 // action hash), oldest first.
 func (s *Store) ApprovalRequestsFor(ctx context.Context, mandateID, actionHash string) ([]ApprovalRequest, error) {
-	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests WHERE mandate_id = ? AND action_hash = ? ORDER BY requested_at, rowid`, mandateID, actionHash)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []ApprovalRequest
-	for rows.Next() {
-		r, err := scanApproval(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return s.approvals(ctx, `WHERE mandate_id = ? AND action_hash = ? ORDER BY requested_at, rowid`, mandateID, actionHash)
 }
 
 // DecideApprovalRequest stores the signed approval object and moves the
@@ -132,22 +106,12 @@ func (s *Store) AgentApprovalRequests(ctx context.Context, agentID string, limit
 	if limit <= 0 || limit > MaxPage {
 		limit = DefaultPage
 	}
-	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests
-		WHERE mandate_id IN (SELECT id FROM mandates WHERE subject_agent_id = ? AND origin = 'local')
+	out, err := s.approvals(ctx, `WHERE mandate_id IN (SELECT id FROM mandates WHERE subject_agent_id = ? AND origin = 'local')
 		ORDER BY requested_at DESC, rowid DESC LIMIT ?`, agentID, limit)
-	if err != nil {
-		return nil, err
+	if out == nil && err == nil {
+		out = []ApprovalRequest{}
 	}
-	defer rows.Close()
-	out := []ApprovalRequest{}
-	for rows.Next() {
-		r, err := scanApproval(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, err
 }
 
 // ApprovalRequestsVersion returns a number that grows with every request
@@ -168,8 +132,12 @@ func (s *Store) ApprovalRequestsVersion(ctx context.Context) (int64, error) {
 // decision first: what a principal decided since a reader last looked,
 // whichever process stored it.
 func (s *Store) ApprovalRequestsDecidedSince(ctx context.Context, since string) ([]ApprovalRequest, error) {
-	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests
-		WHERE decided_at >= ? AND transaction_id IS NOT NULL AND transaction_id != '' ORDER BY decided_at, rowid`, since)
+	return s.approvals(ctx, `WHERE decided_at >= ? AND transaction_id IS NOT NULL AND transaction_id != '' ORDER BY decided_at, rowid`, since)
+}
+
+// approvals reads the requests the clause (WHERE …, ORDER BY …) selects.
+func (s *Store) approvals(ctx context.Context, clause string, args ...any) ([]ApprovalRequest, error) {
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests `+clause, args...)
 	if err != nil {
 		return nil, err
 	}

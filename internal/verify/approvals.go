@@ -413,17 +413,23 @@ func (r *run) formationApprovals(v *verdict, s *stream, i int, e *object, agr *o
 		v.unsure("the countersigning party of %s is not established from the bundle", agr.subject)
 		return
 	}
-	var candidates []*mandate
-	for _, m := range r.mandates {
-		if str(m.val, "represented_organization_id") == other {
-			candidates = append(candidates, m)
-		}
-	}
+	candidates := r.mandatesOf(other)
 	if len(candidates) == 0 {
 		v.unsure("no mandate of %s is in the bundle, so the approvals its agreement.sign called for are unknown", other)
 		return
 	}
 	r.decidedApprovals(v, "agreement.sign", other, txn, terms, map[string]any{"agreement_id": agr.id}, candidates, agr.subject)
+}
+
+// mandatesOf returns the bundle's mandates that represent org.
+func (r *run) mandatesOf(org string) []*mandate {
+	var out []*mandate
+	for _, m := range r.mandates {
+		if str(m.val, "represented_organization_id") == org {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // decidedApprovals folds into v the approvals an act without an event of

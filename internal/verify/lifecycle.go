@@ -206,14 +206,8 @@ func (r *run) expiredGuard(v *verdict, s *stream, i int, e *object, data map[str
 		return
 	}
 	offeror := partyOrg(offer.payload, "offeror")
-	var candidates []*mandate
-	for _, m := range r.mandates {
-		if str(m.val, "represented_organization_id") == offeror {
-			candidates = append(candidates, m)
-		}
-	}
 	terms, _ := objAt(offer.payload, "terms")
-	_, _, at, found := r.decidedAct(string(protocol.ActOfferWithdraw), offeror, txn, terms, map[string]any{"offer_id": offer.id}, candidates)
+	_, _, at, found := r.decidedAct(string(protocol.ActOfferWithdraw), offeror, txn, terms, map[string]any{"offer_id": offer.id}, r.mandatesOf(offeror))
 	switch {
 	case !found:
 		v.unsure("it occurred at %s, before %s's valid_until %s, and the bundle shows no withdrawal of it this verifier recognises", occurred.Format(time.RFC3339), offer.subject, until.Format(time.RFC3339))
