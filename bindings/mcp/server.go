@@ -327,6 +327,10 @@ type Refused struct {
 	// principal's approval waits under: subscribe to its resource
 	// (party://approvals/{id}) or poll approval_status with it.
 	ApprovalRequestID string `json:"approval_request_id,omitempty"`
+	// Budget names the budget of your organisation that stopped or held
+	// the act, and what is left under it (never told to the
+	// counterparty).
+	Budget *reason.BudgetStanding `json:"budget,omitempty"`
 }
 
 // result maps a tool's output or error to an MCP result. It is the only
@@ -339,6 +343,7 @@ func result(out any, err error) *sdk.CallToolResult {
 			payload.Outcome, payload.Retryable = "refused", false
 			payload.Detail = r.Detail
 			payload.ApprovalRequestID = r.ApprovalRequestID
+			payload.Budget = r.Budget
 			if r.Codes != nil {
 				payload.ReasonCodes = r.Codes
 			}

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/partyd/party/internal/budget"
 	"html"
 	"io"
 	"net/http"
@@ -442,5 +443,40 @@ func TestActTextFlagsAMismatch(t *testing.T) {
 	a.ActionHash = hash
 	if _, ok, _ := admin.ActText(a); !ok {
 		t.Fatal("a matching act is flagged")
+	}
+}
+
+// TestPageShowsBudgets: the approvals page shows each budget with what is
+// used and left, and names the budget that holds a request.
+func TestPageShowsBudgets(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	b, err := budget.New("monthly-eur", budget.Spend, budget.Month, "EUR", "4000.00", "3000.00", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.n.Principal(t)
+	if err := p.SetBudget(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	doc := act("3200.00")
+	res, err := f.agent.Evaluate(ctx, f.mandate, doc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Findings = append(res.Findings, authority.Finding{Step: authority.StepBudget, Hold: true, Code: "A202-APPROVAL-REQUIRED",
+		Detail: "held by this organisation's budget monthly-eur: this act would bring it to 3200.00, above the approval threshold 3000.00"})
+	res.Decision = authority.RequireApproval
+	if _, err := f.n.Org.FileApproval(ctx, f.mandate, doc, res); err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn(t)
+	_, body := f.do(t, call{method: "GET", path: "/", cookie: c.Value})
+	for _, want := range []string{"<h2>Budgets</h2>", "monthly-eur", `<span class="big">0</span> used of 4000.00, 4000.00 left`, "above 3000.00 waits for your approval",
+		"<dt>Held by budget</dt><dd>held by this organisation&#39;s budget monthly-eur"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("the page lacks %q:\n%s", want, body)
+		}
 	}
 }

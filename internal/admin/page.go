@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"github.com/partyd/party/internal/budget"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -91,6 +92,12 @@ The agent's token does not open this page.</p>
 <h1>Approvals</h1>
 <p>Your agent asked you to approve these acts. Each opens with what it does in words; below that is the act exactly as it will be taken:
 the action hash is the SHA-256 of the act's canonical form, and an approval is bound to that hash alone. This page reloads itself every {{.Refresh}} seconds.</p>
+{{with .Budgets}}<h2>Budgets</h2>
+<p>What your agents have committed this organisation to pay, against the budgets you set (party budget). An act past a limit is refused; one past an approval threshold waits here.</p>
+<dl class="summary">
+{{range .}}<dt class="mono">{{.ID}}</dt><dd>{{.Currency}} {{.Kind}} per {{.Period}}{{with .AgentID}}, agent {{.}}{{end}}{{with .Counterparty}}, towards {{.}}{{end}}: <span class="big">{{.Used}}</span> used of {{.Limit}}, {{.Left}} left{{with .ApproveAbove}}; above {{.}} waits for your approval{{end}}</dd>
+{{end}}</dl>
+{{end}}
 <h2>Pending ({{len .Pending}})</h2>
 {{range .Pending}}
 <section class="req" id="{{.RequestID}}">
@@ -98,6 +105,7 @@ the action hash is the SHA-256 of the act's canonical form, and an approval is b
 <dl>
 <dt>Request</dt><dd class="mono">{{.RequestID}}</dd>
 <dt>Mandate</dt><dd class="mono">{{.MandateID}}</dd>
+{{with .HeldBy}}<dt>Held by budget</dt><dd>{{.}}</dd>{{end}}
 <dt>Action hash</dt><dd class="mono">{{.ActionHash}}{{if not .HashOK}} <span class="bad">does not match the act below: do not approve</span>{{end}}</dd>
 </dl>
 <details open><summary>The exact act (canonical JSON, what the hash covers)</summary><pre>{{.ActText}}</pre></details>
@@ -286,6 +294,7 @@ type pageData struct {
 	Error        string
 	Pending      []approvalView
 	Decided      []approvalView
+	Budgets      []budget.Standing
 	// The transactions list.
 	States []string
 	Filter string
@@ -310,6 +319,7 @@ type approvalView struct {
 	Status        string
 	ApprovalID    string
 	DecidedAt     string
+	HeldBy        string
 }
 
 func (h *handler) render(w http.ResponseWriter, code int, d pageData) {
@@ -353,6 +363,9 @@ func (h *handler) renderPage(w http.ResponseWriter, r *http.Request, code int, d
 	}
 	d := pageData{Title: "Approvals", Kind: "approvals", Refresh: RefreshSeconds, Error: errText,
 		Pending: []approvalView{}, Decided: []approvalView{}}
+	if d.Budgets, err = h.p.Budgets(r.Context()); err != nil {
+		h.log.Error("admin: reading the budgets", "error", err)
+	}
 	wc := h.lookupContext(r.Context())
 	for _, a := range list {
 		if decided != "" && a.RequestID == decided && a.Status != store.ApprovalPending {
@@ -380,7 +393,7 @@ func view(a principal.Approval, wc Context) (approvalView, error) {
 	return approvalView{
 		RequestID: a.RequestID, RequestedAt: a.RequestedAt, MandateID: a.MandateID, TransactionID: a.TransactionID,
 		ActionHash: a.ActionHash, HashOK: ok, Rules: a.Rules, Summary: Summarize(a, wc), ActText: text, Status: a.Status,
-		ApprovalID: a.ApprovalID, DecidedAt: a.DecidedAt,
+		ApprovalID: a.ApprovalID, DecidedAt: a.DecidedAt, HeldBy: a.HeldBy,
 	}, nil
 }
 

@@ -29,6 +29,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/partyd/party/internal/budget"
+	"github.com/partyd/party/internal/decimal"
 	"time"
 
 	"github.com/partyd/party/internal/authority"
@@ -91,6 +93,9 @@ type WhoamiResult struct {
 	AgentKeyID     string        `json:"agent_key_id"`
 	Mandates       []MandateInfo `json:"mandates"`
 	Peers          []string      `json:"counterparties"`
+	// Budgets are your organisation's budgets that apply to your acts,
+	// as they stand now: what is used and left in the period.
+	Budgets []budget.Standing `json:"budgets"`
 }
 
 // Whoami lists the organisation, the agent, the trading mandates issued to
@@ -134,6 +139,9 @@ func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 	for _, p := range a.o.Peers.Peers() {
 		res.Peers = append(res.Peers, p.OrganizationID)
 	}
+	if res.Budgets, err = a.o.BudgetStandings(ctx, a.agent); err != nil {
+		return res, err
+	}
 	return res, nil
 }
 
@@ -167,6 +175,15 @@ type VerifyResult struct {
 	EvaluatedAt          string                  `json:"evaluated_at"`
 	Findings             []string                `json:"findings"`
 	Next                 string                  `json:"next"`
+	// Budget is what your organisation's budgets would say of the act if
+	// it commits your organisation to pay its proposed_terms.core.total
+	// (an offer, acceptance or amendment as buyer): allow, hold (for your
+	// principal's approval) or deny; "" when no budget applies. The act is
+	// counted again when it is taken. Budgets are the standing of every
+	// budget that applies.
+	Budget      string            `json:"budget,omitempty"`
+	BudgetNotes []string          `json:"budget_notes,omitempty"`
+	Budgets     []budget.Standing `json:"budgets"`
 }
 
 // Mandate returns a mandate held by this agent (org.AgentMandate).
@@ -215,7 +232,40 @@ func (a *Surface) VerifyMandate(ctx context.Context, in VerifyInput) (VerifyResu
 	if err != nil {
 		return VerifyResult{}, err
 	}
-	return resultView(r), nil
+	v := resultView(r)
+	if v.Budgets, err = a.o.BudgetStandings(ctx, a.agent); err != nil {
+		return v, err
+	}
+	if c, ok := chargeOf(in.ProposedAction, a.agent); ok {
+		vs, err := a.o.BudgetVerdicts(ctx, c)
+		if err != nil {
+			return v, err
+		}
+		if w, ok := budget.Worst(vs); ok {
+			v.Budget = string(w.Outcome)
+			for _, x := range vs {
+				v.BudgetNotes = append(v.BudgetNotes, x.Explain())
+			}
+		}
+	}
+	return v, nil
+}
+
+// chargeOf reads the commitment an act document names: its
+// proposed_terms.core.total, towards its counterparty, in its transaction.
+func chargeOf(act map[string]any, agent string) (budget.Charge, bool) {
+	terms, _ := act["proposed_terms"].(map[string]any)
+	core, _ := terms["core"].(map[string]any)
+	total, _ := core["total"].(map[string]any)
+	amount, _ := total["amount"].(string)
+	currency, _ := total["currency"].(string)
+	txn, _ := act["transaction_id"].(string)
+	cp, _ := act["counterparty_organization_id"].(string)
+	d, err := decimal.Parse(amount)
+	if err != nil || currency == "" {
+		return budget.Charge{}, false
+	}
+	return budget.Charge{TransactionID: txn, Currency: currency, Counterparty: cp, Agent: agent, Amount: d}, true
 }
 
 func resultView(r authority.Result) VerifyResult {

@@ -146,6 +146,10 @@ const (
 	StepApprovalRule = "approval_rule"
 	StepApproval     = "approval"
 	StepPolicy       = "policy"
+	// StepBudget is not one of the evaluator's steps: the acting instance
+	// adds it to a result when one of its budgets holds the act (package
+	// budget), so that the hold is filed for approval like any other.
+	StepBudget = "budget"
 )
 
 // Finding is one reason behind a decision other than allow.

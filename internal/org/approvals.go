@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
@@ -51,7 +52,14 @@ func (o *Org) FileApproval(ctx context.Context, mandateID string, act map[string
 		return store.ApprovalRequest{}, err
 	}
 	txn, _ := act["transaction_id"].(string)
-	r := store.ApprovalRequest{ID: id, MandateID: mandateID, TransactionID: txn, ActionHash: res.ActionHash, Act: doc, Rules: string(rules), Status: store.ApprovalPending}
+	var notes []string
+	for _, f := range res.Findings {
+		if f.Step == authority.StepBudget {
+			notes = append(notes, f.Detail)
+		}
+	}
+	r := store.ApprovalRequest{ID: id, MandateID: mandateID, TransactionID: txn, ActionHash: res.ActionHash, Act: doc, Rules: string(rules), Status: store.ApprovalPending,
+		Note: strings.Join(notes, "; ")}
 	if err := o.Store.PutApprovalRequest(ctx, r); err != nil {
 		return store.ApprovalRequest{}, err
 	}

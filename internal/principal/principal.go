@@ -371,6 +371,9 @@ type Approval struct {
 	ApprovalID    string                  `json:"approval_id,omitempty"`
 	RequestedAt   string                  `json:"requested_at"`
 	DecidedAt     string                  `json:"decided_at,omitempty"`
+	// HeldBy says which of the organisation's budgets holds the act, when
+	// one does (its approval threshold), beside or instead of the rules.
+	HeldBy string `json:"held_by_budget,omitempty"`
 }
 
 func view(r store.ApprovalRequest) (Approval, error) {
@@ -385,6 +388,7 @@ func view(r store.ApprovalRequest) (Approval, error) {
 	return Approval{
 		RequestID: r.ID, MandateID: r.MandateID, TransactionID: r.TransactionID, ActionHash: r.ActionHash,
 		Act: act, Rules: rules, Status: r.Status, ApprovalID: r.ApprovalID, RequestedAt: r.RequestedAt, DecidedAt: r.DecidedAt,
+		HeldBy: r.Note,
 	}, nil
 }
 

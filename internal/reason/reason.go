@@ -141,6 +141,29 @@ type Refusal struct {
 	// instance filed or found one: the caller polls it and, once it is
 	// approved, takes the act again.
 	ApprovalRequestID string
+	// Budget, on a refusal by one of this organisation's budgets (package
+	// budget), names the budget and what is left under it. Budgets are
+	// the acting instance's own policy: such a refusal is only ever
+	// answered to its own agent or principal, never to a counterparty.
+	Budget *BudgetStanding
+}
+
+// BudgetStanding is one budget as a refusal reports it.
+type BudgetStanding struct {
+	ID       string `json:"budget_id"`
+	Kind     string `json:"kind"`
+	Period   string `json:"period"`
+	Currency string `json:"currency"`
+	Limit    string `json:"limit"`
+	// ApproveAbove is the approval threshold, "" when none is set.
+	ApproveAbove string `json:"approve_above,omitempty"`
+	// Used is the count before the act, since PeriodStart; Left what
+	// remains under the limit; Requested what the act would add.
+	Used        string `json:"used"`
+	Left        string `json:"left"`
+	Requested   string `json:"requested"`
+	PeriodStart string `json:"period_start"`
+	PeriodEnd   string `json:"period_end"`
 }
 
 // Refuse returns a *Refusal with the given detail and codes.

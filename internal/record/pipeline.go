@@ -300,9 +300,20 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, agent: str(sub(mandate, "subject")["agent_id"]), now: now, data: map[string]any{},
 		mandate: mandate, counterparty: counterparty, seq: seq}
 	approvalID := ""
-	if d.approval != nil {
+	if d.approval != nil && d.res.Approval == authority.ApprovalVerified {
+		// An approval travels when the mandate asked for it; one given
+		// for a budget of this organisation's (budgets.go) stays here.
 		b.carried = append(b.carried, d.approval)
 		approvalID = d.approval.ID()
+	}
+	role := st.Role()
+	if !st.known {
+		role = spec.open.role
+	}
+	sp := spendingOf(spec.name, role, spec.txn, counterparty, b.agent, terms)
+	if sp != nil {
+		sp.act = d.pol.ID()
+		sp.instruction = func() string { return b.names["settlement_instruction"] }
 	}
 	if spec.build != nil {
 		if err := spec.build(ctx, st, b); err != nil {
@@ -329,55 +340,72 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 	}
 	e.point(string(spec.name) + ".before-commit")
 	var queued store.OutboxMessage
-	err = e.update(ctx, spec.txn, func(tx *store.Txn) error {
-		if !st.known {
-			o := spec.open
-			if err := tx.CreateTransaction(spec.txn, o.counterparty, string(o.role), o.session, string(protocol.Draft)); err != nil {
+	released := false // the principal approved this act above a budget's threshold
+	for {
+		err = e.update(ctx, spec.txn, func(tx *store.Txn) error {
+			if !st.known {
+				o := spec.open
+				if err := tx.CreateTransaction(spec.txn, o.counterparty, string(o.role), o.session, string(protocol.Draft)); err != nil {
+					return err
+				}
+			}
+			if spec.inTx != nil {
+				if err := spec.inTx(tx); err != nil {
+					return err
+				}
+			}
+			if ev != nil {
+				t, err := tx.Transaction(spec.txn)
+				if err != nil {
+					return err
+				}
+				if t.HeadSequence+1 != row.Sequence {
+					return refusef(reason.SequenceConflict, "transaction %s moved while the act was prepared", spec.txn)
+				}
+				if _, err := tx.EventAt(spec.txn, row.Sequence); err == nil {
+					return refusef(reason.SequenceConflict, "an event is already pending at position %d of %s: wait for its countersignature", row.Sequence, spec.txn)
+				}
+			}
+			for _, o := range b.created {
+				if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
+					return err
+				}
+			}
+			if ev != nil {
+				if err := tx.PutVerified(ev.info(), ev.raw, originLocal); err != nil {
+					return err
+				}
+				if err := tx.InsertEvent(row); err != nil {
+					return err
+				}
+			}
+			for _, fn := range b.extra {
+				if err := fn(tx); err != nil {
+					return err
+				}
+			}
+			if sp != nil {
+				if err := sp.record(tx, now, released); err != nil {
+					return err
+				}
+			}
+			if err := recordRequest(ctx, tx, spec.txn, b.names); err != nil {
 				return err
 			}
-		}
-		if spec.inTx != nil {
-			if err := spec.inTx(tx); err != nil {
-				return err
-			}
-		}
-		if ev != nil {
-			t, err := tx.Transaction(spec.txn)
-			if err != nil {
-				return err
-			}
-			if t.HeadSequence+1 != row.Sequence {
-				return refusef(reason.SequenceConflict, "transaction %s moved while the act was prepared", spec.txn)
-			}
-			if _, err := tx.EventAt(spec.txn, row.Sequence); err == nil {
-				return refusef(reason.SequenceConflict, "an event is already pending at position %d of %s: wait for its countersignature", row.Sequence, spec.txn)
-			}
-		}
-		for _, o := range b.created {
-			if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
-				return err
-			}
-		}
-		if ev != nil {
-			if err := tx.PutVerified(ev.info(), ev.raw, originLocal); err != nil {
-				return err
-			}
-			if err := tx.InsertEvent(row); err != nil {
-				return err
-			}
-		}
-		for _, fn := range b.extra {
-			if err := fn(tx); err != nil {
-				return err
-			}
-		}
-		if err := recordRequest(ctx, tx, spec.txn, b.names); err != nil {
+			var err error
+			queued, err = e.enqueue(tx, counterparty, spec.txn, msg, act, now)
 			return err
+		})
+		var stop *budgetStop
+		if !errors.As(err, &stop) {
+			break
 		}
-		var err error
-		queued, err = e.enqueue(tx, counterparty, spec.txn, msg, act, now)
-		return err
-	})
+		// A budget stopped the act: denied, or held unless the principal
+		// approved it, when it is recorded again with the approval.
+		if released, err = e.budgetRefusal(ctx, stop, spec.mandateID, d, approval, now); err != nil {
+			return Outcome{}, err
+		}
+	}
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -819,6 +847,10 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 				}
 			default:
 				if err := tx.DeleteObject(o.ID()); err != nil {
+					return err
+				}
+				// What the act committed or paid goes with it (budgets.go).
+				if err := tx.Unspend([]string{o.ID()}); err != nil {
 					return err
 				}
 			}

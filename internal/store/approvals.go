@@ -27,6 +27,10 @@ type ApprovalRequest struct {
 	ApprovalID    string // the signed approval object, once decided
 	RequestedAt   string
 	DecidedAt     string
+	// Note says why the act is held beyond its mandate's approval rules
+	// (one of the organisation's budgets), for the principal; "" when the
+	// rules alone hold it.
+	Note string
 }
 
 // PutApprovalRequest records a new pending request.
@@ -35,19 +39,19 @@ func (s *Store) PutApprovalRequest(ctx context.Context, r ApprovalRequest) error
 	if r.TransactionID != "" {
 		txn = r.TransactionID
 	}
-	_, err := s.exec(ctx, `INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at)
-		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, now())
+	_, err := s.exec(ctx, `INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at, note)
+		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, now(), r.Note)
 	if err != nil {
 		return fmt.Errorf("store: approval request: %w", err)
 	}
 	return nil
 }
 
-const approvalColumns = `id, mandate_id, COALESCE(transaction_id, ''), action_hash, act, rules, status, COALESCE(approval_id, ''), requested_at, COALESCE(decided_at, '')`
+const approvalColumns = `id, mandate_id, COALESCE(transaction_id, ''), action_hash, act, rules, status, COALESCE(approval_id, ''), requested_at, COALESCE(decided_at, ''), note`
 
 func scanApproval(row interface{ Scan(...any) error }) (ApprovalRequest, error) {
 	var r ApprovalRequest
-	err := row.Scan(&r.ID, &r.MandateID, &r.TransactionID, &r.ActionHash, &r.Act, &r.Rules, &r.Status, &r.ApprovalID, &r.RequestedAt, &r.DecidedAt)
+	err := row.Scan(&r.ID, &r.MandateID, &r.TransactionID, &r.ActionHash, &r.Act, &r.Rules, &r.Status, &r.ApprovalID, &r.RequestedAt, &r.DecidedAt, &r.Note)
 	return r, err
 }
 

@@ -545,6 +545,46 @@ var migrations = []string{
 		raised_at      TEXT NOT NULL,
 		PRIMARY KEY (subject_id, kind)
 	) WITHOUT ROWID;`,
+	// 20: budgets, the principal's deny-only spending limits, and what
+	// they count: each transaction's commitment and each payment this
+	// organisation made as buyer (budgets.go). And why an approval
+	// request holds an act beyond its mandate's rules (a budget's
+	// threshold), for the principal to read.
+	`CREATE TABLE budgets (
+		id            TEXT PRIMARY KEY,
+		kind          TEXT NOT NULL CHECK (kind IN ('spend','exposure')),
+		period        TEXT NOT NULL CHECK (period IN ('day','week','month','quarter')),
+		currency      TEXT NOT NULL,
+		limit_amount  TEXT NOT NULL,
+		approve_above TEXT NOT NULL DEFAULT '',
+		agent_id      TEXT NOT NULL DEFAULT '',
+		counterparty  TEXT NOT NULL DEFAULT '',
+		set_at        TEXT NOT NULL
+	);
+	CREATE TABLE spend (
+		act_id         TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		agent_id       TEXT NOT NULL,
+		amount         TEXT NOT NULL,
+		at             INTEGER NOT NULL
+	) WITHOUT ROWID;
+	CREATE INDEX spend_by_transaction ON spend(transaction_id, currency);
+	CREATE INDEX spend_by_time ON spend(currency, at);
+	CREATE INDEX spend_by_counterparty ON spend(counterparty, currency);
+	CREATE TABLE spend_payments (
+		instruction_id TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		agent_id       TEXT NOT NULL,
+		amount         TEXT NOT NULL,
+		at             INTEGER NOT NULL
+	) WITHOUT ROWID;
+	CREATE INDEX spend_payments_by_transaction ON spend_payments(transaction_id);
+	CREATE INDEX spend_payments_by_counterparty ON spend_payments(counterparty, currency, at);
+	ALTER TABLE approval_requests ADD COLUMN note TEXT NOT NULL DEFAULT '';`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
