@@ -43,7 +43,8 @@ import (
 // What is written is what a2a-go writes for the same message, member for
 // member (the tests decode it with a2a-go and compare); what is read in one
 // pass is read as a2a-go reads it (FuzzOnePassRequest compares the two on any
-// input the fast reader accepts).
+// input the fast reader accepts; TestOnePassReadsAsA2AGo and
+// FuzzOnePassVsA2AGo compare every member a2a-go's server decodes).
 
 // wireRequest is a message/send request as a2a-go's client writes it.
 type wireRequest struct {
@@ -118,11 +119,30 @@ func fastSend(body []byte) (req wireRequest, txn string, objects [][]byte, err e
 		}
 	}
 	if req.JSONRPC != "2.0" || req.Method != "message/send" || req.Params.Message.Kind != "message" ||
-		req.Params.Message.Role != string(a2a.MessageRoleUser) && req.Params.Message.Role != string(a2a.MessageRoleAgent) {
+		req.Params.Message.Role != string(a2a.MessageRoleUser) && req.Params.Message.Role != string(a2a.MessageRoleAgent) ||
+		!idAsA2AGo(req.ID) {
 		return req, "", nil, errNotFast
 	}
 	txn, objects, err = req.Params.Message.read()
 	return req, txn, objects, err
+}
+
+// idAsA2AGo reports whether a JSON-RPC id is echoed as a2a-go echoes it.
+// a2a-go decodes the id into any and writes that back: a string or null
+// keeps its value, a number goes through float64, and one that does not
+// fit (1e400) makes it refuse the request. serveSend echoes the id's
+// bytes, so a non-string id is read in one pass only when those bytes are
+// a2a-go's re-encoding of it.
+func idAsA2AGo(id json.RawMessage) bool {
+	if len(id) == 0 || id[0] == '"' || string(id) == "null" {
+		return true
+	}
+	var v any
+	if err := json.Unmarshal(id, &v); err != nil {
+		return false
+	}
+	b, err := json.Marshal(v)
+	return err == nil && bytes.Equal(b, id)
 }
 
 // read is readMessage for a message of this shape: a part that is not a
@@ -132,14 +152,16 @@ func fastSend(body []byte) (req wireRequest, txn string, objects [][]byte, err e
 func (m *wireMessage) read() (string, [][]byte, error) {
 	meta := make(map[string]any, len(m.Metadata))
 	for k, raw := range m.Metadata {
-		if k != delivery.ExtensionURI {
-			continue // another extension's; readMessage reads only ours
-		}
+		// Another extension's metadata is not read, but a2a-go decodes it
+		// (into any) and refuses the message when that fails, a number
+		// beyond float64 for one: so must this, by declining.
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return "", nil, fmt.Errorf("%w: metadata: %v", errNotFast, err)
 		}
-		meta[k] = v
+		if k == delivery.ExtensionURI {
+			meta[k] = v
+		}
 	}
 	txn, err := correlation(meta)
 	if err != nil {

@@ -29,7 +29,10 @@ import (
 // library, which decides and writes the report. A disagreement can only
 // make quick accept what the library refuses; TestQuickAgreesWithLibrary
 // compares the two on every fixture, every object re-typed as every
-// type, and FuzzQuickAgreesWithLibrary on mutations of them.
+// type, and FuzzQuickAgreesWithLibrary on mutations of them;
+// TestShortcutAgreesWithFullValidator and FuzzShortcutVsFullValidator
+// compare what Validate answers with the library's verdict on the schema
+// as written (quickdiff_test.go).
 
 // quickOK caches, per compiled schema, whether quick interprets it and
 // every schema it reaches.

@@ -24,10 +24,12 @@ import (
 //
 // Only acceptance is settled here. verifyES256 returns true exactly when
 // the signature is valid under FIPS 186-5's ECDSA verification, the
-// equation crypto/ecdsa checks (TestP256TableAgreesWithECDSA and
-// FuzzP256Table compare the two); it never refuses anything for good: a
-// false sends the entry to the full check (checkEntry), which verifies
-// with crypto/ecdsa and says why it fails. Nothing here is secret (public
+// equation crypto/ecdsa checks (TestP256TableAgreesWithECDSA,
+// FuzzP256Table and FuzzP256TableVsECDSA compare the two, and
+// TestWycheproofES256 runs the Wycheproof P-256 vectors through both);
+// it never refuses anything for good: a false sends the entry to the full
+// check (checkEntry, verifyRaw), which verifies with crypto/ecdsa and says
+// why it fails. Nothing here is secret (public
 // keys, signatures, digests), so the arithmetic need not be constant
 // time. The group arithmetic is filippo.io/nistec's, the standard
 // library's own P-256 code, exported (crypto/ecdsa does not expose its

@@ -174,3 +174,69 @@ func FuzzP256Table(f *testing.F) {
 		}
 	})
 }
+
+// p256Edges are the values an r or s most easily gets wrong: 0, 1, the
+// order n and its neighbours, the field prime p (above n), and 2^256-1.
+var p256Edges = func() []*big.Int {
+	n, p := elliptic.P256().Params().N, elliptic.P256().Params().P
+	one := big.NewInt(1)
+	max := new(big.Int).Sub(new(big.Int).Lsh(one, 256), one)
+	return []*big.Int{big.NewInt(0), one, new(big.Int).Sub(n, one), n, new(big.Int).Add(n, one), p, max}
+}()
+
+// FuzzP256TableVsECDSA: for a fuzzed key (its private scalar), digest and
+// r‖s, with r or s optionally replaced by an edge value (edit: low three
+// bits pick the value for r, the next three for s, 7 leaving it), the
+// key's table, verifyES256 with that table forced, and the DER fallback
+// all answer as crypto/ecdsa does.
+func FuzzP256TableVsECDSA(f *testing.F) {
+	for i := range 3 {
+		d := sha256.Sum256([]byte{'k', byte(i)})
+		k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
+		if err != nil {
+			f.Fatal(err)
+		}
+		digest := sha256.Sum256([]byte{'m', byte(i)})
+		r, s, _ := ecdsa.Sign(rand.Reader, k, digest[:])
+		var raw [64]byte
+		r.FillBytes(raw[:32])
+		s.FillBytes(raw[32:])
+		for _, edit := range []byte{0x3f, 0x00, 0x38, 0x07, 0x1b, 0x24, 0x2e, 0x35} {
+			f.Add(d[:], digest[:], raw[:], edit)
+		}
+		swapped := append(append([]byte(nil), raw[32:]...), raw[:32]...)
+		f.Add(d[:], digest[:], swapped, byte(0x3f))
+	}
+	f.Fuzz(func(t *testing.T, d, dg, sig []byte, edit byte) {
+		if len(d) != 32 || len(dg) != 32 || len(sig) != 64 {
+			return
+		}
+		k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
+		if err != nil {
+			return // zero, or not below the order: no key
+		}
+		point, _ := k.PublicKey.Bytes()
+		q, err := nistec.NewP256Point().SetBytes(point)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := [64]byte(sig)
+		for i, e := range []byte{edit & 7, edit >> 3 & 7} {
+			if int(e) < len(p256Edges) && p256Edges[e].BitLen() <= 256 {
+				p256Edges[e].FillBytes(raw[32*i : 32*(i+1)])
+			}
+		}
+		digest := [32]byte(dg)
+		want := ecdsa.Verify(&k.PublicKey, digest[:], new(big.Int).SetBytes(raw[:32]), new(big.Int).SetBytes(raw[32:]))
+		tab := newP256Table(q)
+		if got := tab.verify(&digest, &raw); got != want {
+			t.Fatalf("key %x digest %x sig %x: table %v, crypto/ecdsa %v", d, digest, raw, got, want)
+		}
+		if got := verifyES256With(tab, &k.PublicKey, &digest, &raw); got != want {
+			t.Fatalf("key %x digest %x sig %x: verifyES256With(table) %v, crypto/ecdsa %v", d, digest, raw, got, want)
+		}
+		if got := verifyES256With(nil, &k.PublicKey, &digest, &raw); got != want {
+			t.Fatalf("key %x digest %x sig %x: the DER fallback %v, crypto/ecdsa %v", d, digest, raw, got, want)
+		}
+	})
+}
