@@ -14,6 +14,7 @@ import (
 	"github.com/partyd/party/internal/grade"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/reason"
+	"github.com/partyd/party/internal/specdigest"
 )
 
 func init() {
@@ -112,6 +113,11 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 		return c.usageError(stderr, "--spec is required (or set A202_SPEC_DIR)")
 	case *days < 1 || *days > 365:
 		return c.usageError(stderr, "--valid-days is 1 to 365")
+	}
+	// The published data is this release's or none (threat model T23):
+	// a substituted fixture set would grade against something else.
+	if err := specdigest.Check(*spec); err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
 	}
 	cases, err := grade.Cases(*spec)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/schema"
 )
 
 // servedInstance is a `party serve` process over a fresh state directory.
@@ -130,6 +131,11 @@ func TestServe(t *testing.T) {
 	s := startServe(t)
 	mcpURL := "http://" + s.cfg.MCPAddr + "/mcp"
 	adminURL := "http://" + s.cfg.AdminAddr
+
+	// The start-up line names the schema set enforced, as party version does.
+	if want := `"schema_set_sha256":"` + schema.Identity().SHA256 + `"`; !strings.Contains(s.stderr.String(), want) {
+		t.Fatalf("the start-up log does not carry %s:\n%s", want, s.stderr.String())
+	}
 
 	// MCP: no token, a wrong one, and the admin token.
 	initReq := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`

@@ -10,6 +10,7 @@ import (
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/schema"
 	"github.com/partyd/party/internal/verify"
 )
 
@@ -26,7 +27,14 @@ built from (with "modified" when the working tree had uncommitted changes;
 specification release it writes and the releases it reads (the version
 declaration it gives counterparties, binding §4.1), the role scope, the
 rules version its records are written under, and the spec_version of the
-documents it signs. It reads no state directory.
+documents it signs; and the schema set it enforces: party's own schemas,
+embedded at build time (not the published files), named by one SHA-256
+over the list of "<sha256>  <path>" lines of its files, sorted by path
+(with --json, the list too). In a checkout of the same commit,
+
+  cd schemas && sha256sum *.schema.json profiles/*.schema.json | LC_ALL=C sort -k2 | sha256sum
+
+prints the same digest. It reads no state directory.
 
 Exit status: 0, or 2 on a usage error.
 `
@@ -44,6 +52,10 @@ type versionInfo struct {
 	RoleScope    string   `json:"role_scope"`
 	RulesVersion string   `json:"rules_version"`
 	Documents    []string `json:"document_spec_versions"`
+	// SchemaSet and SchemaFiles name the embedded schema set
+	// (schema.Identity): what this binary validates with.
+	SchemaSet   string              `json:"schema_set_sha256"`
+	SchemaFiles []schema.FileDigest `json:"schema_files"`
 }
 
 // describe reads the build information the Go toolchain stamped into the
@@ -56,6 +68,8 @@ func describe(bi *debug.BuildInfo, ok bool) versionInfo {
 		RoleScope: verify.RoleScope, RulesVersion: record.RulesVersion,
 		Documents: []string{envelope.SpecVersion, authority.MandateSpecVersion},
 	}
+	set := schema.Identity()
+	v.SchemaSet, v.SchemaFiles = set.SHA256, set.Files
 	if !ok || bi == nil {
 		return v
 	}
@@ -108,5 +122,6 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "A202: release %s (reads %s), scope %s, rules %s, documents %s\n",
 		v.SpecRelease, strings.Join(v.SpecReads, ", "), v.RoleScope, v.RulesVersion, strings.Join(v.Documents, ", "))
+	fmt.Fprintf(stdout, "schemas: party's own set, sha256 %s (%d files)\n", v.SchemaSet, len(v.SchemaFiles))
 	return 0
 }

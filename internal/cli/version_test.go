@@ -3,6 +3,8 @@ package cli
 import (
 	"runtime/debug"
 	"testing"
+
+	"github.com/partyd/party/internal/schema"
 )
 
 // TestDescribeBuild reads a binary's stamped build information as the Go
@@ -26,6 +28,10 @@ func TestDescribeBuild(t *testing.T) {
 	}
 	if v.SpecRelease != "0.1" || len(v.SpecReads) != 1 || v.SpecReads[0] != "0.1" || v.RoleScope != "a202-scope/bilateral/0.1" {
 		t.Fatalf("A202 versions: %+v", v)
+	}
+	// The schema set is the embedded one, whatever the build.
+	if set := schema.Identity(); v.SchemaSet != set.SHA256 || len(v.SchemaFiles) != len(set.Files) || len(v.SchemaFiles) == 0 {
+		t.Fatalf("schema set %s with %d files, want %s with %d", v.SchemaSet, len(v.SchemaFiles), set.SHA256, len(set.Files))
 	}
 	// No build information at all (a stripped or unusual binary).
 	if v := describe(nil, false); v.Version != "(devel)" || v.Commit != "unknown" || v.Modified || v.SpecRelease != "0.1" {

@@ -50,6 +50,7 @@ import (
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/schema"
 )
 
 // ShutdownGrace bounds how long requests in flight may run after a stop.
@@ -224,7 +225,8 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	serving := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}
 	log.Info("party serving", "organization_id", cfg.OrganizationID, "mcp", mcpBase+"/mcp",
-		"peer", "https://"+addrs.Peer, "admin", "http://"+addrs.Admin+"/")
+		"peer", "https://"+addrs.Peer, "admin", "http://"+addrs.Admin+"/",
+		"schema_set_sha256", schema.Identity().SHA256) // the set it enforces (party version)
 
 	errc := make(chan error, len(servers))
 	var wg sync.WaitGroup

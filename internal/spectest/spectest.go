@@ -5,13 +5,18 @@
 // ../shared/a202-v0.1 beside the repository root. When it is absent, tests
 // that need it skip with a message saying where they looked, except under
 // CI=true, where its absence fails the run: CI must never pass by skipping.
+// Data that is there but is not the release its schema digests record
+// (specdigest.Check) fails every test that asks for it.
 package spectest
 
 import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
+
+	"github.com/partyd/party/internal/specdigest"
 )
 
 // RepoRoot returns the repository root, found from this source file.
@@ -48,7 +53,30 @@ func SpecDir(t testing.TB) string {
 		// and the README write them.
 		dir = filepath.Join(RepoRoot(), dir)
 	}
-	return need(t, filepath.Clean(dir), "A202 specification data")
+	dir = need(t, filepath.Clean(dir), "A202 specification data")
+	checkDigests(t, dir)
+	return dir
+}
+
+// digestChecks holds, per specification directory, what
+// specdigest.Check said of it (a digestCheck), checked once per test
+// binary.
+var digestChecks sync.Map
+
+type digestCheck struct{ err error }
+
+// checkDigests fails the test when the data under dir is not the release
+// its digests record (threat model T23), present or not CI: tests that
+// compare party with a substituted schema or fixture prove nothing.
+func checkDigests(t testing.TB, dir string) {
+	t.Helper()
+	v, ok := digestChecks.Load(dir)
+	if !ok {
+		v, _ = digestChecks.LoadOrStore(dir, digestCheck{specdigest.Check(dir)})
+	}
+	if err := v.(digestCheck).err; err != nil {
+		t.Fatalf("A202 specification data at %s: %v", dir, err)
+	}
 }
 
 // FixturesDir returns SpecDir/conformance/fixtures/v0.1.
