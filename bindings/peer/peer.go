@@ -12,9 +12,6 @@
 //	                               pinned peers (package peering)
 //	GET  /a202/mandates/{id}       a trading mandate, to the pinned peers
 //	                               its scope names (MandatesHandler)
-//	POST /a202/conformance/probe   this instance's gate on one published
-//	                               conformance case, to pinned peers
-//	                               assessing it for a grade (package grade)
 //	     /.well-known/agent-card.json, /a2a
 //	                               the A2A carrier (bindings/a2a)
 //	     /a202/capabilities, /a202/objects, /a202/replies/{key}
@@ -39,7 +36,6 @@ import (
 	"github.com/partyd/party/bindings/a2a"
 	"github.com/partyd/party/bindings/https"
 	"github.com/partyd/party/internal/delivery"
-	"github.com/partyd/party/internal/grade"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/status"
@@ -80,7 +76,6 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.Handle("/v1/mandates/", sh)
 	mux.Handle(peering.KeyRecordsPath, peering.KeyRecordsHandler(o.Peers, peering.OwnKeyRecords(o.Store, o.Config().OrganizationID), log))
 	mux.Handle(MandatesPath, MandatesHandler(o.Store, o.Peers, log))
-	mux.Handle(grade.ProbePath, grade.ProbeHandler(o.Peers, log))
 	if cfg.Receiver == nil {
 		return mux, nil
 	}

@@ -28,9 +28,10 @@ role scopes §6–§8). A grade is a statement by its issuer about one
 implementation, scoped to one specification version and one role scope;
 it is not certification by any body.
 
-  issue --about ORG          run the published bilateral fixture families
-                             against ORG's instance and sign a grade of it
-                             (the principal's act)
+  issue --about ORG          present the refused cases of the published
+                             bilateral families to ORG's instance over A2A
+                             and plain HTTPS, and sign a grade of what it
+                             answered (the principal's act)
   verify FILE                check a grade: role scope and expiry first,
                              then its dimensions, then its signature under
                              the principal keys this instance pinned
@@ -69,24 +70,47 @@ func runGrade(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 const gradeIssueUsage = `Usage: party grade issue --dir DIR --about ORG [--spec DIR] [--implementation NAME]
                          [--valid-days N] [--out FILE] [--json]
 
-Presents every case of the sixteen bilateral fixture families of the
-published set (conformance/manifest-v0.1.json and its fixtures under
---spec) to ORG's instance, at its conformance probe route on the peer
-listener (pinned TLS; POST /a202/conformance/probe), and judges each
-answer as the published runner does: a positive case accepted, a negative
-one refused with the declared code among those raised. A case that cannot
-be presented ends the run, and nothing is issued.
+Presents each refused case of the sixteen bilateral fixture families of
+the published set (conformance/manifest-v0.1.json and its fixtures under
+--spec) to ORG's instance the way any A202 message travels: once over A2A
+and once over plain HTTPS, with this instance's own clients of the two
+bindings (the capability check first, pinned TLS, each object its
+canonical bytes). It observes what comes back (role scopes §7.1 item 3):
+a case passes when ORG refuses it over both bindings with the manifest's
+code among those returned; it fails when ORG takes it, or refuses it
+with a code the case does not call for, over either. Nothing ORG says
+about itself is read.
 
-The grade names the one role scope a202-scope/bilateral/0.1; each of the
-five dimensions is band 1 when every case of the families it is
-established from passed and band 0 when one failed (a peer run of the
-published set never reaches band 2); level peer_assessed; it expires
-after --valid-days (at most 365). Its determination_ref hashes the
-assessment report, which is kept with the grade. The principal's key
-signs it; it is stored and written to --out (default standard output).
+A case travels under its objects' own transaction id (one this
+instance's record holds is never used: such a case is not presented), or
+under an id minted for it. Published objects carry synthetic signatures,
+so a refusal with A202-EVIDENCE-SIGNATURE-INVALID alone, where the case
+calls for another code, is inconclusive: neither passed nor failed.
+Positive cases, mandates, delegation chains, grades, capability
+declarations and bundles that state a context have no carrier form and
+are not presented.
 
-Output: each failed case and the bands; with --json one line
-{"grade": {...}, "assessment": {...}}.
+This instance must be serving (party serve): ORG checks its AgentCard and
+capability preflight and fetches its key records before taking a
+message. A case ORG cannot be reached for, or keeps asking to be sent
+again, ends the run, as does a binding whose capability check fails
+(A202-EXTENSION-UNSUPPORTED); nothing is issued.
+
+The grade names the one role scope a202-scope/bilateral/0.1 and, as its
+transport, the A202 extension the bindings activate. Each of the five
+dimensions is established from the families it is read from (conformance
+grades §2) whose refused cases all passed, or of which one failed: band 1
+when none failed, band 0 when one did, and unassessed (null) when no
+family was fully observed (a peer run of the published set never reaches
+band 2). Level peer_assessed; it expires after --valid-days (at most 365).
+Its determination_ref hashes the assessment report (every case, what it
+travelled as, and each binding's observation), which is kept with the
+grade. The principal's key signs it; it is stored and written to --out
+(default standard output).
+
+Output: each case failed with what each binding observed, then the
+counts and the bands; with --json one line {"grade": {...},
+"assessment": {...}}.
 `
 
 func runGradeIssue(args []string, stdout, stderr io.Writer) int {
@@ -128,7 +152,7 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
 	}
 	defer o.Close()
-	hc, peer, err := o.Clients.For(*about)
+	_, peer, err := o.Clients.For(*about)
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
 	}
@@ -137,7 +161,12 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 		name = "the A202 instance at " + peer.AgentCardURL
 	}
 	ctx := context.Background()
-	a, err := grade.Assess(ctx, grade.HTTPProber{Client: hc, BaseURL: peer.BaseURL()}, *about, cases, o.Clock())
+	log := cliLogger(stderr)
+	carriers, err := grade.Carriers(o.Clients, log)
+	if err != nil {
+		return failure(c.Name(), err, *asJSON, stdout, stderr)
+	}
+	a, err := grade.Assess(ctx, grade.Run{Subject: *about, Carriers: carriers, Record: o.Store, Now: o.Clock(), Logger: log}, cases)
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
 	}
@@ -162,18 +191,27 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 		writeJSONLine(stdout, map[string]any{"grade": signed, "assessment": a})
 		return 0
 	}
-	for _, r := range a.Failed() {
+	for _, r := range a.With(grade.Fail) {
 		want := r.Expected
 		if r.ExpectedCode != "" {
 			want += " " + string(r.ExpectedCode)
 		}
-		fmt.Fprintf(stdout, "failed %s (%s): expected %s, answered %s %s\n", r.Fixture, r.Family, want, r.Outcome, joinCodes(r.ReasonCodes))
+		var seen []string
+		for _, ob := range r.Observations {
+			seen = append(seen, strings.TrimSpace(ob.Carrier+" "+ob.Outcome+" "+joinCodes(ob.ReasonCodes)))
+		}
+		fmt.Fprintf(stdout, "failed %s (%s): expected %s; %s\n", r.Fixture, r.Family, want, strings.Join(seen, "; "))
 	}
 	var bands []string
 	for _, d := range grade.DimensionNames {
-		bands = append(bands, d+"="+strconv.Itoa(a.Band(d)))
+		if band, assessed := a.Band(d); assessed {
+			bands = append(bands, d+"="+strconv.Itoa(band))
+		} else {
+			bands = append(bands, d+"=unassessed")
+		}
 	}
-	fmt.Fprintf(stdout, "graded %s on %d cases (%d failed): %s, expires %v, determination %v\n", *about, len(a.Results), len(a.Failed()),
+	fmt.Fprintf(stdout, "graded %s over %s: %d passed, %d failed, %d inconclusive, %d not presented: %s, expires %v, determination %v\n",
+		*about, strings.Join(a.Carriers, " and "), len(a.With(grade.Pass)), len(a.With(grade.Fail)), len(a.With(grade.Inconclusive)), len(a.With(grade.NotPresented)),
 		strings.Join(bands, " "), signed["expires_at"], signed["determination_ref"].(map[string]any)["determination_id"])
 	if *out == "" {
 		fmt.Fprintf(stdout, "%s\n", body)

@@ -1,13 +1,11 @@
 package grade
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
-	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/schema"
 )
@@ -100,100 +97,93 @@ func Cases(specDir string) ([]Case, error) {
 	return out, nil
 }
 
-// Verdict is an instance's judgment of one presented case, as the probe
-// route answers it.
-type Verdict struct {
-	Kind        string        `json:"kind"`
-	Outcome     gate.Outcome  `json:"outcome"`
-	ReasonCodes []reason.Code `json:"reason_codes"`
-}
-
-// Prober presents one case to the instance assessed.
-type Prober interface {
-	Probe(ctx context.Context, body []byte) (Verdict, error)
-}
-
-// HTTPProber presents cases at a peer's ProbePath over a pinned client.
-type HTTPProber struct {
-	Client  *http.Client
-	BaseURL string // the peer's scheme and host
-}
-
-// Probe POSTs body to the peer's probe route and reads its verdict.
-func (p HTTPProber) Probe(ctx context.Context, body []byte) (Verdict, error) {
-	u, err := url.JoinPath(p.BaseURL, ProbePath)
-	if err != nil {
-		return Verdict{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return Verdict{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := p.Client.Do(req)
-	if err != nil {
-		return Verdict{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return Verdict{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return Verdict{}, fmt.Errorf("grade: probe answered %s", resp.Status)
-	}
-	var v Verdict
-	if err := json.Unmarshal(b, &v); err != nil {
-		return Verdict{}, fmt.Errorf("grade: probe answer: %w", err)
-	}
-	if v.Outcome != gate.Accepted && v.Outcome != gate.Refused {
-		return Verdict{}, fmt.Errorf("grade: probe answered outcome %q", v.Outcome)
-	}
-	return v, nil
-}
-
-// Result is one case presented and judged.
+// Result is one case: how it was presented over each carrier and what
+// each showed, or why it could not be presented.
 type Result struct {
-	Fixture      string        `json:"fixture"`
-	Family       string        `json:"family"`
-	Expected     string        `json:"expected"` // "accepted", or "refused" with ExpectedCode
-	ExpectedCode reason.Code   `json:"expected_code,omitempty"`
-	Outcome      gate.Outcome  `json:"outcome"`
-	ReasonCodes  []reason.Code `json:"reason_codes"`
-	Pass         bool          `json:"pass"`
+	Fixture      string      `json:"fixture"`
+	Family       string      `json:"family"`
+	Kind         string      `json:"kind"`
+	Expected     string      `json:"expected"` // "accepted", or "refused" with ExpectedCode
+	ExpectedCode reason.Code `json:"expected_code,omitempty"`
+	// Transaction is the correlation id the case travelled under, and
+	// Objects how many objects its message carried.
+	Transaction  string        `json:"transaction_id,omitempty"`
+	Objects      int           `json:"objects,omitempty"`
+	Observations []Observation `json:"observations"`
+	// Verdict is Fail when any carrier's is, Pass when every carrier's
+	// is, Inconclusive otherwise, or NotPresented.
+	Verdict string `json:"verdict"`
+	// Why says why a case was not presented.
+	Why string `json:"why,omitempty"`
 }
 
-// Assessment is one run of the bilateral families against an instance.
+// Assessment is one run of the bilateral families against an instance,
+// over its carriers.
 type Assessment struct {
 	Scope      string   `json:"scope"`
 	Subject    string   `json:"subject_organization_id"`
 	AssessedAt string   `json:"assessed_at"`
+	Carriers   []string `json:"carriers"`
 	Results    []Result `json:"results"`
-	// Profiles are the registered transaction profiles the cases exercised.
+	// Profiles are the registered transaction profiles the presented
+	// cases exercised.
 	Profiles []string `json:"profiles"`
 }
 
-// Failed returns the results that did not pass.
-func (a Assessment) Failed() []Result {
+// With returns the results whose verdict is v.
+func (a Assessment) With(v string) []Result {
 	var out []Result
 	for _, r := range a.Results {
-		if !r.Pass {
+		if r.Verdict == v {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// Band returns a dimension's band: 1 when every case of its families
-// passed, 0 when one failed.
-func (a Assessment) Band(dim string) int {
-	fams := Dimensions[dim]
-	for _, r := range a.Results {
-		if slices.Contains(fams, r.Family) && !r.Pass {
-			return 0
+// Established returns the families of a dimension its band is established
+// from: those with a failed case, and those every refused case of which
+// passed. A family with a case not presented or inconclusive, or with no
+// refused case (approval), is left out: what was not observed is not
+// claimed.
+func (a Assessment) Established(dim string) []string {
+	var out []string
+	for _, fam := range Dimensions[dim] {
+		negatives, failed, unseen := 0, false, false
+		for _, r := range a.Results {
+			if r.Family != fam || r.Expected != Refused {
+				continue
+			}
+			negatives++
+			switch r.Verdict {
+			case Fail:
+				failed = true
+			case Pass:
+			default:
+				unseen = true
+			}
+		}
+		if failed || (negatives > 0 && !unseen) {
+			out = append(out, fam)
 		}
 	}
-	return 1
+	return out
+}
+
+// Band returns a dimension's band and whether it was assessed at all: 0
+// when a case of a family it is established from failed, 1 when every one
+// passed; not assessed when no family establishes it (Established).
+func (a Assessment) Band(dim string) (band int, assessed bool) {
+	fams := a.Established(dim)
+	if len(fams) == 0 {
+		return 0, false
+	}
+	for _, r := range a.Results {
+		if slices.Contains(fams, r.Family) && r.Verdict == Fail {
+			return 0, true
+		}
+	}
+	return 1, true
 }
 
 // Report is the assessment's canonical bytes (RFC 8785), which a grade's
@@ -210,44 +200,86 @@ func (a Assessment) Report() ([]byte, error) {
 	return canonical.Marshal(v)
 }
 
-// judge says whether an answer meets a case's expectation, as the
-// published runner judges: accepted for a positive case; refused for a
-// negative one, with the declared code among those raised.
-func judge(c Case, v Verdict) bool {
-	if c.Valid {
-		return v.Outcome == gate.Accepted
-	}
-	if v.Outcome != gate.Refused {
-		return false
-	}
-	return c.Code == "" || slices.Contains(v.ReasonCodes, c.Code)
-}
-
 var profilePattern = regexp.MustCompile(`^a202-profile/[a-z0-9-]+/[0-9]+\.[0-9]+$`)
 
-// Assess presents every case to p, in order, and judges each answer. A
-// case that cannot be presented (the instance unreachable, an answer that
-// does not read) ends the run with an error: a grade is issued on a
-// complete assessment or not at all.
-func Assess(ctx context.Context, p Prober, subject string, cases []Case, now time.Time) (Assessment, error) {
-	a := Assessment{Scope: Scope, Subject: subject, AssessedAt: envelope.Timestamp(now), Results: make([]Result, 0, len(cases)), Profiles: []string{}}
+// Run is one assessment's setting.
+type Run struct {
+	// Subject is the counterparty organisation assessed.
+	Subject string
+	// Carriers are the bindings every case is presented over, each in
+	// turn.
+	Carriers []Carrier
+	// Record is the assessor's record: no case travels under a
+	// transaction it holds.
+	Record Record
+	Now    time.Time
+	Logger *slog.Logger
+}
+
+// Assess presents every refused case to the subject over each carrier, in
+// order, and judges each answer (see the package documentation). A case
+// whose answer cannot be read (the instance unreachable, still busy after
+// the retries, a binding's capability check failing, a carrier failure
+// that is not a refusal) ends the run with an error: a grade is issued on
+// a complete assessment or not at all.
+func Assess(ctx context.Context, run Run, cases []Case) (Assessment, error) {
+	if len(run.Carriers) == 0 || run.Record == nil {
+		return Assessment{}, errors.New("grade: an assessment needs the carriers to present over and the assessor's record")
+	}
+	log := run.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := Assessment{Scope: Scope, Subject: run.Subject, AssessedAt: envelope.Timestamp(run.Now), Results: make([]Result, 0, len(cases)), Profiles: []string{}}
+	for _, c := range run.Carriers {
+		a.Carriers = append(a.Carriers, c.Name)
+	}
 	profiles := map[string]bool{}
 	for _, c := range cases {
 		if !isFamily(c.Family) {
 			return Assessment{}, fmt.Errorf("grade: case %s names family %q, not a bilateral one", c.Fixture, c.Family)
 		}
-		v, err := p.Probe(ctx, c.Body)
-		if err != nil {
-			return Assessment{}, fmt.Errorf("grade: presenting %s: %w", c.Fixture, err)
-		}
-		codes := v.ReasonCodes
-		if codes == nil {
-			codes = []reason.Code{}
-		}
-		r := Result{Fixture: c.Fixture, Family: c.Family, Expected: string(gate.Accepted), Outcome: v.Outcome, ReasonCodes: codes, Pass: judge(c, v)}
+		r := Result{Fixture: c.Fixture, Family: c.Family, Kind: c.Kind, Expected: Accepted, Observations: []Observation{}, Verdict: NotPresented}
 		if !c.Valid {
-			r.Expected, r.ExpectedCode = string(gate.Refused), c.Code
+			r.Expected, r.ExpectedCode = Refused, c.Code
 		}
+		m := carried(c)
+		if m.why == "" && m.txn == "" {
+			id, err := freshTransaction(ctx, run.Record)
+			if err != nil {
+				return Assessment{}, err
+			}
+			m.txn = id
+		} else if m.why == "" {
+			h, err := held(ctx, run.Record, m.txn)
+			if err != nil {
+				return Assessment{}, err
+			}
+			if h {
+				m.why = fmt.Sprintf(notHeldWhy, m.txn)
+			}
+		}
+		if m.why != "" {
+			r.Why = m.why
+			a.Results = append(a.Results, r)
+			continue
+		}
+		r.Transaction, r.Objects, r.Verdict = m.txn, len(m.objects), Pass
+		for _, car := range run.Carriers {
+			o, err := present(ctx, car, run.Subject, m, log)
+			if err != nil {
+				return Assessment{}, fmt.Errorf("grade: presenting %s over %s: %w", c.Fixture, car.Name, err)
+			}
+			o.Verdict = judge(c, o)
+			switch {
+			case o.Verdict == Fail:
+				r.Verdict = Fail
+			case o.Verdict == Inconclusive && r.Verdict == Pass:
+				r.Verdict = Inconclusive
+			}
+			r.Observations = append(r.Observations, o)
+		}
+		log.Debug("case presented", "fixture", c.Fixture, "verdict", r.Verdict)
 		a.Results = append(a.Results, r)
 		if doc, err := canonical.DecodeWith(c.Body, canonical.Options{AllowFloats: true}); err == nil {
 			walkStrings(doc, func(s string) {

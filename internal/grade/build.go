@@ -9,6 +9,7 @@ import (
 	"github.com/partyd/party/internal/authority"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/store"
@@ -53,11 +54,22 @@ func Build(s Spec) (doc map[string]any, report []byte, err error) {
 	}
 	dims := map[string]any{}
 	for _, d := range DimensionNames {
-		from := make([]any, 0, len(Dimensions[d]))
-		for _, f := range Dimensions[d] {
+		band, assessed := a.Band(d)
+		if !assessed {
+			dims[d] = nil // unassessed, which is not a pass (conformance grades §4.1)
+			continue
+		}
+		from := []any{}
+		for _, f := range a.Established(d) {
 			from = append(from, f)
 		}
-		dims[d] = map[string]any{"band": a.Band(d), "established_from": from}
+		dims[d] = map[string]any{"band": band, "established_from": from}
+	}
+	// The carriers the cases travelled over all activate the one A202
+	// extension, whose URI is what a grade's transports name.
+	transports := []any{}
+	if len(a.Carriers) > 0 {
+		transports = append(transports, delivery.ExtensionURI)
 	}
 	profiles := make([]any, 0, len(a.Profiles))
 	for _, p := range a.Profiles {
@@ -69,7 +81,7 @@ func Build(s Spec) (doc map[string]any, report []byte, err error) {
 		"subject":           map[string]any{"organization_id": a.Subject, "implementation": s.Implementation},
 		"level":             "peer_assessed",
 		"dimensions":        dims,
-		"scope":             map[string]any{"role_scopes": []any{Scope}, "profiles": profiles, "transports": []any{}},
+		"scope":             map[string]any{"role_scopes": []any{Scope}, "profiles": profiles, "transports": transports},
 		"held_out_coverage": nil,
 		"issued_at":         envelope.Timestamp(issued),
 		"expires_at":        envelope.Timestamp(issued.Add(s.ValidFor)),

@@ -3,7 +3,7 @@ package grade_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/bindings/a2a"
+	"github.com/partyd/party/bindings/https"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/grade"
@@ -23,6 +26,7 @@ import (
 	"github.com/partyd/party/internal/recordtest"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/spectest"
+	"github.com/partyd/party/internal/store"
 )
 
 // TestCasesAreTheBilateralFamilies: the published manifest, partitioned
@@ -74,40 +78,60 @@ func TestCasesAreTheBilateralFamilies(t *testing.T) {
 	}
 }
 
-// pair is two pinned instances: the assessor (northstar) and the
-// assessed (delta), whose peer listener serves the probe route.
-func pair(t *testing.T, clock func() time.Time) (assessor, assessed *orgtest.Node) {
+// carry mounts both carriers on n's peer listener in front of receiver,
+// as `party serve` does (bindings/peer). The conformance probe route of
+// earlier versions is gone: nothing but the carriers is presented to.
+func carry(t testing.TB, n *orgtest.Node, receiver delivery.InboxReceiver) {
 	t.Helper()
-	assessor = orgtest.New(t, "org_northstar", clock, true)
-	assessed = orgtest.New(t, "org_delta", clock, true)
-	orgtest.Peer(t, assessor, assessed)
-	assessed.Mux.Handle(grade.ProbePath, grade.ProbeHandler(assessed.Org.Peers, nil))
-	return assessor, assessed
+	cfg := n.Org.Config()
+	as, err := a2a.NewServer(a2a.ServerConfig{Card: a2a.Card(a2a.CardOptions{OrganizationID: cfg.OrganizationID, PublicURL: cfg.PublicURL}),
+		Clients: n.Org.Clients, Receiver: receiver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as.Mount(n.Mux)
+	hs, err := https.NewServer(https.ServerConfig{Clients: n.Org.Clients, Inbox: receiver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Mount(n.Mux)
 }
 
-// assess runs the published bilateral cases against the assessed node
-// over the assessor's pinned client.
+// pair is the walkthrough's two instances, each serving both carriers in
+// front of its record engine: the assessor (northstar, the buyer) and the
+// assessed (delta, the supplier).
+func pair(t *testing.T) (assessor, assessed *recordtest.Side) {
+	t.Helper()
+	b, s, _ := recordtest.Pair(t)
+	for _, sd := range []*recordtest.Side{b, s} {
+		carry(t, sd.Node, sd.Engine)
+	}
+	return b, s
+}
+
+// assess presents the published refused cases to about over both of
+// the assessor's carriers.
 func assess(t *testing.T, assessor *orgtest.Node, about string) grade.Assessment {
 	t.Helper()
 	cases, err := grade.Cases(spectest.SpecDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc, peer, err := assessor.Org.Clients.For(about)
+	cars, err := grade.Carriers(assessor.Org.Clients, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := grade.Assess(context.Background(), grade.HTTPProber{Client: hc, BaseURL: peer.BaseURL()}, about, cases, assessor.Org.Clock())
+	a, err := grade.Assess(context.Background(), grade.Run{Subject: about, Carriers: cars, Record: assessor.Org.Store, Now: assessor.Org.Clock()}, cases)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
 }
 
-// issue assesses delta and has northstar's principal sign the grade.
-func issue(t *testing.T, assessor, assessed *orgtest.Node) map[string]any {
+// issue assesses about and has the assessor's principal sign the grade.
+func issue(t *testing.T, assessor *orgtest.Node, about string) map[string]any {
 	t.Helper()
-	a := assess(t, assessor, assessed.Org.Config().OrganizationID)
+	a := assess(t, assessor, about)
 	doc, report, err := grade.Build(grade.Spec{Implementation: "party", Assessment: a, IssuedAt: assessor.Org.Clock(), ValidFor: 30 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -119,49 +143,147 @@ func issue(t *testing.T, assessor, assessed *orgtest.Node) map[string]any {
 	return signed
 }
 
-func clone(t *testing.T, doc map[string]any) map[string]any {
+// snapshot is what an instance's record holds: its transactions and the
+// objects of each.
+func snapshot(t *testing.T, st *store.Store) string {
 	t.Helper()
-	b, err := canonical.Marshal(doc)
+	ctx := context.Background()
+	txns, err := st.Transactions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := canonical.DecodeObject(b)
-	if err != nil {
-		t.Fatal(err)
+	var b strings.Builder
+	for _, x := range txns {
+		objs, err := st.TransactionObjects(ctx, x.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(x.ID + " " + x.State + "\n")
+		for _, o := range objs {
+			b.WriteString(canonical.SHA256Hex(o) + "\n")
+		}
 	}
-	return c
+	return b.String()
 }
 
-// resign signs doc again with node's principal key, as a principal
-// determined to issue it would.
-func resign(t *testing.T, n *orgtest.Node, doc map[string]any) {
-	t.Helper()
-	k, err := keys.ReadPrivateFile(filepath.Join(n.Dir, filepath.FromSlash(instance.PrincipalKeyFile)))
-	if err != nil {
-		t.Fatal(err)
+// TestGradeThroughTheCarriers: northstar presents every refused case of
+// the bilateral families to delta's live instance over A2A and over plain
+// HTTPS, the way any A202 message travels, with no probe route anywhere.
+// Delta refuses every kernel case with the case's own code over both
+// bindings, found by its gate before any signature is resolved; the
+// bundle cases are refused on their synthetic signatures before any
+// cross-object rule is read (inconclusive, or a pass where the signature
+// is the case's code); mandates, chains, grades, declarations, positive
+// cases and bundles with a context are not presented. The grade says so:
+// bands 1 from the families fully observed, D unassessed. Nothing in
+// delta's record changed.
+func TestGradeThroughTheCarriers(t *testing.T) {
+	t.Parallel()
+	northstar, delta := pair(t)
+	recordtest.Offer(t, delta, "1000.00") // a transaction in both records
+	before := snapshot(t, delta.Node.Org.Store)
+	if !strings.HasPrefix(before, "txn_") {
+		t.Fatalf("delta holds no transaction to keep: %q", before)
 	}
-	s, err := signature.NewSigner(n.Org.Config().PrincipalKeyID, k)
-	if err != nil {
-		t.Fatal(err)
+
+	a := assess(t, northstar.Node, "org_delta")
+	if !slices.Equal(a.Carriers, []string{"a2a", "https"}) {
+		t.Fatalf("carriers %v", a.Carriers)
 	}
-	delete(doc, "signature")
-	if err := signature.SignGrade(doc, s, n.Org.Clock()); err != nil {
-		t.Fatal(err)
+	if f := a.With(grade.Fail); len(f) != 0 {
+		t.Errorf("party fails %d refused cases of its own over the carriers: %+v", len(f), f)
+	}
+	var kernel, inconclusive int
+	for _, r := range a.Results {
+		if r.Verdict == grade.NotPresented {
+			if len(r.Observations) != 0 || r.Why == "" {
+				t.Errorf("%s: not presented, with %d observations and why %q", r.Fixture, len(r.Observations), r.Why)
+			}
+			if r.Expected == grade.Refused && (r.Kind == "kernel" || (r.Kind == "bundle" && !bundleWithContext(t, r.Fixture))) {
+				t.Errorf("%s (%s) was not presented: %s", r.Fixture, r.Kind, r.Why)
+			}
+			continue
+		}
+		if r.Expected != grade.Refused || !strings.HasPrefix(r.Transaction, "txn_") || r.Objects == 0 {
+			t.Errorf("%s presented as %+v", r.Fixture, r)
+		}
+		if len(r.Observations) != 2 || r.Observations[0].Carrier != "a2a" || r.Observations[1].Carrier != "https" {
+			t.Fatalf("%s: observations %+v, want one over each binding", r.Fixture, r.Observations)
+		}
+		for _, o := range r.Observations {
+			if o.Outcome != grade.Refused {
+				t.Errorf("%s over %s: %s", r.Fixture, o.Carrier, o.Outcome)
+			}
+		}
+		switch r.Kind {
+		case "kernel":
+			kernel++
+			for _, o := range r.Observations {
+				if r.ExpectedCode != "" && !slices.Equal(o.ReasonCodes, []reason.Code{r.ExpectedCode}) {
+					t.Errorf("%s over %s: refused with %v, the case's code is %s", r.Fixture, o.Carrier, o.ReasonCodes, r.ExpectedCode)
+				}
+			}
+			if r.Verdict != grade.Pass {
+				t.Errorf("kernel case %s: %s", r.Fixture, r.Verdict)
+			}
+		case "bundle":
+			if r.Verdict == grade.Inconclusive {
+				inconclusive++
+				if !slices.Equal(r.Observations[0].ReasonCodes, []reason.Code{reason.EvidenceSignatureInvalid}) {
+					t.Errorf("%s is inconclusive with %v", r.Fixture, r.Observations[0].ReasonCodes)
+				}
+			}
+		default:
+			t.Errorf("%s of kind %s was presented", r.Fixture, r.Kind)
+		}
+	}
+	if kernel != 48 || inconclusive == 0 {
+		t.Errorf("%d kernel cases presented (want the 48 refused ones), %d inconclusive bundle cases", kernel, inconclusive)
+	}
+	want := map[string][]string{"A": {"party-family"}, "B": {"policy-decision", "envelope-annotation", "offer"}, "C": {"offer"}, "E": {"settlement", "key-record"}}
+	for _, d := range grade.DimensionNames {
+		band, assessed := a.Band(d)
+		if fams, ok := want[d]; ok != assessed || (ok && (band != 1 || !slices.Equal(a.Established(d), fams))) {
+			t.Errorf("dimension %s: band %d, assessed %v, from %v; want band 1 from %v", d, band, assessed, a.Established(d), fams)
+		}
+	}
+	if after := snapshot(t, delta.Node.Org.Store); after != before {
+		t.Errorf("grading changed delta's record:\nbefore %s\nafter  %s", before, after)
+	}
+	if txns, _ := northstar.Node.Org.Store.Transactions(context.Background()); len(txns) != 1 {
+		t.Errorf("the assessor holds %d transactions after grading, want the one offer", len(txns))
 	}
 }
 
-// TestGradeIssuedAboutCounterparty: northstar runs the published
-// bilateral families against delta's live instance, over delta's peer
-// listener, and issues a band-1 peer-assessed grade that delta (and
-// northstar) verify under the pinned principal key; a tampered grade, an
-// expired one, an overclaiming one and one with a band the published set
-// cannot establish are refused with their codes.
+// bundleWithContext reports whether a bundle fixture states a context.
+func bundleWithContext(t *testing.T, fixture string) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(spectest.SpecDir(t), "conformance", "fixtures", "v0.1", filepath.FromSlash(fixture)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(data, &b); err != nil {
+		t.Fatal(err)
+	}
+	return len(b.Context) > 0
+}
+
+// TestGradeIssuedAboutCounterparty: northstar grades delta's live
+// instance over its carriers and issues a peer-assessed grade of band 1
+// on the families observed, naming the extension the carriers activate as
+// its transport, that delta (and northstar) verify under the pinned
+// principal key; a tampered grade, an expired one, an overclaiming one and
+// one with a band the published set cannot establish are refused with
+// their codes.
 func TestGradeIssuedAboutCounterparty(t *testing.T) {
 	t.Parallel()
-	now := time.Now().UTC().Truncate(time.Second)
-	clock := func() time.Time { return now }
-	northstar, delta := pair(t, clock)
-	g := issue(t, northstar, delta)
+	ns, dl := pair(t)
+	northstar, delta := ns.Node, dl.Node
+	now := northstar.Org.Clock()
+	g := issue(t, northstar, "org_delta")
 
 	if g["level"] != "peer_assessed" || g["status"] != "active" || g["held_out_coverage"] != nil {
 		t.Fatalf("grade: %v", g)
@@ -170,10 +292,16 @@ func TestGradeIssuedAboutCounterparty(t *testing.T) {
 	if rs := scope["role_scopes"].([]any); len(rs) != 1 || rs[0] != grade.Scope {
 		t.Fatalf("role scopes %v", rs)
 	}
+	if tr := scope["transports"].([]any); len(tr) != 1 || tr[0] != delivery.ExtensionURI {
+		t.Errorf("transports %v, want the extension both carriers activate", tr)
+	}
 	for _, d := range grade.DimensionNames {
-		r := g["dimensions"].(map[string]any)[d].(map[string]any)
-		if r["band"] != 1 && r["band"] != json.Number("1") {
-			t.Errorf("dimension %s: band %v; party passes every published bilateral case", d, r["band"])
+		r, _ := g["dimensions"].(map[string]any)[d].(map[string]any)
+		switch {
+		case d == "D" && r != nil:
+			t.Errorf("dimension D is %v; no family of it is fully observed over a carrier", r)
+		case d != "D" && (r == nil || (r["band"] != 1 && r["band"] != json.Number("1"))):
+			t.Errorf("dimension %s: %v; party refuses every refused case it was presented", d, r)
 		}
 	}
 	held, err := northstar.Org.Store.GradesAbout(context.Background(), "org_delta")
@@ -183,6 +311,10 @@ func TestGradeIssuedAboutCounterparty(t *testing.T) {
 	ref := g["determination_ref"].(map[string]any)
 	if ref["determination_hash"] != canonical.SHA256Hex(held[0].Assessment) {
 		t.Error("determination_hash is not the hash of the assessment report kept")
+	}
+	var report grade.Assessment
+	if err := json.Unmarshal(held[0].Assessment, &report); err != nil || len(report.With(grade.Pass)) == 0 || len(report.With(grade.Pass)[0].Observations) != 2 {
+		t.Errorf("the report hashed does not hold each case's observation per binding: %v", err)
 	}
 
 	// delta, the subject, verifies it under northstar's pinned principal key.
@@ -221,16 +353,47 @@ func TestGradeIssuedAboutCounterparty(t *testing.T) {
 
 	// Nothing overclaiming is signed by the principal's surface.
 	a := assess(t, northstar, "org_delta")
-	doc, report, err := grade.Build(grade.Spec{Implementation: "party", Assessment: a, IssuedAt: now, ValidFor: time.Hour})
+	doc, report2, err := grade.Build(grade.Spec{Implementation: "party", Assessment: a, IssuedAt: now, ValidFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc["dimensions"].(map[string]any)["D"].(map[string]any)["established_from"] = []any{"auction"}
-	if _, err := northstar.Principal(t).IssueGrade(context.Background(), doc, report); err == nil || !slices.Contains(reason.CodesOf(err), reason.GradeScopeOverclaim) {
+	doc["dimensions"].(map[string]any)["B"].(map[string]any)["established_from"] = []any{"auction"}
+	if _, err := northstar.Principal(t).IssueGrade(context.Background(), doc, report2); err == nil || !slices.Contains(reason.CodesOf(err), reason.GradeScopeOverclaim) {
 		t.Fatalf("an overclaiming grade was issued: %v", err)
 	}
 	if held, _ := northstar.Org.Store.GradesAbout(context.Background(), "org_delta"); len(held) != 1 {
 		t.Fatalf("a refused grade was kept: %d held", len(held))
+	}
+}
+
+func clone(t *testing.T, doc map[string]any) map[string]any {
+	t.Helper()
+	b, err := canonical.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := canonical.DecodeObject(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// resign signs doc again with node's principal key, as a principal
+// determined to issue it would.
+func resign(t *testing.T, n *orgtest.Node, doc map[string]any) {
+	t.Helper()
+	k, err := keys.ReadPrivateFile(filepath.Join(n.Dir, filepath.FromSlash(instance.PrincipalKeyFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := signature.NewSigner(n.Org.Config().PrincipalKeyID, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(doc, "signature")
+	if err := signature.SignGrade(doc, s, n.Org.Clock()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -247,90 +410,16 @@ func wantRefused(t *testing.T, what string, j gate.Judgment, codes ...reason.Cod
 	}
 }
 
-// lenient is an instance that accepts everything it is shown.
-type lenient struct{}
-
-func (lenient) Probe(context.Context, []byte) (grade.Verdict, error) {
-	return grade.Verdict{Kind: "envelope", Outcome: gate.Accepted, ReasonCodes: []reason.Code{}}, nil
-}
-
-// TestGradeOfAnInstanceThatGuesses: an instance that accepts the refused
-// cases is graded band 0 in every dimension whose families carry
-// negative cases, and its grade says which cases failed.
-func TestGradeOfAnInstanceThatGuesses(t *testing.T) {
-	t.Parallel()
-	cases, err := grade.Cases(spectest.SpecDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := grade.Assess(context.Background(), lenient{}, "org_delta", cases, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a.Failed()) != 95 {
-		t.Errorf("%d cases failed, want the 95 negative ones", len(a.Failed()))
-	}
-	for _, d := range grade.DimensionNames {
-		if a.Band(d) != 0 {
-			t.Errorf("dimension %s is band %d for an instance that refuses nothing", d, a.Band(d))
-		}
-	}
-}
-
-// TestProbeAnswersPinnedPeersOnly: the probe route judges a case for a
-// pinned peer and refuses an unauthenticated caller and other methods.
-func TestProbeAnswersPinnedPeersOnly(t *testing.T) {
-	t.Parallel()
-	northstar, delta := pair(t, time.Now)
-	hc, peer, err := northstar.Org.Clients.For("org_delta")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := []byte(`{"spec_version":"a202-commercial/0.1"}`)
-	v, err := grade.HTTPProber{Client: hc, BaseURL: peer.BaseURL()}.Probe(context.Background(), body)
-	if err != nil || v.Outcome != gate.Refused {
-		t.Fatalf("probe: %+v %v", v, err)
-	}
-	resp, err := hc.Get(peer.BaseURL() + grade.ProbePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("GET answered %s", resp.Status)
-	}
-	// A request without a pinned client certificate is refused.
-	rec := &recorder{header: http.Header{}}
-	req, _ := http.NewRequest(http.MethodPost, grade.ProbePath, strings.NewReader(string(body)))
-	grade.ProbeHandler(delta.Org.Peers, nil).ServeHTTP(rec, req)
-	if rec.status != http.StatusForbidden {
-		t.Errorf("an unauthenticated probe answered %d", rec.status)
-	}
-}
-
-type recorder struct {
-	header http.Header
-	status int
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return len(b), nil
-}
-func (r *recorder) WriteHeader(s int) { r.status = s }
-
 // TestMinimumGradePolicy: a mandate's local policy denies an act towards a
 // counterparty no grade about which is held, or whose latest grade is
 // expired or short in a required dimension, and allows it once a grade
 // meeting the minimum is held.
 func TestMinimumGradePolicy(t *testing.T) {
 	t.Parallel()
-	now := time.Now().UTC().Truncate(time.Second)
+	ns, _ := pair(t)
+	northstar := ns.Node
+	now := northstar.Org.Clock()
 	clock := func() time.Time { return now }
-	northstar, delta := pair(t, clock)
 	ctx := context.Background()
 	p := grade.Policy{Store: northstar.Org.Store, Clock: clock}
 	mnd := "mnd_policy_test_000001"
@@ -344,7 +433,7 @@ func TestMinimumGradePolicy(t *testing.T) {
 	if why := p.Deny(ctx, mnd, act); len(why) != 1 || !strings.Contains(why[0], "no grade") {
 		t.Fatalf("no grade held: %v", why)
 	}
-	g := issue(t, northstar, delta)
+	g := issue(t, northstar, "org_delta")
 	if why := p.Deny(ctx, mnd, act); why != nil {
 		t.Fatalf("a counterparty meeting the minimum is denied: %v", why)
 	}
@@ -367,14 +456,13 @@ func TestMinimumGradePolicy(t *testing.T) {
 // TestMinimumGradeInMandatePolicy: across two instances, a supplier whose
 // principal requires a minimum grade of the counterparty cannot offer to a
 // buyer it holds no grade about (A202-POLICY-DENIED, nothing sent), and
-// can once it graded the buyer's live instance; the buyer, re-evaluating
+// can once it graded the buyer's live instance over its carriers; the buyer, re-evaluating
 // the offer under the supplier's mandate alone, countersigns what the
 // supplier's policy allowed.
 func TestMinimumGradeInMandatePolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, s, _ := recordtest.Pair(t)
-	b.Node.Mux.Handle(grade.ProbePath, grade.ProbeHandler(b.Node.Org.Peers, nil))
+	b, s := pair(t)
 	if err := s.Princ.SetMinimumGrade(ctx, s.Mandate, grade.Minimum{"A": 1, "C": 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -402,5 +490,178 @@ func TestMinimumGradeInMandatePolicy(t *testing.T) {
 	}
 	if _, err := b.Node.Org.Store.GetObject(ctx, out.Objects["offer"]); err != nil {
 		t.Fatalf("the buyer does not hold the offer: %v", err)
+	}
+}
+
+// hostile is a peer that serves both carriers in front of app alone: no
+// gate, no record.
+func hostile(t *testing.T, app delivery.ReceiverFunc) (assessor *orgtest.Node) {
+	t.Helper()
+	assessor = orgtest.New(t, "org_northstar", time.Now, true)
+	peerNode := orgtest.New(t, "org_delta", time.Now, true)
+	orgtest.Peer(t, assessor, peerNode)
+	refuse := delivery.ReceiverFunc(func(context.Context, string, string, [][]byte) ([][]byte, error) {
+		return nil, reason.Refuse("the assessor takes nothing in")
+	})
+	carry(t, assessor, delivery.NewInbox(assessor.Org.Store, refuse, delivery.InboxOptions{}))
+	carry(t, peerNode, delivery.NewInbox(peerNode.Org.Store, app, delivery.InboxOptions{}))
+	return assessor
+}
+
+// TestGradeOfAHostilePeer: a peer that takes every message over both
+// bindings fails every case presented to it, and one that refuses
+// everything with one code fails every case that calls for another; each
+// is band 0 in all five dimensions, and the assessment names the cases it
+// failed.
+func TestGradeOfAHostilePeer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		app  delivery.ReceiverFunc
+		// passes says which refused cases it still passes.
+		passes func(grade.Result) bool
+		failed string // one case it must fail
+	}{
+		{"accepts everything", func(context.Context, string, string, [][]byte) ([][]byte, error) { return nil, nil },
+			// The bindings in front of it refuse carrier framing inside
+			// signed bytes before any application (binding §5.4).
+			func(r grade.Result) bool { return r.Fixture == "negative/envelope-carries-carrier-metadata.json" },
+			"negative/offer-negative-money.json"},
+		{"refuses with a wrong code", func(context.Context, string, string, [][]byte) ([][]byte, error) {
+			return nil, reason.Refuse("no", reason.TermsInvalid)
+		}, func(r grade.Result) bool { return r.ExpectedCode == "" || r.ExpectedCode == reason.TermsInvalid },
+			"negative/offer-unregistered-profile.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := assess(t, hostile(t, tc.app), "org_delta")
+			failed := map[string]bool{}
+			for _, r := range a.With(grade.Fail) {
+				failed[r.Fixture] = true
+			}
+			for _, r := range a.Results {
+				if r.Verdict == grade.NotPresented {
+					continue
+				}
+				if tc.passes(r) != (r.Verdict == grade.Pass) || (r.Verdict != grade.Pass && !failed[r.Fixture]) {
+					t.Errorf("%s: %s %+v", r.Fixture, r.Verdict, r.Observations)
+				}
+			}
+			if !failed[tc.failed] {
+				t.Errorf("the assessment does not name %s among the failed cases", tc.failed)
+			}
+			doc, _, err := grade.Build(grade.Spec{Implementation: "hostile", Assessment: a, IssuedAt: time.Now(), ValidFor: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range grade.DimensionNames {
+				r, _ := doc["dimensions"].(map[string]any)[d].(map[string]any)
+				if r == nil || r["band"] != 0 || len(r["established_from"].([]any)) == 0 {
+					t.Errorf("dimension %s of a hostile peer: %v", d, r)
+				}
+			}
+		})
+	}
+}
+
+// transportFunc answers every message from a function, for judging
+// without a network.
+type transportFunc func(txn string, objects [][]byte) error
+
+func (f transportFunc) Deliver(_ context.Context, _, txn string, objects [][]byte) ([][]byte, error) {
+	return nil, f(txn, objects)
+}
+
+// heldRecord is an assessor's record holding the transactions named.
+type heldRecord map[string]bool
+
+func (h heldRecord) GetTransaction(_ context.Context, id string) (store.Transaction, error) {
+	if h[id] {
+		return store.Transaction{ID: id}, nil
+	}
+	return store.Transaction{}, store.ErrNotFound
+}
+
+// TestJudgingWhatACarrierShows: a refusal on the presented objects'
+// synthetic signatures alone is inconclusive (not a pass, not a failure,
+// and its family establishes no band); one carrier that takes a case
+// fails it whatever the other did; a case whose transaction the assessor
+// holds is not presented; a case of no transaction travels under an id
+// minted for it; a counterparty that only ever asks to be tried again, or
+// a binding whose capability check fails, ends the run with no
+// assessment.
+func TestJudgingWhatACarrierShows(t *testing.T) {
+	t.Parallel()
+	cases, err := grade.Cases(spectest.SpecDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const demoTxn = "txn_calibration_demo_01"
+	var sent []string
+	sigOnly := transportFunc(func(txn string, _ [][]byte) error {
+		sent = append(sent, txn)
+		return reason.Refuse("unknown keys", reason.EvidenceSignatureInvalid)
+	})
+	takes := transportFunc(func(string, [][]byte) error { return nil })
+	run := grade.Run{Subject: "org_delta", Carriers: []grade.Carrier{{Name: "a2a", Transport: sigOnly}, {Name: "https", Transport: sigOnly}},
+		Record: heldRecord{demoTxn: true}, Now: time.Now()}
+	a, err := grade.Assess(ctx, run, cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(sent, demoTxn) {
+		t.Error("a case was presented under a transaction the assessor holds")
+	}
+	minted := map[string]bool{}
+	for _, r := range a.Results {
+		switch {
+		case r.Verdict == grade.Pass && r.ExpectedCode != reason.EvidenceSignatureInvalid && r.ExpectedCode != "":
+			t.Errorf("%s passes on a refusal with the signature code alone", r.Fixture)
+		case r.Verdict == grade.Inconclusive && r.ExpectedCode == reason.EvidenceSignatureInvalid:
+			t.Errorf("%s is inconclusive, refused with its own code", r.Fixture)
+		case r.Verdict == grade.Fail:
+			t.Errorf("%s fails on a refusal with the signature code alone", r.Fixture)
+		case r.Family == "party-family" && r.Expected == grade.Refused:
+			if !strings.HasPrefix(r.Transaction, "txn_") || minted[r.Transaction] {
+				t.Errorf("%s, of no transaction, travelled under %q", r.Fixture, r.Transaction)
+			}
+			minted[r.Transaction] = true
+		}
+		if r.Transaction == demoTxn || (r.Verdict == grade.NotPresented && r.Kind == "kernel" && r.Expected == grade.Refused && !strings.Contains(r.Why, demoTxn)) {
+			t.Errorf("%s: %s under %q: %s", r.Fixture, r.Verdict, r.Transaction, r.Why)
+		}
+	}
+	if len(minted) == 0 || len(a.With(grade.Inconclusive)) == 0 {
+		t.Fatalf("%d cases under minted ids, %d inconclusive", len(minted), len(a.With(grade.Inconclusive)))
+	}
+	for _, d := range grade.DimensionNames {
+		if band, assessed := a.Band(d); assessed {
+			t.Errorf("dimension %s is band %d from cases nothing was observed of", d, band)
+		}
+	}
+
+	run.Record = heldRecord{}
+	run.Carriers = []grade.Carrier{{Name: "a2a", Transport: sigOnly}, {Name: "https", Transport: takes}}
+	if a, err = grade.Assess(ctx, run, cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range a.Results {
+		if r.Verdict != grade.NotPresented && (r.Verdict != grade.Fail || r.Observations[0].Verdict == grade.Fail || r.Observations[1].Verdict != grade.Fail) {
+			t.Errorf("%s, taken over https: %s %+v", r.Fixture, r.Verdict, r.Observations)
+		}
+	}
+
+	busy := transportFunc(func(string, [][]byte) error { return delivery.ErrUnavailable })
+	run.Carriers = []grade.Carrier{{Name: "a2a", Transport: busy}}
+	if _, err := grade.Assess(ctx, run, cases); !errors.Is(err, delivery.ErrUnavailable) {
+		t.Errorf("a counterparty that never answers: %v", err)
+	}
+	// A binding the counterparty does not take A202 messages over says
+	// nothing about a case: the run ends, nothing is judged.
+	unsupported := transportFunc(func(string, [][]byte) error { return delivery.Unsupported("no extension entry") })
+	run.Carriers = []grade.Carrier{{Name: "a2a", Transport: sigOnly}, {Name: "https", Transport: unsupported}}
+	if _, err := grade.Assess(ctx, run, cases); !slices.Contains(reason.CodesOf(err), reason.ExtensionUnsupported) {
+		t.Errorf("a binding the counterparty does not support: %v", err)
 	}
 }
