@@ -426,8 +426,13 @@ const mandateStatusUsage = `Usage: party mandate %[1]s --dir DIR [--reason TEXT]
 
 The change is signed as a revocation_record by the principal's key and is
 served by the mandate's status endpoint at once; a counterparty sees it
-within its 60-second cache bound. Revocation is final: a revoked mandate
-cannot be suspended, reinstated or revoked again.
+within its 60-second cache bound. The record also travels, with this
+organisation's key records, to the counterparties the mandate is disclosed
+to (those its scope names, or every pinned peer when it names none): their
+instances fetch it within 30 seconds while both serve, or as soon as both
+serve again, keep it in their own record and exports, and deny under a
+revocation at once. Revocation is final: a revoked mandate cannot be
+suspended, reinstated or revoked again.
 
 Exit status: 0 when the status changed, 1 when the change is refused (the
 mandate is unknown, was issued elsewhere, or is not in a status the change

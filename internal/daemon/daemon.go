@@ -158,6 +158,11 @@ func Run(ctx context.Context, dir string, opt Options) error {
 			return err
 		}
 	}
+	// The peers' key and revocation records, fetched when no message
+	// brings them: a revocation made while either side was down arrives
+	// once both are up (docs/record-protocol.md, "Mandate revocations
+	// travel").
+	go o.Trusted.KeepCurrent(bg, o.Peers, peering.KeyRefresh)
 	// Every route a counterparty reaches, in the one binding that owns them.
 	peerHandler, err := peer.Handler(peer.Config{Org: o, Receiver: d.Receiver, Logger: log})
 	if err != nil {

@@ -12,7 +12,8 @@
 // this organisation's principal issued by the status its own record holds
 // at the act (so a revocation or suspension stops this instance's agent at
 // its next act, whichever process stored it), any other by the status
-// client, within its 60-second cache bound (ownStatus).
+// client, within its 60-second cache bound, except that a revocation its
+// issuer sent (peering.TrustMandateRevocation) denies at once (ownStatus).
 //
 // An Org is the agent's side of the organisation. The only private keys it
 // holds are the agent's signing key and, for mutual TLS with peers, the
@@ -309,6 +310,9 @@ type heldKeyRecords struct {
 	list        []map[string]any // key records, store order
 	byID        map[string]heldRecord
 	revocations []map[string]any
+	// mandateRevoked holds, by mandate id, the earliest revocation a peer
+	// made of one of its mandates (nil when none is held).
+	mandateRevoked map[string]heldRevocation
 	// versions keeps each key id's version chain (verify.KeyVersions)
 	// once read from list: every signature made or checked asks for its
 	// key's status, and reading the chain again parsed and described
@@ -342,9 +346,10 @@ type heldRecord struct {
 }
 
 // keyRecords returns every key record held (both organisations': a
-// handful) and the revocation records of agents and keys. They are read
-// at every key resolution, several times an act, so they are kept,
-// decoded, until one is stored, changed or removed (store.KeyObjectsCache).
+// handful), the revocation records of agents and keys, and the peers'
+// revocations of their mandates. They are read at every key resolution,
+// several times an act, so they are kept, decoded, until one is stored,
+// changed or removed (store.KeyObjectsCache).
 // The values are shared between callers, who only read them.
 func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
 	return o.keys.Get(ctx, o.Store, o.readKeyRecords)
@@ -370,20 +375,58 @@ func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {
 			}
 		}
 	}
-	revs, err := o.Store.ObjectsOfType(ctx, "revocation_record")
+	revs, err := o.Store.ObjectsWithOrigin(ctx, "revocation_record")
 	if err != nil {
 		return out, err
 	}
-	for _, b := range revs {
-		obj, err := canonical.DecodeObject(b)
+	for _, r := range revs {
+		obj, err := canonical.DecodeObject(r.Body)
 		if err != nil {
 			return out, err
 		}
-		if p, _ := obj["payload"].(map[string]any); p["subject_type"] != "mandate" {
+		p, _ := obj["payload"].(map[string]any)
+		if p["subject_type"] != "mandate" {
 			out.revocations = append(out.revocations, obj)
+			continue
+		}
+		// A peer's revocation of its own mandate, kept as received
+		// (peering.TrustMandateRevocation). This instance's own mandates'
+		// changes are read from their rows instead (ownStatus).
+		if id, _ := p["subject_id"].(string); r.Origin != "local" && p["status"] == status.Revoked {
+			if out.mandateRevoked == nil {
+				out.mandateRevoked = map[string]heldRevocation{}
+			}
+			eff, err := envelope.ParseTimestamp(fmt.Sprint(p["effective_at"]))
+			if held, dup := out.mandateRevoked[id]; err == nil && (!dup || eff.Before(held.effective)) {
+				out.mandateRevoked[id] = heldRevocation{obj: obj, origin: r.Origin, effective: eff}
+			}
 		}
 	}
 	return out, nil
+}
+
+// heldRevocation is a peer's revocation of one of its mandates, held.
+type heldRevocation struct {
+	obj       map[string]any
+	origin    string // the organisation it came from
+	effective time.Time
+}
+
+// revokedByRecord returns the revocation record, held from the
+// organisation issuer, that revoked its mandate id by now, if any: a
+// revocation is final (commercial mandate §9), so a held one is reason
+// enough to deny whatever a status endpoint says, and the absence of one
+// says nothing (ownStatus).
+func (o *Org) revokedByRecord(ctx context.Context, issuer, id string) (map[string]any, bool, error) {
+	recs, err := o.keyRecords(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	r, held := recs.mandateRevoked[id]
+	if !held || r.origin != issuer || o.Clock().Before(r.effective) {
+		return nil, false, nil
+	}
+	return r.obj, true, nil
 }
 
 // statusNow is a key's status now: its version chain's (verify.KeyStatusNow),

@@ -22,7 +22,13 @@ import (
 // endpoint serves from, so asking the endpoint over HTTPS, through a
 // cache, could only be older. Every other mandate, a counterparty's, is
 // resolved by the status client, within its 60-second cache bound
-// (commercial mandate §6.1, §9).
+// (commercial mandate §6.1, §9), unless this instance holds the issuer's
+// revocation of it (peering.TrustMandateRevocation kept it, signed by a
+// pinned principal key of the issuer): revocation is final, so a held one
+// denies without asking and no status document undoes it. A held record
+// only ever adds a reason to deny; that a mandate is active is still read
+// from its status endpoint alone, over this instance's own channel, never
+// from anything the counterparty sent (decisions.md 8).
 //
 // The row is read through store.GetMandate, which keeps a mandate only
 // under the number every process's change to a mandate moves (store
@@ -47,7 +53,18 @@ func newOwnStatus(o *Org, remote status.Resolver) ownStatus {
 func (s ownStatus) Resolve(ctx context.Context, mandateID, endpoint string) (status.Document, error) {
 	rec, err := s.o.Store.GetMandate(ctx, mandateID)
 	switch {
-	case errors.Is(err, store.ErrNotFound) || err == nil && rec.Origin != "local":
+	case err == nil && rec.Origin != "local":
+		// The issuer's revocation, held as it sent it, is final: it denies
+		// without asking; its absence allows nothing, so the endpoint is
+		// asked as before, over this instance's own channel.
+		if rev, revoked, err := s.o.revokedByRecord(ctx, rec.Origin, mandateID); err != nil {
+			return status.Document{}, reason.Refuse(fmt.Sprintf("revocations of %s unreadable from this instance's record: %v", mandateID, err), reason.MandateStatusUnresolved)
+		} else if revoked {
+			now := s.o.now().UTC().Truncate(time.Second)
+			return status.Document{MandateID: mandateID, Status: status.Revoked, AsOf: now, ExpiresAt: now.Add(status.MaxAge), RevocationRecord: rev}, nil
+		}
+		return s.remote.Resolve(ctx, mandateID, endpoint)
+	case errors.Is(err, store.ErrNotFound):
 		return s.remote.Resolve(ctx, mandateID, endpoint)
 	case err != nil:
 		return status.Document{}, reason.Refuse(fmt.Sprintf("status of %s unreadable from this instance's record: %v", mandateID, err), reason.MandateStatusUnresolved)

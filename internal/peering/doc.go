@@ -63,6 +63,23 @@
 // seen). A pull keeps key distribution out of the commercial message
 // stream, so no transaction ever carries objects that are not its own.
 //
+// # Revocation records
+//
+// The same route serves the organisation's revocation records: those of
+// its agents and keys to every pinned peer, and those of its mandates
+// (commercial mandate §9) to the peers the mandate itself is disclosed
+// to (MandateServedTo: the counterparties its scope names, or every
+// pinned peer when it names none). Exchange keeps a peer's agent or key
+// revocation that TrustRevocationRecord accepts, and a mandate's that
+// TrustMandateRevocation accepts: signed by a pinned principal key of
+// the peer, created for the peer, accepted by the gate, and about a
+// mandate this instance holds as the peer's. Anything else is refused and
+// stored nowhere. TrustedKeys.KeepCurrent, which `party serve` runs,
+// fetches every pinned peer's records at start and every KeyRefresh, so a
+// revocation made while either instance was down reaches the other once
+// both are up, without a message between them: the issuer serves it for
+// as long as it holds it, and the other asks until it has it.
+//
 // # Failure modes
 //
 // Authenticate returns an error wrapping ErrUnauthenticated when no

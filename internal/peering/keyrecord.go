@@ -19,6 +19,7 @@ import (
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/signature"
@@ -249,7 +250,8 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 		return t.addVersion(ctx, peer, keyRecord, keyID, prev, pub)
 	}
 	set := t.set(peer.OrganizationID)
-	if held, lerr := set.Lookup(keyID); lerr == nil && !samePublic(held, pub) {
+	held, lerr := set.Lookup(keyID)
+	if lerr == nil && !samePublic(held, pub) {
 		t.logger.Warn("refused a key change: a key_id names one key for good, a new key needs a new key_id",
 			"organization_id", peer.OrganizationID, "key_id", keyID)
 		return "", fmt.Errorf("%w: %s is already trusted with a different key", ErrUntrustedKey, keyID)
@@ -270,7 +272,11 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 			return "", fmt.Errorf("peering: storing key record %s: %w", keyID, err)
 		}
 	}
-	t.logger.Info("trusted a peer key", "organization_id", peer.OrganizationID, "key_id", keyID)
+	if lerr != nil {
+		// Logged once per key and process: the same records come back at
+		// every fetch (KeepCurrent asks every KeyRefresh).
+		t.logger.Info("trusted a peer key", "organization_id", peer.OrganizationID, "key_id", keyID)
+	}
 	return keyID, nil
 }
 
@@ -413,14 +419,31 @@ func (t *TrustedKeys) addVersion(ctx context.Context, peer instance.PeerInfo, re
 
 // TrustRevocationRecord decides whether record, the exact bytes of a
 // revocation_record received from or for peer, is peer's statement about
-// one of its agents or keys: canonical bytes, its own content_hash, created
-// for peer's organisation, subject an agent or a key, and an
-// object_issuance signature by a pinned principal key of peer that
-// verifies. (Mandate revocations reach a relying party through the
-// mandate's status endpoint instead.)
+// one of its agents or keys: the checks of every revocation record
+// (trustRevocation) and subject an agent or a key. (A mandate's
+// revocation needs the mandate too: TrustMandateRevocation.)
 func TrustRevocationRecord(peer instance.PeerInfo, record []byte) error {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrUntrustedKey, fmt.Sprintf(format, args...))
+	obj, err := trustRevocation(peer, record)
+	if err != nil {
+		return err
+	}
+	payload, _ := obj["payload"].(map[string]any)
+	if st := payload["subject_type"]; st != "agent" && st != "key" {
+		return fmt.Errorf("%w: %v revokes a %v, not an agent or key", ErrUntrustedKey, obj["id"], st)
+	}
+	return nil
+}
+
+// trustRevocation runs the checks every revocation record of peer must
+// pass, whatever its subject, and returns the record decoded: canonical
+// bytes (the bytes signed, never a re-serialisation), object_type
+// revocation_record, its own content_hash, accepted by the gate (kernel
+// schema and envelope rules), created for peer's organisation, and an
+// object_issuance signature by a pinned principal key of peer that
+// verifies. Every refusal wraps ErrUntrustedKey.
+func trustRevocation(peer instance.PeerInfo, record []byte) (map[string]any, error) {
+	fail := func(format string, args ...any) (map[string]any, error) {
+		return nil, fmt.Errorf("%w: %s", ErrUntrustedKey, fmt.Sprintf(format, args...))
 	}
 	obj, err := canonical.DecodeCanonical(record)
 	if errors.Is(err, canonical.ErrNotCanonical) {
@@ -435,13 +458,12 @@ func TrustRevocationRecord(peer instance.PeerInfo, record []byte) error {
 	if h, err := canonical.ContentHash(obj); err != nil || h != obj["content_hash"] {
 		return fail("%v: content_hash is not the record's own", obj["id"])
 	}
+	if j := gate.Envelope(obj, gate.Options{}); !j.Accepted() {
+		return fail("%v: the gate refuses it: %v", obj["id"], j.Err())
+	}
 	by, _ := obj["created_by"].(map[string]any)
-	payload, _ := obj["payload"].(map[string]any)
 	if by["organization_id"] != peer.OrganizationID {
 		return fail("%v is created for %v, not %s", obj["id"], by["organization_id"], peer.OrganizationID)
-	}
-	if st := payload["subject_type"]; st != "agent" && st != "key" {
-		return fail("%v revokes a %v, not an agent or key", obj["id"], st)
 	}
 	principals, err := pinnedPrincipals(peer)
 	if err != nil {
@@ -454,7 +476,7 @@ func TrustRevocationRecord(peer instance.PeerInfo, record []byte) error {
 	for i, e := range entries {
 		pk, ok := principals[fmt.Sprint(e["key_id"])]
 		if ok && e["purpose"] == "object_issuance" && signature.VerifyEntry(obj, i, pk) == nil {
-			return nil
+			return obj, nil
 		}
 	}
 	return fail("%v: no valid object_issuance signature by a pinned principal key of %s", obj["id"], peer.OrganizationID)
@@ -553,6 +575,38 @@ func (t *TrustedKeys) EnsureKeys(ctx context.Context, org string) error {
 	return err
 }
 
+// KeepCurrent fetches the key and revocation records of every peer
+// pinned in dir now, and again every period while ctx lasts, skipping a
+// peer whose records were fetched less than period ago (by a message's
+// EnsureKeys, say). It is what makes a peer's revocation reach this
+// instance when no message passes between the two: the peer serves its
+// records for as long as it holds them, and this instance asks until it
+// has had them, whichever of the two was down when they were made. A
+// failed fetch is logged at debug level and tried at the next period: a
+// peer that is away is the outbox's concern, not an error here.
+func (t *TrustedKeys) KeepCurrent(ctx context.Context, dir *Directory, period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		for _, p := range dir.Peers() {
+			t.mu.Lock()
+			last, fetched := t.last[p.OrganizationID]
+			t.mu.Unlock()
+			if fetched && t.now().Sub(last) < period {
+				continue
+			}
+			if _, err := t.Exchange(ctx, p.OrganizationID); err != nil && ctx.Err() == nil {
+				t.logger.Debug("fetching a peer's key and revocation records failed; asking again later", "organization_id", p.OrganizationID, "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // EnsureKnown fetches org's key records again when one of keyIDs is
 // neither trusted for org nor held (a key the peer added since the last
 // fetch), at most once per unknownKeyPause.
@@ -601,7 +655,8 @@ func (t *TrustedKeys) Exchange(ctx context.Context, org string) (int, error) {
 		return 0, err
 	}
 	// Key records first, in the order served (a version after the one it
-	// follows), then the revocation records of the peer's agents and keys.
+	// follows), then the revocation records of the peer's agents, keys
+	// and mandates, judged under the principal keys the first pinned.
 	var revocations [][]byte
 	for _, rec := range records {
 		if typeOf(rec) == "revocation_record" {
@@ -614,8 +669,12 @@ func (t *TrustedKeys) Exchange(ctx context.Context, org string) (int, error) {
 		peer = t.current(peer)
 	}
 	for _, rec := range revocations {
-		if err := TrustRevocationRecord(peer, rec); err != nil {
-			t.logger.Warn("refused a revocation record from a peer", "organization_id", org, "error", err)
+		if err := t.trustRevocation(ctx, peer, rec); err != nil {
+			if errors.Is(err, errNotRelied) {
+				t.logger.Debug("left a peer's revocation of a mandate this instance does not hold", "organization_id", org, "error", err)
+			} else {
+				t.logger.Warn("refused a revocation record from a peer", "organization_id", org, "error", err)
+			}
 			continue
 		}
 		if t.store != nil {
@@ -633,6 +692,23 @@ func (t *TrustedKeys) Exchange(ctx context.Context, org string) (int, error) {
 	t.last[org] = at
 	t.mu.Unlock()
 	return n, nil
+}
+
+// trustRevocation judges one revocation record a peer served: a mandate's
+// by TrustMandateRevocation, which needs the mandates held (so a key
+// store without a record keeps none), any other by TrustRevocationRecord.
+func (t *TrustedKeys) trustRevocation(ctx context.Context, peer instance.PeerInfo, record []byte) error {
+	obj, err := canonical.DecodeObject(record)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUntrustedKey, err)
+	}
+	if p, _ := obj["payload"].(map[string]any); p["subject_type"] != "mandate" {
+		return TrustRevocationRecord(peer, record)
+	}
+	if t.store == nil {
+		return fmt.Errorf("%w: %v: a mandate's revocation needs the mandates held", ErrUntrustedKey, obj["id"])
+	}
+	return TrustMandateRevocation(ctx, t.store, peer, record)
 }
 
 func typeOf(record []byte) string {
@@ -692,16 +768,19 @@ func FetchKeyRecords(ctx context.Context, hc *http.Client, peer instance.PeerInf
 	return out, nil
 }
 
-// KeyRecordSource returns this instance's own key_record objects, as
-// exact canonical bytes.
-type KeyRecordSource func(ctx context.Context) ([][]byte, error)
+// KeyRecordSource returns this instance's own key_record objects and
+// revocation records, as exact canonical bytes, for the pinned peer org
+// that asks.
+type KeyRecordSource func(ctx context.Context, org string) ([][]byte, error)
 
 // OwnKeyRecords is the KeyRecordSource of an instance whose records are in
 // st: every stored key_record whose controller is ownOrg, every version of
 // each in the order stored, then ownOrg's revocation records of its agents
-// and keys.
+// and keys and of those of its mandates that are disclosed to the asking
+// peer (MandateServedTo), so that a counterparty keeps in its own record
+// the revocation of a mandate it relied on (commercial mandate §9).
 func OwnKeyRecords(st *store.Store, ownOrg string) KeyRecordSource {
-	return func(ctx context.Context) ([][]byte, error) {
+	return func(ctx context.Context, peer string) ([][]byte, error) {
 		all, err := st.ObjectsOfType(ctx, "key_record")
 		if err != nil {
 			return nil, err
@@ -717,19 +796,31 @@ func OwnKeyRecords(st *store.Store, ownOrg string) KeyRecordSource {
 				out = append(out, rec)
 			}
 		}
-		revs, err := st.ObjectsOfType(ctx, "revocation_record")
+		revs, err := st.ObjectsWithOrigin(ctx, "revocation_record")
 		if err != nil {
 			return nil, err
 		}
 		for _, rec := range revs {
-			obj, err := canonical.DecodeObject(rec)
+			obj, err := canonical.DecodeObject(rec.Body)
 			if err != nil {
 				continue
 			}
 			by, _ := obj["created_by"].(map[string]any)
 			payload, _ := obj["payload"].(map[string]any)
-			if st := payload["subject_type"]; by["organization_id"] == ownOrg && (st == "agent" || st == "key") {
-				out = append(out, rec)
+			if by["organization_id"] != ownOrg {
+				continue
+			}
+			switch payload["subject_type"] {
+			case "agent", "key":
+				out = append(out, rec.Body)
+			case "mandate":
+				id, _ := payload["subject_id"].(string)
+				if rec.Origin != "local" {
+					continue
+				}
+				if _, ok := MandateServedTo(ctx, st, id, peer); ok {
+					out = append(out, rec.Body)
+				}
 			}
 		}
 		return out, nil
@@ -755,7 +846,7 @@ func KeyRecordsHandler(dir *Directory, src KeyRecordSource, logger *slog.Logger)
 			http.Error(w, "a pinned client certificate is required", http.StatusForbidden)
 			return
 		}
-		records, err := src(r.Context())
+		records, err := src(r.Context(), peer.OrganizationID)
 		if err != nil {
 			logger.Error("reading own key records failed", "error", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)

@@ -375,7 +375,7 @@ func TestKeyRecordExchangeRefusesForeignRecords(t *testing.T) {
 	c := peeringtest.NewNode(t, "org_eastmarch")
 	ctx := context.Background()
 	// B serves C's records as if they were its own.
-	b.Serve(t, peering.KeyRecordsHandler(b.Directory, func(context.Context) ([][]byte, error) { return c.KeyRecords, nil }, nil))
+	b.Serve(t, peering.KeyRecordsHandler(b.Directory, func(context.Context, string) ([][]byte, error) { return c.KeyRecords, nil }, nil))
 	tk := peering.NewTrustedKeys(nil, peering.NewClients(a.Cert, a.Directory, 10*time.Second), nil)
 	if err := tk.EnsureKeys(ctx, b.Org); !errors.Is(err, peering.ErrUntrustedKey) {
 		t.Fatalf("foreign records trusted: %v", err)

@@ -1,8 +1,12 @@
 // Package status publishes and resolves the live status of commercial
 // mandates (commercial mandate §3.3, §6.1, §9; decisions.md 8).
 //
-// A revocation reaches a relying party only through a status endpoint, so
-// this package is the whole revocation channel. It has three parts.
+// A relying party learns that a mandate is active only through its status
+// endpoint, which this package serves and resolves. (The revocation
+// records the status endpoint carries also travel, as the issuer's signed
+// objects, to the counterparties the mandate is disclosed to, among its
+// key records, package peering; a record held that way can only make a
+// mandate revoked, never active: package org.) It has three parts.
 //
 // # The status document
 //

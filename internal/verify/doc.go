@@ -132,7 +132,15 @@
 // endpoint, which an offline verifier never consults. mandate_authority
 // checks what a bundle can show (proof, subject, organisation, interval,
 // action, scope, delegation narrowing, revocation_records in the bundle)
-// and says in its detail that the live status was not consulted.
+// and says in its detail that the live status was not consulted. Of a
+// mandate's revocation_records, the latest effective at the event's
+// occurred_at decides (a reinstatement ends a suspension; revoked is
+// final): any other status than active fails the event, or leaves it
+// not_checkable when the two fall in the same second. A revocation
+// effective only after the event is named in the detail, so a reader of
+// either party's bundle (each carries the issuer's record, since the
+// counterparty keeps the revocations it is sent) sees that the mandate
+// was revoked later.
 //
 // Countersignatures. The bilateral record needs each event signed by the
 // appending party and countersigned by the other (pilot state machine

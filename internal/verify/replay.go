@@ -24,7 +24,9 @@ import (
 //   - mandate_authority: the mandate the event was appended under resolves,
 //     its proof verifies, and it covered the act at occurred_at: subject,
 //     organisation, interval, action, scope, delegation chain, and no
-//     revocation_record in the bundle effective before the append. A
+//     revocation_record in the bundle putting it out of service at the
+//     append (the latest effective by then decides; one effective later
+//     is named). A
 //     mandate's live status at append time is a fact of its status
 //     endpoint, which an offline verifier does not consult; the detail says
 //     so.
@@ -555,7 +557,7 @@ func (r *run) authority(e *object, a act) {
 			if !ok1 || !ok2 || occurred.Before(from) || !occurred.Before(until) {
 				v.fail("%s did not cover %s (valid %s to %s)", cur.id, str(e.payload, "occurred_at"), str(cur.val, "valid_from"), str(cur.val, "valid_until"))
 			}
-			r.revoked(&v, "mandate", cur.id, occurred)
+			r.revoked(&v, "mandate", cur.id, str(cur.val, "represented_organization_id"), occurred)
 		}
 		pid, delegated := strAt(cur.val, "parent_mandate_id")
 		if !delegated {
@@ -633,23 +635,66 @@ func (r *run) counterparty(txn, org string) string {
 	return ""
 }
 
-// revoked fails v when a revocation_record in the bundle, whose own bytes
-// verify, took subjectID out of service at or before t.
-func (r *run) revoked(v *verdict, subjectType, subjectID string, t time.Time) {
+// revoked fails v when the revocation_records in the bundle about
+// subjectID, whose own bytes verify, had it out of service at t: the
+// latest of them effective at or before t states a status other than
+// active (a reinstatement after a suspension puts it back in service,
+// commercial mandate §9); when that one took effect in t's own second,
+// the order is not established. One effective only after t is named in
+// a pass, so a reader of a counterparty's record sees that the mandate
+// was revoked later and that the event came before.
+//
+// Only the issuing organisation (issuer) changes its mandate's status
+// (commercial mandate §9): a record made by anyone else, the other party
+// of the record say, is named and changes nothing.
+func (r *run) revoked(v *verdict, subjectType, subjectID, issuer string, t time.Time) {
+	var latest *object
+	var latestAt time.Time
+	var later []string
 	for _, o := range r.revocations {
 		if str(o.payload, "subject_type") != subjectType || str(o.payload, "subject_id") != subjectID {
 			continue
 		}
+		if by, _ := objAt(o.val, "created_by"); str(by, "organization_id") != issuer {
+			later = append(later, fmt.Sprintf("%s, about %s, is made by %s, not by its issuer %s, and changes nothing", o.subject, subjectID, str(by, "organization_id"), issuer))
+			continue
+		}
 		status := str(o.payload, "status")
 		at, ok := timeAt(o.payload, "effective_at")
-		if !ok || status == "active" || t.Before(at) {
+		if !ok {
 			continue
 		}
 		if !o.hashOK() {
-			v.unsure("%s would revoke %s but does not hash to its content_hash", o.subject, subjectID)
+			if status != "active" && !t.Before(at) {
+				v.unsure("%s would take %s out of service but does not hash to its content_hash", o.subject, subjectID)
+			}
 			continue
 		}
-		v.fail("%s records %s as %s from %s", o.subject, subjectID, status, str(o.payload, "effective_at"))
+		if t.Before(at) {
+			if status != "active" {
+				later = append(later, fmt.Sprintf("%s records %s as %s from %s, after this event", o.subject, subjectID, status, str(o.payload, "effective_at")))
+			}
+			continue
+		}
+		// Of two changes in one second, the one out of service counts:
+		// the order of records in a bundle says nothing.
+		if latest == nil || at.After(latestAt) || at.Equal(latestAt) && status != "active" {
+			latest, latestAt = o, at
+		}
+	}
+	if latest != nil {
+		switch status := str(latest.payload, "status"); {
+		case status == "active":
+		case latestAt.Equal(t):
+			// Both instants are whole seconds: an act the mandate still
+			// allowed and its revocation a moment later read alike.
+			v.unsure("%s records %s as %s from %s, the second the event occurred: the bundle cannot tell which came first", latest.subject, subjectID, status, str(latest.payload, "effective_at"))
+		default:
+			v.fail("%s records %s as %s from %s", latest.subject, subjectID, status, str(latest.payload, "effective_at"))
+		}
+	}
+	for _, l := range later {
+		v.pass("%s", l)
 	}
 }
 
