@@ -326,6 +326,14 @@ func crashFlows() []flow {
 			}, nil},
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted", "settlement.instructed", "transaction.completed"},
+		// Wherever the power was cut, the recorded instruction is the
+		// buyer's one payment towards the supplier (record/budgets.go).
+		check: func(t *testing.T, h *harness, txn string) {
+			paid, err := h.b.Node.Org.Store.BudgetReader(context.Background()).PaymentsMade("EUR", "org_delta", time.Unix(0, 0), h.c.Now().Add(time.Hour))
+			if err != nil || len(paid) != 1 || paid[0].String() != "3200.00" {
+				t.Fatalf("the buyer's payments: %v %v, want one of 3200.00", paid, err)
+			}
+		},
 	}
 	var signer string
 	held := flow{
@@ -383,6 +391,14 @@ func formationFlow(name string, separate bool) flow {
 		},
 		steps: formationSteps(&txn, nil),
 		want:  []string{"agreement.direct", "agreement.committed"},
+		// Wherever the power was cut, the buyer's budgets count the
+		// commitment its recorded acceptance made (record/budgets.go).
+		check: func(t *testing.T, h *harness, txn string) {
+			got, err := h.b.Node.Org.Store.Committed(context.Background(), txn, "EUR")
+			if err != nil || got.String() != "3200.00" {
+				t.Fatalf("the buyer's commitment in %s: %s %v, want 3200.00", txn, got, err)
+			}
+		},
 	}
 }
 
