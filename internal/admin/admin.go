@@ -4,13 +4,16 @@
 // and each one's timeline; the verification of a record), and the same
 // decisions (plus the mandate acts) as JSON for scripts.
 //
-// The pages are server-rendered (html/template), use no external asset and
-// run no script (the Content-Security-Policy admits the one stylesheet by
-// hash); they are laid out for a phone-width screen first. The approvals
-// page reloads itself (a meta refresh, RefreshSeconds) so a new request
-// shows without a click. Events and objects are rendered from their types
-// and members, so the acts later lifecycle work adds show without a change
-// here (words.go, records.go).
+// The pages are server-rendered (html/template) and use no external asset;
+// the Content-Security-Policy admits the one stylesheet by hash and one
+// same-origin script, console.js, which shows times in the reader's zone
+// and keeps an open approvals page current without reloading it (it asks
+// GET /api/console every PollSeconds and changes only the parts that
+// changed, never a request being decided: console.go). Without script the
+// pages work as before, times in UTC. They are laid out for a phone-width
+// screen first. Events and objects are rendered from their types and
+// members, so the acts later lifecycle work adds show without a change
+// here (words.go, records.go, story.go).
 //
 // Every request but the sign-in form needs the admin token, presented as
 // "Authorization: Bearer <token>" (scripts) or as the HttpOnly,
@@ -32,11 +35,13 @@
 //	POST /logout                                sign out
 //	GET  /                                      the approvals page
 //	GET  /transactions[?state=S]                the transactions, filtered by state
-//	GET  /transactions/{id}                     one transaction's timeline and objects
+//	GET  /transactions/{id}[?print=1]           one transaction's timeline and objects (printable)
 //	GET  /transactions/{id}/verify              the seven steps over its record, as a report
-//	POST /approvals/{id}/approve|reject         the page's buttons
+//	POST /approvals/{id}/approve|reject         the page's confirmations (reason required to reject)
+//	GET  /console.js                            the pages' script
+//	GET  /api/console                           {"version"}: whether the approvals page changed
 //	GET  /api/approvals[?all=1]                 approval requests as JSON
-//	POST /api/approvals/{id}/approve|reject     decide; body {"conditions": [...]} optional
+//	POST /api/approvals/{id}/approve|reject     decide; body {"conditions": [...], "reason": ...} optional
 //	GET  /api/mandates                          mandates this instance issued
 //	POST /api/mandates                          issue; body is an issue request
 //	POST /api/mandates/{id}/suspend|reinstate|revoke  body {"reason": ...} optional
@@ -136,6 +141,8 @@ func Handler(p *principal.Surface, adminToken string, agentTokens []string, log 
 	private.HandleFunc("GET /transactions", h.transactions)
 	private.HandleFunc("GET /transactions/{id}", h.transaction)
 	private.HandleFunc("GET /transactions/{id}/verify", h.verifyRecord)
+	private.HandleFunc("GET /console.js", h.script)
+	private.HandleFunc("GET /api/console", h.apiConsole)
 	private.HandleFunc("GET /api/approvals", h.apiApprovals)
 	private.HandleFunc("POST /api/approvals/{id}/{decision}", h.apiDecide)
 	private.HandleFunc("GET /api/mandates", h.apiMandates)
@@ -311,10 +318,24 @@ func (h *handler) apiDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	var body struct {
 		Conditions []string `json:"conditions"`
+		// Reason is a rejection's, kept as its conditions (one a line).
+		Reason string `json:"reason"`
 	}
 	if err := readJSONBody(w, r, &body); err != nil {
 		writeErr(w, err)
 		return
+	}
+	if body.Reason != "" {
+		if d == "approve" {
+			writeErr(w, reason.Refuse("body: a reason is a rejection's; an approval takes conditions"))
+			return
+		}
+		why, err := notes(body.Reason)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		body.Conditions = append(body.Conditions, why...)
 	}
 	obj, err := h.p.Decide(r.Context(), r.PathValue("id"), d == "approve", body.Conditions)
 	if err != nil {

@@ -231,6 +231,7 @@ func TestAgentTokenForbidden(t *testing.T) {
 		{method: "GET", path: "/", bearer: f.agentTok},
 		{method: "GET", path: "/api/approvals", bearer: f.agentTok},
 		{method: "GET", path: "/api/mandates", bearer: f.agentTok},
+		{method: "GET", path: "/api/console", bearer: f.agentTok},
 		{method: "POST", path: "/api/approvals/" + r.ApprovalRequestID + "/approve", bearer: f.agentTok},
 		{method: "POST", path: "/api/mandates", bearer: f.agentTok, body: string(issue)},
 		{method: "POST", path: "/api/mandates/" + f.mandate + "/revoke", bearer: f.agentTok},
@@ -291,8 +292,13 @@ func TestPageShowsActAndDecides(t *testing.T) {
 	if strings.Contains(body, "does not match") {
 		t.Fatal("an honest act is flagged")
 	}
-	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+	// Script only from this origin (the console's), none inline.
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self';") ||
+		strings.Contains(csp, "unsafe") || strings.Contains(body, "<script>") || !strings.Contains(body, `<script src="/console.js" defer></script>`) {
 		t.Fatalf("CSP %q", csp)
+	}
+	if strings.Contains(body, `http-equiv="refresh"`) {
+		t.Fatal("the page still reloads itself")
 	}
 	m := csrfInput.FindStringSubmatch(body)
 	if m == nil || html.UnescapeString(m[1]) != admin.FormToken(f.adminTok) {
@@ -320,6 +326,22 @@ func TestPageShowsActAndDecides(t *testing.T) {
 		t.Fatalf("a refused form decided: %s", st)
 	}
 
+	// The open page's question, whether anything changed: the same
+	// answer until something does.
+	version := func() string {
+		t.Helper()
+		resp, body := f.do(t, call{method: "GET", path: "/api/console", cookie: c.Value})
+		var v struct{ Version string }
+		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &v) != nil || v.Version == "" {
+			t.Fatalf("/api/console: %d %s", resp.StatusCode, body)
+		}
+		return v.Version
+	}
+	before := version()
+	if again := version(); again != before {
+		t.Fatalf("the version moved with nothing changed: %s, %s", before, again)
+	}
+
 	// With cookie and token: approved, with the conditions typed.
 	resp, _ = f.do(t, call{method: "POST", path: approve, cookie: c.Value, form: url.Values{"csrf": {csrf}, "conditions": {"collect after 14:00\r\n\r\n  certificate in PDF  "}}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/?decided="+r1.ApprovalRequestID {
@@ -329,18 +351,35 @@ func TestPageShowsActAndDecides(t *testing.T) {
 	if st.Status != "approved" || st.ApprovalID == "" {
 		t.Fatalf("after approve: %+v", st)
 	}
+	if version() == before {
+		t.Error("the version did not move with a decision")
+	}
 	apr, err := f.n.Org.Store.GetObject(context.Background(), st.ApprovalID)
 	if err != nil || !strings.Contains(string(apr), `"conditions":["collect after 14:00","certificate in PDF"]`) {
 		t.Fatalf("approval object %s %v", apr, err)
 	}
 
-	// Reject the other through the header form of the token.
-	resp, _ = f.do(t, call{method: "POST", path: "/approvals/" + r2.ApprovalRequestID + "/reject", cookie: c.Value, form: url.Values{"csrf": {csrf}}})
+	// Rejecting from the page needs a reason; with one, it is signed
+	// into the rejection and shown with it.
+	reject := "/approvals/" + r2.ApprovalRequestID + "/reject"
+	resp, body = f.do(t, call{method: "POST", path: reject, cookie: c.Value, form: url.Values{"csrf": {csrf}, "reason": {" \r\n "}}})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "a rejection needs a reason") {
+		t.Fatalf("reject without a reason: %d", resp.StatusCode)
+	}
+	if st := f.status(t, r2.ApprovalRequestID); st != "pending" {
+		t.Fatalf("a reasonless rejection decided: %s", st)
+	}
+	resp, _ = f.do(t, call{method: "POST", path: reject, cookie: c.Value, form: url.Values{"csrf": {csrf}, "reason": {"Above this quarter's plan."}}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("reject: %d", resp.StatusCode)
 	}
-	if st := f.status(t, r2.ApprovalRequestID); st != "rejected" {
-		t.Fatalf("after reject: %s", st)
+	st2, _ := f.agent.ApprovalStatus(context.Background(), r2.ApprovalRequestID)
+	if st2.Status != "rejected" {
+		t.Fatalf("after reject: %s", st2.Status)
+	}
+	if rej, err := f.n.Org.Store.GetObject(context.Background(), st2.ApprovalID); err != nil ||
+		!strings.Contains(string(rej), `"conditions":["Above this quarter's plan."],"decision":"rejected"`) {
+		t.Fatalf("rejection object %s %v", rej, err)
 	}
 
 	// The page now shows both under Decided, with the notice read from the
@@ -350,6 +389,12 @@ func TestPageShowsActAndDecides(t *testing.T) {
 		!strings.Contains(body, r1.ApprovalRequestID+" approved; approval "+st.ApprovalID) {
 		t.Fatalf("page after deciding:\n%s", body)
 	}
+	// Who decided, with the conditions and the reason.
+	wantAll(t, "the decided requests", body,
+		"Approved : Accept an offer and form the agreement (offer.accept) Decided by prn_acme_principal (procurement_lead),",
+		"Condition collect after 14:00 Condition certificate in PDF Good until",
+		"Rejected : Accept an offer and form the agreement (offer.accept) Decided by prn_acme_principal (procurement_lead),",
+		"Reason Above this quarter's plan.")
 	if _, body := f.do(t, call{method: "GET", path: "/?decided=everything+approved", cookie: c.Value}); strings.Contains(body, "everything approved") {
 		t.Fatal("the notice echoes the URL")
 	}
@@ -373,6 +418,10 @@ func TestJSONAPI(t *testing.T) {
 	resp, _ = f.do(t, call{method: "POST", path: "/api/approvals/" + r.ApprovalRequestID + "/approve", bearer: f.adminTok, body: `{"condition": ["x"]}`})
 	if resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("misspelt body: %d", resp.StatusCode)
+	}
+	// A reason is a rejection's.
+	if resp, _ := f.do(t, call{method: "POST", path: "/api/approvals/" + r.ApprovalRequestID + "/approve", bearer: f.adminTok, body: `{"reason": "fine"}`}); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("approve with a reason: %d", resp.StatusCode)
 	}
 	resp, body = f.do(t, call{method: "POST", path: "/api/approvals/" + r.ApprovalRequestID + "/approve", bearer: f.adminTok, body: `{"conditions": ["weekdays only"]}`})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"decision":"approve"`) || !strings.Contains(body, `"weekdays only"`) {

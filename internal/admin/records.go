@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/partyd/party/internal/canonical"
@@ -39,7 +38,10 @@ type timelineView struct {
 	Notice                                                       string
 	Terminal                                                     bool
 	Item, Quantity, Amount                                       string
-	Events                                                       []eventRow
+	Print                                                        bool
+	Steps                                                        []step
+	Deadlines                                                    []item
+	Events                                                       []record.EventView
 	Objects                                                      []objectRow
 	Obligations                                                  []record.ObligationView
 	Forks                                                        []record.ForkView
@@ -72,15 +74,6 @@ type instructionView struct {
 	Receipts, Contradicting []string
 }
 
-// eventRow is one event of the timeline.
-type eventRow struct {
-	Sequence                                 int
-	ID, Type, Phrase, From, To, When, Status string
-	AppendedBy, Countersigned, Hash          string
-	Data                                     []item
-	Behind                                   []objectLink
-}
-
 // objectLink names an object an event's data refers to.
 type objectLink struct{ Member, ID, Type string }
 
@@ -108,6 +101,7 @@ var eventPhrases = map[protocol.EventType]string{
 	protocol.EvRemediationAccepted:   "Remediation accepted",
 	protocol.EvExceptionResolved:     "Exception resolved",
 	protocol.EvTransactionTerminated: "Transaction terminated",
+	protocol.EvDeadlineElapsed:       "The offer's deadline passed; the transaction expired",
 }
 
 // EventPhrase says an event in words.
@@ -207,9 +201,10 @@ func (h *handler) transactions(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		_, d.Error = describeErr(err)
 	}
+	name := h.names()
 	for _, t := range page.Transactions {
 		core := sub(h.terms(r, t.TransactionID), "core")
-		d.Rows = append(d.Rows, txnRow{ID: t.TransactionID, State: t.State, Counterparty: t.Counterparty, Role: t.Role,
+		d.Rows = append(d.Rows, txnRow{ID: t.TransactionID, State: t.State, Counterparty: name(t.Counterparty), Role: t.Role,
 			Item: str(core["description"]), Amount: Money(core["total"]), UpdatedAt: t.UpdatedAt, Events: t.Events})
 	}
 	h.show(w, r, http.StatusOK, d)
@@ -238,10 +233,11 @@ func (h *handler) timeline(r *http.Request, id string) (timelineView, error) {
 	core := sub(h.terms(r, id), "core")
 	tv.Item, tv.Amount = str(core["description"]), Money(core["total"])
 	tv.Quantity = Quantity(str(core["quantity"]), str(core["unit_code"]), str(core["unit_name"]))
-	types := map[string]string{}
+	in := storyInput{v: v, objs: map[string]map[string]any{}, raws: map[string][]byte{}, types: map[string]string{}, name: h.names()}
 	for _, o := range v.Objects {
-		types[o.ID] = o.ObjectType
+		in.types[o.ID] = o.ObjectType
 	}
+	tv.Counterparty = in.name(v.Counterparty)
 	st := h.rec.Org().Store
 	for _, o := range v.Objects {
 		row := objectRow{ID: o.ID, Type: o.ObjectType, CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt}
@@ -253,34 +249,13 @@ func (h *handler) timeline(r *http.Request, id string) (timelineView, error) {
 			if m, err := canonical.DecodeObject(raw); err == nil {
 				row.Hash = str(m["content_hash"])
 				row.Words = Words("", m["payload"])
+				in.objs[o.ID], in.raws[o.ID] = m, raw
 			}
 		}
 		tv.Objects = append(tv.Objects, row)
 	}
-	for _, e := range v.Events {
-		row := eventRow{Sequence: e.Sequence, ID: e.EventID, Type: e.EventType, Phrase: EventPhrase(e.EventType), From: e.FromState, To: e.ToState,
-			When: e.OccurredAt, Status: e.Status, AppendedBy: e.AppendedBy, Hash: e.ContentHash}
-		var others []string
-		for _, s := range e.SignedBy {
-			if s != e.AppendedBy {
-				others = append(others, s)
-			}
-		}
-		row.Countersigned = strings.Join(others, ", ")
-		keys := make([]string, 0, len(e.Data))
-		for k := range e.Data {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if id, ok := e.Data[k].(string); ok && types[id] != "" {
-				row.Behind = append(row.Behind, objectLink{Member: humanize(k), ID: id, Type: types[id]})
-				continue
-			}
-			row.Data = append(row.Data, Words(humanize(k), e.Data[k])...)
-		}
-		tv.Events = append(tv.Events, row)
-	}
+	tv.Events = v.Events
+	tv.Steps, tv.Deadlines = h.story(r.Context(), in)
 	return tv, nil
 }
 
@@ -293,7 +268,10 @@ func (h *handler) transaction(w http.ResponseWriter, r *http.Request) {
 		h.txnError(w, r, err)
 		return
 	}
-	h.show(w, r, http.StatusOK, pageData{Title: "Transaction " + tv.ID, Kind: "timeline", Timeline: &tv})
+	// ?print=1 is the same story for paper: no navigation, every step's
+	// identifiers and hashes open, the objects as held left out.
+	tv.Print = r.URL.Query().Get("print") == "1"
+	h.show(w, r, http.StatusOK, pageData{Title: "Transaction " + tv.ID, Kind: "timeline", Timeline: &tv, Print: tv.Print})
 }
 
 func (h *handler) txnError(w http.ResponseWriter, r *http.Request, err error) {

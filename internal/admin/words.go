@@ -22,8 +22,53 @@ import (
 // these words: each summary is followed on the page by the exact canonical
 // document and its hash.
 
-// item is one labelled line of a summary.
-type item struct{ Label, Value string }
+// item is one labelled line of a summary. At is set when the value is a
+// moment: it is then the RFC 3339 UTC form the page puts in a <time>
+// element, which the console's script shows in the reader's own zone
+// (Value, in UTC words, is what a page read without script shows).
+type item struct{ Label, Value, At string }
+
+// when is a moment as the pages show it (see item).
+type when struct{ At, Text string }
+
+// whenOf reads an A202 timestamp for a person: to the second, in UTC words,
+// with its RFC 3339 form for the browser. Anything else is shown as it is.
+func whenOf(s string) when {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return when{Text: s}
+	}
+	t = t.UTC()
+	return when{At: t.Format(time.RFC3339), Text: t.Format("2 Jan 2006, 15:04:05 UTC")}
+}
+
+// moment is a labelled line holding a timestamp.
+func moment(label, ts string) item {
+	w := whenOf(ts)
+	return item{Label: label, Value: w.Text, At: w.At}
+}
+
+// span says a duration in words: "1 hour 30 minutes".
+func span(d time.Duration) string {
+	var parts []string
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}} {
+		if n := d / u.d; n > 0 {
+			d -= n * u.d
+			w := fmt.Sprintf("%d %s", n, u.name)
+			if n > 1 {
+				w += "s"
+			}
+			parts = append(parts, w)
+		}
+	}
+	if len(parts) == 0 {
+		return "no time"
+	}
+	return strings.Join(parts, " ")
+}
 
 // actPhrases say what each act does.
 var actPhrases = map[protocol.Act]string{
@@ -114,7 +159,7 @@ func Words(prefix string, v any) []item {
 		case map[string]any:
 			if _, ok := x["currency"]; ok && len(x) == 2 {
 				if _, ok := x["amount"]; ok {
-					out = append(out, item{label, Money(x)})
+					out = append(out, item{Label: label, Value: Money(x)})
 					return
 				}
 			}
@@ -141,14 +186,20 @@ func Words(prefix string, v any) []item {
 				parts = append(parts, scalar(e))
 			}
 			if simple {
-				out = append(out, item{label, strings.Join(parts, ", ")})
+				out = append(out, item{Label: label, Value: strings.Join(parts, ", ")})
 				return
 			}
 			for i, e := range x {
 				walk(fmt.Sprintf("%s %d", label, i+1), e)
 			}
+		case string:
+			if w := whenOf(x); w.At != "" {
+				out = append(out, item{label, w.Text, w.At})
+				return
+			}
+			out = append(out, item{Label: label, Value: x})
 		default:
-			out = append(out, item{label, scalar(x)})
+			out = append(out, item{Label: label, Value: scalar(x)})
 		}
 	}
 	walk(prefix, v)
@@ -199,12 +250,13 @@ type Summary struct {
 }
 
 // ruleWords says why a rule held the act and for how long an approval is
-// good.
+// good: GoodFor from when it is given, which if given now is until Until.
 type ruleWords struct {
 	ID        string
 	Condition string
 	Approver  string
 	GoodFor   string
+	Until     when
 }
 
 // conditionOperators read an approval rule's operator.
@@ -246,7 +298,10 @@ type Context struct {
 	Rules func(mandateID string) map[string]map[string]any
 	// OfferValidUntil returns when a transaction's latest offer lapses.
 	OfferValidUntil func(txn string) string
-	Now             time.Time
+	// Name says an organisation for a person: its display name beside its
+	// identifier, where its peer file states one.
+	Name func(org string) string
+	Now  time.Time
 }
 
 // Summarize says an approval request in words.
@@ -256,7 +311,7 @@ func Summarize(a principal.Approval, c Context) Summary {
 	core := sub(terms, "core")
 	s := Summary{
 		Act:          ActPhrase(str(act["action_type"])),
-		Counterparty: str(act["counterparty_organization_id"]),
+		Counterparty: c.name(str(act["counterparty_organization_id"])),
 		Transaction:  str(act["transaction_id"]),
 		Item:         str(core["description"]),
 		Quantity:     Quantity(str(core["quantity"]), str(core["unit_code"]), str(core["unit_name"])),
@@ -264,10 +319,10 @@ func Summarize(a principal.Approval, c Context) Summary {
 		Profile:      str(terms["profile"]),
 		Category:     str(act["category"]),
 	}
-	s.Dates = append(s.Dates, item{"Requested", a.RequestedAt})
+	s.Dates = append(s.Dates, moment("Requested", a.RequestedAt))
 	if c.OfferValidUntil != nil && s.Transaction != "" && strings.HasPrefix(str(act["action_type"]), "offer.") {
 		if v := c.OfferValidUntil(s.Transaction); v != "" {
-			s.Dates = append(s.Dates, item{"Offer open until", v})
+			s.Dates = append(s.Dates, moment("Offer open until", v))
 		}
 	}
 	s.Terms = Words("", terms["profile_terms"])
@@ -295,11 +350,19 @@ func Summarize(a principal.Approval, c Context) Summary {
 		}
 		if r.ExpiresAfterSeconds > 0 {
 			d := time.Duration(r.ExpiresAfterSeconds) * time.Second
-			rw.GoodFor = fmt.Sprintf("%s after it is given (given now: until %s)", d, envelope.Timestamp(c.Now.Add(d)))
+			rw.GoodFor, rw.Until = span(d), whenOf(envelope.Timestamp(c.Now.Add(d)))
 		}
 		s.Rules = append(s.Rules, rw)
 	}
 	return s
+}
+
+// name says an organisation as c.Name does, or by its identifier alone.
+func (c Context) name(org string) string {
+	if c.Name == nil || org == "" {
+		return org
+	}
+	return c.Name(org)
 }
 
 // rulesOf indexes a mandate's approval rules by id.
@@ -317,7 +380,7 @@ func rulesOf(m map[string]any) map[string]map[string]any {
 // lookupContext builds the summary context from the record, when the
 // admin listener has it.
 func (h *handler) lookupContext(ctx context.Context) Context {
-	c := Context{Now: time.Now().UTC().Truncate(time.Second)}
+	c := Context{Now: time.Now().UTC().Truncate(time.Second), Name: h.names()}
 	if h.rec == nil {
 		return c
 	}

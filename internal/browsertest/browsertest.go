@@ -372,3 +372,32 @@ func (p *Page) Overflows() bool {
 	v, _ := p.Eval("document.documentElement.scrollWidth > window.innerWidth").(bool)
 	return v
 }
+
+// Zone makes the page read its clock in the IANA time zone zone and
+// format dates in locale (such as en-US), as a reader there would see
+// them.
+func (p *Page) Zone(zone, locale string) {
+	p.b.t.Helper()
+	if err := p.b.call(p.session, "Emulation.setTimezoneOverride", map[string]any{"timezoneId": zone}, nil); err != nil {
+		p.b.t.Fatal(err)
+	}
+	if err := p.b.call(p.session, "Emulation.setLocaleOverride", map[string]any{"locale": locale}, nil); err != nil {
+		p.b.t.Fatal(err)
+	}
+}
+
+// WaitFor waits until the JavaScript expression cond is true in the page,
+// without a page load: what a script on the page does by itself.
+func (p *Page) WaitFor(what, cond string) {
+	p.b.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		if ok, _ := p.Eval(cond).(bool); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.b.t.Fatalf("%s: not within %s", what, wait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

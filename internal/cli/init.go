@@ -13,7 +13,7 @@ func init() {
 	register("init", "create an instance's state directory: keys, certificate, tokens, peer file", runInit)
 }
 
-const initUsage = `Usage: party init --dir DIR --org ORG_ID [--agent AGT_ID] [--principal PRN_ID]
+const initUsage = `Usage: party init --dir DIR --org ORG_ID [--name NAME] [--agent AGT_ID] [--principal PRN_ID]
                   [--role ROLE] [--mcp-addr ADDR] [--peer-addr ADDR] [--admin-addr ADDR]
                   [--public-url URL] [--host HOST]... [--container] [--json]
 
@@ -22,7 +22,9 @@ agent's signing keys, a self-signed TLS certificate, the agent token (MCP)
 and the admin token (approvals page), the record database with an
 instance mandate and both key records, and peer.json, the file to hand to
 your counterparty. DIR must not exist or must be empty: init never
-overwrites keys.
+overwrites keys. --name gives the organisation's name for people (one
+line, at most 128 characters): it goes into peer.json, and a
+counterparty's approvals page shows it beside ORG_ID.
 
 The MCP and admin listeners must be loopback addresses unless --container
 is given (inside a container whose ports the host publishes on loopback).
@@ -44,6 +46,7 @@ func runInit(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	dir := c.dirFlag()
 	var o instance.InitOptions
 	c.StringVar(&o.OrganizationID, "org", "", "this organisation's A202 identifier, org_... (required)")
+	c.StringVar(&o.Name, "name", "", "the organisation's name for people, in peer.json (optional)")
 	c.StringVar(&o.AgentID, "agent", "", "the agent's identifier (default agt_<org suffix>_agent)")
 	c.StringVar(&o.PrincipalID, "principal", "", "the principal's identifier (default prn_<org suffix>_principal)")
 	c.StringVar(&o.Role, "role", "", "the principal's role, matched against approval rules (default procurement_lead)")

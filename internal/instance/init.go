@@ -27,6 +27,7 @@ import (
 // InitOptions are the arguments of `party init`.
 type InitOptions struct {
 	OrganizationID string // required, org_...
+	Name           string // optional display name, in config.json and peer.json
 	AgentID        string // default agt_<org suffix>_agent
 	PrincipalID    string // default prn_<org suffix>_principal
 	Role           string // default "procurement_lead"
@@ -55,6 +56,9 @@ func checkID(name, id, prefix string) error {
 func (o *InitOptions) defaults() error {
 	if err := checkID("organization id", o.OrganizationID, "org_"); err != nil {
 		return err
+	}
+	if err := CheckDisplayName(o.Name); err != nil {
+		return fmt.Errorf("instance: %w", err)
 	}
 	suffix := o.OrganizationID[4:]
 	if o.AgentID == "" {
@@ -180,6 +184,7 @@ func Init(dir string, o InitOptions) (Summary, error) {
 	}
 	cfg := Config{
 		OrganizationID: o.OrganizationID,
+		DisplayName:    o.Name,
 		PrincipalID:    o.PrincipalID,
 		PrincipalRole:  o.Role,
 		AgentID:        o.AgentID,

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/partyd/party/internal/keys"
 )
@@ -25,6 +27,10 @@ const PeerFileVersion = "party-peer/1"
 type PeerInfo struct {
 	Format         string `json:"format"`
 	OrganizationID string `json:"organization_id"`
+	// DisplayName is the organisation's name as it states it (`party init
+	// --name`), for people: pages show it beside the identifier, never
+	// instead of it, since nothing vouches for it. Optional.
+	DisplayName string `json:"display_name,omitempty"`
 	// AgentCardURL is where the A2A AgentCard is served; the peer's base URL
 	// is its scheme and host.
 	AgentCardURL string `json:"agent_card_url"`
@@ -47,6 +53,23 @@ type PeerInfo struct {
 
 var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// MaxDisplayName bounds a display name, in characters.
+const MaxDisplayName = 128
+
+// CheckDisplayName accepts "" (none) or a name of at most MaxDisplayName
+// characters of UTF-8 without control characters or surrounding spaces: a
+// line of text a page can show as it is.
+func CheckDisplayName(name string) error {
+	if name == "" {
+		return nil
+	}
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxDisplayName || strings.TrimSpace(name) != name ||
+		strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return fmt.Errorf("display name %q must be one line of at most %d characters", name, MaxDisplayName)
+	}
+	return nil
+}
+
 // BaseURL returns the scheme and host of the AgentCard URL.
 func (p PeerInfo) BaseURL() string {
 	u, err := url.Parse(p.AgentCardURL)
@@ -62,6 +85,9 @@ func (p PeerInfo) Validate() error {
 		return fmt.Errorf("peer file: format %q, want %q", p.Format, PeerFileVersion)
 	}
 	if err := checkID("organization_id", p.OrganizationID, "org_"); err != nil {
+		return fmt.Errorf("peer file: %w", err)
+	}
+	if err := CheckDisplayName(p.DisplayName); err != nil {
 		return fmt.Errorf("peer file: %w", err)
 	}
 	u, err := url.Parse(p.AgentCardURL)
@@ -136,6 +162,7 @@ func WriteOwnPeerFile(dir string, cfg Config, principals []PrincipalKey) error {
 	p := PeerInfo{
 		Format:               PeerFileVersion,
 		OrganizationID:       cfg.OrganizationID,
+		DisplayName:          cfg.DisplayName,
 		AgentCardURL:         strings.TrimSuffix(cfg.PublicURL, "/") + AgentCardPath,
 		TLSCertificateSHA256: CertFingerprint(cert.Raw),
 		PrincipalKeys:        map[string]map[string]any{},

@@ -81,6 +81,9 @@ var ErrExists = errors.New("instance: state directory already exists")
 type Config struct {
 	// OrganizationID is this organisation's A202 identifier (org_...).
 	OrganizationID string `json:"organization_id"`
+	// DisplayName is the organisation's name for people (`party init
+	// --name`), written to peer.json for counterparties; optional.
+	DisplayName string `json:"display_name,omitempty"`
 	// PrincipalID is the principal whose key issues mandates and approvals.
 	PrincipalID string `json:"principal_id"`
 	// PrincipalRole is the principal's role, matched against approval rules.
