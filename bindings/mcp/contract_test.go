@@ -45,8 +45,14 @@ var contractExchange = []struct {
 	{"initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"contract-test","version":"0"}}}`, true},
 	{"initialized", `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`, false},
 	{"tools-list", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`, true},
-	{"refusal", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"accept_offer","arguments":{"mandate_id":"mnd_000000000000000000000000","offer_id":"off_000000000000000000000000"}}}`, true},
+	{"results", `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"party://schemas/results"}}`, true},
+	{"refusal", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"accept_offer","arguments":{"mandate_id":"mnd_000000000000000000000000","offer_id":"off_000000000000000000000000"}}}`, true},
 }
+
+// maxToolsList bounds the tools/list reply, as the server sends it: a
+// client hands all of it (names, descriptions, annotations, both schemas
+// of every tool) to its model before the first call.
+const maxToolsList = 40_000
 
 // volatile are the parts of a message that differ between runs, and what
 // stands for them in the golden file.
@@ -72,8 +78,10 @@ func normalise(b []byte) []byte {
 
 // TestContractGolden pins the model-facing contract: the initialize
 // answer (server, version, instructions, capabilities), tools/list (every
-// tool's name, title, description, annotations and both schemas) and the
-// wire shape of a refusal. Any change to any of them fails here; when the
+// tool's name, title, description, annotations and input schema), every
+// tool's result schema (mcp.ResultsURI) and the
+// wire shape of a refusal, and holds tools/list within maxToolsList
+// bytes. Any change to any of them fails here; when the
 // change is meant, rewrite the file with
 //
 //	go test ./bindings/mcp -run TestContractGolden -update
@@ -98,9 +106,10 @@ func TestContractGolden(t *testing.T) {
 	}
 	defer ss.Close()
 	replies := bufio.NewReader(clientIn)
+	var toolsList int // bytes of the tools/list reply as sent
 
-	ar := &txtar.Archive{Comment: []byte("The MCP contract of party's agent tools: an initialize exchange, tools/list and one refusal,\n" +
-		"as the server sends them (indented; times and key ids normalised).\n" +
+	ar := &txtar.Archive{Comment: []byte("The MCP contract of party's agent tools: an initialize exchange, tools/list, the result schemas\n" +
+		"(party://schemas/results, its text) and one refusal, as the server sends them (indented; times and key ids normalised).\n" +
 		"Regenerate: go test ./bindings/mcp -run TestContractGolden -update\n")}
 	for _, step := range contractExchange {
 		if _, err := io.WriteString(clientOut, step.send+"\n"); err != nil {
@@ -114,9 +123,26 @@ func TestContractGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
+		switch step.name {
+		case "tools-list":
+			toolsList = len(line)
+		case "results":
+			// The schemas travel as the resource's text: pinned as the
+			// JSON they are, not as one escaped string.
+			var r struct {
+				Result sdk.ReadResourceResult `json:"result"`
+			}
+			if err := json.Unmarshal(line, &r); err != nil || len(r.Result.Contents) != 1 {
+				t.Fatalf("results: %v %s", err, line)
+			}
+			line = []byte(r.Result.Contents[0].Text)
+		}
 		ar.Files = append(ar.Files, txtar.File{Name: step.name + ".reply", Data: normalise(line)})
 	}
 	got := txtar.Format(ar)
+	if toolsList > maxToolsList {
+		t.Errorf("tools/list is %d bytes, more than %d: every agent carries it in its context", toolsList, maxToolsList)
+	}
 
 	path := filepath.Join("testdata", "contract.txtar")
 	if *updateGolden {
@@ -171,8 +197,8 @@ func firstDifference(want, got []byte) string {
 	return "the comment differs"
 }
 
-// TestSchemasSingleTyped walks every served tool's schemas as a client
-// receives them: no type is a list (["null", "array"] and the like), so a
+// TestSchemasSingleTyped walks every served tool's schemas (input, and
+// result from mcp.ResultsURI) as a client receives them: no type is a list (["null", "array"] and the like), so a
 // client that maps tool schemas onto a single-type dialect reads them as
 // they are; and every member a model can send is described.
 func TestSchemasSingleTyped(t *testing.T) {
@@ -186,10 +212,17 @@ func TestSchemasSingleTyped(t *testing.T) {
 	if len(res.Tools) < 17 {
 		t.Fatalf("%d tools listed", len(res.Tools))
 	}
+	var outs map[string]any
+	if err := json.Unmarshal([]byte(readResultSchemas(t, cs)), &outs); err != nil {
+		t.Fatal(err)
+	}
 	for _, tl := range res.Tools {
-		var in, out any
+		var in any
 		remarshal(t, tl.InputSchema, &in)
-		remarshal(t, tl.OutputSchema, &out)
+		out, ok := outs[tl.Name].(map[string]any)
+		if !ok {
+			t.Fatalf("%s has no result schema", tl.Name)
+		}
 		for _, s := range []struct {
 			which string
 			v     any
@@ -206,10 +239,19 @@ func TestSchemasSingleTyped(t *testing.T) {
 				}
 			})
 		}
-		if in.(map[string]any)["type"] != "object" || out.(map[string]any)["type"] != "object" {
+		if in.(map[string]any)["type"] != "object" || out["type"] != "object" {
 			t.Errorf("%s: schemas are not objects", tl.Name)
 		}
 		for name, p := range in.(map[string]any)["properties"].(map[string]any) {
+			if name == "terms" {
+				// The registered schemas' own shape, descriptions cut to
+				// what they say (schema.TermsSchema); TestTermsSchema
+				// holds it to the gate.
+				if d, _ := p.(map[string]any)["description"].(string); d == "" {
+					t.Errorf("%s: argument terms has no description", tl.Name)
+				}
+				continue
+			}
 			walkJSON(p, name, func(at string, m map[string]any) {
 				if props, ok := m["properties"].(map[string]any); ok {
 					for k, v := range props {

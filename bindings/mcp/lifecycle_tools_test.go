@@ -74,12 +74,13 @@ func TestLifecycleToolsOverMCP(t *testing.T) {
 		t.Fatalf("waived %s, want the remainder %s", got, rem)
 	}
 
-	// An amendment, then a consensual termination.
+	// An amendment (propose_offer on the committed transaction), then a
+	// consensual termination.
 	txn2 := recordtest.Form(t, b, s, "3200.00")
 	call("buyer", "issue_obligation", map[string]any{"mandate_id": b.Mandate, "transaction_id": txn2})
 	terms := recordtest.Terms("3760.00")
 	terms["core"].(map[string]any)["quantity"] = "24"
-	out = call("supplier", "propose_amendment", map[string]any{"mandate_id": s.Mandate, "transaction_id": txn2, "counterparty_organization_id": "org_northstar",
+	out = call("supplier", "propose_offer", map[string]any{"mandate_id": s.Mandate, "transaction_id": txn2, "counterparty_organization_id": "org_northstar",
 		"terms": terms, "valid_until": envelope.Timestamp(c.Now().Add(24 * time.Hour))})
 	offer := out["objects"].(map[string]any)["offer"].(string)
 	inbox := call("buyer", "list_inbox", map[string]any{"mandate_id": b.Mandate})

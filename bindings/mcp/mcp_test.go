@@ -79,30 +79,34 @@ func callJSON(t *testing.T, cs *sdk.ClientSession, name string, args any) (map[s
 	if err := json.Unmarshal([]byte(text), &again); err != nil || len(again) != len(out) {
 		t.Fatalf("%s: text content is not the same JSON: %s", name, text)
 	}
-	// Every result that is not an error is what the tool's output schema
-	// announced, with no null in it.
+	// Every result that is not an error is what the tool's result schema
+	// (mcp.ResultsURI) says, with no null in it.
 	if !res.IsError {
-		if err := mcp.Conforms(outputSchema(t, cs, name), res.StructuredContent); err != nil {
-			t.Fatalf("%s: the result does not conform to its output schema: %v\n%.800s", name, err, b)
+		if err := resultSchemas(t, cs).Check(name, res.StructuredContent); err != nil {
+			t.Fatalf("%s: the result does not conform to its schema: %v\n%.800s", name, err, b)
 		}
 	}
 	return out, res.IsError
 }
 
-// outputSchema is the output schema tools/list announces for name.
-func outputSchema(t *testing.T, cs *sdk.ClientSession, name string) any {
+// resultSchemas reads the result schemas the server gives.
+func resultSchemas(t *testing.T, cs *sdk.ClientSession) mcp.Results {
 	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
+	text := readResultSchemas(t, cs)
+	r, err := mcp.ResolveResults(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tl := range res.Tools {
-		if tl.Name == name {
-			return tl.OutputSchema
-		}
+	return r
+}
+
+func readResultSchemas(t *testing.T, cs *sdk.ClientSession) string {
+	t.Helper()
+	res, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: mcp.ResultsURI})
+	if err != nil || len(res.Contents) != 1 {
+		t.Fatalf("%s: %v %v", mcp.ResultsURI, res, err)
 	}
-	t.Fatalf("no tool %s", name)
-	return nil
+	return res.Contents[0].Text
 }
 
 func connect(t *testing.T, srv *sdk.Server) *sdk.ClientSession {
@@ -130,8 +134,11 @@ func TestToolsOverInMemoryTransport(t *testing.T) {
 	var names []string
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
-		if tl.Description == "" || tl.InputSchema == nil || tl.OutputSchema == nil || tl.Annotations == nil {
-			t.Errorf("%s lacks description, schemas or annotations", tl.Name)
+		if tl.Description == "" || tl.InputSchema == nil || tl.Annotations == nil {
+			t.Errorf("%s lacks description, input schema or annotations", tl.Name)
+		}
+		if _, ok := resultSchemas(t, cs)[tl.Name]; !ok {
+			t.Errorf("%s has no result schema", tl.Name)
 		}
 		if tl.Name == "whoami" && !tl.Annotations.ReadOnlyHint {
 			t.Error("whoami is not read-only")
@@ -163,6 +170,12 @@ func TestToolsOverInMemoryTransport(t *testing.T) {
 	again, _ := callJSON(t, cs, "request_approval", req)
 	if again["approval_request_id"] != first["approval_request_id"] {
 		t.Fatal("a repeated request_id recorded a second request")
+	}
+	// Without a request_id the same act asked again is the same pending
+	// request: what request_approval's idempotentHint promises.
+	bare, _ := callJSON(t, cs, "request_approval", map[string]any{"mandate_id": mid, "proposed_action": act("3200.00")})
+	if bare["approval_request_id"] != first["approval_request_id"] {
+		t.Fatalf("the same act asked again filed %v beside %v", bare["approval_request_id"], first["approval_request_id"])
 	}
 	other := map[string]any{"mandate_id": mid, "proposed_action": act("3300.00"), "request_id": "r-1"}
 	if out, isErr := callJSON(t, cs, "request_approval", other); !isErr || out["outcome"] != "refused" {

@@ -29,14 +29,14 @@ func TestRecordToolsListed(t *testing.T) {
 			t.Errorf("%s has no openWorldHint", tl.Name)
 		}
 		if slices.Contains([]string{"propose_offer", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion",
-			"cancel_transaction", "waive_obligation", "propose_termination", "agree_termination", "propose_amendment", "accept_amendment",
+			"cancel_transaction", "waive_obligation", "propose_termination", "agree_termination", "accept_amendment",
 			"instruct_settlement", "complete_transaction", "propose_settlement_adjustment", "accept_settlement_adjustment"}, tl.Name) &&
 			(!*tl.Annotations.OpenWorldHint || tl.Annotations.ReadOnlyHint) {
 			t.Errorf("%s reaches the counterparty and records: annotations %+v", tl.Name, tl.Annotations)
 		}
 	}
 	for _, want := range []string{"propose_offer", "withdraw_offer", "list_inbox", "accept_offer", "issue_obligation", "assert_performance", "respond_to_assertion",
-		"cancel_transaction", "waive_obligation", "propose_termination", "agree_termination", "propose_amendment", "accept_amendment",
+		"cancel_transaction", "waive_obligation", "propose_termination", "agree_termination", "accept_amendment",
 		"instruct_settlement", "settlement_status", "complete_transaction", "propose_settlement_adjustment", "accept_settlement_adjustment",
 		"get_transaction_record", "list_transactions"} {
 		if !slices.Contains(names, want) {

@@ -11,16 +11,14 @@ import (
 
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/schema"
 	"github.com/partyd/party/internal/store"
 )
-
-// RequestID is the optional request_id of a write tool.
-type RequestID string
 
 // writeArgs is the member every write tool accepts beside its own input
 // type; call strips it before the input is decoded.
 type writeArgs struct {
-	RequestID RequestID `json:"request_id,omitempty" jsonschema:"Optional id you choose for this call. Repeating the call with the same request_id and arguments returns the first result and records nothing twice; reusing it with other arguments is refused."`
+	RequestID string `json:"request_id,omitempty" jsonschema:"Optional retry key: same id and arguments, first result."`
 }
 
 // typeSchemas are the schemas of the named types whose Go type alone does
@@ -41,10 +39,21 @@ func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 		reflect.TypeFor[protocol.Role]():            {Type: "string", Enum: values(protocol.Roles)},
 		reflect.TypeFor[protocol.RejectionReason](): {Type: "string", Enum: values(protocol.RejectionReasons)},
 		reflect.TypeFor[record.PageLimit]():         {Type: "integer", Minimum: jsonschema.Ptr(1.0), Maximum: jsonschema.Ptr(float64(store.MaxPage))},
-		reflect.TypeFor[record.Terms]():             {Type: "object", Required: slices.Clone(record.TermsMembers)},
+		reflect.TypeFor[record.Terms]():             termsSchema(),
 		reflect.TypeFor[record.Evidence]():          evidence,
-		reflect.TypeFor[RequestID]():                {Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(128)},
 	}
+}
+
+// termsSchema is the shape of record.Terms: the kernel's terms with
+// profile_terms held to the registered profiles' own schemas
+// (schema.TermsSchema), so a model writes terms it can validate before
+// the gate does.
+func termsSchema() *jsonschema.Schema {
+	var s jsonschema.Schema
+	if err := remarshal(schema.TermsSchema(), &s); err != nil {
+		panic(fmt.Sprintf("mcp: schema of record.Terms: %v", err))
+	}
+	return &s
 }
 
 func values[T ~string](list []T) []any {
@@ -67,6 +76,9 @@ func schemaFor(t reflect.Type) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	walkSchema(s, func(s *jsonschema.Schema) {
+		if isTrue(s.AdditionalProperties) {
+			s.AdditionalProperties = nil // the default, said of every map
+		}
 		if len(s.Types) == 0 {
 			return
 		}
@@ -78,6 +90,15 @@ func schemaFor(t reflect.Type) (*jsonschema.Schema, error) {
 		}
 	})
 	return s, nil
+}
+
+// isTrue says s is the schema true, which accepts anything.
+func isTrue(s *jsonschema.Schema) bool {
+	if s == nil {
+		return false
+	}
+	b, err := json.Marshal(s)
+	return err == nil && string(b) == "true"
 }
 
 // inputSchema is the input schema of a tool whose arguments decode into
@@ -141,38 +162,43 @@ func walkSchema(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
 	}
 }
 
-// Conforms checks a tool's structured content as a client received it
-// against the output schema tools/list announced for the tool, and that
-// it carries no null anywhere: an empty list is [], a member with no
-// value is omitted. A strict client (the walkthrough's agent, the tests)
-// calls it on every result that is not an error; one that calls a tool
-// many times resolves its schema once (ResolveOutput).
-func Conforms(outputSchema, structured any) error {
-	o, err := ResolveOutput(outputSchema)
-	if err != nil {
-		return err
+// Results are the result schemas a server gives at ResultsURI, resolved
+// once. A strict client (the walkthrough's agent, the tests) checks every
+// result that is not an error against its tool's (Check).
+type Results map[string]*Output
+
+// ResolveResults resolves the text of the ResultsURI resource.
+func ResolveResults(text string) (Results, error) {
+	var byTool map[string]*jsonschema.Schema
+	if err := json.Unmarshal([]byte(text), &byTool); err != nil {
+		return nil, fmt.Errorf("result schemas: %w", err)
+	}
+	out := Results{}
+	for name, s := range byTool {
+		rs, err := s.Resolve(nil)
+		if err != nil {
+			return nil, fmt.Errorf("result schema of %s: %w", name, err)
+		}
+		out[name] = &Output{rs: rs}
+	}
+	return out, nil
+}
+
+// Check checks tool's structured content as a client received it against
+// the tool's result schema, and that it carries no null anywhere: an
+// empty list is [], a member with no value is omitted.
+func (r Results) Check(tool string, structured any) error {
+	o, ok := r[tool]
+	if !ok {
+		return fmt.Errorf("no result schema for tool %s", tool)
 	}
 	return o.Check(structured)
 }
 
-// Output is a tool's announced output schema, resolved once for the
-// results a client checks against it (Conforms).
+// Output is one tool's result schema, resolved.
 type Output struct{ rs *jsonschema.Resolved }
 
-// ResolveOutput resolves the output schema tools/list announced.
-func ResolveOutput(outputSchema any) (*Output, error) {
-	var s jsonschema.Schema
-	if err := remarshal(outputSchema, &s); err != nil {
-		return nil, fmt.Errorf("output schema: %w", err)
-	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
-		return nil, fmt.Errorf("output schema: %w", err)
-	}
-	return &Output{rs: rs}, nil
-}
-
-// Check is Conforms for the schema o holds. structured is the content as
+// Check checks structured against the schema o holds. structured is the content as
 // received (json.RawMessage or []byte for its JSON text, or a value that
 // marshals to it).
 func (o *Output) Check(structured any) error {

@@ -30,7 +30,15 @@
 //
 // Write tools take an optional request_id. Repeating a call with the same
 // request_id and arguments returns the first result and records nothing
-// twice; the same request_id with other arguments is refused.
+// twice; the same request_id with other arguments is refused. Without a
+// request_id nothing is derived from the arguments: the same arguments
+// may rightly mean a second act (a second offer of the same terms, an
+// assertion made again after a rejection, a proposal made again once the
+// record moved), so only the tools whose repetition changes nothing say
+// idempotentHint (the reads, and request_approval, which returns the
+// pending request for the same act). destructiveHint marks the acts that
+// pay, bind, give up or end (docs/record-protocol.md, "The tool
+// contract").
 //
 // # The contract comes from the Go types
 //
@@ -55,19 +63,27 @@
 // written once, in typeSchemas (schema.go): a closed set of values
 // (protocol.ResponseType, protocol.RejectionReason, their values taken
 // from the lists the engine and the gate check against), a bound
-// (record.PageLimit, 1 to store.MaxPage), the required members of an open
-// object (record.Terms), a minimum count (record.Evidence). A new field of
+// (record.PageLimit, 1 to store.MaxPage), the shape of an open object
+// (record.Terms: the registered profiles' own schemas, joined by
+// schema.TermsSchema), a minimum count (record.Evidence). A new field of
 // one of these types needs nothing more; a new kind of constraint is a new
 // named type and one entry there.
 //
 // Every schema is single-typed: Go slices and pointers infer as
 // ["null", X], and schemaFor makes them X, because party never sends null
 // (an empty list is [], a member with no value is omitted) — output types
-// must hold to that, which Conforms checks on every result in the tests,
-// the end-to-end run and the walkthrough. testdata/contract.txtar pins the
-// whole contract (initialize, tools/list, a refusal); a change to a tool's
-// name, description, annotations or either schema fails TestContractGolden
-// until the file is regenerated with -update and the diff reviewed.
+// must hold to that, which Results.Check checks on every result in the
+// tests, the end-to-end run and the walkthrough.
+//
+// tools/list carries each tool's name, title, description, annotations and
+// input schema, and stays under 40 KB: every agent holds it in its context.
+// The result schemas are not in it (they were 28 KB alone) but in one
+// resource, ResultsURI, for a client that validates results; a model
+// reads each result as the JSON it is. testdata/contract.txtar pins the
+// whole contract (initialize, tools/list, the result schemas, a refusal);
+// a change to a tool's name, description, annotations or either schema
+// fails TestContractGolden until the file is regenerated with -update and
+// the diff reviewed.
 //
 // The handlers are registered with the SDK's untyped Server.AddTool, not
 // its typed AddTool, on purpose: the typed path validates arguments
@@ -90,6 +106,7 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/partyd/party/internal/agent"
@@ -110,10 +127,10 @@ Call order:
 1. whoami: your organisation, your agent id and the mandates you hold.
 2. verify_mandate for the exact act you intend to take. It answers allow, deny or require_approval, with the act's action_hash.
 3. On require_approval: request_approval with the same arguments, poll approval_status until your principal decides, then verify_mandate again with the approval_id. You can ask for an approval; you can never give one. An act tool whose act your mandate holds files the request itself: its refusal names the approval_request_id; once approved, take the same act again.
-4. Take the act with the tool for it. Every recording tool re-evaluates your mandate at that moment and refuses an act it does not allow.
+4. Take the act with the tool for it. Every recording tool re-evaluates your mandate at that moment and refuses an act it does not allow. Its description ends with the act document it is evaluated as ("Act: action_type {proposed_terms; references}"), what verify_mandate takes. Give each act a request_id of your own: a retry with the same request_id and arguments returns the first result, while a repeated call without one acts again.
 5. get_transaction_record and list_transactions show where transactions stand; verify_evidence checks a record.
 
-A refusal is a result with outcome "refused" and registered A202 reason codes; it means nothing was recorded. Money, percentages and quantities are always base-10 strings, never numbers.`
+A refusal is a result with outcome "refused" and registered A202 reason codes; it means nothing was recorded. Money, percentages and quantities are always base-10 strings, never numbers. The JSON Schema of every tool's result is the resource party://schemas/results.`
 
 // Tool is one agent tool: what a model is told about it, and its handler,
 // bound by Typed. A Tool that did not come from Typed has no handler and
@@ -123,9 +140,18 @@ type Tool struct {
 	Title       string
 	Description string
 	ReadOnly    bool
-	Idempotent  bool
+	// Idempotent: the same call again, request_id or not, changes nothing
+	// more (idempotentHint). A write tool is not idempotent merely for
+	// taking a request_id: a client that retries on the hint does not
+	// know to send one.
+	Idempotent bool
+	// Destructive: the act moves money, binds the organisation, gives
+	// something up or ends a deal, and cannot be undone by another tool
+	// (destructiveHint, which clients use to ask the user first).
+	Destructive bool
 	OpenWorld   bool // reaches the counterparty's instance
-	// Write tools accept request_id and are made idempotent by it.
+	// Write tools accept request_id: the same request_id and arguments
+	// return the first result.
 	Write bool
 	// OwnIdempotency marks a write tool whose act records its request_id
 	// itself, in the act's own database transaction (the record engine's
@@ -200,10 +226,13 @@ func NewServer(tools []Tool, st *store.Store, logger *slog.Logger, opts ...Optio
 	for _, o := range opts {
 		o(setup)
 	}
+	// After the options, which keep the full logger for party's own lines.
+	setup.opts.Logger = sdkLogger(logger)
 	s := sdk.NewServer(&sdk.Implementation{Name: "party", Title: "party: A202 instance", Version: Version}, setup.opts)
 	for _, f := range setup.after {
 		f(s)
 	}
+	results := map[string]*jsonschema.Schema{}
 	for _, t := range tools {
 		t := t
 		if t.run == nil {
@@ -217,19 +246,29 @@ func NewServer(tools []Tool, st *store.Store, logger *slog.Logger, opts ...Optio
 		if err != nil {
 			panic(fmt.Sprintf("mcp: output schema of %s: %v", t.Name, err))
 		}
+		results[t.Name] = out
+		if t.ReadOnly && (t.Write || t.Destructive) {
+			panic(fmt.Sprintf("mcp: tool %s is read-only and writes", t.Name))
+		}
 		open := t.OpenWorld
+		var destructive *bool // meaningless for a read (the spec says so)
+		if !t.ReadOnly {
+			destructive = &t.Destructive
+		}
 		s.AddTool(&sdk.Tool{
-			Name:         t.Name,
-			Title:        t.Title,
-			Description:  t.Description,
-			InputSchema:  in,
-			OutputSchema: out,
+			Name:        t.Name,
+			Title:       t.Title,
+			Description: t.Description,
+			InputSchema: in,
+			// Every meaningful hint is sent, none left to its default
+			// (destructive and open-world default to true): a client
+			// reads exactly what each tool does. The title is the
+			// tool's own, not repeated here.
 			Annotations: &sdk.ToolAnnotations{
-				Title:           t.Title,
 				ReadOnlyHint:    t.ReadOnly,
-				IdempotentHint:  t.Idempotent || t.Write,
+				IdempotentHint:  t.Idempotent,
 				OpenWorldHint:   &open,
-				DestructiveHint: boolPtr(false),
+				DestructiveHint: destructive,
 			},
 		}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			out, err := call(ctx, t, st, req.Params.Arguments)
@@ -239,10 +278,25 @@ func NewServer(tools []Tool, st *store.Store, logger *slog.Logger, opts ...Optio
 			return result(out, err), nil
 		})
 	}
+	body, err := json.Marshal(results)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: result schemas: %v", err))
+	}
+	s.AddResource(&sdk.Resource{URI: ResultsURI, Name: "results", Title: "What each tool returns", MIMEType: "application/json",
+		Description: "The JSON Schema of each tool's structured result, by tool name, for a client that validates results (tools/list leaves them out)."},
+		func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: ResultsURI, MIMEType: "application/json", Text: string(body)}}}, nil
+		})
 	return s
 }
 
-func boolPtr(b bool) *bool { return &b }
+// ResultsURI is the resource holding the schema of every tool's result
+// (structuredContent), by tool name. tools/list announces no
+// outputSchema: the results' shapes are as large as everything else in
+// it together (28 KB of 80 KB), a model reads each result as the JSON it
+// is, and every client would carry them in its context on every
+// connection; a client that validates results reads them here once.
+const ResultsURI = "party://schemas/results"
 
 // call decodes arguments strictly and runs the tool, through the
 // idempotency record when the tool writes and a request_id is given.
@@ -396,7 +450,10 @@ func AgentsHandler(servers map[string]*sdk.Server, adminToken string) http.Handl
 		routes[tok] = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, streamableOptions)
 	}
 	mux.Handle("/mcp", RequireTokens(routes, adminToken, ""))
+	// At the root and at the path-suffixed location RFC 9728 §3.1 derives
+	// for the resource /mcp, which clients probe first.
 	mux.Handle(ProtectedResourcePath, ProtectedResourceMetadata(""))
+	mux.Handle(ProtectedResourcePath+"/mcp", ProtectedResourceMetadata(""))
 	return mux
 }
 

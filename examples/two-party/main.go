@@ -3,17 +3,21 @@
 // supplier), each with its own state directory, keys, record and
 // listeners, talking over HTTPS on loopback, their agents driven over MCP
 // Streamable HTTP by a scripted client and their principals acting through
-// their own surfaces. It then exports each side's record, verifies both,
-// and prints a timeline. It exits 0 only if everything held.
+// their own surfaces. It prints a timeline and the deal (what was traded,
+// for how much, who approved it, what was paid), then exports each side's
+// record and verifies both. It exits 0 only if everything held.
 //
 //	go run ./examples/two-party [--out DIR] [--keep-running]
 //
 // The walkthrough stays on the happy path. With --keep-running both
-// instances stay up; once each principal has issued its agent a mandate
+// instances stay up, and it prints where each principal's approvals page
+// and each agent's MCP endpoint are, and which file holds each token
+// (never a token itself); once each principal has issued its agent a mandate
 // listing them (party mandate issue; the walkthrough's own mandates cover
 // its one transaction), an agent can try the acts that walk away or change
 // course: cancel_transaction, propose_termination and agree_termination,
-// waive_obligation, propose_amendment and accept_amendment, and several
+// waive_obligation, an amendment (propose_offer on the committed
+// transaction, then accept_amendment), and several
 // deliverables per agreement. docs/cli.md, "After the walkthrough", shows
 // each call; internal/record/lifecycle_test.go runs each between two
 // instances.
@@ -60,7 +64,10 @@ func main() {
 		}
 		return
 	}
-	if err := run(*out, *keep, *amount, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *out, *keep, *amount, os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "two-party:", err)
 		os.Exit(1)
 	}
@@ -86,9 +93,9 @@ func listen(n int) ([]net.Listener, []string, error) {
 	return ls, addrs, nil
 }
 
-func run(out string, keep bool, amount string, w io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// run runs the walkthrough; with keep, the instances serve until ctx
+// ends.
+func run(ctx context.Context, out string, keep bool, amount string, w io.Writer) error {
 	if out == "" {
 		d, err := os.MkdirTemp("", "party-two-party-")
 		if err != nil {
@@ -152,9 +159,10 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 	}
 	defer sa.Close()
 
-	txn, steps, werr := demo.Walkthrough(ctx, ba, sa, amount, func(ctx context.Context, rid string) error {
+	res, werr := demo.Walkthrough(ctx, ba, sa, amount, func(ctx context.Context, rid string) error {
 		return demo.Approve(ctx, buyer, rid) // the buyer's principal, through its admin surface
 	})
+	txn := res.TransactionID
 	var events []map[string]any
 	if txn != "" {
 		if rec, err := ba.Call(ctx, "get_transaction_record", map[string]any{"transaction_id": txn}); err == nil {
@@ -163,10 +171,11 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 			}
 		}
 	}
-	demo.Timeline(w, steps, events)
+	demo.Timeline(w, res.Steps, events)
 	if werr != nil {
 		return werr
 	}
+	demo.Tell(w, res.Deal)
 
 	fmt.Fprintln(w, "\nVerification (each side exports its own record and verifies it)")
 	var hashes [][]string
@@ -203,8 +212,10 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nDone: %s reached completed; both bundles verify.\n", txn)
 	if keep {
-		fmt.Fprintf(w, "\nInstances keep running (Ctrl-C to stop):\n  northstar MCP %s (token in %s)\n  delta     MCP %s (token in %s)\n",
-			buyer.MCPURL, filepath.Join(buyer.Dir, instance.AgentTokenFile), supplier.MCPURL, filepath.Join(supplier.Dir, instance.AgentTokenFile))
+		fmt.Fprintln(w, "\nInstances keep running (Ctrl-C to stop). Each token is in the file named; none is printed.")
+		for _, p := range []*demo.Party{buyer, supplier} {
+			keepRunning(w, p)
+		}
 		<-ctx.Done()
 	}
 	stopInstances()
@@ -214,6 +225,16 @@ func run(out string, keep bool, amount string, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// keepRunning tells where p's instance is reached and with which token
+// file: its agent's MCP endpoint, its principal's approvals page (sign in
+// by pasting the admin token at /login), and the operator's endpoints.
+func keepRunning(w io.Writer, p *demo.Party) {
+	fmt.Fprintf(w, "\n  %s\n", p.Name)
+	fmt.Fprintf(w, "    approvals page  %s/  (sign in with the admin token: %s)\n", p.AdminURL, filepath.Join(p.Dir, instance.AdminTokenFile))
+	fmt.Fprintf(w, "    agent (MCP)     %s  (bearer token: %s)\n", p.MCPURL, filepath.Join(p.Dir, instance.AgentTokenFile))
+	fmt.Fprintf(w, "    readiness       %s/readyz; metrics %s/metrics  (bearer token: %s)\n", p.AdminURL, p.AdminURL, filepath.Join(p.Dir, daemon.MetricsTokenFile))
 }
 
 // connectMode drives two instances that already run elsewhere (the compose
@@ -254,7 +275,8 @@ func connectMode(spec, tokensDir, amount string, w io.Writer) error {
 		defer a.Close()
 		agents = append(agents, a)
 	}
-	txn, steps, err := demo.Walkthrough(ctx, agents[0], agents[1], amount, nil)
+	res, err := demo.Walkthrough(ctx, agents[0], agents[1], amount, nil)
+	txn := res.TransactionID
 	var events []map[string]any
 	if txn != "" {
 		if rec, err := agents[0].Call(ctx, "get_transaction_record", map[string]any{"transaction_id": txn}); err == nil {
@@ -263,10 +285,11 @@ func connectMode(spec, tokensDir, amount string, w io.Writer) error {
 			}
 		}
 	}
-	demo.Timeline(w, steps, events)
+	demo.Timeline(w, res.Steps, events)
 	if err != nil {
 		return err
 	}
+	demo.Tell(w, res.Deal)
 	fmt.Fprintf(w, "\nDone: %s reached completed.\n", txn)
 	return nil
 }

@@ -150,9 +150,9 @@ func (a *Surface) Whoami(ctx context.Context) (WhoamiResult, error) {
 // request_approval tell a model (bindings/mcp derives their input schemas
 // from this type).
 type VerifyInput struct {
-	MandateID      string         `json:"mandate_id" jsonschema:"The mandate you act under (mnd_...), from whoami."`
-	ProposedAction map[string]any `json:"proposed_action" jsonschema:"The act document: {\"action_type\", \"transaction_id\", \"counterparty_organization_id\", \"proposed_terms\", and references such as \"agreement_id\", \"obligation_id\", \"assertion_id\", \"category\"}. A member with no value is omitted, never null. Constraint paths address it from $, so a spending limit reads $.proposed_terms.core.total.amount. For offer.submit and offer.accept, proposed_terms is the whole terms object {profile, core, profile_terms}."`
-	ApprovalID     string         `json:"approval_id,omitempty" jsonschema:"verify_mandate only: an approval (apr_...) your principal gave for exactly this act, from approval_status. request_approval refuses one."`
+	MandateID      string         `json:"mandate_id" jsonschema:"Your mandate (mnd_...), from whoami."`
+	ProposedAction map[string]any `json:"proposed_action" jsonschema:"{action_type, transaction_id, counterparty_organization_id, proposed_terms, references} as the act tool's Act: says."`
+	ApprovalID     string         `json:"approval_id,omitempty" jsonschema:"verify_mandate only: approval (apr_...) of this act."`
 }
 
 // ConstraintOutcome is one constraint's result as the agent sees it.

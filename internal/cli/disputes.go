@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -42,23 +41,19 @@ failure, 2 on a usage error.
 `
 
 func runDisputes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("disputes", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, disputesUsage) }
-	dir := fs.String("dir", "", "state directory")
-	txn := fs.String("transaction", "", "only this transaction (txn_...)")
-	open := fs.Bool("open", false, "only open exceptions and undetermined disputes")
-	asJSON := fs.Bool("json", false, "print JSON lines")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			fmt.Fprint(stdout, disputesUsage)
-			return 0
-		}
-		return 2
-	}
-	if *dir == "" || fs.NArg() != 0 {
-		fs.Usage()
-		return 2
+	c := newFlags("party disputes", disputesUsage)
+	dir := c.dirFlag()
+	txn := c.String("transaction", "", "only this transaction (txn_...)")
+	open := c.Bool("open", false, "only open exceptions and undetermined disputes")
+	asJSON := c.Bool("json", false, "print JSON lines")
+	pos, code, done := c.parse(args, stdout, stderr)
+	switch {
+	case done:
+		return code
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required")
+	case len(pos) != 0:
+		return c.usageError(stderr, "unexpected arguments %q", pos)
 	}
 	if !instance.Exists(*dir) {
 		fmt.Fprintf(stderr, "party disputes: %s is not a state directory (run 'party init')\n", *dir)

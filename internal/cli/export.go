@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 
@@ -36,24 +35,21 @@ Exit status: 0 when the bundle is written, 1 on failure, 2 on a usage error.
 `
 
 func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, exportUsage) }
-	dir := fs.String("dir", "", "state directory")
-	txn := fs.String("transaction", "", "transaction id (txn_...)")
-	asJSON := fs.Bool("json", false, "print a JSON summary")
+	c := newFlags("party export", exportUsage)
+	dir := c.dirFlag()
+	txn := c.String("transaction", "", "transaction id (txn_...)")
+	asJSON := c.Bool("json", false, "print a JSON summary")
 	var streams, objects stringList
-	fs.Var(&streams, "omit-stream", "withhold a stream (kind:id); repeatable")
-	fs.Var(&objects, "omit-object", "withhold an object or mandate by id; repeatable")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if *dir == "" || *txn == "" || fs.NArg() != 1 {
-		fs.Usage()
-		return 2
+	c.Var(&streams, "omit-stream", "withhold a stream (kind:id); repeatable")
+	c.Var(&objects, "omit-object", "withhold an object or mandate by id; repeatable")
+	pos, code, done := c.parse(args, stdout, stderr)
+	switch {
+	case done:
+		return code
+	case *dir == "" || *txn == "":
+		return c.usageError(stderr, "--dir and --transaction are required")
+	case len(pos) != 1:
+		return c.usageError(stderr, "give exactly one OUTDIR")
 	}
 	if !instance.Exists(*dir) {
 		fmt.Fprintf(stderr, "party export: %s is not a state directory (run 'party init')\n", *dir)
@@ -65,7 +61,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.Close()
-	sum, err := export.Write(context.Background(), st, *txn, fs.Arg(0), export.Options{OmitStreams: []string(streams), OmitObjects: []string(objects)})
+	sum, err := export.Write(context.Background(), st, *txn, pos[0], export.Options{OmitStreams: []string(streams), OmitObjects: []string(objects)})
 	if err != nil {
 		fmt.Fprintf(stderr, "party export: %v\n", err)
 		return 1

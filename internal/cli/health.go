@@ -2,27 +2,32 @@ package cli
 
 import (
 	"crypto/tls"
-	"flag"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/partyd/party/internal/daemon"
 	"github.com/partyd/party/internal/instance"
 )
 
 func init() {
-	register("health", "exit 0 if the instance's three listeners answer (for container health checks)", runHealth)
+	register("health", "exit 0 if the instance is ready and its three listeners answer (for container health checks)", runHealth)
 }
 
 const healthUsage = `Usage: party health --dir DIR
 
-Checks that the instance in DIR is serving: the MCP listener answers its
-protected-resource metadata, the admin listener answers (asking for its
-token), and the peer listener completes a TLS handshake with this
-instance's own certificate and serves the AgentCard. A listener bound to
-all interfaces (0.0.0.0 or [::]) is reached on loopback. It sends no token.
+Checks that the instance in DIR is serving and ready: the MCP listener
+answers /healthz, the admin listener answers /readyz with 200 (the
+database takes a write, every listener serves, the record's workers run;
+otherwise it names what is not ready), and the peer listener completes a
+TLS handshake with this instance's own certificate and serves the
+AgentCard. A listener bound to all interfaces (0.0.0.0 or [::]) is
+reached on loopback. It sends no token.
 
 Exit status: 0 when all three answer, 1 otherwise, 2 on a usage error.
 `
@@ -39,19 +44,16 @@ func loopback(addr string) string {
 }
 
 func runHealth(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("health", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, healthUsage) }
-	dir := fs.String("dir", "", "state directory")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if *dir == "" || fs.NArg() != 0 {
-		fs.Usage()
-		return 2
+	c := newFlags("party health", healthUsage)
+	dir := c.dirFlag()
+	pos, code, done := c.parse(args, stdout, stderr)
+	switch {
+	case done:
+		return code
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required")
+	case len(pos) != 0:
+		return c.usageError(stderr, "unexpected arguments %q", pos)
 	}
 	cfg, err := instance.LoadConfig(*dir)
 	if err != nil {
@@ -79,8 +81,8 @@ func runHealth(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		url  string
 		ok   func(int) bool
 	}{
-		{"mcp", plain, "http://" + loopback(cfg.MCPAddr) + "/.well-known/oauth-protected-resource", func(s int) bool { return s == http.StatusOK }},
-		{"admin", plain, "http://" + loopback(cfg.AdminAddr) + "/api/approvals", func(s int) bool { return s == http.StatusUnauthorized }},
+		{"mcp", plain, "http://" + loopback(cfg.MCPAddr) + "/healthz", func(s int) bool { return s == http.StatusOK }},
+		{"admin", plain, "http://" + loopback(cfg.AdminAddr) + "/readyz", func(s int) bool { return s == http.StatusOK }},
 		{"peer", tlsc, "https://" + peerAddr + instance.AgentCardPath, func(s int) bool { return s == http.StatusOK }},
 	}
 	failed := false
@@ -91,9 +93,16 @@ func runHealth(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			failed = true
 			continue
 		}
+		var ready daemon.Readiness
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&ready)
+		}
 		resp.Body.Close()
 		if !c.ok(resp.StatusCode) {
 			fmt.Fprintf(stdout, "%-6s unexpected answer %s\n", c.name, resp.Status)
+			for _, part := range slices.Sorted(maps.Keys(ready.Failing)) {
+				fmt.Fprintf(stdout, "       not ready: %s: %s\n", part, ready.Failing[part])
+			}
 			failed = true
 			continue
 		}

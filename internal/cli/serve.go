@@ -40,7 +40,12 @@ Runs the instance in DIR until SIGINT or SIGTERM:
   - the peer listener (config peer_addr, HTTPS): what counterparties reach,
     including the mandate status endpoints;
   - the admin listener (config admin_addr): the approvals page and the
-    principal's JSON API, behind the admin token (tokens/admin).
+    principal's JSON API, behind the admin token (tokens/admin), and the
+    Prometheus metrics at /metrics, behind the metrics token
+    (tokens/metrics, made on the first start without one).
+
+The MCP and admin listeners answer /healthz and /readyz without a token,
+for a container's or a supervisor's probe.
 
 Socket activation: started by a supervisor that passes listening sockets
 (sd_listen_fds(3): LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES naming them mcp,

@@ -18,6 +18,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/partyd/party/internal/daemon"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/schema"
 )
@@ -218,7 +219,11 @@ func TestServe(t *testing.T) {
 	if !strings.Contains(logs, `"msg":"party stopped"`) {
 		t.Fatalf("no clean stop logged:\n%s", logs)
 	}
-	for _, secret := range []string{s.agentTok, s.adminTok} {
+	metricsTok, err := instance.LoadToken(s.dir, daemon.MetricsTokenFile) // made by serve
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{s.agentTok, s.adminTok, metricsTok} {
 		if strings.Contains(logs, secret) {
 			t.Fatal("a token appears in the log")
 		}

@@ -9,7 +9,11 @@
 //     mandate status endpoints /v1/mandates/{id}/status (public), the key
 //     records and the carriers counterparties use.
 //   - The admin listener (config admin_addr, loopback, plain HTTP): the
-//     principal's approvals page behind the admin token.
+//     principal's approvals page behind the admin token, and the
+//     Prometheus metrics at /metrics behind the metrics token.
+//
+// The MCP and admin listeners both answer /healthz and /readyz without a
+// token, for a container's or a supervisor's probe (ops.go).
 //
 // Roles. The agent's listener and the peer listener are served from the
 // organisation's runtime (*org.Org) and what the Mounters build on it —
@@ -45,6 +49,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/metrics"
 	"github.com/partyd/party/internal/notify"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/peering"
@@ -83,6 +88,10 @@ type Daemon struct {
 	// Receiver receives counterparties' messages on the peer listener's
 	// carriers (the record engine), once the Record mounter ran.
 	Receiver delivery.InboxReceiver
+	// Metrics are the instance's counters and gauges, served at /metrics.
+	Metrics *metrics.Metrics
+
+	ready *readiness
 
 	mcpTools []mcp.Tool
 }
@@ -149,7 +158,14 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	d := &Daemon{Org: o, Agent: agent.New(o), Log: log}
+	metricsTok, err := metricsToken(dir, log)
+	if err != nil {
+		return err
+	}
+	d := &Daemon{Org: o, Agent: agent.New(o), Log: log, ready: newReadiness(o.Store, o.Clock, log),
+		Metrics: metrics.New(metrics.Options{Store: o.Store, Clock: o.Clock, Peers: peerIDs(o), Logger: log})}
+	// Until every listener serves.
+	listening := d.NotReady("listeners", "starting")
 	d.mcpTools = mcp.VerifyTools(o.Store)
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
@@ -222,10 +238,11 @@ func Run(ctx context.Context, dir string, opt Options) error {
 		// The transaction pages read the record through the engine.
 		adminOpts = append(adminOpts, admin.WithRecord(d.Engine))
 	}
+	metricsHandler := requireMetricsToken(d.Metrics.Handler(), metricsTok, append([]string{adminTok}, agentToks...))
 	servers := []*http.Server{
-		{Handler: mcp.AgentsHandler(agentServers, adminTok), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: withOps(mcp.AgentsHandler(agentServers, adminTok), d.ready, nil), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: peerHandler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: admin.Handler(principalSurface, adminTok, agentToks, log, adminOpts...), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: withOps(admin.Handler(principalSurface, adminTok, agentToks, log, adminOpts...), d.ready, metricsHandler), ReadHeaderTimeout: 10 * time.Second},
 	}
 	serving := []net.Listener{mcpLn, peerLn, adminLn}
 	addrs := Addrs{MCP: mcpLn.Addr().String(), Peer: peerLn.Addr().String(), Admin: adminLn.Addr().String()}
@@ -244,6 +261,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 			}
 		}()
 	}
+	listening()
 	if opt.Ready != nil {
 		opt.Ready(addrs)
 	}
@@ -252,6 +270,7 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
+	d.NotReady("serve", "stopping")
 	log.Info("party stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()
@@ -260,4 +279,15 @@ func Run(ctx context.Context, dir string, opt Options) error {
 	}
 	wg.Wait()
 	return runErr
+}
+
+// peerIDs lists the pinned counterparties, for the metrics' outbox series.
+func peerIDs(o *org.Org) func() []string {
+	return func() []string {
+		var ids []string
+		for _, p := range o.Peers.Peers() {
+			ids = append(ids, p.OrganizationID)
+		}
+		return ids
+	}
 }

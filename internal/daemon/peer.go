@@ -38,16 +38,19 @@ func Record(opt PeerOptions) Mounter {
 		if err != nil {
 			return err
 		}
+		reg = d.Metrics.Rails(reg) // each call counted
 		timing, err := timingOf(o.Config().Deadlines)
 		if err != nil {
 			return err
 		}
-		engine := record.New(o, record.Options{Transport: client, Mandates: client, Outbox: opt.Outbox, Rails: reg, Timing: timing})
+		engine := record.New(o, record.Options{Transport: client, Mandates: client, Outbox: opt.Outbox, Rails: reg, Timing: timing, Meter: d.Metrics})
 		if err := engine.Start(ctx); err != nil {
 			return err
 		}
+		engine.SubscribeAlerts(d.Metrics.Alert) // for the daemon's life
 		d.Engine, d.Receiver = engine, engine
 		d.AddTools(mcp.RecordTools(engine)...)
+		started := d.NotReady("record", "the interrupted transactions resume and the workers start")
 		go func() {
 			// Transactions a restart interrupted resume once the listeners
 			// are up; the outbox worker re-sends what was queued.
@@ -60,8 +63,11 @@ func Record(opt PeerOptions) Mounter {
 			go engine.RunSettlements(ctx)
 			go engine.RunReleases(ctx) // held acts resume once approved
 			go engine.RunDeadlines(ctx)
+			started()
 			if err := engine.Outbox().Run(ctx); err != nil && ctx.Err() == nil {
 				d.Log.Error("outbox worker stopped", "error", err)
+				// Nothing would be delivered or retried any more.
+				d.NotReady("outbox", "the outbox worker stopped")
 			}
 		}()
 		return nil

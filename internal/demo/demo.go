@@ -171,10 +171,10 @@ type Agent struct {
 	Party   *Party
 	session *sdk.ClientSession
 	log     io.Writer
-	// outputs are the output schemas tools/list announced, by tool,
-	// resolved once: the agent is a strict client and checks every result
-	// against its own.
-	outputs map[string]*mcp.Output
+	// outputs are the result schemas the server gives (mcp.ResultsURI),
+	// by tool, resolved once: the agent is a strict client and checks
+	// every result against its own.
+	outputs mcp.Results
 	// transcript keeps every tool result as received, so tests can scan
 	// what an agent was ever shown.
 	transcript bytes.Buffer
@@ -192,15 +192,17 @@ func Connect(ctx context.Context, p *Party, log io.Writer) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect MCP: %w", p.Name, err)
 	}
-	a := &Agent{Party: p, session: s, log: log, outputs: map[string]*mcp.Output{}}
-	for tl, err := range s.Tools(ctx, nil) {
-		if err == nil {
-			a.outputs[tl.Name], err = mcp.ResolveOutput(tl.OutputSchema)
-		}
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("%s: tools/list: %w", p.Name, err)
-		}
+	a := &Agent{Party: p, session: s, log: log}
+	res, err := s.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.ResultsURI})
+	if err == nil && len(res.Contents) != 1 {
+		err = fmt.Errorf("%d contents", len(res.Contents))
+	}
+	if err == nil {
+		a.outputs, err = mcp.ResolveResults(res.Contents[0].Text)
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("%s: %s: %w", p.Name, mcp.ResultsURI, err)
 	}
 	return a, nil
 }
@@ -229,12 +231,8 @@ func (a *Agent) Call(ctx context.Context, tool string, args map[string]any) (map
 	if res.IsError {
 		return out, fmt.Errorf("%s %s refused: %v %v", a.Party.Name, tool, out["reason_codes"], out["detail"])
 	}
-	o, ok := a.outputs[tool]
-	if !ok {
-		return out, fmt.Errorf("%s %s: tools/list announced no such tool", a.Party.Name, tool)
-	}
-	if err := o.Check(b); err != nil {
-		return out, fmt.Errorf("%s %s: the result breaks the tool's output schema: %w", a.Party.Name, tool, err)
+	if err := a.outputs.Check(tool, b); err != nil {
+		return out, fmt.Errorf("%s %s: the result breaks the tool's result schema: %w", a.Party.Name, tool, err)
 	}
 	return out, nil
 }
@@ -268,27 +266,66 @@ type Step struct {
 // Approver decides an approval request on the buyer principal's behalf.
 type Approver func(ctx context.Context, requestID string) error
 
+// Run is what a walkthrough did: its transaction, its steps, and the deal
+// as a person would tell it.
+type Run struct {
+	TransactionID string
+	Steps         []Step
+	Deal          Deal
+}
+
+// Deal is what was traded, for how much, who approved it and what was
+// paid, each as the agents' tools reported it (Tell prints it).
+type Deal struct {
+	Seller, Buyer Party // Name and Org only
+	// What and Quantity are the offer's terms as the buyer's inbox showed
+	// them; Price their total.
+	What, Quantity, Price string
+	// Approval is the buyer principal's approval of the acceptance; nil
+	// when the buyer's mandate allowed it without one.
+	Approval *Approval
+	// Paid is the payment, once its rail answered.
+	Paid *Payment
+	// State is where the transaction ended.
+	State string
+}
+
+// Approval is who approved an act, as the mandate's rule required and the
+// approval that verified shows.
+type Approval struct {
+	Role, Organization string
+	ApprovalID         string
+	DecidedAt          string
+}
+
+// Payment is one settlement instruction and its rail's last answer.
+type Payment struct {
+	Amount, Rail, Status, Receipt, Reference string
+}
+
 // Walkthrough drives both agents through the published walkthrough and
-// returns the transaction id and the timeline. Mandates not set on the
-// parties are taken from whoami. When the parties agreed a transaction id
-// (their mandates are scoped to it), the supplier verifies its offer first
-// and opens the transaction under it. When the buyer's acceptance is held
-// for approval, approve decides it; with approve nil, the walkthrough waits
-// (up to ten minutes) for a person to decide on the approvals page.
-func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, approve Approver) (string, []Step, error) {
+// returns the transaction id, the timeline and the deal. Mandates not set
+// on the parties are taken from whoami. When the parties agreed a
+// transaction id (their mandates are scoped to it), the supplier verifies
+// its offer first and opens the transaction under it. When the buyer's
+// acceptance is held for approval, approve decides it; with approve nil,
+// the walkthrough waits (up to ten minutes) for a person to decide on the
+// approvals page.
+func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, approve Approver) (Run, error) {
 	var steps []Step
+	deal := Deal{Seller: Party{Name: supplier.Party.Name}, Buyer: Party{Name: buyer.Party.Name}}
 	add := func(actor *Agent, act, state, detail string) {
 		steps = append(steps, Step{actor.Party.Name, act, state, detail})
 	}
 	for _, a := range []*Agent{supplier, buyer} {
 		who, err := a.Call(ctx, "whoami", nil)
 		if err != nil {
-			return "", steps, err
+			return Run{"", steps, deal}, err
 		}
 		if a.Party.MandateID == "" {
 			ms, _ := who["mandates"].([]any)
 			if len(ms) == 0 {
-				return "", steps, fmt.Errorf("%s holds no trading mandate", a.Party.Name)
+				return Run{"", steps, deal}, fmt.Errorf("%s holds no trading mandate", a.Party.Name)
 			}
 			a.Party.MandateID = fmt.Sprint(ms[0].(map[string]any)["mandate_id"])
 		}
@@ -296,6 +333,7 @@ func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, app
 			a.Party.Org = fmt.Sprint(who["organization_id"])
 		}
 	}
+	deal.Seller.Org, deal.Buyer.Org = supplier.Party.Org, buyer.Party.Org
 	sm := supplier.Party.MandateID
 	bm := buyer.Party.MandateID
 	txn := supplier.Party.TransactionID
@@ -307,27 +345,27 @@ func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, app
 			"proposed_terms": Terms(amount)}
 		v, err := supplier.Call(ctx, "verify_mandate", map[string]any{"mandate_id": sm, "proposed_action": act})
 		if err != nil {
-			return "", steps, err
+			return Run{"", steps, deal}, err
 		}
 		add(supplier, "verify_mandate offer.submit", "", fmt.Sprint(v["decision"]))
 		if v["decision"] != "allow" {
-			return "", steps, fmt.Errorf("the supplier's offer was %v: %v", v["decision"], v["findings"])
+			return Run{"", steps, deal}, fmt.Errorf("the supplier's offer was %v: %v", v["decision"], v["findings"])
 		}
 		args["transaction_id"] = txn
 	}
 	off, err := supplier.Call(ctx, "propose_offer", args)
 	if err != nil {
-		return "", steps, err
+		return Run{"", steps, deal}, err
 	}
 	txn = fmt.Sprint(off["transaction_id"])
-	add(supplier, "propose_offer", fmt.Sprint(off["state"]), fmt.Sprintf("offer %v %v", off["objects"].(map[string]any)["offer"], off["status"]))
+	add(supplier, "propose_offer", fmt.Sprint(off["state"]), fmt.Sprintf("offer %v %v: %s EUR", off["objects"].(map[string]any)["offer"], off["status"], amount))
 	// The buyer sees it and checks the exact acceptance act.
 	var item map[string]any
 	deadline := time.Now().Add(30 * time.Second)
 	for item == nil {
 		inbox, err := buyer.Call(ctx, "list_inbox", map[string]any{"mandate_id": bm})
 		if err != nil {
-			return txn, steps, err
+			return Run{txn, steps, deal}, err
 		}
 		offers, _ := inbox["offers"].([]any)
 		for _, o := range offers {
@@ -337,30 +375,37 @@ func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, app
 		}
 		if item == nil {
 			if time.Now().After(deadline) {
-				return txn, steps, fmt.Errorf("the offer did not reach the buyer's inbox")
+				return Run{txn, steps, deal}, fmt.Errorf("the offer did not reach the buyer's inbox")
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	deal.What, deal.Quantity, deal.Price = describe(item["terms"])
 	accAct := item["acceptance_act"].(map[string]any)
 	v, err := buyer.Call(ctx, "verify_mandate", map[string]any{"mandate_id": bm, "proposed_action": accAct})
 	if err != nil {
-		return txn, steps, err
+		return Run{txn, steps, deal}, err
 	}
-	add(buyer, "verify_mandate offer.accept", "", fmt.Sprint(v["decision"]))
+	// Whom the acceptance waits for, as the mandate's rule names them.
+	approver := Approval{Role: rule(v, "approver_role"), Organization: rule(v, "approver_organization_id")}
+	decided := fmt.Sprint(v["decision"])
+	if approver.Role != "" {
+		decided += ": held for the " + approver.Role + " of " + approver.Organization
+	}
+	add(buyer, "verify_mandate offer.accept", "", decided)
 	accArgs := map[string]any{"mandate_id": bm, "offer_id": item["offer_id"], "request_id": "accept-1"}
 	switch v["decision"] {
 	case "allow":
 	case "require_approval":
 		req, err := buyer.Call(ctx, "request_approval", map[string]any{"mandate_id": bm, "proposed_action": accAct, "request_id": "approval-1"})
 		if err != nil {
-			return txn, steps, err
+			return Run{txn, steps, deal}, err
 		}
 		rid := fmt.Sprint(req["approval_request_id"])
 		add(buyer, "request_approval", "", rid)
 		if approve != nil {
 			if err := approve(ctx, rid); err != nil {
-				return txn, steps, err
+				return Run{txn, steps, deal}, err
 			}
 			steps = append(steps, Step{buyer.Party.Name + " principal", "approve (admin surface)", "", rid})
 		} else {
@@ -371,7 +416,7 @@ func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, app
 		for {
 			st, err = buyer.Call(ctx, "approval_status", map[string]any{"approval_request_id": rid})
 			if err != nil {
-				return txn, steps, err
+				return Run{txn, steps, deal}, err
 			}
 			if st["status"] != "pending" || time.Now().After(until) {
 				break
@@ -379,28 +424,34 @@ func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, app
 			time.Sleep(time.Second)
 		}
 		if st["status"] != "approved" {
-			return txn, steps, fmt.Errorf("approval request %s is %v", rid, st["status"])
+			return Run{txn, steps, deal}, fmt.Errorf("approval request %s is %v", rid, st["status"])
+		}
+		if approve == nil {
+			steps = append(steps, Step{buyer.Party.Name + " principal", "approved (approvals page)", "", rid})
 		}
 		v, err = buyer.Call(ctx, "verify_mandate", map[string]any{"mandate_id": bm, "proposed_action": accAct, "approval_id": st["approval_id"]})
 		if err != nil || v["decision"] != "allow" {
-			return txn, steps, fmt.Errorf("verify with approval: %v %v", v["decision"], err)
+			return Run{txn, steps, deal}, fmt.Errorf("verify with approval: %v %v", v["decision"], err)
 		}
 		add(buyer, "verify_mandate with approval", "", "allow")
 		accArgs["approval_id"] = st["approval_id"]
+		// The approval verified for the rule, so it is that role's.
+		approver.ApprovalID, approver.DecidedAt = fmt.Sprint(st["approval_id"]), fmt.Sprint(st["decided_at"])
+		deal.Approval = &approver
 	default:
-		return txn, steps, fmt.Errorf("the buyer's acceptance is denied: %v", v["findings"])
+		return Run{txn, steps, deal}, fmt.Errorf("the buyer's acceptance is denied: %v", v["findings"])
 	}
 	acc, err := buyer.Call(ctx, "accept_offer", accArgs)
 	if err != nil {
-		return txn, steps, err
+		return Run{txn, steps, deal}, err
 	}
 	add(buyer, "accept_offer", fmt.Sprint(acc["state"]), fmt.Sprint(acc["status"]))
 	if acc["state"] != "committed" {
-		return txn, steps, fmt.Errorf("after accept_offer the transaction is %v (%v)", acc["state"], acc["waiting_for"])
+		return Run{txn, steps, deal}, fmt.Errorf("after accept_offer the transaction is %v (%v)", acc["state"], acc["waiting_for"])
 	}
 	obl, err := buyer.Call(ctx, "issue_obligation", map[string]any{"mandate_id": bm, "transaction_id": txn, "request_id": "obligation-1"})
 	if err != nil {
-		return txn, steps, err
+		return Run{txn, steps, deal}, err
 	}
 	oblID := obl["objects"].(map[string]any)["obligation"]
 	add(buyer, "issue_obligation", fmt.Sprint(obl["state"]), fmt.Sprint(oblID))
@@ -409,60 +460,135 @@ func Walkthrough(ctx context.Context, buyer, supplier *Agent, amount string, app
 			"claim":         "Calibration certificates issued for 20 transmitters under ISO/IEC 17025:2017",
 			"artifact_hash": canonical.SHA256Hex([]byte("calibration certificates, 20 transmitters"))}}})
 	if err != nil {
-		return txn, steps, err
+		return Run{txn, steps, deal}, err
 	}
 	add(supplier, "assert_performance", fmt.Sprint(as["state"]), fmt.Sprint(as["objects"].(map[string]any)["performance_event"]))
 	rs, err := buyer.Call(ctx, "respond_to_assertion", map[string]any{"mandate_id": bm, "obligation_id": oblID, "response_type": "accept", "request_id": "respond-1"})
 	if err != nil {
-		return txn, steps, err
+		return Run{txn, steps, deal}, err
 	}
 	add(buyer, "respond_to_assertion accept", fmt.Sprint(rs["state"]), fmt.Sprint(rs["objects"].(map[string]any)["obligation_response"]))
 	if rs["state"] != "settlement_pending" {
-		return txn, steps, fmt.Errorf("the walkthrough ended in %v", rs["state"])
+		return Run{txn, steps, deal}, fmt.Errorf("the walkthrough ended in %v", rs["state"])
 	}
 	// The buyer pays on the sandbox rail; the rail's answer lands in both
 	// records as a receipt; the supplier closes the deal.
 	pay, err := buyer.Call(ctx, "instruct_settlement", map[string]any{"mandate_id": bm, "obligation_id": oblID, "rail": "rail_test_sandbox",
 		"idempotency_key": "pay-" + txn, "request_id": "pay-1"})
 	if err != nil {
-		return txn, steps, err
+		return Run{txn, steps, deal}, err
 	}
-	add(buyer, "instruct_settlement", fmt.Sprint(pay["state"]), fmt.Sprint(pay["objects"].(map[string]any)["settlement_instruction"]))
-	if err := awaitReceipt(ctx, supplier, txn); err != nil {
-		return txn, steps, err
+	add(buyer, "instruct_settlement", fmt.Sprint(pay["state"]), fmt.Sprintf("%v: %s EUR on rail_test_sandbox", pay["objects"].(map[string]any)["settlement_instruction"], amount))
+	paid, err := awaitReceipt(ctx, supplier, txn)
+	if err != nil {
+		return Run{txn, steps, deal}, err
 	}
-	add(supplier, "settlement_status", "succeeded", "receipt in both records")
+	deal.Paid = paid
+	add(supplier, "settlement_status", paid.Status, fmt.Sprintf("%s paid; receipt %s in both records", paid.Amount, paid.Receipt))
 	done, err := supplier.Call(ctx, "complete_transaction", map[string]any{"mandate_id": sm, "transaction_id": txn, "request_id": "complete-1"})
 	if err != nil {
-		return txn, steps, err
+		return Run{txn, steps, deal}, err
 	}
 	add(supplier, "complete_transaction", fmt.Sprint(done["state"]), fmt.Sprint(done["objects"].(map[string]any)["event"]))
+	deal.State = fmt.Sprint(done["state"])
 	if done["state"] != "completed" {
-		return txn, steps, fmt.Errorf("the walkthrough ended in %v (%v)", done["state"], done["waiting_for"])
+		return Run{txn, steps, deal}, fmt.Errorf("the walkthrough ended in %v (%v)", done["state"], done["waiting_for"])
 	}
-	return txn, steps, nil
+	return Run{txn, steps, deal}, nil
 }
 
 // awaitReceipt waits until a side's record holds a succeeded receipt of
-// the transaction's payment (the rail's answer travels as its own message).
-func awaitReceipt(ctx context.Context, a *Agent, txn string) error {
+// the transaction's payment (the rail's answer travels as its own message)
+// and returns the payment as that side's settlement_status shows it.
+func awaitReceipt(ctx context.Context, a *Agent, txn string) (*Payment, error) {
 	for i := 0; i < 100; i++ {
 		st, err := a.Call(ctx, "settlement_status", map[string]any{"transaction_id": txn})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if list, _ := st["settlements"].([]any); len(list) > 0 {
 			if s, _ := list[len(list)-1].(map[string]any); s["state"] == "succeeded" {
-				return nil
+				p := &Payment{Rail: fmt.Sprint(s["rail"]), Status: fmt.Sprint(s["state"])}
+				if m, ok := s["amount"].(map[string]any); ok {
+					p.Amount = fmt.Sprintf("%v %v", m["amount"], m["currency"])
+				}
+				if rs, _ := s["receipts"].([]any); len(rs) > 0 {
+					r, _ := rs[len(rs)-1].(map[string]any)
+					p.Receipt = fmt.Sprint(r["adapter_receipt_id"])
+					if ref, ok := r["external_reference"].(string); ok {
+						p.Reference = ref
+					}
+				}
+				return p, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("no succeeded receipt of %s reached %s", txn, a.Party.Name)
+	return nil, fmt.Errorf("no succeeded receipt of %s reached %s", txn, a.Party.Name)
+}
+
+// describe reads the description, quantity and total of an offer's terms.
+func describe(terms any) (what, quantity, price string) {
+	t, _ := terms.(map[string]any)
+	core, _ := t["core"].(map[string]any)
+	total, _ := core["total"].(map[string]any)
+	unit := core["unit_name"]
+	if unit == nil {
+		unit = core["unit_code"]
+	}
+	return fmt.Sprint(core["description"]), fmt.Sprintf("%v %v", core["quantity"], unit), fmt.Sprintf("%v %v", total["amount"], total["currency"])
+}
+
+// rule reads a member of the first approval rule a verify_mandate answer
+// matched.
+func rule(v map[string]any, member string) string {
+	rs, _ := v["approval_rules_matched"].([]any)
+	if len(rs) == 0 {
+		return ""
+	}
+	r, _ := rs[0].(map[string]any)
+	s, _ := r[member].(string)
+	return s
+}
+
+// Tell prints the deal for a reader: what was traded, between whom, for
+// how much, who approved it and what was paid.
+func Tell(w io.Writer, d Deal) {
+	party := func(p Party) string { return p.Name + " (" + p.Org + ")" }
+	fmt.Fprintln(w, "\nThe deal")
+	fmt.Fprintf(w, "  Traded     %s: %s\n", d.What, d.Quantity)
+	fmt.Fprintf(w, "  Supplier   %s\n", party(d.Seller))
+	fmt.Fprintf(w, "  Buyer      %s\n", party(d.Buyer))
+	fmt.Fprintf(w, "  Price      %s\n", d.Price)
+	if a := d.Approval; a != nil {
+		who := a.Organization
+		for _, p := range []Party{d.Buyer, d.Seller} {
+			if p.Org == who {
+				who = p.Name
+			}
+		}
+		at := a.DecidedAt
+		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+			at = t.Local().Format("2006-01-02 15:04:05 MST") // a reader's clock, to the second
+		}
+		fmt.Fprintf(w, "  Approved   by %s's %s, %s (approval %s)\n", who, a.Role, at, a.ApprovalID)
+	} else {
+		fmt.Fprintf(w, "  Approved   without a person: %s's mandate allowed the acceptance\n", d.Buyer.Name)
+	}
+	if p := d.Paid; p != nil {
+		line := fmt.Sprintf("  Paid       %s by %s to %s on %s: %s (receipt %s", p.Amount, d.Buyer.Name, d.Seller.Name, p.Rail, p.Status, p.Receipt)
+		if p.Reference != "" {
+			line += ", rail reference " + p.Reference
+		}
+		fmt.Fprintln(w, line+")")
+	}
+	if d.State != "" {
+		fmt.Fprintf(w, "  Ended      %s\n", d.State)
+	}
 }
 
 // Verification is one side's bundle and its report counts.

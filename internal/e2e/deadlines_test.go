@@ -662,6 +662,17 @@ func TestObligationFallsDueAndOverdue(t *testing.T) {
 			t.Fatalf("%s's principal was told due at %v and overdue at %v; due at %v, overdue at %v", name, d.at, o.at, dueAt, dueAt.Add(overdueAfter))
 		}
 	}
+	// The operator sees it on both instances: one obligation due and
+	// overdue, each alert raised once; and no line of the SDK's for each
+	// notification the watches were sent is in the serve logs.
+	for _, pt := range []*demo.Party{buyer, supplier} {
+		m := checkOps(t, pt)
+		m.want(t, "party_obligations_due", nil, 1)
+		m.want(t, "party_obligations_overdue", nil, 1)
+		m.want(t, "party_deadline_alerts_total", map[string]string{"kind": "obligation.due"}, 1)
+		m.want(t, "party_deadline_alerts_total", map[string]string{"kind": "obligation.overdue"}, 1)
+		quietLog(t, pt, "resource updated notification sent")
+	}
 	// Once each, durably: not again while both serve on (two more rounds
 	// of RunDeadlines), nor after the buyer's instance restarts.
 	once := func() bool {

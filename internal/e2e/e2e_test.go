@@ -284,17 +284,48 @@ func TestTwoServeProcessesWalkthrough(t *testing.T) {
 	}
 	defer sa.Close()
 	approved := false
-	txn, steps, err := demo.Walkthrough(ctx, ba, sa, "3200.00", func(ctx context.Context, rid string) error {
+	run, err := demo.Walkthrough(ctx, ba, sa, "3200.00", func(ctx context.Context, rid string) error {
 		approved = true
 		return demo.Approve(ctx, buyer, rid)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	txn, steps := run.TransactionID, run.Steps
 	if !approved || len(steps) == 0 {
 		t.Fatal("the buyer's acceptance was not held for its principal's approval")
 	}
 	records(t, buyer, supplier, txn, 7)
+
+	// What an operator sees of it: each act counted once as it happened,
+	// the payment's rail call, the messages each side accepted, and the
+	// gauges read from each record; no SDK line per session in the logs.
+	bm, sm := checkOps(t, buyer), checkOps(t, supplier)
+	for _, c := range []struct {
+		m            scraped
+		act, outcome string
+	}{
+		{bm, "offer.accept", "recorded"}, {bm, "obligation.activated", "recorded"}, {bm, "acceptance.granted", "recorded"},
+		{bm, "settlement.instruct", "recorded"}, {sm, "offer.submit", "delivered"}, {sm, "performance.declared", "recorded"},
+		{sm, "transaction.complete", "recorded"},
+	} {
+		c.m.want(t, "party_acts_total", map[string]string{"act": c.act, "outcome": c.outcome, "reason_code": ""}, 1)
+	}
+	bm.want(t, "party_rail_calls_total", map[string]string{"rail": "rail_test_sandbox", "call": "submit", "outcome": "succeeded"}, 1)
+	for _, c := range []struct {
+		m    scraped
+		p, o *demo.Party
+	}{{bm, buyer, supplier}, {sm, supplier, buyer}} {
+		c.m.want(t, "party_transactions", map[string]string{"state": "completed"}, 1)
+		c.m.want(t, "party_transactions", map[string]string{"state": "expired"}, 0)
+		c.m.want(t, "party_approval_requests_pending", nil, 0)
+		if n := c.m.value(t, "party_received_messages_total", map[string]string{"outcome": "accepted", "reason_code": ""}); n < 3 {
+			t.Fatalf("%s accepted %v messages from %s", c.p.Name, n, c.o.Name)
+		}
+		// A series for the pinned counterparty, whether or not anything waits.
+		c.m.value(t, "party_outbox_pending_messages", map[string]string{"peer": c.o.Org})
+		quietLog(t, c.p, "session initialized", "server session connected")
+	}
 
 	// No private key material in any tool result, log or database.
 	for _, p := range []*demo.Party{buyer, supplier} {
@@ -521,7 +552,9 @@ func TestRestartKeepsMandatesAndKeys(t *testing.T) {
 // TestComposeMandatesWithScriptedAgents runs what the compose deployment
 // runs: instances set up with the CLI and the mandate requests in
 // deploy/mandates, then the two-party example in its scripted-agent mode,
-// which holds only the two agent tokens.
+// which holds only the two agent tokens, and a person approving the
+// acceptance Northstar's mandate holds for approval; the agents reach
+// completed only after that approval.
 func TestComposeMandatesWithScriptedAgents(t *testing.T) {
 	root := t.TempDir()
 	dirs := map[string]string{}
@@ -560,8 +593,50 @@ func TestComposeMandatesWithScriptedAgents(t *testing.T) {
 	serve(t, dirs["northstar"])
 	serve(t, dirs["delta"])
 	cmd := exec.Command(twoPartyBin, "--connect", strings.Join(urls, ","), "--tokens-dir", filepath.Join(root, "tokens"))
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "reached completed") {
-		t.Fatalf("scripted agents: %v\n%s", err, out)
+	// A file: read while the process writes it, with no race.
+	out, err := os.Create(filepath.Join(root, "agents.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	output := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+
+	// Northstar's mandate holds the acceptance for its procurement lead,
+	// who approves it with the CLI, as compose-check.sh does in the
+	// running container: the agents, holding agent tokens only, wait.
+	var req string
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		var pending []map[string]any
+		if err := json.Unmarshal([]byte(party(t, "approvals", "--dir", dirs["northstar"], "--json")), &pending); err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) > 0 {
+			req, _ = pending[0]["approval_request_id"].(string)
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the scripted agents ended before asking for approval: %v\n%s", err, output())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no approval request within 60s\n%s", output())
+		}
+	}
+	party(t, "approve", "--dir", dirs["northstar"], req)
+	select {
+	case err := <-exited:
+		if err != nil || !strings.Contains(output(), "reached completed") {
+			t.Fatalf("scripted agents: %v (approval request %s)\n%s", err, req, output())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the scripted agents did not finish after the approval\n%s", output())
 	}
 }

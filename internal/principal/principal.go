@@ -58,6 +58,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/partyd/party/internal/authority"
@@ -66,6 +69,7 @@ import (
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/status"
@@ -235,6 +239,9 @@ func (s *Surface) IssueMandate(ctx context.Context, req authority.IssueRequest) 
 			return nil, fmt.Errorf("principal: %s is not an active agent of this instance; name its key_id, or add it with `party agent add`", req.Subject.AgentID)
 		}
 		req.Subject.KeyID = kid
+	}
+	if err := knownActs(req.Actions); err != nil {
+		return nil, err
 	}
 	if req.MandateID == "" {
 		id, err := envelope.NewID("mnd")
@@ -516,4 +523,27 @@ func (s *Surface) Mandates(ctx context.Context) ([]MandateSummary, error) {
 		})
 	}
 	return out, nil
+}
+
+// knownActs refuses a mandate listing an act party does not take: a
+// misspelt act ("offer.acept") would be signed, and every act the
+// principal meant to allow refused, without a word. The mandate schema
+// allows any dotted name (another implementation may take other acts);
+// this instance signs only those it evaluates.
+func knownActs(actions []string) error {
+	var unknown []string
+	for _, a := range actions {
+		if !slices.Contains(protocol.Acts, protocol.Act(a)) && a != instance.KeyRecordAction {
+			unknown = append(unknown, strconv.Quote(a))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	known := make([]string, len(protocol.Acts))
+	for i, a := range protocol.Acts {
+		known[i] = string(a)
+	}
+	return fmt.Errorf("principal: %s %s not an act party takes; the acts are %s",
+		strings.Join(unknown, ", "), map[bool]string{true: "is", false: "are"}[len(unknown) == 1], strings.Join(known, ", "))
 }

@@ -214,6 +214,15 @@ const (
 	ActTransactionExpire    Act = "transaction.expire"
 )
 
+// Acts lists the acts party performs, in the order above.
+var Acts = []Act{
+	ActOfferSubmit, ActOfferAccept, ActOfferWithdraw, ActObligationActivated, ActPerformanceDeclared,
+	ActAcceptanceGranted, ActAcceptanceRejected, ActAgreementSign, ActSettlementInstruct, ActTransactionComplete,
+	ActTransactionCancel, ActTerminationAgree, ActObligationWaive, ActAgreementAmend, ActDisputeRaise,
+	ActDeterminationIssue, ActExceptionOpen, ActRemediationAccept, ActExceptionResolve, ActTransactionTerminate,
+	ActSettlementAdjust, ActTransactionExpire,
+}
+
 // Role is a party's role in a transaction's agreement.
 type Role string
 

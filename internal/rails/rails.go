@@ -162,6 +162,20 @@ func (r *Registry) Get(id string) (Rail, bool) {
 	return x, ok
 }
 
+// Wrapped returns a registry of the same rails, in the same order, each
+// as wrap returns it: how an operator's metrics count the calls without a
+// rail knowing (package metrics).
+func (r *Registry) Wrapped(wrap func(Rail) Rail) *Registry {
+	if r == nil {
+		return nil
+	}
+	w := &Registry{rails: make(map[string]Rail, len(r.rails)), order: append([]string{}, r.order...)}
+	for id, x := range r.rails {
+		w.rails[id] = wrap(x)
+	}
+	return w
+}
+
 // IDs lists the registered rails in configuration order.
 func (r *Registry) IDs() []string {
 	if r == nil {

@@ -46,9 +46,9 @@ import (
 
 // AdjustmentInput names the obligation a settlement adjustment settles.
 type AdjustmentInput struct {
-	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists settlement.adjust."`
-	ObligationID string `json:"obligation_id" jsonschema:"The accepted obligation (obl_...) whose payments so far both parties accept as settlement in full; the rest of what is owed is forgone."`
-	ApprovalID   string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
+	ObligationID string `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
+	ApprovalID   string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // ProposeAdjustment signs the settlement adjustment record of an

@@ -62,40 +62,18 @@ import (
 
 // AmendInput accepts an amendment offer.
 type AmendInput struct {
-	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists agreement.amend (and obligation.activated / obligation.waive for what it adds or drops)."`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) listing agreement.amend (and obligation.activated / obligation.waive)."`
 	// OfferID is the counterparty's amendment offer (list_inbox).
 	OfferID string `json:"offer_id" jsonschema:"The amendment offer (off_...) from list_inbox."`
 	// AddObligations are the duties this organisation is owed that the
 	// new version adds, issued under it.
-	AddObligations []DeliverableInput `json:"add_obligations,omitempty" jsonschema:"Duties owed to you that the new terms add, issued as new obligations under the new version."`
+	AddObligations []DeliverableInput `json:"add_obligations,omitempty" jsonschema:"Duties owed to you that the new terms add."`
 	// WaiveObligationIDs are the duties this organisation is owed that the
 	// new version drops, waived.
-	WaiveObligationIDs []string `json:"waive_obligation_ids,omitempty" jsonschema:"Obligations (obl_...) owed to you that the new terms drop, waived."`
+	WaiveObligationIDs []string `json:"waive_obligation_ids,omitempty" jsonschema:"Obligations (obl_...) owed to you that they drop."`
 	// ApprovalID is an approval of exactly this act, when the mandate
 	// holds agreement.amend for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
-}
-
-// AmendmentOfferInput is an amendment offer: the complete new terms of a
-// committed transaction (ProposeOffer on it).
-type AmendmentOfferInput struct {
-	MandateID         string   `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.submit."`
-	TransactionID     string   `json:"transaction_id" jsonschema:"The committed or in_performance transaction (txn_...)."`
-	Counterparty      string   `json:"counterparty_organization_id" jsonschema:"The counterparty (org_...)."`
-	Terms             Terms    `json:"terms" jsonschema:"The complete new terms {profile, core, profile_terms}; amounts and quantities are base-10 strings."`
-	ValidUntil        string   `json:"valid_until" jsonschema:"When the offer lapses, YYYY-MM-DDTHH:MM:SSZ, in the future."`
-	SupersedesOfferID string   `json:"supersedes_offer_id,omitempty" jsonschema:"For a counter-offer within the amendment: the preceding amendment offer."`
-	EvidenceRefs      []string `json:"evidence_refs,omitempty" jsonschema:"Short-form evidence references (evd_...)."`
-}
-
-// ProposeAmendment offers new terms on a committed or in_performance
-// transaction (ProposeOffer; see the top of this file).
-func (e *Engine) ProposeAmendment(ctx context.Context, in AmendmentOfferInput) (Outcome, error) {
-	if in.TransactionID == "" {
-		return Outcome{}, refusef(reason.StateTransitionDenied, "an amendment offer names the transaction it amends")
-	}
-	return e.ProposeOffer(ctx, OfferInput{MandateID: in.MandateID, Counterparty: in.Counterparty, Terms: in.Terms, ValidUntil: in.ValidUntil,
-		TransactionID: in.TransactionID, SupersedesOfferID: in.SupersedesOfferID, EvidenceRefs: in.EvidenceRefs})
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 func init() {

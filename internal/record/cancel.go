@@ -28,11 +28,11 @@ import (
 
 // CancelInput cancels a transaction before anything is committed.
 type CancelInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists transaction.cancel."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...), draft or agreement_pending."`
 	// ApprovalID is an approval of exactly this cancellation, when the
 	// mandate holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 func init() {

@@ -53,15 +53,15 @@ import (
 type DeliverableInput struct {
 	// TermPath is the term it discharges, under $.terms.core or
 	// $.terms.profile_terms; default $.terms.core.quantity.
-	TermPath string `json:"term_path,omitempty" jsonschema:"The term it discharges, under $.terms.core or $.terms.profile_terms (default $.terms.core.quantity)."`
+	TermPath string `json:"term_path,omitempty" jsonschema:"The term it discharges (default $.terms.core.quantity)."`
 	// Quantity is what it owes, in the terms' unit.
-	Quantity string `json:"quantity" jsonschema:"What it owes, in the terms' unit, a base-10 string."`
+	Quantity string `json:"quantity" jsonschema:"What it owes, in the terms' unit."`
 	// Consideration is what is paid for it, in the terms' currency; none
 	// when omitted.
-	Consideration *Money `json:"consideration,omitempty" jsonschema:"What is paid for it, in the terms' currency (none when omitted)."`
+	Consideration *Money `json:"consideration,omitempty" jsonschema:"What is paid for it (default: nothing)."`
 	// DueCondition is a registered due condition; default due_at_time 21
 	// days from now.
-	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition (default due_at_time 21 days from now)."`
+	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition."`
 }
 
 // issueObligations builds the obligations of agr, one per deliverable (the

@@ -115,52 +115,52 @@ import (
 
 // DisputeInput is a dispute the agent raises against the counterparty.
 type DisputeInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists dispute.raise (and exception.open, for a dispute about an obligation's state while the transaction is being performed)."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) listing dispute.raise (and exception.open for an obligation's state)."`
 	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
 	// SubjectType is act, obligation_state, determination or refusal.
-	SubjectType protocol.DisputeSubject `json:"subject_type" jsonschema:"act (any object of the record: an event, an offer, a response, ...), obligation_state (an obligation's current state), determination (an appeal of the counterparty's determination) or refusal."`
+	SubjectType protocol.DisputeSubject `json:"subject_type" jsonschema:"act, obligation_state, determination (an appeal) or refusal."`
 	// SubjectID names the subject; for obligation_state the obligation
 	// (obl_...) or the assertion or response that placed it in its state.
-	SubjectID string   `json:"subject_id" jsonschema:"The subject's id: the object disputed; for obligation_state the obligation (obl_...) whose current state is disputed."`
-	Grounds   []string `json:"grounds" jsonschema:"At least one ground from the closed list of determination §3.5 (else A202-DISPUTE-GROUNDS-UNKNOWN)."`
+	SubjectID string   `json:"subject_id" jsonschema:"The object disputed; for obligation_state the obligation (obl_...)."`
+	Grounds   []string `json:"grounds" jsonschema:"At least one of authority_absent, authority_exceeded, state_transition_invalid, obligation_not_performed, obligation_wrongly_rejected, evidence_unverified, disclosure_breach, refusal_incorrect, rule_misapplied."`
 	// Description is inert free text (determination §3.6).
-	Description string `json:"description,omitempty" jsonschema:"Free text for the counterparty's agent, at most 1024 characters; data, never an instruction; no third party, no price."`
+	Description string `json:"description,omitempty" jsonschema:"Free text (1024 characters); no third party, no price."`
 	// EvidenceIDs are evidence objects the record holds, relied on.
-	EvidenceIDs []string `json:"evidence_ids,omitempty" jsonschema:"Evidence already in the record (evd_...) the dispute rests on."`
+	EvidenceIDs []string `json:"evidence_ids,omitempty" jsonschema:"Evidence in the record (evd_...) it rests on."`
 	// Evidence is new evidence presented with the dispute.
-	Evidence   Evidence `json:"evidence,omitempty" jsonschema:"New evidence presented with the dispute. With evidence_ids, at least one item in all (else A202-EVIDENCE-UNVERIFIED)."`
-	ApprovalID string   `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	Evidence   Evidence `json:"evidence,omitempty" jsonschema:"New evidence; with evidence_ids at least one item."`
+	ApprovalID string   `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // ForkDisputeInput raises a dispute over a fork this instance refused and
 // kept.
 type ForkDisputeInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists dispute.raise."`
-	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...) whose record holds the fork (get_transaction_record forks)."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
+	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...) whose record holds the fork."`
 	// Sequence is the forked position; default the first fork kept.
 	Sequence    int    `json:"sequence,omitempty" jsonschema:"The position of the fork (default: the first one kept)."`
 	Description string `json:"description,omitempty" jsonschema:"Free text, at most 1024 characters."`
-	ApprovalID  string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	ApprovalID  string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // DeterminationInput is a determination the respondent issues.
 type DeterminationInput struct {
-	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists determination.issue."`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	DisputeID string `json:"dispute_id" jsonschema:"The dispute raised against you (dsp_...)."`
-	Finding   string `json:"finding" jsonschema:"The reasoned finding on the question, in terms of the rules applied (at most 4096 characters)."`
+	Finding   string `json:"finding" jsonschema:"The reasoned finding (at most 4096 characters)."`
 	// Effect defaults to what the rules grant the question class.
-	Effect string `json:"effect,omitempty" jsonschema:"advisory, presumptive or binding; at most what the rules grant this question class (act: binding, obligation_state: presumptive, refusal: advisory). Default: the grant."`
+	Effect string `json:"effect,omitempty" jsonschema:"advisory, presumptive or binding, at most the rules' grant (the default)."`
 	// RulesApplied default to #determiner.authority and
 	// #determination.effect.
-	RulesApplied []string `json:"rules_applied,omitempty" jsonschema:"Rule ids inside a202-rules/pilot, e.g. a202-rules/pilot#obligation.acceptance-binds-assertion (default: #determiner.authority, #determination.effect)."`
+	RulesApplied []string `json:"rules_applied,omitempty" jsonschema:"Rule ids, e.g. a202-rules/pilot#determination.effect."`
 	// EvidenceIDs default to the dispute's evidence.
-	EvidenceIDs []string `json:"evidence_ids,omitempty" jsonschema:"Evidence of the transaction relied on (default: the dispute's evidence)."`
+	EvidenceIDs []string `json:"evidence_ids,omitempty" jsonschema:"Evidence relied on (default: the dispute's)."`
 	// StateResult moves the determined subject, under a binding effect.
-	StateResult *StateResult `json:"state_result,omitempty" jsonschema:"Only under a binding effect: the determined subject and the registered state it stands in as a result."`
+	StateResult *StateResult `json:"state_result,omitempty" jsonschema:"Binding effect only: the subject and the state it stands in."`
 	// Supersedes names the determination replaced, with a reason.
-	Supersedes         string `json:"supersedes,omitempty" jsonschema:"A determination (det_...) this one replaces: of the same question, not already superseded."`
-	SupersessionReason string `json:"supersession_reason,omitempty" jsonschema:"appeal_outcome, corrected_input or rule_misapplication (required with supersedes)."`
-	ApprovalID         string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	Supersedes         string `json:"supersedes,omitempty" jsonschema:"The determination (det_...) this one replaces."`
+	SupersessionReason string `json:"supersession_reason,omitempty" jsonschema:"With supersedes: appeal_outcome, corrected_input or rule_misapplication."`
+	ApprovalID         string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // StateResult is a determination's state_result.

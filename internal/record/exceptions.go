@@ -77,23 +77,23 @@ import (
 
 // ExceptionInput opens an exception over a failed settlement.
 type ExceptionInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists exception.open."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
 	// SettlementInstructionID defaults to the instruction whose latest
 	// receipt failed.
-	SettlementInstructionID string `json:"settlement_instruction_id,omitempty" jsonschema:"The instruction (stl_...) that failed or was reversed (default: the one there is)."`
+	SettlementInstructionID string `json:"settlement_instruction_id,omitempty" jsonschema:"The failed or reversed instruction (stl_...), if several."`
 	// ObligationID names a partial acceptance's remainder still owed: the
 	// exception is then obligation_outstanding, whose remediation performs
 	// the remainder.
-	ObligationID string `json:"obligation_id,omitempty" jsonschema:"Instead of a failed payment: a partial acceptance's remainder (obl_...) still owed, to perform it through remediation (propose_remediation, accept_remediation) and be paid its share."`
-	ApprovalID   string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	ObligationID string `json:"obligation_id,omitempty" jsonschema:"Instead of a failed payment: a remainder (obl_...) to perform through remediation."`
+	ApprovalID   string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // ExceptionActInput names a transaction in exception_open.
 type ExceptionActInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists the act."`
-	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...), exception_open."`
-	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
+	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
+	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 func init() {

@@ -22,11 +22,11 @@ import (
 // tell a model about each member (bindings/mcp derives the tools' input
 // schemas from these types).
 type OfferInput struct {
-	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.submit."`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	// Counterparty is the offeree organisation (org_...).
 	Counterparty string `json:"counterparty_organization_id" jsonschema:"The offeree organisation (org_...), a peered counterparty."`
 	// Terms is the complete terms object {profile, core, profile_terms}.
-	Terms Terms `json:"terms" jsonschema:"The complete terms {profile, core, profile_terms}. profile is a registered transaction profile such as a202-profile/calibration-service/0.1; core is {description, quantity, unit_code, unit_name?, total: {currency, amount}}; amounts and quantities are base-10 strings, never numbers."`
+	Terms Terms `json:"terms" jsonschema:"The complete terms (new ones, for an amendment); amounts and quantities as strings."`
 	// ValidUntil is when the offer lapses (YYYY-MM-DDTHH:MM:SSZ).
 	ValidUntil string `json:"valid_until" jsonschema:"When the offer lapses, YYYY-MM-DDTHH:MM:SSZ, in the future."`
 	// TransactionID continues a transaction (a counter-offer), or opens a
@@ -45,27 +45,24 @@ type OfferInput struct {
 	// party makes it; a later offer naming another side is refused with
 	// A202-STREAM-MISMATCH. The offer states it in the act its decision
 	// binds (authority.OfferRefs).
-	Role protocol.Role `json:"role,omitempty" jsonschema:"The side you take in a transaction you open: buyer (a purchase order, a request for quote) or supplier (default); a later offer may only repeat it."`
+	Role protocol.Role `json:"role,omitempty" jsonschema:"Your side, when you open: buyer or supplier (default)."`
 	// ApprovalID is an approval of exactly this offer, when the mandate
 	// holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this offer, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 	// OffereeAgentID addresses the offer to one of the counterparty's
 	// agents (it must accept it); empty: its primary agent.
-	OffereeAgentID string `json:"offeree_agent_id,omitempty" jsonschema:"One of the counterparty's agents (agt_...) to address the offer to; only that agent accepts it (default: its primary agent)."`
+	OffereeAgentID string `json:"offeree_agent_id,omitempty" jsonschema:"The counterparty's agent (agt_...) that alone may accept (default: its primary)."`
 }
 
 // Terms is a complete terms object {profile, core, profile_terms}
 // (canonical model §7), as an agent proposes it.
 type Terms map[string]any
 
-// TermsMembers are the members every terms object carries.
-var TermsMembers = []string{"profile", "core", "profile_terms"}
-
 // AcceptInput is what the offeree's agent accepts.
 type AcceptInput struct {
-	MandateID  string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.accept and agreement.sign."`
+	MandateID  string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) listing offer.accept and agreement.sign."`
 	OfferID    string `json:"offer_id" jsonschema:"The offer (off_...) from list_inbox."`
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this acceptance, when the mandate holds acceptances for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 func init() {

@@ -102,42 +102,42 @@ import (
 
 // ObligationInput is what the obligee issues (obligation §3).
 type ObligationInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists obligation.activated."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	TransactionID string `json:"transaction_id" jsonschema:"The committed transaction (txn_...)."`
 	// TermPath is the term the duty discharges, under $.terms.core or
 	// $.terms.profile_terms; default $.terms.core.quantity.
 	TermPath string `json:"term_path,omitempty" jsonschema:"The term discharged, e.g. $.terms.core.quantity (default)."`
 	// DueCondition is a registered due condition (obligation §4); default
 	// due_at_time 21 days from now.
-	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition, e.g. {type: due_at_time, at: ...} (default 21 days)."`
+	DueCondition map[string]any `json:"due_condition,omitempty" jsonschema:"A registered due condition, e.g. {type: due_at_time, at}."`
 	// Deliverables performs the agreement as several obligations, each its
 	// own; together they owe exactly the terms (deliverables.go). Empty:
 	// one obligation for the whole terms, at TermPath and DueCondition.
-	Deliverables []DeliverableInput `json:"deliverables,omitempty" jsonschema:"Perform the agreement as several obligations, one per deliverable, issued together; their quantities sum to the terms' quantity and their considerations to its total (else A202-OBLIGATION-TERMS-MUTATED). Each further obligation is an obligation.activated act of its own. Omitted: one obligation for the whole terms."`
+	Deliverables []DeliverableInput `json:"deliverables,omitempty" jsonschema:"One obligation per deliverable, together the terms' quantity and total (default: one)."`
 	// ApprovalID is an approval of exactly this act, when the mandate
 	// holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // AssertInput is the obligor's assertion of performance (obligation §5.1).
 type AssertInput struct {
-	MandateID        string   `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists performance.declared."`
+	MandateID        string   `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	ObligationID     string   `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
-	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed, a base-10 string (default: the obligation's)."`
-	Evidence         Evidence `json:"evidence" jsonschema:"The evidence presented, at least one item (else A202-OBLIGATION-ASSERTION-UNEVIDENCED)."`
+	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed (default: the obligation's)."`
+	Evidence         Evidence `json:"evidence" jsonschema:"At least one item."`
 	// Assertions are the assertions of the transaction's other obligations
 	// still owed, declared together with this one (deliverables.go).
-	Assertions []AssertionInput `json:"assertions,omitempty" jsonschema:"With several obligations: one declaration asserts every obligation still owed (pending or rejected), each with its own evidence; one left out is refused with A202-STATE-TRANSITION-DENIED naming it."`
+	Assertions []AssertionInput `json:"assertions,omitempty" jsonschema:"Other obligations still owed, each with evidence."`
 	// ApprovalID is an approval of exactly this act, when the mandate
 	// holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // AssertionInput is one further assertion of a declaration.
 type AssertionInput struct {
 	ObligationID     string   `json:"obligation_id" jsonschema:"Another obligation still owed (obl_...)."`
-	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"Quantity performed (default: the obligation's)."`
-	Evidence         Evidence `json:"evidence" jsonschema:"The evidence presented for it, at least one item."`
+	AssertedQuantity string   `json:"asserted_quantity,omitempty" jsonschema:"As above."`
+	Evidence         Evidence `json:"evidence" jsonschema:"As above."`
 }
 
 // Evidence is the evidence an assertion presents: at least one item
@@ -146,10 +146,10 @@ type Evidence []EvidenceInput
 
 // EvidenceInput describes one evidence object the obligor presents.
 type EvidenceInput struct {
-	EvidenceType string `json:"evidence_type" jsonschema:"A registered evidence type, e.g. third_party_certificate, delivery_confirmation, inspection_result."`
-	Claim        string `json:"claim" jsonschema:"What the evidence shows, as inert text."`
-	ArtifactHash string `json:"artifact_hash" jsonschema:"SHA-256 (64 lowercase hex) of the artifact."`
-	LocatorHint  string `json:"locator_hint,omitempty" jsonschema:"Where the artifact can be fetched; never a secret."`
+	EvidenceType string `json:"evidence_type" jsonschema:"A registered type, e.g. inspection_result."`
+	Claim        string `json:"claim" jsonschema:"What it shows (inert text)."`
+	ArtifactHash string `json:"artifact_hash" jsonschema:"The artifact's SHA-256, hex."`
+	LocatorHint  string `json:"locator_hint,omitempty" jsonschema:"Where to fetch it; no secret."`
 }
 
 // evidence issues one evidence object the acting party presents and
@@ -183,7 +183,7 @@ var ResponseTypes = []protocol.ResponseType{protocol.ResponseAccept, protocol.Re
 
 // RespondInput is the obligee's answer to an assertion (obligation §5.2).
 type RespondInput struct {
-	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists acceptance.granted / acceptance.rejected."`
+	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) listing acceptance.granted / acceptance.rejected."`
 	ObligationID string `json:"obligation_id" jsonschema:"The obligation (obl_...)."`
 	// ResponseType is accept or reject. A waiver (waive) is refused with
 	// A202-STATE-TRANSITION-DENIED: it is an act of its own
@@ -195,28 +195,28 @@ type RespondInput struct {
 	AssertionHash string `json:"assertion_hash,omitempty" jsonschema:"Its content hash; when given it must match."`
 	// AcceptedQuantity (accept) defaults to the asserted quantity; less
 	// than owed issues a remainder obligation for the difference.
-	AcceptedQuantity string `json:"accepted_quantity,omitempty" jsonschema:"For accept: quantity accepted (default: asserted)."`
+	AcceptedQuantity string `json:"accepted_quantity,omitempty" jsonschema:"For accept: quantity accepted (default: all)."`
 	// RemainderDue is the remainder's due condition (default 21 days).
 	RemainderDue map[string]any `json:"remainder_due_condition,omitempty" jsonschema:"For a partial accept: the remainder's due condition."`
 	// ReasonCode (reject) is one of obligation §5.5.
-	ReasonCode protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"For reject: the reason, from the closed list of obligation §5.5."`
+	ReasonCode protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"For reject: the reason."`
 	// ApprovalID is an approval of exactly this response, when the
 	// mandate holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this response, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 	// Responses answer the transaction's other outstanding assertions in
 	// the same event (deliverables.go).
-	Responses []ResponseInput `json:"responses,omitempty" jsonschema:"With several obligations: one response event answers every outstanding assertion, each by its own response; one rejection makes it acceptance.rejected (→ in_performance, the accepted ones stay accepted)."`
+	Responses []ResponseInput `json:"responses,omitempty" jsonschema:"Answers to other outstanding assertions."`
 }
 
 // ResponseInput is one further answer of a response event.
 type ResponseInput struct {
 	ObligationID     string                   `json:"obligation_id" jsonschema:"Another obligation with an outstanding assertion (obl_...)."`
-	ResponseType     protocol.ResponseType    `json:"response_type" jsonschema:"accept or reject."`
-	AssertionID      string                   `json:"assertion_id,omitempty" jsonschema:"The assertion answered (prf_...); default the outstanding one."`
-	AssertionHash    string                   `json:"assertion_hash,omitempty" jsonschema:"Its content hash; when given it must match."`
-	AcceptedQuantity string                   `json:"accepted_quantity,omitempty" jsonschema:"For accept: quantity accepted (default: asserted)."`
-	RemainderDue     map[string]any           `json:"remainder_due_condition,omitempty" jsonschema:"For a partial accept: the remainder's due condition."`
-	ReasonCode       protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"For reject: the reason, from the closed list of obligation §5.5."`
+	ResponseType     protocol.ResponseType    `json:"response_type" jsonschema:"As above."`
+	AssertionID      string                   `json:"assertion_id,omitempty" jsonschema:"As above (default: the outstanding one)."`
+	AssertionHash    string                   `json:"assertion_hash,omitempty" jsonschema:"As above."`
+	AcceptedQuantity string                   `json:"accepted_quantity,omitempty" jsonschema:"As above."`
+	RemainderDue     map[string]any           `json:"remainder_due_condition,omitempty" jsonschema:"As above."`
+	ReasonCode       protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"As above."`
 }
 
 func init() {

@@ -245,10 +245,10 @@ type pendingAct struct {
 	Riders []riderDoc `json:"riders,omitempty"`
 }
 
-// perform runs one act: lock, load, check, own mandate, decide (with the
-// approval presented), build, event, commit the act with its message, and
-// deliver. Every act goes through here.
-func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
+// performAct runs one act: lock, load, check, own mandate, decide (with
+// the approval presented), build, event, commit the act with its message,
+// and deliver. Every act goes through here (perform counts it).
+func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) {
 	ctx = store.WithKeyVersionMemo(ctx) // the key records read once between two commits
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	if !spec.locked {

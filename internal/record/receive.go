@@ -132,12 +132,12 @@ var eventSpecs = map[protocol.EventType]receiveSpec{}
 // wait on each other.
 const lockWait = 2 * time.Second
 
-// Receive is the receiving side of every message (delivery.Receiver).
+// receive is the receiving side of every message (Receive counts it).
 // from is the organisation the pinned client certificate authenticated.
 // A message received before is answered with the reply given then; a new
 // one is checked and what it moves is stored with its reply, in one
 // database transaction.
-func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
+func (e *Engine) receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
 	// What the instance takes in answer to the counterparty it takes for
 	// itself, under its own mandates, not for any agent's call.
 	ctx = org.WithAgent(ctx, "")

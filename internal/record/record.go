@@ -193,6 +193,8 @@ type Engine struct {
 	looked sync.Map
 	// timing is Options.Timing, with its defaults.
 	timing Timing
+	// meter is Options.Meter (nil: nothing is counted).
+	meter Meter
 	// prober is Options.Transport when it can probe a peer (Prober);
 	// probes counts the probes in flight.
 	prober Prober
@@ -225,6 +227,9 @@ type Options struct {
 	// of counterparties unreachable (timing.go); zero values take the
 	// defaults.
 	Timing Timing
+	// Meter, when set, counts the acts and the messages received, for an
+	// operator's metrics (meter.go).
+	Meter Meter
 	// TestingOnlyKill, when set, is called at each named kill point of each
 	// act and receipt: before and after each commit, when a reply arrives
 	// and once it is stored. A crash harness makes it stop the engine
@@ -266,7 +271,7 @@ func New(o *org.Org, opt Options) *Engine {
 		oo.Logger = o.Log
 	}
 	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1),
-		confirmEvery: opt.ConfirmEvery}
+		confirmEvery: opt.ConfirmEvery, meter: opt.Meter}
 	if e.confirmEvery <= 0 {
 		e.confirmEvery = DefaultConfirmEvery
 	}

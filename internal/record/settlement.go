@@ -97,33 +97,33 @@ import (
 // InstructInput is the payer's instruction to settle an accepted
 // obligation's consideration.
 type InstructInput struct {
-	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists settlement.instruct."`
+	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	ObligationID string `json:"obligation_id" jsonschema:"The accepted obligation (obl_...)."`
 	// Rail is a rail this instance offers (rail_...).
-	Rail string `json:"rail" jsonschema:"A rail your instance offers (config.json rails; rail_test_sandbox by default). An unknown rail is refused with the list of those offered."`
+	Rail string `json:"rail" jsonschema:"A rail your instance offers (default config: rail_test_sandbox)."`
 	// IdempotencyKey identifies the payment to the rail (8 to 255
 	// characters); the same key again returns the first instruction.
 	// Empty draws a fresh one.
-	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"8 to 255 characters naming this payment to the rail; default a fresh one."`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"8 to 255 characters naming this payment (default: fresh)."`
 	// Amount defaults to all that is outstanding on the obligation; it is
 	// in the consideration's currency and no more than is outstanding.
-	Amount *Money `json:"amount,omitempty" jsonschema:"The amount paid: ISO 4217 currency, the consideration's, and a positive base-10 amount, at most what is outstanding (settlement_status; default: all of it)."`
+	Amount *Money `json:"amount,omitempty" jsonschema:"The amount, at most what is outstanding (default: all of it)."`
 	// ApprovalID is an approval of exactly this instruction, when the
 	// mandate holds instructions for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this instruction, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // Money is a currency and a base-10 amount string.
 type Money struct {
 	Currency string `json:"currency" jsonschema:"ISO 4217 code."`
-	Amount   string `json:"amount" jsonschema:"A base-10 string, never a number."`
+	Amount   string `json:"amount" jsonschema:"A base-10 string."`
 }
 
 // CompleteInput closes a transaction.
 type CompleteInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists transaction.complete."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
-	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 func init() {

@@ -59,11 +59,11 @@ import (
 
 // TerminationInput names the transaction to end by agreement.
 type TerminationInput struct {
-	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists termination.agree."`
+	MandateID     string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	TransactionID string `json:"transaction_id" jsonschema:"The transaction (txn_...)."`
 	// ApprovalID is an approval of exactly this act, when the mandate
 	// holds termination.agree for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this act, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 func init() {

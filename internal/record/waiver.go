@@ -51,11 +51,11 @@ import (
 
 // WaiveInput names the obligation the obligee releases.
 type WaiveInput struct {
-	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists obligation.waive."`
+	MandateID    string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	ObligationID string `json:"obligation_id" jsonschema:"The obligation (obl_...) you are the obligee of."`
 	// ApprovalID is an approval of exactly this waiver, when the mandate
 	// holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this waiver, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // waivable is the rule both the obligee's instance and the obligor's apply

@@ -17,11 +17,11 @@ const ActOfferWithdraw = string(protocol.ActOfferWithdraw)
 
 // WithdrawInput names the offer to withdraw.
 type WithdrawInput struct {
-	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...) that lists offer.withdraw."`
+	MandateID string `json:"mandate_id" jsonschema:"Your mandate (mnd_...)."`
 	OfferID   string `json:"offer_id" jsonschema:"Your offer (off_...)."`
 	// ApprovalID is an approval of exactly this withdrawal, when the
 	// mandate holds it for approval.
-	ApprovalID string `json:"approval_id,omitempty" jsonschema:"The approval (apr_...) for exactly this withdrawal, when your mandate holds it for approval."`
+	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
 // WithdrawOffer withdraws this organisation's latest offer of a session
