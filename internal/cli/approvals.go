@@ -135,13 +135,17 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 	verb, extra, text := "approve", " [--condition TEXT]...",
 		"Approves one pending approval request: your agent may then take exactly that act."
 	if !approve {
-		verb, extra, text = "reject", "", "Rejects one pending approval request: your agent may not take the act."
+		verb, extra, text = "reject", " [--reason TEXT]",
+			"Rejects one pending approval request: your agent may not take the act.\n--reason says why; it is signed into the rejection (its conditions, one\nper line) and shown with it on the approvals page and the timeline."
 	}
 	c := newFlags("party "+verb, fmt.Sprintf(decideUsage, verb, extra, text))
 	dir := c.dirFlag()
 	var conditions stringList
+	var why *string
 	if approve {
 		c.Var(&conditions, "condition", "a condition stated in the approval (repeatable)")
+	} else {
+		why = c.String("reason", "", "why the act is rejected (signed into the rejection)")
 	}
 	asJSON := c.Bool("json", false, "print the signed approval object")
 	pos, code, done := c.parse(args, stdout, stderr)
@@ -155,6 +159,14 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 		return c.usageError(stderr, "--dir is required")
 	}
 	id := pos[0]
+	if why != nil {
+		// As the approvals page signs a reason: one condition per line.
+		for line := range strings.SplitSeq(*why, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				conditions = append(conditions, line)
+			}
+		}
+	}
 	o, p, err := openPrincipal(*dir, stderr)
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)

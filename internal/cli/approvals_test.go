@@ -166,13 +166,17 @@ func TestApprovalsFlow(t *testing.T) {
 	}
 
 	// Reject the second.
-	out = mustParty(t, "reject", "--dir", n.Dir, bigger.ApprovalRequestID)
+	out = mustParty(t, "reject", "--dir", n.Dir, "--reason", "over this quarter's budget\n ask again in April ", bigger.ApprovalRequestID)
 	if !strings.HasPrefix(out, bigger.ApprovalRequestID+" rejected: approval apr_") {
 		t.Fatalf("reject output %q", out)
 	}
 	st, err = a.ApprovalStatus(ctx, bigger.ApprovalRequestID)
 	if err != nil || st.Status != "rejected" {
 		t.Fatalf("agent sees %+v %v", st, err)
+	}
+	// The reason is signed into the rejection, one condition per line.
+	if rej, err := n.Org.Store.GetObject(ctx, st.ApprovalID); err != nil || !strings.Contains(string(rej), `"conditions":["over this quarter's budget","ask again in April"]`) {
+		t.Fatalf("the rejection %s %v", rej, err)
 	}
 	v, err = a.VerifyMandate(ctx, agent.VerifyInput{MandateID: mid, ProposedAction: acceptAct("3900.00"), ApprovalID: st.ApprovalID})
 	if err != nil || v.Decision == authority.Allow {
