@@ -351,6 +351,10 @@ type ApprovalStatusResult struct {
 	TransactionID string `json:"transaction_id,omitempty"`
 	RequestedAt   string `json:"requested_at"`
 	DecidedAt     string `json:"decided_at,omitempty"`
+	// Conditions are what your principal wrote with the decision: the
+	// conditions of an approval (honour them), or why an act was
+	// rejected.
+	Conditions []string `json:"conditions,omitempty"`
 }
 
 // ApprovalStatus reports a request: pending, approved, rejected, or expired
@@ -416,6 +420,12 @@ func (a *Surface) statusOf(ctx context.Context, r store.ApprovalRequest) (Approv
 		p, _ := obj["payload"].(map[string]any)
 		exp, _ := p["expires_at"].(string)
 		res.ExpiresAt = exp
+		cs, _ := p["conditions"].([]any)
+		for _, c := range cs {
+			if s, ok := c.(string); ok {
+				res.Conditions = append(res.Conditions, s)
+			}
+		}
 		if t, err := envelope.ParseTimestamp(exp); err == nil && !a.o.Clock().Before(t) && r.Status == store.ApprovalApproved {
 			res.Status = "expired"
 		}

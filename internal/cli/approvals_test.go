@@ -171,7 +171,7 @@ func TestApprovalsFlow(t *testing.T) {
 		t.Fatalf("reject output %q", out)
 	}
 	st, err = a.ApprovalStatus(ctx, bigger.ApprovalRequestID)
-	if err != nil || st.Status != "rejected" {
+	if err != nil || st.Status != "rejected" || !slices.Equal(st.Conditions, []string{"over this quarter's budget", "ask again in April"}) {
 		t.Fatalf("agent sees %+v %v", st, err)
 	}
 	// The reason is signed into the rejection, one condition per line.
