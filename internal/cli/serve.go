@@ -166,7 +166,7 @@ func ServeRuntime() (restore func()) {
 // commits from one goroutine at a time (group commit), so one processor
 // more covers the one blocked writer: the operating system still shares
 // out the same cores. Measured with eight agents on two cores
-// (docs/performance.md, "A twelfth pass"): 4-10 % more formations a
+// (docs/performance.md, "Design facts behind the numbers"): 4-10 % more formations a
 // second for about the same CPU each; two processors more gave no more
 // formations for 4-5 % more CPU each. GOMAXPROCS in the
 // environment is the operator's choice, and then nothing is changed.
@@ -189,7 +189,7 @@ func serveProcs() (restore func()) {
 // ran often for little: about a tenth of a formation's CPU at the default
 // GOGC of 100. At 400 the heap may grow to five times what is live, for
 // 5-15 % less CPU a formation than at 200 with eight agents
-// (docs/performance.md, "A tenth pass"); serveMemoryLimit keeps a growing
+// (docs/performance.md, "Design facts behind the numbers"); serveMemoryLimit keeps a growing
 // heap from following. GOGC or GOMEMLIMIT in the environment is the
 // operator's choice, and then nothing is changed.
 const ServeGCPercent = 400

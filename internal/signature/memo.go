@@ -13,7 +13,7 @@ import "sync"
 // (VerifyEntryOver's and the verifier's Options.Memo); nothing else shares
 // it. A process that runs two instances (the benchmarks and tests run
 // both parties in one) gives each its own, so that no instance is spared
-// work by what another checked (docs/performance.md, "A thirteenth pass").
+// work by what another checked (docs/performance.md, "Design facts behind the numbers").
 //
 // The key is the whole of what decides the answer: the public key (its
 // uncompressed point), the digest of the signing input and r‖s, compared
