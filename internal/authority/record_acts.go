@@ -99,7 +99,8 @@ func Document(name, txn, counterparty string, terms, refs map[string]any, mandat
 // signed policy decision binds: an offeror that is the buyer states
 // {"offeror_role": "buyer"}; an offeror that is the supplier states
 // nothing, so that a supplier's offer hashes exactly as the published
-// reference builds it (docs/record-protocol.md, Issue 16 decisions). The
+// reference builds it (docs/record-protocol.md, "The offeror's side
+// (issue 16, item 1)"). The
 // offeror's instance, the receiving instance (which reads the side off the
 // decision's action hash) and the verifier (which reads it off the
 // agreement's buyer and supplier) build it here.

@@ -4,7 +4,8 @@
 // of the record (Facts) and gets back the instant the condition is met, or
 // what it still waits on. Both parties evaluate the same record, so both
 // find the same instant; nothing about it is appended (see
-// docs/record-protocol.md, Issue 39 decisions: due and overdue are views,
+// docs/record-protocol.md, "Nothing waits forever (issue 39)": due and
+// overdue are views,
 // and obligation.due is not a transaction event).
 //
 // # The conditions

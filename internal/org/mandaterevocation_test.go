@@ -27,8 +27,8 @@ import (
 	"github.com/partyd/party/internal/status"
 )
 
-// Mandate revocations travel (docs/record-protocol.md, Issue 40
-// decisions): a principal's revocation of a mandate reaches, among its
+// Mandate revocations travel (docs/record-protocol.md, the section of
+// that name): a principal's revocation of a mandate reaches, among its
 // key records, the counterparties the mandate is disclosed to, which keep
 // it when it is their peer's revocation of a mandate they hold as that
 // peer's, and deny under it at once.

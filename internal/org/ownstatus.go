@@ -34,8 +34,9 @@ import (
 // under the number every process's change to a mandate moves (store
 // migration 14): read afresh, never from a cache, except that within one
 // operation under store.WithKeyVersionMemo the number is the one read at
-// its start or last commit (docs/record-protocol.md, Issue 13 decisions
-// 1, Issue 39 decisions).
+// its start or last commit (docs/record-protocol.md, "What an act sees,
+// and when a write is done (issue 13)" item 1, and "Nothing waits
+// forever (issue 39)").
 type ownStatus struct {
 	o      *Org
 	remote status.Resolver

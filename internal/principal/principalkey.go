@@ -18,7 +18,7 @@ import (
 )
 
 // Rotating the principal's own key (issue 16 item 4; docs/record-protocol.md,
-// "Issue 16 decisions" item 5).
+// "Approvals, agents and keys (issue 16, items 2–5)" item 5).
 //
 // A counterparty trusts this organisation's keys because its peer file pins
 // the principal key, so the successor has to reach it on that key's word:

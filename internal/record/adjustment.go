@@ -1,7 +1,8 @@
 package record
 
 // Settlement adjustments: a short payment both parties signed (party's
-// own decision, docs/record-protocol.md "Money that adds up"; the record
+// own decision, docs/record-protocol.md "Money that adds up (issue
+// 38)"; the record
 // and how it is recognised are package ledger's, adjust.go).
 //
 // A transaction completes only once the payee is paid what it is owed.

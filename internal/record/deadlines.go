@@ -2,7 +2,7 @@ package record
 
 // Deadlines (pilot state machine §5 row deadline.elapsed; D16, the
 // authoritative clock and the deadline's source, decided here:
-// docs/record-protocol.md, Issue 39 decisions).
+// docs/record-protocol.md, "Nothing waits forever (issue 39)").
 //
 // A draft transaction whose latest offer can no longer be accepted ends
 // expired. Its deadline is the offer's valid_until, or, when its offeror

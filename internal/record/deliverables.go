@@ -1,8 +1,8 @@
 package record
 
 // Several obligations per agreement (obligation §3: an agreement's
-// commitment decomposes into obligations; issue 15 decisions in
-// docs/record-protocol.md).
+// commitment decomposes into obligations; "Several obligations and riders
+// (issue 15, items 6–7)" in docs/record-protocol.md).
 //
 // An agreement may be performed as several deliverables, each its own
 // obligation, with its own term path, quantity, consideration and due

@@ -7,8 +7,9 @@ package record
 // cancel an obligation).
 //
 // The kernel defers the exception's payload (spec-map C17): party's form
-// is verify.CheckException's (docs/record-protocol.md, issue 17
-// decisions), an exception object (exc_) travelling with
+// is verify.CheckException's (docs/record-protocol.md,
+// "Exceptions and disputes (issue 17, items 1–8)"), an exception object
+// (exc_) travelling with
 // exception.opened, which names it. Three exceptions are opened:
 //
 //   - settlement_failed (OpenException, act exception.open): by either

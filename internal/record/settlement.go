@@ -45,7 +45,8 @@ package record
 // the payee alike.
 //
 // How much: the ledger's (ledger.go, package ledger; docs/record-protocol.md,
-// Issue 38 decisions). An instruction pays at most what is outstanding on
+// "Money that adds up (issue 38)"). An instruction pays at most what is
+// outstanding on
 // its obligation: the accepted share of its consideration, less what was
 // paid, is in flight (this instance's own instruction awaiting its
 // countersignature included) or was forgone, whatever its idempotency key

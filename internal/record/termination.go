@@ -11,8 +11,9 @@ package record
 // move to released, and the transaction to terminated.
 //
 // The kernel has no object type for the termination record (spec-map C16,
-// D19), so its form is decided here (docs/record-protocol.md, issue 15
-// decisions): the RFC 8785 document verify.TerminationRecord builds —
+// D19), so its form is decided here (docs/record-protocol.md,
+// "Cancellation, termination, waivers and amendment (issue 15, items
+// 1–5)" item 2): the RFC 8785 document verify.TerminationRecord builds —
 // record_type "termination", the transaction, the agreement in force, the
 // content hash of the event the termination follows (the head, so that a
 // record is about one point of the chain), and one disposition

@@ -2,7 +2,7 @@ package record
 
 // Timing: when an obligation falls due and overdue, and when a
 // counterparty has been unreachable too long (issue 39; decided in
-// docs/record-protocol.md, Issue 39 decisions).
+// docs/record-protocol.md, "Nothing waits forever (issue 39)").
 //
 // An obligation's due condition (obligation §4) is evaluated from the
 // record alone (package due), so both parties find the same instant; the

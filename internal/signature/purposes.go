@@ -31,7 +31,8 @@ var purposes = map[string][]string{
 	// The runner's table has no row for exception, whose payload the
 	// kernel defers (spec-map C17); party signs its exceptions with the
 	// issuance purpose every other act object takes
-	// (docs/record-protocol.md, issue 17 decisions).
+	// (docs/record-protocol.md, "Exceptions and disputes (issue 17, items
+	// 1–8)").
 	"exception": {"object_issuance"},
 }
 
@@ -59,7 +60,8 @@ var minimums = map[string]int{
 // partyMinimums are the minimums of the types whose payload the kernel
 // defers and party defines: an exception (spec-map C17) is a signed
 // statement like a dispute, so it needs its opener's signature
-// (docs/record-protocol.md, issue 17 decisions). They are kept apart from
+// (docs/record-protocol.md, "Exceptions and disputes (issue 17, items
+// 1–8)"). They are kept apart from
 // minimums, which mirrors the schema exactly.
 var partyMinimums = map[string]int{
 	"exception": 1,

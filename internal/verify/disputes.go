@@ -202,7 +202,8 @@ type InputRef struct {
 
 // DeterminationInputs is the input set a determination is taken against,
 // as party defines it (determination §4.3 item 2; docs/record-protocol.md,
-// issue 17 decisions): the rules in force (question.rules_ref), the
+// "Exceptions and disputes (issue 17, items 1–8)"): the rules in force
+// (question.rules_ref), the
 // dispute, its subject, the evidence relied on in the order the outcome
 // lists it, and the determination superseded (or null), each object by
 // id and content hash. RFC 8785 orders it canonically.

@@ -16,8 +16,8 @@ import (
 // countersigner gets these guards through Extend.
 //
 // The kernel defers the exception object's payload (canonical model §5.6;
-// spec-map C17), so its form is party's (docs/record-protocol.md, issue 17
-// decisions), a closed object:
+// spec-map C17), so its form is party's (docs/record-protocol.md,
+// "Exceptions and disputes (issue 17, items 1–8)"), a closed object:
 //
 //	{"exception_type": "settlement_failed" | "obligation_disputed" | "obligation_outstanding",
 //	 "obligation_id": the obligation the exception is about (its scope),

@@ -23,7 +23,8 @@ import (
 //
 // termination.agreed (pilot state machine §5.2): the termination record
 // has no object type in the kernel (spec-map C16, D19), so its form is
-// party's (docs/record-protocol.md, issue 15 decisions): the RFC 8785
+// party's (docs/record-protocol.md, "Cancellation, termination, waivers
+// and amendment (issue 15, items 1–5)" item 2): the RFC 8785
 // document TerminationRecord builds, naming the transaction, the
 // agreement in force, the event the termination follows
 // (previous_event_hash) and the disposition ("released") of every
@@ -169,7 +170,8 @@ func (r *run) cancelledGuard(v *verdict, s *stream, i int, e *object, data map[s
 }
 
 // expiredGuard: deadline.elapsed on a transaction (draft → expired; D16
-// decided in docs/record-protocol.md, Issue 39 decisions). Event data is
+// decided in docs/record-protocol.md, "Nothing waits forever (issue
+// 39)"). Event data is
 // references only, so the event names the offer and nothing else; the
 // deadline is derived here as every party derives it: the offer's
 // valid_until, or, when the bundle holds its offeror's decision allowing

@@ -38,7 +38,8 @@ import (
 //     conditions could ever become due (obligation §4; obligation.due's
 //     guard), A202-OBLIGATION-CONDITION-CYCLIC.
 //   - approval, on a dispute and on a determination: acts that no event
-//     of their own records (docs/record-protocol.md, Issue 17 decisions),
+//     of their own records (docs/record-protocol.md, "Exceptions and
+//     disputes (issue 17, items 1–8)"),
 //     judged as an event's act is (approvals.go), the act found through
 //     its party's policy decision (standaloneApproval).
 //   - acceptance_remainder, on an accepting response: accepting less than

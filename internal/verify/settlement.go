@@ -38,7 +38,8 @@ import (
 // obligations accepted (the remainders the acceptances issued pending)
 // and the responses that accepted them. An acceptance event records the
 // response its data names and, as riders, the obligee's other responses
-// made with it (docs/record-protocol.md, issue 15 decisions: one event
+// made with it (docs/record-protocol.md, "Several obligations and riders
+// (issue 15, items 6–7)": one event
 // answers every outstanding assertion); so an obligation counts as
 // accepted by an obligee's accept response made no later than the last
 // acceptance event before position i, and as issued when an obligation
