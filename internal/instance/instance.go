@@ -39,7 +39,10 @@ type Instance struct {
 // Open loads a state directory made by Init: config.json, keys/agent.pem
 // and the record. keys/principal.pem is not read; the principal's public
 // key comes from its key record in the record.
-func Open(dir string) (*Instance, error) {
+func Open(dir string) (*Instance, error) { return OpenWith(dir, store.Options{}) }
+
+// OpenWith is Open with the record's store options (tests: store.Options).
+func OpenWith(dir string, so store.Options) (*Instance, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -53,7 +56,7 @@ func Open(dir string) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(p.Join(DatabaseFile))
+	st, err := store.OpenWith(p.Join(DatabaseFile), so)
 	if err != nil {
 		return nil, err
 	}

@@ -88,11 +88,14 @@ type Options struct {
 	// (tests use it for a stand-alone status server); the instance's own
 	// certificate and every pinned peer's are always included.
 	StatusRoots []*x509.Certificate
+	// NoSync opens the record without waiting for the disk at commit
+	// (store.Options): for tests only.
+	NoSync bool
 }
 
 // Open opens the state directory dir and wires its runtime.
 func Open(dir string, o Options) (*Org, error) {
-	in, err := instance.Open(dir)
+	in, err := instance.OpenWith(dir, store.Options{NoSync: o.NoSync})
 	if err != nil {
 		return nil, err
 	}

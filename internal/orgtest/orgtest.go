@@ -73,7 +73,7 @@ func New(t testing.TB, orgID string, clock func() time.Time, serveStatus bool) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := org.Open(dir, org.Options{Clock: clock})
+	o, err := org.Open(dir, org.Options{Clock: clock, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

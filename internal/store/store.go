@@ -605,9 +605,23 @@ var fkOffMigrations = map[int]bool{16: true, 17: true}
 // page cache, at most SQLite's default cache_size (2 MiB) each.
 const idleConns = 8
 
+// Options are how OpenWith opens the database.
+type Options struct {
+	// NoSync commits without waiting for the disk (synchronous=OFF): a
+	// commit survives the process being killed, not the machine losing
+	// power. Only for tests, whose state directories are thrown away and
+	// whose crash harness kills in process: waiting on fsync was most of
+	// their wall time, and it proves nothing there (TestDurableByDefault
+	// keeps what an instance opens durable).
+	NoSync bool
+}
+
 // Open opens (creating if needed) the database at path and brings its
-// schema up to date.
-func Open(path string) (*Store, error) {
+// schema up to date. Every commit is durable (synchronous=FULL).
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, opt Options) (*Store, error) {
 	// _txlock=immediate makes every write transaction take the write lock at
 	// BEGIN, so two writers queue on the busy timeout instead of failing
 	// half-way with SQLITE_BUSY on upgrade from a read lock.
@@ -616,7 +630,11 @@ func Open(path string) (*Store, error) {
 	// Update, and on disk those copies spilled into a temporary file past
 	// 64 KiB, a fifth more bytes written per formation than without
 	// groups. Temporary tables and sorts, small here, stay in memory too.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_pragma=temp_store(MEMORY)&_txlock=immediate"
+	sync := "FULL"
+	if opt.NoSync {
+		sync = "OFF"
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + sync + ")&_pragma=temp_store(MEMORY)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

@@ -975,3 +975,26 @@ func TestMigrationAppliedMeanwhile(t *testing.T) {
 		t.Errorf("%d migrations recorded after the second turn, want %d (%v)", n, before, err)
 	}
 }
+
+// TestDurableByDefault pins what an instance opens: every commit waits for
+// the disk (synchronous=FULL, 2), and only a test's NoSync skips it (OFF, 0).
+func TestDurableByDefault(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		opt  Options
+		want int
+	}{{Options{}, 2}, {Options{NoSync: true}, 0}} {
+		s, err := OpenWith(filepath.Join(t.TempDir(), "party.db"), c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		if err := s.db.QueryRow(`PRAGMA synchronous`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if got != c.want {
+			t.Errorf("OpenWith(%+v): synchronous = %d, want %d", c.opt, got, c.want)
+		}
+	}
+}
