@@ -88,7 +88,7 @@ func TestResendAnsweredAlikeOverBothBindings(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	txn := o.TransactionID
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil {
 		t.Fatal(err)
 	}
 	recordtest.Flush(ctx, b, s)

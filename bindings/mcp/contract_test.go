@@ -96,7 +96,7 @@ func TestContractGolden(t *testing.T) {
 	// and the agent's approvals (which add to the instructions and the
 	// capabilities).
 	e := record.New(n.Org, record.Options{})
-	srv := mcp.NewServer(servedTools(n, e), n.Org.Store, nil, mcp.WithResources(ctx, e), mcp.WithApprovals(ctx, agent.New(n.Org)))
+	srv := mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, e), n.Org.Store, nil, mcp.WithResources(ctx, e), mcp.WithApprovals(ctx, agent.New(n.Org)))
 
 	toServer, clientOut := io.Pipe()
 	clientIn, fromServer := io.Pipe()
@@ -204,7 +204,7 @@ func firstDifference(want, got []byte) string {
 func TestSchemasSingleTyped(t *testing.T) {
 	t.Parallel()
 	n := orgtest.New(t, "org_delta", nil, false)
-	cs := connect(t, mcp.NewServer(servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
+	cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestEmptyListsAreArrays(t *testing.T) {
 	t.Run("fresh instance", func(t *testing.T) {
 		t.Parallel()
 		n := orgtest.New(t, "org_delta", nil, false)
-		cs := connect(t, mcp.NewServer(servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
+		cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
 		out, _ := callJSON(t, cs, "whoami", map[string]any{})
 		emptyList(t, "whoami", out, "mandates", "counterparties")
 		out, _ = callJSON(t, cs, "list_inbox", map[string]any{})
@@ -328,8 +328,8 @@ func TestEmptyListsAreArrays(t *testing.T) {
 		t.Parallel()
 		b, s, _ := recordtest.Pair(t)
 		txn := recordtest.Form(t, b, s, "1200.00")
-		bcs := connect(t, mcp.NewServer(servedTools(b.Node, b.Engine), b.Node.Org.Store, nil))
-		scs := connect(t, mcp.NewServer(servedTools(s.Node, s.Engine), s.Node.Org.Store, nil))
+		bcs := connect(t, mcp.NewAgentServer(b.Node.Org.Config().AgentID, servedTools(b.Node, b.Engine), b.Node.Org.Store, nil))
+		scs := connect(t, mcp.NewAgentServer(s.Node.Org.Config().AgentID, servedTools(s.Node, s.Engine), s.Node.Org.Store, nil))
 
 		out, _ := callJSON(t, bcs, "get_transaction_record", map[string]any{"transaction_id": txn})
 		if out["state"] != "committed" || len(out["events"].([]any)) != 2 {

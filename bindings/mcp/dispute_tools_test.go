@@ -38,8 +38,8 @@ func TestDisputeToolsOverMCP(t *testing.T) {
 	}
 	bm, sm := mandate(b, "org_delta"), mandate(s, "org_northstar")
 	sessions := map[string]*sdk.ClientSession{
-		"buyer":    connect(t, mcp.NewServer(mcp.RecordTools(b.Engine), b.Node.Org.Store, nil)),
-		"supplier": connect(t, mcp.NewServer(mcp.RecordTools(s.Engine), s.Node.Org.Store, nil)),
+		"buyer":    connect(t, mcp.NewAgentServer(b.Node.Org.Config().AgentID, mcp.RecordTools(b.Engine), b.Node.Org.Store, nil)),
+		"supplier": connect(t, mcp.NewAgentServer(s.Node.Org.Config().AgentID, mcp.RecordTools(s.Engine), s.Node.Org.Store, nil)),
 	}
 	call := func(who, name string, args map[string]any) map[string]any {
 		t.Helper()

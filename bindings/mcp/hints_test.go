@@ -38,7 +38,7 @@ var destructive = []string{
 func TestToolHints(t *testing.T) {
 	t.Parallel()
 	_, s, _ := recordtest.Pair(t)
-	cs := connect(t, mcp.NewServer(servedTools(s.Node, s.Engine), s.Node.Org.Store, nil))
+	cs := connect(t, mcp.NewAgentServer(s.Node.Org.Config().AgentID, servedTools(s.Node, s.Engine), s.Node.Org.Store, nil))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestToolHints(t *testing.T) {
 func TestTermsSchema(t *testing.T) {
 	t.Parallel()
 	n := orgtest.New(t, "org_delta", nil, false)
-	cs := connect(t, mcp.NewServer(servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
+	cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -149,5 +149,23 @@ func TestTermsSchema(t *testing.T) {
 	m["core"].(map[string]any)["total"] = map[string]any{"currency": "EUR", "amount": json.Number("900")}
 	if err := rs.Validate(asJSON(m)); err == nil {
 		t.Error("the announced schema accepts an amount as a number")
+	}
+}
+
+// TestActsOnNoAgentsServerRefused: the record tools act for the agent whose
+// server a call reached (NewAgentServer); on a server that is no agent's
+// every act and the inbox are refused, never taken for nobody.
+func TestActsOnNoAgentsServerRefused(t *testing.T) {
+	t.Parallel()
+	n := orgtest.New(t, "org_delta", nil, false)
+	cs := connect(t, mcp.NewServer(mcp.RecordTools(record.New(n.Org, record.Options{})), n.Org.Store, nil))
+	for name, args := range map[string]any{
+		"cancel_transaction": map[string]any{"mandate_id": "mnd_000000000000000000000000", "transaction_id": "txn_000000000000000000000000"},
+		"list_inbox":         map[string]any{},
+	} {
+		out, isErr := callJSON(t, cs, name, args)
+		if codes, _ := out["reason_codes"].([]any); !isErr || len(codes) != 1 || codes[0] != "A202-POLICY-DENIED" {
+			t.Errorf("%s on a server that is no agent's: %v", name, out)
+		}
 	}
 }

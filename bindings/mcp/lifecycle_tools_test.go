@@ -22,8 +22,8 @@ func TestLifecycleToolsOverMCP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
-	bs := connect(t, mcp.NewServer(mcp.RecordTools(b.Engine), b.Node.Org.Store, nil))
-	ss := connect(t, mcp.NewServer(mcp.RecordTools(s.Engine), s.Node.Org.Store, nil))
+	bs := connect(t, mcp.NewAgentServer(b.Node.Org.Config().AgentID, mcp.RecordTools(b.Engine), b.Node.Org.Store, nil))
+	ss := connect(t, mcp.NewAgentServer(s.Node.Org.Config().AgentID, mcp.RecordTools(s.Engine), s.Node.Org.Store, nil))
 	call := func(cs any, name string, args map[string]any) map[string]any {
 		t.Helper()
 		sess := bs

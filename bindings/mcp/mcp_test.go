@@ -41,7 +41,7 @@ func setup(t *testing.T) (*orgtest.Node, *sdk.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := mcp.NewServer(mcp.AgentTools(agent.New(n.Org)), n.Org.Store, nil)
+	srv := mcp.NewAgentServer(n.Org.Config().AgentID, mcp.AgentTools(agent.New(n.Org)), n.Org.Store, nil)
 	return n, srv, m["id"].(string)
 }
 

@@ -221,7 +221,7 @@ func TestApprovalDecisionReachesTheAgent(t *testing.T) {
 	var reqs []string
 	for _, amount := range []string{"3200.00", "3300.00"} {
 		o := recordtest.Offer(t, s, amount)
-		act, err := b.Engine.AcceptanceAct(ctx, b.Mandate, o.Objects["offer"])
+		act, err := b.Engine.AcceptanceAct(ctx, b.Actor(), b.Mandate, o.Objects["offer"])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,10 +314,9 @@ func TestOneNotificationPerChange(t *testing.T) {
 	commits := map[string]int{}
 	watch := func(name string, sd *recordtest.Side) {
 		cancel := sd.Engine.Subscribe(func(c record.Change) {
-			actx := sd.Agent.Context(ctx)
-			v, _ := sd.Engine.Transaction(actx, c.TransactionID)
-			page, _ := sd.Engine.ListTransactions(actx, record.ListFilter{})
-			in, _ := sd.Engine.Inbox(actx, "", 0)
+			v, _ := sd.Engine.Transaction(ctx, c.TransactionID)
+			page, _ := sd.Engine.ListTransactions(ctx, record.ListFilter{})
+			in, _ := sd.Engine.Inbox(ctx, sd.Actor(), "", 0)
 			mu.Lock()
 			defer mu.Unlock()
 			commits[name]++
@@ -350,7 +349,7 @@ func TestOneNotificationPerChange(t *testing.T) {
 	buyer.subscribe(t, txn)
 	supplier.subscribe(t, txn)
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil {
 		t.Fatal(err)
 	}
 	recordtest.Flush(ctx, b, s)

@@ -50,11 +50,15 @@ type VerifyEvidenceArgs struct {
 // a request_id the same arguments act again where the record allows it (a
 // second offer, a second assertion after a rejection, a new proposal once
 // the record moved), which is why no key is derived from the arguments.
-func actTool[In any](e *record.Engine, t Tool, f func(context.Context, In) (record.Outcome, error)) Tool {
+func actTool[In any](e *record.Engine, t Tool, f func(context.Context, record.Actor, In) (record.Outcome, error)) Tool {
 	t.Write, t.OwnIdempotency, t.OpenWorld = true, true, true
 	return Typed(t, func(ctx context.Context, in In) (record.Outcome, error) {
+		a, err := e.Agent(AgentOf(ctx))
+		if err != nil {
+			return record.Outcome{}, err
+		}
 		r := RequestOf(ctx)
-		return e.Idempotent(ctx, r.Scope, r.ID, r.ArgsHash, func(ctx context.Context) (record.Outcome, error) { return f(ctx, in) })
+		return e.Idempotent(ctx, r.Scope, r.ID, r.ArgsHash, func(ctx context.Context) (record.Outcome, error) { return f(ctx, a, in) })
 	})
 }
 
@@ -93,7 +97,11 @@ func RecordTools(e *record.Engine) []Tool {
 				"each carries acceptance_act, the act document to verify.",
 			ReadOnly: true, Idempotent: true,
 		}, func(ctx context.Context, in InboxArgs) (InboxResult, error) {
-			items, err := e.Inbox(ctx, in.MandateID, int(in.Limit))
+			a, err := e.Agent(AgentOf(ctx))
+			if err != nil {
+				return InboxResult{}, err
+			}
+			items, err := e.Inbox(ctx, a, in.MandateID, int(in.Limit))
 			return InboxResult{Offers: items}, err
 		}),
 		actTool(e, Tool{

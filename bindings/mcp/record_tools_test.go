@@ -16,7 +16,7 @@ func TestRecordToolsListed(t *testing.T) {
 	n := orgtest.New(t, "org_delta", nil, false)
 	e := record.New(n.Org, record.Options{})
 	tools := append(mcp.AgentTools(agent.New(n.Org)), mcp.RecordTools(e)...)
-	srv := mcp.NewServer(tools, n.Org.Store, nil)
+	srv := mcp.NewAgentServer(n.Org.Config().AgentID, tools, n.Org.Store, nil)
 	cs := connect(t, srv)
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -56,7 +56,7 @@ func TestRecordToolsListed(t *testing.T) {
 
 func TestVerifyEvidence(t *testing.T) {
 	n := orgtest.New(t, "org_delta", nil, false)
-	srv := mcp.NewServer(mcp.VerifyTools(n.Org.Store), n.Org.Store, nil)
+	srv := mcp.NewAgentServer(n.Org.Config().AgentID, mcp.VerifyTools(n.Org.Store), n.Org.Store, nil)
 	cs := connect(t, srv)
 	out, isErr := callJSON(t, cs, "verify_evidence", map[string]any{"bundle_dir": spectest.ReferenceVectors(t)})
 	if isErr {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/envelope"
-	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/store"
@@ -120,7 +119,8 @@ func forAgent(agentID string) Option {
 type RecordSource interface {
 	Transaction(ctx context.Context, id string) (record.TransactionView, error)
 	ListTransactions(ctx context.Context, f record.ListFilter) (record.TransactionPage, error)
-	Inbox(ctx context.Context, mandateID string, limit int) ([]record.InboxItem, error)
+	Agent(agentID string) (record.Actor, error)
+	Inbox(ctx context.Context, a record.Actor, mandateID string, limit int) ([]record.InboxItem, error)
 	Subscribe(fn func(record.Change)) (cancel func())
 }
 
@@ -433,20 +433,20 @@ func isApproval(uri string) bool {
 // content is what a read of uri answers: the value its JSON is, or errGone
 // when no such resource exists (for this agent).
 func (r *resources) content(ctx context.Context, uri string) (any, error) {
-	if r.agent != "" {
-		// Read as the server's agent: the inbox holds only the offers
-		// addressed to it, as list_inbox does.
-		ctx = org.WithAgent(ctx, r.agent)
-	}
 	var v any
 	var err error
 	switch {
 	case r.src != nil && uri == TransactionsURI:
 		v, err = r.src.ListTransactions(ctx, record.ListFilter{})
 	case r.src != nil && uri == InboxURI:
-		var items []record.InboxItem
-		items, err = r.src.Inbox(ctx, "", 0)
-		v = InboxResult{Offers: items}
+		// Read as the server's agent: the inbox holds only the offers
+		// addressed to it, as list_inbox does.
+		var a record.Actor
+		if a, err = r.src.Agent(r.agent); err == nil {
+			var items []record.InboxItem
+			items, err = r.src.Inbox(ctx, a, "", 0)
+			v = InboxResult{Offers: items}
+		}
 	case r.src != nil && strings.HasPrefix(uri, TransactionURIPrefix):
 		v, err = r.src.Transaction(ctx, strings.TrimPrefix(uri, TransactionURIPrefix))
 	case r.appr != nil && uri == ApprovalsURI:

@@ -19,7 +19,8 @@ func (fakeRecord) Transaction(context.Context, string) (record.TransactionView, 
 func (fakeRecord) ListTransactions(context.Context, record.ListFilter) (record.TransactionPage, error) {
 	return record.TransactionPage{Transactions: []record.TransactionSummary{}}, nil
 }
-func (fakeRecord) Inbox(context.Context, string, int) ([]record.InboxItem, error) {
+func (fakeRecord) Agent(string) (record.Actor, error) { return record.Actor{}, nil }
+func (fakeRecord) Inbox(context.Context, record.Actor, string, int) ([]record.InboxItem, error) {
 	return []record.InboxItem{}, nil
 }
 func (fakeRecord) Subscribe(func(record.Change)) func() { return func() {} }

@@ -34,7 +34,7 @@ type subscriber struct {
 
 func subscribeClient(t *testing.T, sd *recordtest.Side) *subscriber {
 	t.Helper()
-	srv := mcp.NewServer(mcp.RecordTools(sd.Engine), sd.Node.Org.Store, nil, mcp.WithResources(t.Context(), sd.Engine))
+	srv := mcp.NewAgentServer(sd.Node.Org.Config().AgentID, mcp.RecordTools(sd.Engine), sd.Node.Org.Store, nil, mcp.WithResources(t.Context(), sd.Engine))
 	agentTok, _ := instance.LoadToken(sd.Node.Dir, instance.AgentTokenFile)
 	adminTok, _ := instance.LoadToken(sd.Node.Dir, instance.AdminTokenFile)
 	hs := httptest.NewServer(mcp.Handler(srv, agentTok, adminTok))
@@ -180,7 +180,7 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	errc := make(chan error, 1)
 	go func() {
-		_, err := b.Engine.AcceptOffer(context.Background(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		_, err := b.Engine.AcceptOffer(context.Background(), b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 		errc <- err
 	}()
 	at := waitSignal(t, atSupplier)
@@ -212,7 +212,7 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	// obligation; the supplier countersigns obligation.activated and the
 	// buyer's client hears it within one second.
 	go func() {
-		_, err := b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.IssueObligation(context.Background(), b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 		errc <- err
 	}()
 	at = waitSignal(t, activated)

@@ -111,7 +111,6 @@ import (
 
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 )
@@ -175,16 +174,17 @@ func (t Tool) idemScope() string {
 
 // NewAgentServer returns the MCP server of one of the instance's agents:
 // tools (built over that agent's surface, agent.NewFor) run with the agent
-// named as the one their calls act for (org.WithAgent), so every mandate
-// they read or act under must be issued to it, and so do the resources'
-// reads; its request_ids are its own.
+// named as the one their calls reached (AgentOf), which the record tools
+// turn into the engine's Actor for it, so every mandate they read or act
+// under must be issued to it, and so do the resources' reads; its
+// request_ids are its own.
 func NewAgentServer(agentID string, tools []Tool, st *store.Store, logger *slog.Logger, opts ...Option) *sdk.Server {
 	scoped := make([]Tool, len(tools))
 	for i, t := range tools {
 		run := t.run
 		if run != nil {
 			t.run = func(ctx context.Context, args json.RawMessage) (any, error) {
-				return run(org.WithAgent(ctx, agentID), args)
+				return run(context.WithValue(ctx, agentKey{}, agentID), args)
 			}
 		}
 		t.scope = agentID + "/" + t.Name
@@ -361,6 +361,16 @@ type Request struct {
 }
 
 type requestKey struct{}
+
+type agentKey struct{}
+
+// AgentOf returns the agent whose server (NewAgentServer) a tool call
+// reached: request-scoped, like the caller's token; "" on a server that is
+// no agent's, where every act is refused (record.Engine.Agent).
+func AgentOf(ctx context.Context) string {
+	a, _ := ctx.Value(agentKey{}).(string)
+	return a
+}
 
 // RequestOf returns the request a tool with OwnIdempotency runs for (the
 // zero Request when the caller gave no request_id).

@@ -90,7 +90,7 @@ func TestBrowserApproveAndTimeline(t *testing.T) {
 
 	pg.Navigate(p.f.srv.URL + "/transactions/" + txn)
 	wantText(t, pg, "the draft's timeline", "draft", "No events yet")
-	if _, err := p.b.Engine.AcceptOffer(context.Background(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: st.ApprovalID}); err != nil {
+	if _, err := p.b.Engine.AcceptOffer(context.Background(), p.b.Actor(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: st.ApprovalID}); err != nil {
 		t.Fatal(err)
 	}
 	pg.Navigate(p.f.srv.URL + "/transactions/" + txn)

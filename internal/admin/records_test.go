@@ -48,7 +48,7 @@ func (p *pair) offerHeld(t *testing.T) (record.Outcome, agent.ApprovalRequestRes
 	t.Helper()
 	ctx := context.Background()
 	o := recordtest.Offer(t, p.s, "3200.00")
-	act, err := p.b.Engine.AcceptanceAct(ctx, p.b.Mandate, o.Objects["offer"])
+	act, err := p.b.Engine.AcceptanceAct(ctx, p.b.Actor(), p.b.Mandate, o.Objects["offer"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestTransactionPages(t *testing.T) {
 		t.Fatalf("approve: %d", resp.StatusCode)
 	}
 	st, _ := p.b.Agent.ApprovalStatus(context.Background(), req.ApprovalRequestID)
-	if _, err := p.b.Engine.AcceptOffer(context.Background(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: st.ApprovalID}); err != nil {
+	if _, err := p.b.Engine.AcceptOffer(context.Background(), p.b.Actor(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: st.ApprovalID}); err != nil {
 		t.Fatal(err)
 	}
 	_, body = p.f.do(t, call{method: "GET", path: "/transactions/" + txn, cookie: p.f.adminTok})
@@ -259,13 +259,13 @@ func TestTimelineShowsUnpaidMoney(t *testing.T) {
 	p := setupPair(t)
 	ctx := context.Background()
 	txn := recordtest.Form(t, p.b, p.s, "3200.00")
-	out, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+	out, err := p.b.Engine.IssueObligation(ctx, p.b.Actor(), record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obl := out.Objects["obligation"]
 	claim := "calibration certificates, 20 transmitters"
-	if _, err := p.s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: p.s.Mandate, ObligationID: obl, AssertedQuantity: "20",
+	if _, err := p.s.Engine.AssertPerformance(ctx, p.s.Actor(), record.AssertInput{MandateID: p.s.Mandate, ObligationID: obl, AssertedQuantity: "20",
 		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestTimelineShowsUnpaidMoney(t *testing.T) {
 		"Owed 0.00 EUR Paid 0.00 EUR In flight 0.00 EUR Forgone 0.00 EUR Outstanding 0.00 EUR",
 		"Settlement not_due (nothing is owed until the obligation is accepted)")
 
-	out, err = p.b.Engine.Respond(ctx, record.RespondInput{MandateID: p.b.Mandate, ObligationID: obl, ResponseType: "accept"})
+	out, err = p.b.Engine.Respond(ctx, p.b.Actor(), record.RespondInput{MandateID: p.b.Mandate, ObligationID: obl, ResponseType: "accept"})
 	if err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}

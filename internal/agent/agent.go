@@ -66,10 +66,6 @@ func NewFor(o *org.Org, agentID string) *Surface { return &Surface{o: o, agent: 
 // AgentID is the agent the surface acts for.
 func (a *Surface) AgentID() string { return a.agent }
 
-// Context names the surface's agent as the one ctx acts for
-// (org.WithAgent): what the engine's acts and checks read.
-func (a *Surface) Context(ctx context.Context) context.Context { return org.WithAgent(ctx, a.agent) }
-
 // Org returns the organisation runtime behind the surface.
 func (a *Surface) Org() *org.Org { return a.o }
 
@@ -188,7 +184,7 @@ type VerifyResult struct {
 
 // Mandate returns a mandate held by this agent (org.AgentMandate).
 func (a *Surface) Mandate(ctx context.Context, id string) (map[string]any, error) {
-	return a.o.AgentMandate(a.Context(ctx), id)
+	return a.o.AgentMandate(ctx, a.agent, id)
 }
 
 // Evaluate runs the evaluator over one act under one of this agent's

@@ -70,13 +70,13 @@ func growthAlternated(b *testing.B) {
 		prep func(b *testing.B, p *growthPair) func() error
 	}{
 		{"propose_offer", func(b *testing.B, p *growthPair) func() error {
-			return func() error { _, err := p.s.Engine.ProposeOffer(ctx, p.offerInput()); return err }
+			return func() error { _, err := p.s.Engine.ProposeOffer(ctx, p.s.Actor(), p.offerInput()); return err }
 		}},
 		{"accept_offer", func(b *testing.B, p *growthPair) func() error {
 			o := recordtest.Offer(b, p.s, "3200.00")
 			apr := recordtest.Approve(b, p.b, o.Objects["offer"])
 			return func() error {
-				out, err := p.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+				out, err := p.b.Engine.AcceptOffer(ctx, p.b.Actor(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 				if err == nil && out.State != "committed" {
 					err = fmt.Errorf("accept_offer left %s", out.State)
 				}
@@ -86,7 +86,7 @@ func growthAlternated(b *testing.B) {
 		{"issue_obligation", func(b *testing.B, p *growthPair) func() error {
 			txn := recordtest.Form(b, p.b, p.s, "3200.00")
 			return func() error {
-				_, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+				_, err := p.b.Engine.IssueObligation(ctx, p.b.Actor(), record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
 				return err
 			}
 		}},
@@ -157,7 +157,7 @@ func growthAt(b *testing.B, n int) {
 			b.StopTimer()
 			for range b.N {
 				m.start()
-				_, err := p.s.Engine.ProposeOffer(ctx, p.offerInput())
+				_, err := p.s.Engine.ProposeOffer(ctx, p.s.Actor(), p.offerInput())
 				m.stop()
 				if err != nil {
 					b.Fatal(err)
@@ -172,7 +172,7 @@ func growthAt(b *testing.B, n int) {
 				o := recordtest.Offer(b, p.s, "3200.00")
 				apr := recordtest.Approve(b, p.b, o.Objects["offer"])
 				m.start()
-				out, err := p.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+				out, err := p.b.Engine.AcceptOffer(ctx, p.b.Actor(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 				m.stop()
 				if err != nil || out.State != "committed" {
 					b.Fatalf("%+v %v", out, err)
@@ -193,20 +193,20 @@ func growthAt(b *testing.B, n int) {
 			// A full page waits, whatever the acts above left: the
 			// supplier's open offers topped up to 50.
 			for {
-				items, err := p.b.Engine.Inbox(ctx, p.b.Mandate, 50)
+				items, err := p.b.Engine.Inbox(ctx, p.b.Actor(), p.b.Mandate, 50)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if len(items) == 50 {
 					break
 				}
-				if _, err := p.s.Engine.ProposeOffer(ctx, p.offerInput()); err != nil {
+				if _, err := p.s.Engine.ProposeOffer(ctx, p.s.Actor(), p.offerInput()); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ResetTimer()
 			for range b.N {
-				items, err := p.b.Engine.Inbox(ctx, p.b.Mandate, 50)
+				items, err := p.b.Engine.Inbox(ctx, p.b.Actor(), p.b.Mandate, 50)
 				if err != nil || len(items) != 50 {
 					b.Fatal(len(items), err)
 				}
@@ -236,7 +236,7 @@ func growthInOneTransaction(b *testing.B) {
 	ctx := context.Background()
 	p := newGrowthPair(b, 10)
 	txn := recordtest.Form(b, p.b, p.s, "3200.00")
-	out, err := p.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+	out, err := p.b.Engine.IssueObligation(ctx, p.b.Actor(), record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -245,14 +245,14 @@ func growthInOneTransaction(b *testing.B) {
 		if timed != nil {
 			timed.start()
 		}
-		if _, err := p.s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: p.s.Mandate, ObligationID: obl,
+		if _, err := p.s.Engine.AssertPerformance(ctx, p.s.Actor(), record.AssertInput{MandateID: p.s.Mandate, ObligationID: obl,
 			Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certificates", ArtifactHash: canonical.SHA256Hex([]byte("c"))}}}); err != nil {
 			b.Fatal(err)
 		}
 		if timed != nil {
 			timed.stop()
 		}
-		if _, err := p.b.Engine.Respond(ctx, record.RespondInput{MandateID: p.b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
+		if _, err := p.b.Engine.Respond(ctx, p.b.Actor(), record.RespondInput{MandateID: p.b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -296,7 +296,7 @@ func (p *growthPair) issueObligation(b *testing.B) {
 	for range b.N {
 		txn := recordtest.Form(b, p.b, p.s, "3200.00")
 		m.start()
-		_, err := p.b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+		_, err := p.b.Engine.IssueObligation(context.Background(), p.b.Actor(), record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
 		m.stop()
 		if err != nil {
 			b.Fatal(err)

@@ -22,15 +22,15 @@ func walkthrough(t *testing.T) (*recordtest.Side, *recordtest.Side, string) {
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
+	if _, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
 		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certificates", ArtifactHash: canonical.SHA256Hex([]byte("a"))}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: out.Objects["obligation"], ResponseType: "accept"}); err != nil {
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: out.Objects["obligation"], ResponseType: "accept"}); err != nil {
 		t.Fatal(err)
 	}
 	return b, s, txn

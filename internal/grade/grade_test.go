@@ -467,7 +467,7 @@ func TestMinimumGradeInMandatePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	offer := func() (record.Outcome, error) {
-		return s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("1000.00"),
+		return s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("1000.00"),
 			ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour))})
 	}
 	if _, err := offer(); !slices.Contains(reason.CodesOf(err), reason.PolicyDenied) || !strings.Contains(err.Error(), "no grade about org_northstar") {

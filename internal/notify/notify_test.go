@@ -161,7 +161,7 @@ func TestActNotHeldUp(t *testing.T) {
 	w := webhook(t, e, "org_northstar", notify.Options{Queue: 1})
 	b.Agent.OnApprovalRequest(w.ApprovalRequested)
 	o := recordtest.Offer(t, s, "3200.00")
-	act, err := b.Engine.AcceptanceAct(context.Background(), b.Mandate, o.Objects["offer"])
+	act, err := b.Engine.AcceptanceAct(context.Background(), b.Actor(), b.Mandate, o.Objects["offer"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestAlerts(t *testing.T) {
 	s.Engine.SubscribeAlerts(w.Alerted)
 	txn := recordtest.Form(t, b, s, "3200.00")
 	at := c.Now().Add(time.Hour)
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn,
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn,
 		DueCondition: map[string]any{"type": "due_at_time", "at": at.Format(time.RFC3339)}})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestAlerts(t *testing.T) {
 	s.Engine.WorkTiming(ctx)
 	s.Out.SetDown(true)
 	since := c.Now()
-	if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
+	if _, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
 		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certificates", ArtifactHash: "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"}}}); err != nil {
 		t.Fatal(err)
 	}

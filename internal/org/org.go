@@ -521,12 +521,12 @@ func (o *Org) ResolveMandate(ctx context.Context, mandateID string) (map[string]
 }
 
 // AgentMandate returns a mandate this organisation's principal issued to
-// one of this instance's agents: the only mandates its agents can act
-// under. When ctx names the acting agent (WithAgent: the MCP server does,
-// for the agent its token authenticated), the mandate must be issued to
-// that agent. Any other id is refused with A202-POLICY-DENIED.
-func (o *Org) AgentMandate(ctx context.Context, id string) (map[string]any, error) {
-	rec, err := o.AgentMandateRecord(ctx, id)
+// agentID, one of this instance's agents: the only mandates that agent can
+// act under. Any other id, and an empty agentID, is refused with
+// A202-POLICY-DENIED: the caller names the agent, so the check cannot be
+// skipped by forgetting to.
+func (o *Org) AgentMandate(ctx context.Context, agentID, id string) (map[string]any, error) {
+	rec, err := o.AgentMandateRecord(ctx, agentID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -535,34 +535,33 @@ func (o *Org) AgentMandate(ctx context.Context, id string) (map[string]any, erro
 
 // AgentMandateRecord is AgentMandate's stored row, for a caller that
 // decodes (and keeps) its bytes itself.
-func (o *Org) AgentMandateRecord(ctx context.Context, id string) (store.MandateRecord, error) {
-	rec, err := o.Store.GetMandate(ctx, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+func (o *Org) AgentMandateRecord(ctx context.Context, agentID, id string) (store.MandateRecord, error) {
+	if agentID == "" {
+		return store.MandateRecord{}, reason.Refusef(reason.PolicyDenied, "mandate %s: no agent named to act under it", id)
+	}
+	rec, err := o.OwnMandateRecord(ctx, id)
+	if err != nil {
 		return store.MandateRecord{}, err
 	}
-	cfg := o.Config()
-	agent, named := ActingAgent(ctx)
-	switch {
-	case err != nil || rec.Origin != "local" || !cfg.HasAgent(rec.SubjectAgentID):
-		return store.MandateRecord{}, reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to its agents; call whoami for the mandates you hold", id)
-	case named && rec.SubjectAgentID != agent:
-		return store.MandateRecord{}, reason.Refusef(reason.PolicyDenied, "mandate %s is issued to another agent, not to %s; call whoami for the mandates you hold", id, agent)
+	if rec.SubjectAgentID != agentID {
+		return store.MandateRecord{}, reason.Refusef(reason.PolicyDenied, "mandate %s is issued to another agent, not to %s; call whoami for the mandates you hold", id, agentID)
 	}
 	return rec, nil
 }
 
-type agentKey struct{}
-
-// WithAgent names the agent ctx acts for: the agent's surfaces act, see
-// and decide only under that agent's mandates.
-func WithAgent(ctx context.Context, agentID string) context.Context {
-	return context.WithValue(ctx, agentKey{}, agentID)
-}
-
-// ActingAgent returns the agent ctx acts for, if WithAgent named one.
-func ActingAgent(ctx context.Context) (string, bool) {
-	a, ok := ctx.Value(agentKey{}).(string)
-	return a, ok && a != ""
+// OwnMandateRecord returns the stored row of a mandate this organisation
+// issued to one of this instance's agents, whichever: what the instance
+// acts under for itself (in answer to its counterparty, at a deadline),
+// never what an agent's call reaches (AgentMandateRecord).
+func (o *Org) OwnMandateRecord(ctx context.Context, id string) (store.MandateRecord, error) {
+	rec, err := o.Store.GetMandate(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.MandateRecord{}, err
+	}
+	if err != nil || rec.Origin != "local" || !o.Config().HasAgent(rec.SubjectAgentID) {
+		return store.MandateRecord{}, reason.Refusef(reason.PolicyDenied, "mandate %s is not a mandate this instance issued to its agents; call whoami for the mandates you hold", id)
+	}
+	return rec, nil
 }
 
 // StatusStore adapts the record to status.Store: the status of the

@@ -55,18 +55,18 @@ type AdjustmentInput struct {
 // ProposeAdjustment signs the settlement adjustment record of an
 // obligation as the ledger stands and sends the signature to the
 // counterparty, which accepts it with AcceptAdjustment.
-func (e *Engine) ProposeAdjustment(ctx context.Context, in AdjustmentInput) (Outcome, error) {
-	return e.adjust(ctx, in, false)
+func (e *Engine) ProposeAdjustment(ctx context.Context, a Actor, in AdjustmentInput) (Outcome, error) {
+	return e.adjust(ctx, a, in, false)
 }
 
 // AcceptAdjustment signs the same record the counterparty proposed, as
 // the ledger still stands: both signatures settle the obligation short.
-func (e *Engine) AcceptAdjustment(ctx context.Context, in AdjustmentInput) (Outcome, error) {
-	return e.adjust(ctx, in, true)
+func (e *Engine) AcceptAdjustment(ctx context.Context, a Actor, in AdjustmentInput) (Outcome, error) {
+	return e.adjust(ctx, a, in, true)
 }
 
 // adjust is both acts: this organisation's signature over the record.
-func (e *Engine) adjust(ctx context.Context, in AdjustmentInput, accept bool) (Outcome, error) {
+func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept bool) (Outcome, error) {
 	obl, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
 		return Outcome{}, err
@@ -75,7 +75,8 @@ func (e *Engine) adjust(ctx context.Context, in AdjustmentInput, accept bool) (O
 	var hash string
 	var forgone any
 	return e.perform(ctx, actSpec{
-		name: protocol.ActSettlementAdjust, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActSettlementAdjust, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			org := e.o.Config().OrganizationID
 			if st.State() != protocol.SettlementPending {

@@ -12,7 +12,6 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
-	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
@@ -65,7 +64,7 @@ func delegated(t *testing.T, b *recordtest.Side) (parent, child string) {
 // offerTo has the supplier offer to the buyer's agent agentID.
 func offerTo(t *testing.T, s *recordtest.Side, c *recordtest.Clock, agentID, amount string) record.Outcome {
 	t.Helper()
-	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{
+	out, err := s.Engine.ProposeOffer(context.Background(), s.Actor(), record.OfferInput{
 		MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms(amount), OffereeAgentID: agentID,
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)),
 	})
@@ -101,15 +100,15 @@ func TestDelegatedAgentActsAcrossInstances(t *testing.T) {
 	}
 
 	o := offerTo(t, s, c, buyerTwo, "3200.00")
-	asTwo := org.WithAgent(ctx, buyerTwo)
-	asLead := org.WithAgent(ctx, b.Node.Org.Config().AgentID)
-	if _, err := b.Engine.AcceptOffer(asLead, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]}); !hasCode(err, reason.PolicyDenied) {
+	asTwo := actorFor(t, b, buyerTwo)
+	asLead := actorFor(t, b, b.Node.Org.Config().AgentID)
+	if _, err := b.Engine.AcceptOffer(ctx, asLead, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]}); !hasCode(err, reason.PolicyDenied) {
 		t.Fatalf("the lead agent acting under the second agent's mandate: %v", err)
 	}
-	if _, err := b.Engine.AcceptOffer(asLead, record.AcceptInput{MandateID: parent, OfferID: o.Objects["offer"]}); !hasCode(err, reason.StreamMismatch) {
+	if _, err := b.Engine.AcceptOffer(ctx, asLead, record.AcceptInput{MandateID: parent, OfferID: o.Objects["offer"]}); !hasCode(err, reason.StreamMismatch) {
 		t.Fatalf("the lead agent accepting an offer addressed to the second: %v", err)
 	}
-	out, err := b.Engine.AcceptOffer(asTwo, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]})
+	out, err := b.Engine.AcceptOffer(ctx, asTwo, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]})
 	if err != nil || out.State != protocol.Committed {
 		v, _ := b.Engine.Transaction(ctx, o.TransactionID)
 		t.Fatalf("the second agent's acceptance: %+v %v; %+v", out, err, v.Notice)
@@ -132,9 +131,19 @@ func TestDelegatedAgentActsAcrossInstances(t *testing.T) {
 	// Above the child's narrower limit the second agent is denied though
 	// its parent would allow it.
 	o2 := offerTo(t, s, c, buyerTwo, "3800.00")
-	if _, err := b.Engine.AcceptOffer(asTwo, record.AcceptInput{MandateID: child, OfferID: o2.Objects["offer"]}); !hasCode(err, reason.PolicyDenied) {
+	if _, err := b.Engine.AcceptOffer(ctx, asTwo, record.AcceptInput{MandateID: child, OfferID: o2.Objects["offer"]}); !hasCode(err, reason.PolicyDenied) {
 		t.Fatalf("an acceptance above the child's limit: %v", err)
 	}
+}
+
+// actorFor is the engine's Actor for agentID, one of sd's agents.
+func actorFor(t *testing.T, sd *recordtest.Side, agentID string) record.Actor {
+	t.Helper()
+	a, err := sd.Engine.Agent(agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // principalSigner reads the buyer's principal key from its state
@@ -165,9 +174,9 @@ func TestChildWideningRefusedByCountersigner(t *testing.T) {
 	b, s, c := recordtest.Pair(t)
 	parent, child := delegated(t, b)
 	o := offerTo(t, s, c, buyerTwo, "3200.00")
-	asTwo := org.WithAgent(ctx, buyerTwo)
+	asTwo := actorFor(t, b, buyerTwo)
 	msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-		return b.Engine.AcceptOffer(asTwo, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]})
+		return b.Engine.AcceptOffer(ctx, asTwo, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]})
 	})
 
 	// The widened child, as the principal's surface would refuse to sign it.
@@ -232,4 +241,29 @@ func TestChildWideningRefusedByCountersigner(t *testing.T) {
 		_, err := s.Engine.Receive(ctx, "org_northstar", o.TransactionID, forged)
 		return err
 	})
+}
+
+// TestActsNeedAnActor: an act is taken for an agent the engine handed out
+// (Engine.Agent), never for nobody. The zero Actor and an agent this
+// instance does not have are refused with A202-POLICY-DENIED, and nothing
+// is recorded on either side: the check cannot be skipped by a caller that
+// forgets to name the agent.
+func TestActsNeedAnActor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	if _, err := b.Engine.Agent("agt_stranger"); !hasCode(err, reason.PolicyDenied) {
+		t.Fatalf("an Actor for an agent the instance does not have: %v", err)
+	}
+	if _, err := b.Engine.Agent(""); !hasCode(err, reason.PolicyDenied) {
+		t.Fatalf("an Actor for no agent: %v", err)
+	}
+	o := offerTo(t, s, c, b.Node.Org.Config().AgentID, "3200.00")
+	refusedWith(t, "an acceptance for nobody", b, s, o.TransactionID, reason.PolicyDenied, func() error {
+		_, err := b.Engine.AcceptOffer(ctx, record.Actor{}, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"]})
+		return err
+	})
+	if _, err := b.Engine.Inbox(ctx, record.Actor{}, "", 0); !hasCode(err, reason.PolicyDenied) {
+		t.Fatalf("the inbox of nobody: %v", err)
+	}
 }

@@ -123,7 +123,7 @@ func (e *Engine) openAmendment(ctx context.Context, t store.Transaction) (*Obj, 
 // mandateID is evaluated as (agreement.amend: the new version's terms, the
 // version amended): what an agent passes to verify_mandate and
 // request_approval before accept_amendment.
-func (e *Engine) AmendmentAct(ctx context.Context, mandateID, offerID string) (map[string]any, error) {
+func (e *Engine) AmendmentAct(ctx context.Context, a Actor, mandateID, offerID string) (map[string]any, error) {
 	offer, ok := e.getTyped(ctx, offerID, protocol.Offer)
 	if !ok {
 		return nil, refusef(reason.OfferStale, "offer %s is not held here", offerID)
@@ -135,7 +135,7 @@ func (e *Engine) AmendmentAct(ctx context.Context, mandateID, offerID string) (m
 	if agr == nil {
 		return nil, refusef(reason.StateTransitionDenied, "transaction %s has no agreement to amend", offer.Txn())
 	}
-	m, err := e.ownMandate(ctx, mandateID)
+	m, err := e.ownMandate(ctx, a, mandateID)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func amendmentAct(offer, agr *Obj, m map[string]any) map[string]any {
 
 // AcceptAmendment accepts the counterparty's amendment offer and records
 // the new agreement version (see the top of this file).
-func (e *Engine) AcceptAmendment(ctx context.Context, in AmendInput) (Outcome, error) {
+func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (Outcome, error) {
 	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
 	if !ok {
 		return Outcome{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
@@ -163,7 +163,8 @@ func (e *Engine) AcceptAmendment(ctx context.Context, in AmendInput) (Outcome, e
 		return Outcome{}, err
 	}
 	return e.perform(ctx, actSpec{
-		name: protocol.ActAgreementAmend, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActAgreementAmend, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvAgreementAmended,
 		check: func(ctx context.Context, st *state) error {
 			if !amending(st) {
@@ -446,7 +447,7 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	if !ok {
 		return nil, nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
 	}
-	mandate, err := e.ownMandate(ctx, offer.Mandate())
+	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -491,7 +492,7 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 	if !ok {
 		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
 	}
-	mandate, err := e.ownMandate(ctx, offer.Mandate())
+	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
 	if err != nil {
 		return nil, err
 	}

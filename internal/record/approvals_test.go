@@ -91,7 +91,7 @@ func TestApprovalReleasesHeldAcceptanceGranted(t *testing.T) {
 	b, s, _ := recordtest.Pair(t)
 	bm := tradingMandate(t, b, "org_delta", []string{"obligation.activated", "acceptance.granted", "acceptance.rejected"}, ruleOn("acceptance.granted", "org_northstar"))
 	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: bm, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: bm, TransactionID: txn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +100,14 @@ func TestApprovalReleasesHeldAcceptanceGranted(t *testing.T) {
 
 	before := holding(t, b, txn)
 	accept := record.RespondInput{MandateID: bm, ObligationID: obl, ResponseType: "accept"}
-	_, err = b.Engine.Respond(ctx, accept)
+	_, err = b.Engine.Respond(ctx, b.Actor(), accept)
 	req := heldUnder(t, "acceptance.granted under the rule", err)
 	sameHolding(t, "the buyer's record after the hold", before, holding(t, b, txn))
 	if len(s.Pending(t)) != 0 || len(b.Pending(t)) != 0 {
 		t.Fatal("a held act sent something")
 	}
 	// Asked again before the principal decides: the same request, no second.
-	_, err = b.Engine.Respond(ctx, accept)
+	_, err = b.Engine.Respond(ctx, b.Actor(), accept)
 	if again := heldUnder(t, "acceptance.granted still held", err); again != req {
 		t.Fatalf("a second request %s beside %s", again, req)
 	}
@@ -119,7 +119,7 @@ func TestApprovalReleasesHeldAcceptanceGranted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = b.Engine.Respond(ctx, accept)
+	out, err = b.Engine.Respond(ctx, b.Actor(), accept)
 	if err != nil || out.State != protocol.SettlementPending {
 		t.Fatalf("the released acceptance: %+v %v", out, err)
 	}
@@ -142,13 +142,13 @@ func TestRejectedApprovalKeepsTheHold(t *testing.T) {
 	bm := tradingMandate(t, b, "org_delta", []string{"obligation.activated"}, ruleOn("obligation.activated", "org_northstar"))
 	txn := recordtest.Form(t, b, s, "3200.00")
 	issue := record.ObligationInput{MandateID: bm, TransactionID: txn, DueCondition: map[string]any{"type": "due_at_time", "at": "2099-01-01T00:00:00Z"}}
-	_, err := b.Engine.IssueObligation(ctx, issue)
+	_, err := b.Engine.IssueObligation(ctx, b.Actor(), issue)
 	req := heldUnder(t, "obligation.activated under the rule", err)
 	if _, err := b.Princ.Decide(ctx, req, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.Add(time.Second)
-	_, err = b.Engine.IssueObligation(ctx, issue)
+	_, err = b.Engine.IssueObligation(ctx, b.Actor(), issue)
 	if again := heldUnder(t, "after a rejection", err); again != req || !strings.Contains(err.Error(), "rejected") {
 		t.Fatalf("after the rejection: %v", err)
 	}
@@ -166,13 +166,13 @@ func offerorHeld(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn,
 	ctx := context.Background()
 	b, s, c = recordtest.Pair(t)
 	sm := tradingMandate(t, s, "org_northstar", []string{"offer.submit", "agreement.sign"}, ruleOn("agreement.sign", "org_delta"))
-	o, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: sm, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+	o, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: sm, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.Status != record.StatusPending || out.State != protocol.AgreementPending {
 		t.Fatalf("the acceptance: %+v %v", out, err)
 	}
@@ -273,7 +273,7 @@ func TestAcceptorCommitHeldForApproval(t *testing.T) {
 	b, s, _ := recordtest.Pair(t)
 	bm := tradingMandate(t, b, "org_delta", []string{"offer.accept", "agreement.sign"}, ruleOn("agreement.sign", "org_northstar"))
 	o := recordtest.Offer(t, s, "3200.00")
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: bm, OfferID: o.Objects["offer"]})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: bm, OfferID: o.Objects["offer"]})
 	if err != nil || out.State != protocol.AgreementPending {
 		t.Fatalf("the acceptance: %+v %v", out, err)
 	}
@@ -315,19 +315,19 @@ func TestApprovalReleasesHeldSettlementInstruction(t *testing.T) {
 	b, s, _ := recordtest.Pair(t)
 	bm := tradingMandate(t, b, "org_delta", []string{"obligation.activated", "acceptance.granted", "settlement.instruct"}, ruleOn("settlement.instruct", "org_northstar"))
 	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: bm, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: bm, TransactionID: txn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obl := out.Objects["obligation"]
 	assertPerformance(t, s, obl, "20")
-	if out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: bm, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != protocol.SettlementPending {
+	if out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: bm, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != protocol.SettlementPending {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
 
 	before := holding(t, b, txn)
 	pay := record.InstructInput{MandateID: bm, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-held-000001"}
-	_, err = b.Engine.InstructSettlement(ctx, pay)
+	_, err = b.Engine.InstructSettlement(ctx, b.Actor(), pay)
 	req := heldUnder(t, "settlement.instruct under the rule", err)
 	sameHolding(t, "the buyer's record after the hold", before, holding(t, b, txn))
 	if len(s.Pending(t)) != 0 || len(b.Pending(t)) != 0 {
@@ -344,7 +344,7 @@ func TestApprovalReleasesHeldSettlementInstruction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = b.Engine.InstructSettlement(ctx, pay)
+	out, err = b.Engine.InstructSettlement(ctx, b.Actor(), pay)
 	if err != nil || out.Status != record.StatusRecorded || out.State != protocol.SettlementPending {
 		t.Fatalf("the released instruction: %+v %v", out, err)
 	}

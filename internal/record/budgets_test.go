@@ -43,7 +43,7 @@ func acceptOffer(t *testing.T, b, s *recordtest.Side, amount string) (txn string
 	t.Helper()
 	o := recordtest.Offer(t, s, amount)
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	_, err = b.Engine.AcceptOffer(context.Background(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	_, err = b.Engine.AcceptOffer(context.Background(), b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	return o.TransactionID, err
 }
 
@@ -69,7 +69,7 @@ func TestBudgetDeniesTheActThatWouldCrossIt(t *testing.T) {
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	var r *reason.Refusal
 	refusedWith(t, "an acceptance past the monthly budget", b, s, o.TransactionID, reason.PolicyDenied, func() error {
-		_, err := b.Engine.AcceptOffer(context.Background(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		_, err := b.Engine.AcceptOffer(context.Background(), b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 		r = budgetRefusal(err)
 		return err
 	})
@@ -117,7 +117,7 @@ func TestBudgetConcurrentActsCannotBothPassTheLastEuro(t *testing.T) {
 	errs := make([]error, len(offers))
 	for i, o := range offers {
 		wg.Go(func() {
-			_, errs[i] = b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.offer, ApprovalID: o.approval})
+			_, errs[i] = b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.offer, ApprovalID: o.approval})
 		})
 	}
 	wg.Wait()
@@ -150,7 +150,7 @@ func TestBudgetHoldReleasedByApproval(t *testing.T) {
 	txn := "txn_budget_hold_0001"
 	in := record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Role: "buyer", Terms: recordtest.Terms("3200.00"),
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn}
-	_, err := b.Engine.ProposeOffer(ctx, in)
+	_, err := b.Engine.ProposeOffer(ctx, b.Actor(), in)
 	r := budgetRefusal(err)
 	if r == nil || !slices.Contains(r.Codes, reason.ApprovalRequired) || r.ApprovalRequestID == "" {
 		t.Fatalf("an offer above the threshold: %v", err)
@@ -163,14 +163,14 @@ func TestBudgetHoldReleasedByApproval(t *testing.T) {
 		t.Fatalf("request %+v %v", req, err)
 	}
 	// Taken again before the principal decides: still held, one request.
-	if _, err := b.Engine.ProposeOffer(ctx, in); budgetRefusal(err) == nil || budgetRefusal(err).ApprovalRequestID != req.ID {
+	if _, err := b.Engine.ProposeOffer(ctx, b.Actor(), in); budgetRefusal(err) == nil || budgetRefusal(err).ApprovalRequestID != req.ID {
 		t.Fatalf("again while pending: %v", err)
 	}
 	apr, err := b.Princ.Decide(ctx, req.ID, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := b.Engine.ProposeOffer(ctx, in)
+	out, err := b.Engine.ProposeOffer(ctx, b.Actor(), in)
 	if err != nil {
 		t.Fatalf("the approved offer: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestBudgetHoldReleasedByApproval(t *testing.T) {
 		t.Fatalf("the budget's approval reached the counterparty: %v", err)
 	}
 	// The threshold was released, never the limit.
-	_, err = b.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Role: "buyer", Terms: recordtest.Terms("1900.00"),
+	_, err = b.Engine.ProposeOffer(ctx, b.Actor(), record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Role: "buyer", Terms: recordtest.Terms("1900.00"),
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour))})
 	if r := budgetRefusal(err); r == nil || !slices.Contains(r.Codes, reason.PolicyDenied) {
 		t.Fatalf("an offer past the limit after an approval: %v", err)
@@ -205,7 +205,7 @@ func TestBudgetReservesAndReleases(t *testing.T) {
 	if _, err := offer("1500.00"); budgetRefusal(err) == nil {
 		t.Fatalf("an open offer did not reserve its total: %v", err)
 	}
-	if _, err := b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: b.Mandate, TransactionID: o.TransactionID}); err != nil {
+	if _, err := b.Engine.CancelTransaction(ctx, b.Actor(), record.CancelInput{MandateID: b.Mandate, TransactionID: o.TransactionID}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := offer("1500.00"); err != nil {
@@ -219,7 +219,7 @@ func TestBudgetReservesAndReleases(t *testing.T) {
 
 func buyerOffer(b *recordtest.Side, c *recordtest.Clock) func(amount string) (record.Outcome, error) {
 	return func(amount string) (record.Outcome, error) {
-		return b.Engine.ProposeOffer(context.Background(), record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Role: "buyer", Terms: recordtest.Terms(amount),
+		return b.Engine.ProposeOffer(context.Background(), b.Actor(), record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Role: "buyer", Terms: recordtest.Terms(amount),
 			ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour))})
 	}
 }

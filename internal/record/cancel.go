@@ -41,10 +41,11 @@ func init() {
 
 // CancelTransaction appends transaction.cancelled (draft or
 // agreement_pending → cancelled).
-func (e *Engine) CancelTransaction(ctx context.Context, in CancelInput) (Outcome, error) {
+func (e *Engine) CancelTransaction(ctx context.Context, a Actor, in CancelInput) (Outcome, error) {
 	var offer *Obj
 	return e.perform(ctx, actSpec{
-		name: protocol.ActTransactionCancel, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActTransactionCancel, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTransactionCancelled,
 		check: func(ctx context.Context, st *state) error {
 			switch st.State() {

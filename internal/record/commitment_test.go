@@ -141,7 +141,7 @@ func countersignature(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock,
 	b, s, c = recordtest.Pair(t)
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.State != "committed" || out.Status != record.StatusRecorded {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
@@ -328,7 +328,7 @@ func TestMutatedAnswersNeverStoredUnverifiable(t *testing.T) {
 			}
 			return nil
 		})
-		if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil {
+		if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil {
 			t.Fatal(err)
 		}
 		if answer == nil {
@@ -402,7 +402,7 @@ func TestLateAnswerStored(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	lateAnswer(t, b, s, c, func() (record.Outcome, error) {
-		return b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		return b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	})
 	recordtest.SameRecord(t, b, s, o.TransactionID, 2)
 	bothVerifyClean(t, b, s, o.TransactionID)
@@ -416,7 +416,7 @@ func TestLateAmendmentAnswerStored(t *testing.T) {
 	b, s, c, txn, _ := committed(t)
 	off := amendmentOffer(t, s, c, txn, "")
 	lateAnswer(t, b, s, c, func() (record.Outcome, error) {
-		return b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+		return b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off,
 			AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
 	})
 	if types := recordtest.SameRecord(t, b, s, txn, 4); types[3] != "agreement.amended" {
@@ -462,7 +462,7 @@ func TestRenewalDropsARiderNoLongerAllowed(t *testing.T) {
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	txn := o.TransactionID
 	b.Out.SetDown(true)
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.Status != record.StatusPending {
 		t.Fatalf("accept while the supplier is down: %+v %v", out, err)
 	}

@@ -43,7 +43,7 @@ func acceptance(t *testing.T) (b, s *recordtest.Side, txn string, msg [][]byte) 
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	msg = recordtest.Capture(t, b, func() (record.Outcome, error) {
-		return b.Engine.AcceptOffer(context.Background(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		return b.Engine.AcceptOffer(context.Background(), b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	})
 	return b, s, o.TransactionID, msg
 }
@@ -68,7 +68,7 @@ func commitMessage(t *testing.T) (b, s *recordtest.Side, txn string, msg [][]byt
 		}
 		return nil
 	})
-	_, _ = b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	_, _ = b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	b.Out.Intercept(nil)
 	if msg == nil {
 		t.Fatal("no agreement.committed message was sent")
@@ -231,7 +231,7 @@ func TestCommitQueuedIsPendingNotAnError(t *testing.T) {
 		}
 		return nil
 	})
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.Status != record.StatusPending || out.State != "agreement_pending" || !strings.Contains(out.WaitingFor, "agreement.committed") {
 		t.Fatalf("accept_offer with agreement.committed queued: %+v %v", out, err)
 	}
@@ -250,7 +250,7 @@ func TestCountersignatureQueuedIsNotWaiting(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	txn := o.TransactionID
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.Status != record.StatusRecorded || out.State != "committed" || out.WaitingFor != "" {
 		t.Fatalf("accept_offer: %+v %v", out, err)
 	}
@@ -285,12 +285,12 @@ func TestTwoPartyRecordsVerifyClean(t *testing.T) {
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
 	prf := assertPerformance(t, s, obl, "20")
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient",
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient",
 		AssertionID: prf.Objects["performance_event"]}); err != nil {
 		t.Fatal(err)
 	}
 	assertPerformance(t, s, obl, "20")
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "18"}); err != nil {
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "18"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, sd := range []*recordtest.Side{b, s} {

@@ -25,23 +25,23 @@ func disputeFlows() []flow {
 		txn = recordtest.Form(t, h.b, h.s, "3200.00")
 		h.b.Mandate = mandateFor(t, h.b, h.c, disputeActs, nil)
 		h.s.Mandate = mandateFor(t, h.s, h.c, disputeActs, nil)
-		out, err := h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+		out, err := h.b.Engine.IssueObligation(ctx, h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 		if err != nil {
 			t.Fatal(err)
 		}
 		obl = out.Objects["obligation"]
 		assertPerformance(t, h.s, obl, "20")
-		if _, err := h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
+		if _, err := h.b.Engine.Respond(ctx, h.b.Actor(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
 			t.Fatal(err)
 		}
 		return txn
 	}
 	raiseAct := func(ctx context.Context, h *harness) (record.Outcome, error) {
-		return h.s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: h.s.Mandate, TransactionID: txn, SubjectType: "act",
+		return h.s.Engine.RaiseDispute(ctx, h.s.Actor(), record.DisputeInput{MandateID: h.s.Mandate, TransactionID: txn, SubjectType: "act",
 			SubjectID: responseOf(h.t, h.s, txn, obl, "reject"), Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(h.t, h.s, txn)})
 	}
 	raiseState := func(ctx context.Context, h *harness) (record.Outcome, error) {
-		return h.s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: h.s.Mandate, TransactionID: txn, SubjectType: "obligation_state",
+		return h.s.Engine.RaiseDispute(ctx, h.s.Actor(), record.DisputeInput{MandateID: h.s.Mandate, TransactionID: txn, SubjectType: "obligation_state",
 			SubjectID: obl, Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(h.t, h.s, txn)})
 	}
 	// determine issues the buyer's determination of the one dispute held
@@ -51,7 +51,7 @@ func disputeFlows() []flow {
 		if err != nil || len(objs) != 1 {
 			h.t.Fatalf("the buyer holds %d disputes: %v", len(objs), err)
 		}
-		return h.b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: h.b.Mandate, DisputeID: mustDecode(h.t, objs[0])["id"].(string), Finding: finding})
+		return h.b.Engine.IssueDetermination(ctx, h.b.Actor(), record.DeterminationInput{MandateID: h.b.Mandate, DisputeID: mustDecode(h.t, objs[0])["id"].(string), Finding: finding})
 	}
 	holdsOne := func(types ...string) func(t *testing.T, h *harness, txn string) {
 		return func(t *testing.T, h *harness, txn string) {
@@ -65,10 +65,10 @@ func disputeFlows() []flow {
 			}
 		}
 	}
-	exceptionAct := func(side func(*harness) *recordtest.Side, f func(*recordtest.Side) func(context.Context, record.ExceptionActInput) (record.Outcome, error)) func(ctx context.Context, h *harness) (record.Outcome, error) {
+	exceptionAct := func(side func(*harness) *recordtest.Side, f func(*recordtest.Side) func(context.Context, record.Actor, record.ExceptionActInput) (record.Outcome, error)) func(ctx context.Context, h *harness) (record.Outcome, error) {
 		return func(ctx context.Context, h *harness) (record.Outcome, error) {
 			sd := side(h)
-			return f(sd)(ctx, record.ExceptionActInput{MandateID: sd.Mandate, TransactionID: txn})
+			return f(sd)(ctx, sd.Actor(), record.ExceptionActInput{MandateID: sd.Mandate, TransactionID: txn})
 		}
 	}
 	rejectedEvents := []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.rejected"}
@@ -87,10 +87,10 @@ func disputeFlows() []flow {
 		setup: rejected,
 		steps: []step{
 			{"raise_dispute", supplierSide, raiseState, nil},
-			{"propose_remediation", supplierSide, exceptionAct(supplierSide, func(sd *recordtest.Side) func(context.Context, record.ExceptionActInput) (record.Outcome, error) {
+			{"propose_remediation", supplierSide, exceptionAct(supplierSide, func(sd *recordtest.Side) func(context.Context, record.Actor, record.ExceptionActInput) (record.Outcome, error) {
 				return sd.Engine.ProposeRemediation
 			}), nil},
-			{"accept_remediation", buyerSide, exceptionAct(buyerSide, func(sd *recordtest.Side) func(context.Context, record.ExceptionActInput) (record.Outcome, error) {
+			{"accept_remediation", buyerSide, exceptionAct(buyerSide, func(sd *recordtest.Side) func(context.Context, record.Actor, record.ExceptionActInput) (record.Outcome, error) {
 				return sd.Engine.AcceptRemediation
 			}), nil},
 		},
@@ -109,7 +109,7 @@ func disputeFlows() []flow {
 		setup: rejected,
 		steps: []step{
 			{"raise_dispute", supplierSide, raiseState, nil},
-			{"terminate_transaction", buyerSide, exceptionAct(buyerSide, func(sd *recordtest.Side) func(context.Context, record.ExceptionActInput) (record.Outcome, error) {
+			{"terminate_transaction", buyerSide, exceptionAct(buyerSide, func(sd *recordtest.Side) func(context.Context, record.Actor, record.ExceptionActInput) (record.Outcome, error) {
 				return sd.Engine.TerminateTransaction
 			}), nil},
 		},
@@ -140,13 +140,13 @@ func disputeFlows() []flow {
 			txn = recordtest.Form(t, h.b, h.s, "3200.00")
 			h.b.Mandate = mandateFor(t, h.b, h.c, disputeActs, nil)
 			h.s.Mandate = mandateFor(t, h.s, h.c, disputeActs, nil)
-			out, err := h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			out, err := h.b.Engine.IssueObligation(ctx, h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			if err != nil {
 				t.Fatal(err)
 			}
 			obl = out.Objects["obligation"]
 			assertPerformance(t, h.s, obl, "20")
-			if _, err := h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
+			if _, err := h.b.Engine.Respond(ctx, h.b.Actor(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := instruct(h.b, obl, "pay-fails-crash01")(); err != nil {
@@ -159,9 +159,9 @@ func disputeFlows() []flow {
 		},
 		steps: []step{
 			{"open_exception", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: h.s.Mandate, TransactionID: txn})
+				return h.s.Engine.OpenException(ctx, h.s.Actor(), record.ExceptionInput{MandateID: h.s.Mandate, TransactionID: txn})
 			}, nil},
-			{"resolve_exception", supplierSide, exceptionAct(supplierSide, func(sd *recordtest.Side) func(context.Context, record.ExceptionActInput) (record.Outcome, error) {
+			{"resolve_exception", supplierSide, exceptionAct(supplierSide, func(sd *recordtest.Side) func(context.Context, record.Actor, record.ExceptionActInput) (record.Outcome, error) {
 				return sd.Engine.ResolveException
 			}), nil},
 		},

@@ -27,7 +27,7 @@ func lifecycleFlows() []flow {
 		},
 		steps: []step{
 			{"cancel_transaction", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: h.b.Mandate, TransactionID: txn})
+				return h.b.Engine.CancelTransaction(ctx, h.b.Actor(), record.CancelInput{MandateID: h.b.Mandate, TransactionID: txn})
 			}, nil},
 		},
 		want: []string{"transaction.cancelled"},
@@ -37,13 +37,13 @@ func lifecycleFlows() []flow {
 		setup: func(t *testing.T, h *harness) string {
 			ctx := context.Background()
 			txn = recordtest.Form(t, h.b, h.s, "3200.00")
-			out, err := h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			out, err := h.b.Engine.IssueObligation(ctx, h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			if err != nil {
 				t.Fatal(err)
 			}
 			obl = out.Objects["obligation"]
 			assertPerformance(t, h.s, obl, "20")
-			out, err = h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
+			out, err = h.b.Engine.Respond(ctx, h.b.Actor(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func lifecycleFlows() []flow {
 		},
 		steps: []step{
 			{"waive_obligation", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: h.b.Mandate, ObligationID: rem})
+				return h.b.Engine.WaiveObligation(ctx, h.b.Actor(), record.WaiveInput{MandateID: h.b.Mandate, ObligationID: rem})
 			}, nil},
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted"},
@@ -68,7 +68,7 @@ func lifecycleFlows() []flow {
 		name: "termination",
 		setup: func(t *testing.T, h *harness) string {
 			txn = recordtest.Form(t, h.b, h.s, "3200.00")
-			out, err := h.b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			out, err := h.b.Engine.IssueObligation(context.Background(), h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,10 +77,10 @@ func lifecycleFlows() []flow {
 		},
 		steps: []step{
 			{"propose_termination", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: h.b.Mandate, TransactionID: txn})
+				return h.b.Engine.ProposeTermination(ctx, h.b.Actor(), record.TerminationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			}, nil},
 			{"agree_termination", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: h.s.Mandate, TransactionID: txn})
+				return h.s.Engine.AgreeTermination(ctx, h.s.Actor(), record.TerminationInput{MandateID: h.s.Mandate, TransactionID: txn})
 			}, nil},
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "termination.agreed"},
@@ -96,7 +96,7 @@ func lifecycleFlows() []flow {
 		name: "amendment",
 		setup: func(t *testing.T, h *harness) string {
 			txn = recordtest.Form(t, h.b, h.s, "3200.00")
-			out, err := h.b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			out, err := h.b.Engine.IssueObligation(context.Background(), h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,11 +108,11 @@ func lifecycleFlows() []flow {
 			{"propose_amendment", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
 				terms := recordtest.Terms("3760.00")
 				terms["core"].(map[string]any)["quantity"] = "24"
-				return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: h.s.Mandate, Counterparty: "org_northstar", Terms: terms,
+				return h.s.Engine.ProposeOffer(ctx, h.s.Actor(), record.OfferInput{MandateID: h.s.Mandate, Counterparty: "org_northstar", Terms: terms,
 					ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: txn})
 			}, func(out record.Outcome) { offer = out.Objects["offer"] }},
 			{"accept_amendment", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: h.b.Mandate, OfferID: offer,
+				return h.b.Engine.AcceptAmendment(ctx, h.b.Actor(), record.AmendInput{MandateID: h.b.Mandate, OfferID: offer,
 					AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
 			}, nil},
 		},

@@ -19,13 +19,13 @@ func moneyFlows() []flow {
 	accepted := func(t *testing.T, h *harness) {
 		ctx := context.Background()
 		txn = recordtest.Form(t, h.b, h.s, "3200.00")
-		out, err := h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+		out, err := h.b.Engine.IssueObligation(ctx, h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 		if err != nil {
 			t.Fatal(err)
 		}
 		obl = out.Objects["obligation"]
 		assertPerformance(t, h.s, obl, "20")
-		if _, err := h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
+		if _, err := h.b.Engine.Respond(ctx, h.b.Actor(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,7 +34,7 @@ func moneyFlows() []flow {
 		return record.Outcome{}, nil
 	}, nil}
 	complete := step{"complete_transaction", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-		return h.s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: h.s.Mandate, TransactionID: txn})
+		return h.s.Engine.CompleteTransaction(ctx, h.s.Actor(), record.CompleteInput{MandateID: h.s.Mandate, TransactionID: txn})
 	}, nil}
 	settled := func(forgone string) func(t *testing.T, h *harness, txn string) {
 		return func(t *testing.T, h *harness, txn string) {
@@ -51,12 +51,12 @@ func moneyFlows() []flow {
 		setup: func(t *testing.T, h *harness) string { accepted(t, h); return txn },
 		steps: []step{
 			{"instruct_first", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
+				return h.b.Engine.InstructSettlement(ctx, h.b.Actor(), record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
 					IdempotencyKey: "pay-instalment-1", Amount: &record.Money{Currency: "EUR", Amount: "1000.00"}})
 			}, nil},
 			settle,
 			{"instruct_rest", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
+				return h.b.Engine.InstructSettlement(ctx, h.b.Actor(), record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
 					IdempotencyKey: "pay-instalment-2"})
 			}, nil},
 			settle,
@@ -80,7 +80,7 @@ func moneyFlows() []flow {
 			accepted(t, h)
 			h.b.Mandate = mandateFor(t, h.b, h.c, adjustActs, nil)
 			h.s.Mandate = mandateFor(t, h.s, h.c, adjustActs, nil)
-			if _, err := h.b.Engine.InstructSettlement(context.Background(), record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl,
+			if _, err := h.b.Engine.InstructSettlement(context.Background(), h.b.Actor(), record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl,
 				Rail: "rail_test_sandbox", IdempotencyKey: "pay-most-0000001", Amount: &record.Money{Currency: "EUR", Amount: "3000.00"}}); err != nil {
 				t.Fatal(err)
 			}
@@ -88,10 +88,10 @@ func moneyFlows() []flow {
 		},
 		steps: []step{
 			{"propose_settlement_adjustment", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.ProposeAdjustment(ctx, record.AdjustmentInput{MandateID: h.b.Mandate, ObligationID: obl})
+				return h.b.Engine.ProposeAdjustment(ctx, h.b.Actor(), record.AdjustmentInput{MandateID: h.b.Mandate, ObligationID: obl})
 			}, nil},
 			{"accept_settlement_adjustment", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.AcceptAdjustment(ctx, record.AdjustmentInput{MandateID: h.s.Mandate, ObligationID: obl})
+				return h.s.Engine.AcceptAdjustment(ctx, h.s.Actor(), record.AdjustmentInput{MandateID: h.s.Mandate, ObligationID: obl})
 			}, nil},
 			complete,
 		},
@@ -107,13 +107,13 @@ func moneyFlows() []flow {
 			txn = recordtest.Form(t, h.b, h.s, "3200.00")
 			h.b.Mandate = mandateFor(t, h.b, h.c, disputeActs, nil)
 			h.s.Mandate = mandateFor(t, h.s, h.c, disputeActs, nil)
-			out, err := h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			out, err := h.b.Engine.IssueObligation(ctx, h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			if err != nil {
 				t.Fatal(err)
 			}
 			obl = out.Objects["obligation"]
 			assertPerformance(t, h.s, obl, "20")
-			if out, err = h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"}); err != nil {
+			if out, err = h.b.Engine.Respond(ctx, h.b.Actor(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"}); err != nil {
 				t.Fatal(err)
 			}
 			rem = out.Objects["remainder_obligation"]
@@ -121,13 +121,13 @@ func moneyFlows() []flow {
 		},
 		steps: []step{
 			{"open_exception", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: h.s.Mandate, TransactionID: txn, ObligationID: rem})
+				return h.s.Engine.OpenException(ctx, h.s.Actor(), record.ExceptionInput{MandateID: h.s.Mandate, TransactionID: txn, ObligationID: rem})
 			}, nil},
 			{"propose_remediation", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: h.s.Mandate, TransactionID: txn})
+				return h.s.Engine.ProposeRemediation(ctx, h.s.Actor(), record.ExceptionActInput{MandateID: h.s.Mandate, TransactionID: txn})
 			}, nil},
 			{"accept_remediation", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: h.b.Mandate, TransactionID: txn})
+				return h.b.Engine.AcceptRemediation(ctx, h.b.Actor(), record.ExceptionActInput{MandateID: h.b.Mandate, TransactionID: txn})
 			}, nil},
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted",

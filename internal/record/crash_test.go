@@ -286,13 +286,13 @@ func crashFlows() []flow {
 		},
 		steps: []step{
 			{"issue_obligation", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+				return h.b.Engine.IssueObligation(ctx, h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			}, func(out record.Outcome) { obl = out.Objects["obligation"] }},
 			{"assert_performance", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: h.s.Mandate, ObligationID: obligationOf(h, txn, obl), Evidence: evidence("certificates")})
+				return h.s.Engine.AssertPerformance(ctx, h.s.Actor(), record.AssertInput{MandateID: h.s.Mandate, ObligationID: obligationOf(h, txn, obl), Evidence: evidence("certificates")})
 			}, nil},
 			{"respond_to_assertion", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.Respond(ctx, record.RespondInput{MandateID: h.b.Mandate, ObligationID: obligationOf(h, txn, obl), ResponseType: "accept", AcceptedQuantity: "15"})
+				return h.b.Engine.Respond(ctx, h.b.Actor(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obligationOf(h, txn, obl), ResponseType: "accept", AcceptedQuantity: "15"})
 			}, nil},
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted"},
@@ -301,20 +301,20 @@ func crashFlows() []flow {
 		name: "settlement",
 		setup: func(t *testing.T, h *harness) string {
 			txn = recordtest.Form(t, h.b, h.s, "3200.00")
-			out, err := h.b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
+			out, err := h.b.Engine.IssueObligation(context.Background(), h.b.Actor(), record.ObligationInput{MandateID: h.b.Mandate, TransactionID: txn})
 			if err != nil {
 				t.Fatal(err)
 			}
 			obl = out.Objects["obligation"]
 			assertPerformance(t, h.s, obl, "20")
-			if _, err := h.b.Engine.Respond(context.Background(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
+			if _, err := h.b.Engine.Respond(context.Background(), h.b.Actor(), record.RespondInput{MandateID: h.b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
 				t.Fatal(err)
 			}
 			return txn
 		},
 		steps: []step{
 			{"instruct_settlement", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-crash-000001"})
+				return h.b.Engine.InstructSettlement(ctx, h.b.Actor(), record.InstructInput{MandateID: h.b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-crash-000001"})
 			}, nil},
 			{"settle_rail", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
 				// What the settlement worker does: the rail work that is due.
@@ -322,7 +322,7 @@ func crashFlows() []flow {
 				return record.Outcome{}, nil
 			}, nil},
 			{"complete_transaction", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: h.s.Mandate, TransactionID: txn})
+				return h.s.Engine.CompleteTransaction(ctx, h.s.Actor(), record.CompleteInput{MandateID: h.s.Mandate, TransactionID: txn})
 			}, nil},
 		},
 		want: []string{"agreement.direct", "agreement.committed", "obligation.activated", "performance.declared", "acceptance.granted", "settlement.instructed", "transaction.completed"},
@@ -413,14 +413,14 @@ func formationSteps(txn, mandate *string) []step {
 			if mandate != nil {
 				m = *mandate
 			}
-			return h.s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: m, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+			return h.s.Engine.ProposeOffer(ctx, h.s.Actor(), record.OfferInput{MandateID: m, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
 				ValidUntil: envelope.Timestamp(h.c.Now().Add(24 * time.Hour)), TransactionID: *txn})
 		}, func(out record.Outcome) { offer = out.Objects["offer"] }},
 		{"accept_offer", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
 			if approval == "" {
 				approval = recordtest.Approve(h.t, h.b, offer)
 			}
-			return h.b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: h.b.Mandate, OfferID: offer, ApprovalID: approval})
+			return h.b.Engine.AcceptOffer(ctx, h.b.Actor(), record.AcceptInput{MandateID: h.b.Mandate, OfferID: offer, ApprovalID: approval})
 		}, nil},
 	}
 }
@@ -550,7 +550,7 @@ func TestPeerDownFiveMinutes(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	b.Out.SetDown(true)
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.Status != record.StatusPending {
 		t.Fatalf("accept while the supplier is down: %+v %v", out, err)
 	}

@@ -86,11 +86,12 @@ type ExpireInput struct {
 
 // Expire appends deadline.elapsed (draft → expired) once the latest
 // offer's deadline is ExpiryGrace past (see the top of this file).
-func (e *Engine) Expire(ctx context.Context, in ExpireInput) (Outcome, error) {
+func (e *Engine) Expire(ctx context.Context, a Actor, in ExpireInput) (Outcome, error) {
 	var offer *Obj
 	var deadline time.Time
 	return e.perform(ctx, actSpec{
-		name: protocol.ActTransactionExpire, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvDeadlineElapsed,
+		actor: a,
+		name:  protocol.ActTransactionExpire, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvDeadlineElapsed,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.Draft {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s: only a draft transaction expires by its offer's deadline", in.TransactionID, st.t.State)
@@ -232,7 +233,7 @@ func (e *Engine) expire(ctx context.Context, txn string, offer *Obj) bool {
 	}
 	var last error
 	for _, id := range candidates {
-		out, err := e.Expire(ctx, ExpireInput{MandateID: id, TransactionID: txn})
+		out, err := e.Expire(ctx, instanceActor, ExpireInput{MandateID: id, TransactionID: txn})
 		if err == nil {
 			e.log.Info("a transaction expired: its offer's deadline passed", "transaction_id", txn, "offer_id", offer.ID(), "status", out.Status)
 			return true

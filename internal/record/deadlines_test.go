@@ -14,7 +14,7 @@ import (
 // offerFor proposes the supplier's offer, valid for d from now.
 func offerFor(t *testing.T, s *recordtest.Side, c *recordtest.Clock, d time.Duration) record.Outcome {
 	t.Helper()
-	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar",
+	out, err := s.Engine.ProposeOffer(context.Background(), s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar",
 		Terms: recordtest.Terms("3200.00"), ValidUntil: envelope.Timestamp(c.Now().Add(d))})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestOfferLapsesAndTheTransactionExpires(t *testing.T) {
 	b, s, c := recordtest.Pair(t)
 	o := offerFor(t, s, c, time.Hour)
 	txn := o.TransactionID
-	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate, 10); len(inbox) != 1 {
+	if inbox, _ := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 10); len(inbox) != 1 {
 		t.Fatalf("inbox %+v", inbox)
 	}
 	c.Add(time.Hour) // lapsed, but the grace for a clock behind has not passed
@@ -52,7 +52,7 @@ func TestOfferLapsesAndTheTransactionExpires(t *testing.T) {
 			t.Fatalf("%s: %s", sd.Node.Org.Config().OrganizationID, v.State)
 		}
 	}
-	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate, 10); len(inbox) != 0 {
+	if inbox, _ := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 10); len(inbox) != 0 {
 		t.Fatalf("an expired offer is still in the inbox: %+v", inbox)
 	}
 	if n := s.Engine.WorkDeadlines(ctx); n != 0 {
@@ -69,7 +69,7 @@ func TestWithdrawnOfferExpires(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	o := offerFor(t, s, c, 24*time.Hour)
-	if _, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]}); err != nil {
+	if _, err := s.Engine.WithdrawOffer(ctx, s.Actor(), record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]}); err != nil {
 		t.Fatal(err)
 	}
 	c.Add(record.ExpiryGrace)
@@ -91,7 +91,7 @@ func TestHostileExpiryRefused(t *testing.T) {
 		o := offerFor(t, s, c, time.Hour)
 		c.Add(time.Hour + record.ExpiryGrace)
 		msg = recordtest.Capture(t, s, func() (record.Outcome, error) {
-			return s.Engine.Expire(ctx, record.ExpireInput{MandateID: s.Mandate, TransactionID: o.TransactionID})
+			return s.Engine.Expire(ctx, s.Actor(), record.ExpireInput{MandateID: s.Mandate, TransactionID: o.TransactionID})
 		})
 		return b, s, c, o.TransactionID, msg
 	}
@@ -122,12 +122,12 @@ func TestHostileExpiryRefused(t *testing.T) {
 		o := offerFor(t, s, c, time.Hour)
 		apr := recordtest.Approve(t, b, o.Objects["offer"])
 		b.Out.SetDown(true)
-		if out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != record.StatusPending {
+		if out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != record.StatusPending {
 			t.Fatalf("accept while the supplier is away: %+v %v", out, err)
 		}
 		c.Add(time.Hour + record.ExpiryGrace)
 		msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-			return s.Engine.Expire(ctx, record.ExpireInput{MandateID: s.Mandate, TransactionID: o.TransactionID})
+			return s.Engine.Expire(ctx, s.Actor(), record.ExpireInput{MandateID: s.Mandate, TransactionID: o.TransactionID})
 		})
 		before := holding(t, b, o.TransactionID)
 		if _, err := b.Engine.Receive(ctx, "org_delta", o.TransactionID, msg); !hasCode(err, reason.StateTransitionDenied) {
@@ -178,7 +178,7 @@ func deadlineFlows() []flow {
 		steps: []step{
 			{"expire_transaction", buyerSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
 				h.c.Add(time.Hour + record.ExpiryGrace) // again on a repeat: later still
-				return h.b.Engine.Expire(ctx, record.ExpireInput{MandateID: h.b.Mandate, TransactionID: txn})
+				return h.b.Engine.Expire(ctx, h.b.Actor(), record.ExpireInput{MandateID: h.b.Mandate, TransactionID: txn})
 			}, nil},
 		},
 		want:  []string{"deadline.elapsed"},
@@ -189,11 +189,11 @@ func deadlineFlows() []flow {
 		setup: setup,
 		steps: []step{
 			{"withdraw_offer", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
-				return h.s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: h.s.Mandate, OfferID: offer})
+				return h.s.Engine.WithdrawOffer(ctx, h.s.Actor(), record.WithdrawInput{MandateID: h.s.Mandate, OfferID: offer})
 			}, nil},
 			{"expire_transaction", supplierSide, func(ctx context.Context, h *harness) (record.Outcome, error) {
 				h.c.Add(record.ExpiryGrace)
-				return h.s.Engine.Expire(ctx, record.ExpireInput{MandateID: h.s.Mandate, TransactionID: txn})
+				return h.s.Engine.Expire(ctx, h.s.Actor(), record.ExpireInput{MandateID: h.s.Mandate, TransactionID: txn})
 			}, nil},
 		},
 		want:  []string{"deadline.elapsed"},

@@ -151,10 +151,10 @@ func signable(o *Obj) map[string]any {
 	return m
 }
 
-// ownMandate returns one of this instance's agents' mandates (the acting
-// agent's, when ctx names it: org.AgentMandate).
-func (e *Engine) ownMandate(ctx context.Context, id string) (map[string]any, error) {
-	rec, err := e.o.AgentMandateRecord(ctx, id)
+// ownMandate returns one of this instance's agents' mandates that a may
+// act under (Engine.mandateRecord).
+func (e *Engine) ownMandate(ctx context.Context, a Actor, id string) (map[string]any, error) {
+	rec, err := e.mandateRecord(ctx, a, id)
 	if err != nil {
 		return nil, err
 	}

@@ -454,12 +454,13 @@ func (e *Engine) checkEvidenceRefs(ctx context.Context, txn string, v any, trave
 
 // RaiseDispute raises a dispute against the counterparty (see the top of
 // this file).
-func (e *Engine) RaiseDispute(ctx context.Context, in DisputeInput) (Outcome, error) {
+func (e *Engine) RaiseDispute(ctx context.Context, a Actor, in DisputeInput) (Outcome, error) {
 	var subject *Obj
 	var viaException bool
 	var terms, refs map[string]any
 	spec := actSpec{
-		name: protocol.ActDisputeRaise, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActDisputeRaise, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			var err error
 			if subject, err = e.disputeSubject(ctx, st.t.ID, in.SubjectType, in.SubjectID); err != nil {
@@ -648,7 +649,7 @@ const (
 
 // RaiseForkDispute raises a fork this instance refused and kept as a
 // dispute (see the top of this file).
-func (e *Engine) RaiseForkDispute(ctx context.Context, in ForkDisputeInput) (Outcome, error) {
+func (e *Engine) RaiseForkDispute(ctx context.Context, a Actor, in ForkDisputeInput) (Outcome, error) {
 	forks, err := e.o.Store.Forks(ctx, in.TransactionID)
 	if err != nil {
 		return Outcome{}, err
@@ -695,7 +696,7 @@ func (e *Engine) RaiseForkDispute(ctx context.Context, in ForkDisputeInput) (Out
 	if description == "" {
 		description = fmt.Sprintf("Two successors of event %d: the one both records hold and another the counterparty signed. This party does not resolve the fork by preferring either chain.", fork.Sequence-1)
 	}
-	return e.RaiseDispute(ctx, DisputeInput{
+	return e.RaiseDispute(ctx, a, DisputeInput{
 		MandateID: in.MandateID, TransactionID: in.TransactionID, SubjectType: protocol.SubjectAct, SubjectID: ancestor,
 		Grounds: []string{"state_transition_invalid"}, Description: description, ApprovalID: in.ApprovalID,
 		Evidence: Evidence{
@@ -707,7 +708,7 @@ func (e *Engine) RaiseForkDispute(ctx context.Context, in ForkDisputeInput) (Out
 
 // IssueDetermination issues the respondent's determination of a dispute
 // raised against it (see the top of this file).
-func (e *Engine) IssueDetermination(ctx context.Context, in DeterminationInput) (Outcome, error) {
+func (e *Engine) IssueDetermination(ctx context.Context, a Actor, in DeterminationInput) (Outcome, error) {
 	dsp, ok := e.getTyped(ctx, in.DisputeID, protocol.Dispute)
 	if !ok {
 		return Outcome{}, refusef(reason.DisputeSubjectUnreferenced, "dispute %s is not held here", in.DisputeID)
@@ -715,7 +716,8 @@ func (e *Engine) IssueDetermination(ctx context.Context, in DeterminationInput) 
 	txn := dsp.Txn()
 	var terms, refs map[string]any
 	return e.perform(ctx, actSpec{
-		name: protocol.ActDeterminationIssue, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActDeterminationIssue, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
 			var err error
 			terms, refs, err = e.transactionAct(ctx, txn, "dispute_id", dsp.ID())

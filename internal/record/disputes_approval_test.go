@@ -29,7 +29,7 @@ func TestDisputeActsHeldForApproval(t *testing.T) {
 	bm := tradingMandate(t, b, "org_delta", disputeActs, ruleOn("determination.issue", "org_northstar"))
 	sm := tradingMandate(t, s, "org_northstar", disputeActs, ruleOn("exception.open", "org_delta"))
 
-	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "act", SubjectID: rej,
+	out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "act", SubjectID: rej,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil {
 		t.Fatalf("a dispute its rule does not hold: %v", err)
@@ -38,7 +38,7 @@ func TestDisputeActsHeldForApproval(t *testing.T) {
 
 	before := []held{holding(t, b, txn), holding(t, s, txn)}
 	determine := record.DeterminationInput{MandateID: bm, DisputeID: dsp, Effect: "presumptive", Finding: finding}
-	_, err = b.Engine.IssueDetermination(ctx, determine)
+	_, err = b.Engine.IssueDetermination(ctx, b.Actor(), determine)
 	req := heldUnder(t, "determination.issue under the rule", err)
 	sameHolding(t, "the buyer's record after the hold", before[0], holding(t, b, txn))
 	sameHolding(t, "the supplier's record after the hold", before[1], holding(t, s, txn))
@@ -52,15 +52,15 @@ func TestDisputeActsHeldForApproval(t *testing.T) {
 	determine.ApprovalID = apr["id"].(string)
 	refused(t, "the released determination arriving without its approval", b, s, txn, reason.ApprovalRequired, tampered(t, b, func(objs []map[string]any) []map[string]any {
 		return without(objs, "approval")
-	}, func() error { _, err := b.Engine.IssueDetermination(ctx, determine); return err }))
-	if out, err = b.Engine.IssueDetermination(ctx, determine); err != nil || out.Status != record.StatusDelivered {
+	}, func() error { _, err := b.Engine.IssueDetermination(ctx, b.Actor(), determine); return err }))
+	if out, err = b.Engine.IssueDetermination(ctx, b.Actor(), determine); err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("the released determination: %+v %v", out, err)
 	}
 
 	raise := record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)}
 	before = []held{holding(t, b, txn), holding(t, s, txn)}
-	_, err = s.Engine.RaiseDispute(ctx, raise)
+	_, err = s.Engine.RaiseDispute(ctx, s.Actor(), raise)
 	req = heldUnder(t, "exception.open under the rule", err)
 	sameHolding(t, "the supplier's record after the hold", before[1], holding(t, s, txn))
 	sameHolding(t, "the buyer's record after the hold", before[0], holding(t, b, txn))
@@ -69,7 +69,7 @@ func TestDisputeActsHeldForApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	raise.ApprovalID = sapr["id"].(string)
-	if out, err = s.Engine.RaiseDispute(ctx, raise); err != nil || out.State != "exception_open" {
+	if out, err = s.Engine.RaiseDispute(ctx, s.Actor(), raise); err != nil || out.State != "exception_open" {
 		t.Fatalf("the released dispute: %+v %v", out, err)
 	}
 	recordtest.SameRecord(t, b, s, txn, 6)

@@ -61,7 +61,7 @@ func TestDisputeCountersignerRules(t *testing.T) {
 			if in.EvidenceIDs == nil && in.Evidence == nil {
 				in.EvidenceIDs = evd
 			}
-			_, err := s.Engine.RaiseDispute(ctx, in)
+			_, err := s.Engine.RaiseDispute(ctx, s.Actor(), in)
 			return err
 		}
 	}
@@ -147,13 +147,13 @@ func determinable(t *testing.T) (b, s *recordtest.Side, txn, obl, actDispute, st
 	ctx := context.Background()
 	b, s, _, txn, obl = disputing(t)
 	rej := responseOf(t, s, txn, obl, "reject")
-	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: rej,
+	out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: rej,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	actDispute = out.Objects["dispute"]
-	out, err = s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+	out, err = s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil || out.State != "exception_open" {
 		t.Fatalf("%+v %v", out, err)
@@ -178,7 +178,7 @@ func TestOverclaimingDeterminationRefused(t *testing.T) {
 			if in.Finding == "" {
 				in.Finding = finding
 			}
-			_, err := b.Engine.IssueDetermination(ctx, in)
+			_, err := b.Engine.IssueDetermination(ctx, b.Actor(), in)
 			return err
 		}
 	}
@@ -202,12 +202,12 @@ func TestOverclaimingDeterminationRefused(t *testing.T) {
 		p["question"].(map[string]any)["subject_type"] = "act"
 	}), determine(record.DeterminationInput{})))
 	refused(t, "a determination by the raiser", b, s, txn, reason.DeterminationNotFollowing, func() error {
-		_, err := s.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: s.Mandate, DisputeID: dsp, Finding: finding})
+		_, err := s.Engine.IssueDetermination(ctx, s.Actor(), record.DeterminationInput{MandateID: s.Mandate, DisputeID: dsp, Finding: finding})
 		return err
 	})
 	// The grant itself is delivered, and moves nothing.
 	before := []held{holding(t, b, txn), holding(t, s, txn)}
-	if out, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding}); err != nil || out.Status != record.StatusDelivered {
+	if out, err := b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding}); err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("%+v %v", out, err)
 	}
 	for i, sd := range []*recordtest.Side{b, s} {
@@ -234,7 +234,7 @@ func TestSupersedingDetermination(t *testing.T) {
 			if in.Finding == "" {
 				in.Finding = finding
 			}
-			return b.Engine.IssueDetermination(ctx, in)
+			return b.Engine.IssueDetermination(ctx, b.Actor(), in)
 		}
 	}
 	errOf := func(f func() (record.Outcome, error)) func() error {
@@ -302,7 +302,7 @@ func TestDisputedExceptionCountersignerRules(t *testing.T) {
 	ctx := context.Background()
 	b, s, _, txn, obl := disputing(t)
 	raise := func() error {
-		_, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+		_, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
 			Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 		return err
 	}
@@ -330,7 +330,7 @@ func TestDeterminationNeverDeleted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, txn, _, dsp, _ := determinable(t)
-	out, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding})
+	out, err := b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestExceptionCountersignerRules(t *testing.T) {
 	ctx := context.Background()
 	b, s, _, txn, obl := failedPayment(t)
 	open := func() error {
-		_, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
+		_, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
 		return err
 	}
 	refused(t, "an exception naming another receipt than the failed one", b, s, txn, reason.SettlementReceiptUnmatched, tampered(t, s, edit(t, "exception", func(o map[string]any) {
@@ -392,9 +392,9 @@ func TestExceptionCountersignerRules(t *testing.T) {
 	if err := open(); err != nil {
 		t.Fatal(err)
 	}
-	act := func(f func(context.Context, record.ExceptionActInput) (record.Outcome, error), sd *recordtest.Side) func() error {
+	act := func(f func(context.Context, record.Actor, record.ExceptionActInput) (record.Outcome, error), sd *recordtest.Side) func() error {
 		return func() error {
-			_, err := f(ctx, record.ExceptionActInput{MandateID: sd.Mandate, TransactionID: txn})
+			_, err := f(ctx, sd.Actor(), record.ExceptionActInput{MandateID: sd.Mandate, TransactionID: txn})
 			return err
 		}
 	}
@@ -469,11 +469,11 @@ func TestForkRaisedAsDispute(t *testing.T) {
 	}
 	// Nothing to raise where no fork is kept.
 	refused(t, "a fork dispute where no fork is held", b, s, txn, reason.DisputeSubjectUnreferenced, func() error {
-		_, err := b.Engine.RaiseForkDispute(ctx, record.ForkDisputeInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.RaiseForkDispute(ctx, b.Actor(), record.ForkDisputeInput{MandateID: b.Mandate, TransactionID: txn})
 		return err
 	})
 	before := []held{holding(t, b, txn), holding(t, s, txn)}
-	out, err := s.Engine.RaiseForkDispute(ctx, record.ForkDisputeInput{MandateID: s.Mandate, TransactionID: txn})
+	out, err := s.Engine.RaiseForkDispute(ctx, s.Actor(), record.ForkDisputeInput{MandateID: s.Mandate, TransactionID: txn})
 	if err != nil || out.Status != record.StatusDelivered || out.State != "in_performance" {
 		t.Fatalf("raise the fork: %+v %v", out, err)
 	}
@@ -506,7 +506,7 @@ func TestVerifierJudgesDisputesAndExceptions(t *testing.T) {
 	t.Run("determination", func(t *testing.T) {
 		t.Parallel()
 		b, s, txn, _, dsp, _ := determinable(t)
-		out, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding})
+		out, err := b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Finding: finding})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -562,13 +562,13 @@ func TestVerifierJudgesDisputesAndExceptions(t *testing.T) {
 	t.Run("remediation", func(t *testing.T) {
 		t.Parallel()
 		b, s, _, txn, _ := failedPayment(t)
-		act := func(f func(context.Context, record.ExceptionActInput) (record.Outcome, error), sd *recordtest.Side) {
+		act := func(f func(context.Context, record.Actor, record.ExceptionActInput) (record.Outcome, error), sd *recordtest.Side) {
 			t.Helper()
-			if _, err := f(ctx, record.ExceptionActInput{MandateID: sd.Mandate, TransactionID: txn}); err != nil {
+			if _, err := f(ctx, sd.Actor(), record.ExceptionActInput{MandateID: sd.Mandate, TransactionID: txn}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn}); err != nil {
+		if _, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn}); err != nil {
 			t.Fatal(err)
 		}
 		act(s.Engine.ProposeRemediation, s)

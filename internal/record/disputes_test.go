@@ -33,7 +33,7 @@ func disputing(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, o
 	b.Mandate = mandateFor(t, b, c, disputeActs, nil)
 	s.Mandate = mandateFor(t, s, c, disputeActs, nil)
 	assertPerformance(t, s, obl, "20")
-	out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"})
+	out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"})
 	if err != nil || out.State != "in_performance" {
 		t.Fatalf("reject: %+v %v", out, err)
 	}
@@ -84,7 +84,7 @@ func TestWrongfulRejectionDisputedRespondentConcedes(t *testing.T) {
 	b, s, _, txn, obl := disputing(t)
 	rej := responseOf(t, s, txn, obl, "reject")
 	before := []held{holding(t, b, txn), holding(t, s, txn)}
-	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: rej,
+	out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: rej,
 		Grounds: []string{"obligation_wrongly_rejected"}, Description: "All twenty transmitters were calibrated; the certificate shows it.",
 		EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil || out.Status != record.StatusDelivered || out.State != "in_performance" {
@@ -100,7 +100,7 @@ func TestWrongfulRejectionDisputedRespondentConcedes(t *testing.T) {
 			t.Fatalf("%s does not hold the dispute", sd.Node.Org.Config().OrganizationID)
 		}
 	}
-	out, err = b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "presumptive",
+	out, err = b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "presumptive",
 		Finding:      "The assertion was rejected as short; the certificate it rests on covers all twenty. The rejection is not supported by the record.",
 		RulesApplied: []string{"a202-rules/pilot#determiner.authority", "a202-rules/pilot#obligation.acceptance-binds-assertion"}})
 	if err != nil || out.Status != record.StatusDelivered {
@@ -155,7 +155,7 @@ func failedPayment(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, tx
 	})
 	s.Out.Reconnect(b.Engine)
 	assertPerformance(t, s, obl, "20")
-	if out, err := b.Engine.Respond(context.Background(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+	if out, err := b.Engine.Respond(context.Background(), b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
 	if _, err := instruct(b, obl, "pay-fails-000001")(); err != nil {
@@ -178,7 +178,7 @@ func TestFailedSettlementRemediationToCompletion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := failedPayment(t)
-	out, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
+	out, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
 	if err != nil || out.State != "exception_open" || out.Status != record.StatusRecorded {
 		t.Fatalf("open: %+v %v", out, err)
 	}
@@ -187,21 +187,21 @@ func TestFailedSettlementRemediationToCompletion(t *testing.T) {
 	}
 	// The obligee cannot offer the obligor's remedy, nor accept one not made.
 	refused(t, "the obligee offering the remedy", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.ProposeRemediation(ctx, b.Actor(), record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn})
 		return err
 	})
 	refused(t, "accepting a remediation nobody offered", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.AcceptRemediation(ctx, b.Actor(), record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn})
 		return err
 	})
-	if out, err = s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
+	if out, err = s.Engine.ProposeRemediation(ctx, s.Actor(), record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("offer to remedy: %+v %v", out, err)
 	}
 	if v := stateOf(t, b, txn); len(v.Exceptions) != 1 || v.Exceptions[0].Status != "open" || v.Exceptions[0].ExceptionType != "settlement_failed" ||
 		v.Exceptions[0].ObligationID != obl || len(v.Exceptions[0].RemediationOffers) != 1 {
 		t.Fatalf("the buyer shows exceptions %+v", v.Exceptions)
 	}
-	if out, err = b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" {
+	if out, err = b.Engine.AcceptRemediation(ctx, b.Actor(), record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" {
 		t.Fatalf("accept remediation: %+v %v", out, err)
 	}
 	rem := out.Objects["obligation"]
@@ -211,13 +211,13 @@ func TestFailedSettlementRemediationToCompletion(t *testing.T) {
 		}
 	}
 	assertPerformance(t, s, rem, "20")
-	if out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+	if out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept the remediation: %+v %v", out, err)
 	}
 	if _, err := instruct(b, obl, "pay-again-000002")(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err = s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	types := recordtest.SameRecord(t, b, s, txn, 12)
@@ -244,7 +244,7 @@ func TestTerminationFromException(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := disputing(t)
-	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+	out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil || out.State != "exception_open" || out.Status != record.StatusRecorded {
 		t.Fatalf("raise: %+v %v", out, err)
@@ -257,15 +257,15 @@ func TestTerminationFromException(t *testing.T) {
 	// The exception's opener resolves it only once its dispute is
 	// determined.
 	refused(t, "resolving an exception over an undetermined dispute", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn})
+		_, err := s.Engine.ResolveException(ctx, s.Actor(), record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn})
 		return err
 	})
 	// A disputed obligation is not waived: its question is open.
 	refused(t, "waiving a disputed obligation", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
+		_, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
 		return err
 	})
-	if out, err = b.Engine.TerminateTransaction(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
+	if out, err = b.Engine.TerminateTransaction(ctx, b.Actor(), record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
 		t.Fatalf("terminate: %+v %v", out, err)
 	}
 	for _, sd := range []*recordtest.Side{b, s} {
@@ -294,14 +294,14 @@ func TestTerminationAgreedFromException(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := disputing(t)
-	if out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+	if out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)}); err != nil || out.State != "exception_open" {
 		t.Fatalf("raise: %+v %v", out, err)
 	}
-	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+	if _, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
+	if out, err := s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
 		t.Fatalf("agree: %+v %v", out, err)
 	}
 	types := recordtest.SameRecord(t, b, s, txn, 7)
@@ -331,22 +331,22 @@ func TestBindingStateResult(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := disputing(t)
-	if out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+	if out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)}); err != nil || out.State != "exception_open" {
 		t.Fatalf("raise: %+v %v", out, err)
 	}
-	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: obl,
+	out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dsp := out.Objects["dispute"]
 	refused(t, "a state_result to an unregistered state", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "binding", Finding: "The duty was performed.",
+		_, err := b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "binding", Finding: "The duty was performed.",
 			StateResult: &record.StateResult{SubjectID: obl, State: "excellent"}})
 		return err
 	})
-	if _, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "binding", Finding: "The duty was performed.",
+	if _, err := b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: dsp, Effect: "binding", Finding: "The duty was performed.",
 		StateResult: &record.StateResult{SubjectID: obl, State: "accepted"}}); err != nil {
 		t.Fatal(err)
 	}

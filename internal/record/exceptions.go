@@ -171,13 +171,14 @@ const receiptEvidenceClaim = "The adapter receipt whose content hash is this art
 // OpenException opens an exception over a failed settlement (see the top
 // of this file): exception.opened, committed…settlement_pending →
 // exception_open.
-func (e *Engine) OpenException(ctx context.Context, in ExceptionInput) (Outcome, error) {
+func (e *Engine) OpenException(ctx context.Context, a Actor, in ExceptionInput) (Outcome, error) {
 	if in.ObligationID != "" {
-		return e.openOutstanding(ctx, in)
+		return e.openOutstanding(ctx, a, in)
 	}
 	var stl, rcp *Obj
 	return e.perform(ctx, actSpec{
-		name: protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if in.SettlementInstructionID != "" && in.ObligationID != "" {
 				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
@@ -352,10 +353,11 @@ func (e *Engine) outstandingRemainder(ctx context.Context, st *state, obl string
 // then offers to perform (propose_remediation) and the obligee accepts,
 // which returns the transaction to in_performance with the remainder
 // itself to perform.
-func (e *Engine) openOutstanding(ctx context.Context, in ExceptionInput) (Outcome, error) {
+func (e *Engine) openOutstanding(ctx context.Context, a Actor, in ExceptionInput) (Outcome, error) {
 	var resp *Obj
 	return e.perform(ctx, actSpec{
-		name: protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if in.SettlementInstructionID != "" {
 				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
@@ -502,10 +504,11 @@ func (e *Engine) remediationOffer(ctx context.Context, st *state, org string) (*
 
 // ProposeRemediation offers, as the obligor of the exception's obligation,
 // to perform it again (see the top of this file).
-func (e *Engine) ProposeRemediation(ctx context.Context, in ExceptionActInput) (Outcome, error) {
+func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
 	var rec remediation
 	return e.perform(ctx, actSpec{
-		name: protocol.ActRemediationAccept, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActRemediationAccept, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			var err error
 			if rec, err = e.remediationOf(ctx, st, envelope.Timestamp(st.now)); err != nil {
@@ -592,10 +595,11 @@ func remediationObligation(obl *Obj, due string) map[string]any {
 // AcceptRemediation accepts, as the obligee, the obligor's current offer
 // to perform the exception's obligation again: remediation.accepted
 // (exception_open → in_performance).
-func (e *Engine) AcceptRemediation(ctx context.Context, in ExceptionActInput) (Outcome, error) {
+func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
 	var rec remediation
 	return e.perform(ctx, actSpec{
-		name: protocol.ActRemediationAccept, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActRemediationAccept, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvRemediationAccepted,
 		check: func(ctx context.Context, st *state) error {
 			offer, r, err := e.remediationOffer(ctx, st, st.t.Counterparty)
@@ -683,10 +687,11 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ob
 
 // ResolveException resolves the exception this organisation opened:
 // exception.resolved (exception_open → settlement_pending).
-func (e *Engine) ResolveException(ctx context.Context, in ExceptionActInput) (Outcome, error) {
+func (e *Engine) ResolveException(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
 	var exc *Obj
 	return e.perform(ctx, actSpec{
-		name: protocol.ActExceptionResolve, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActExceptionResolve, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvExceptionResolved,
 		check: func(ctx context.Context, st *state) error {
 			var err error
@@ -765,11 +770,12 @@ func terminatedSignature(b *builder, hash string) (*Obj, error) {
 // TerminateTransaction ends a transaction through its open exception:
 // transaction.terminated (exception_open → terminated), every open
 // obligation released.
-func (e *Engine) TerminateTransaction(ctx context.Context, in ExceptionActInput) (Outcome, error) {
+func (e *Engine) TerminateTransaction(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
 	var rec terminationRecord
 	var exc *Obj
 	return e.perform(ctx, actSpec{
-		name: protocol.ActTransactionTerminate, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActTransactionTerminate, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTransactionTerminated,
 		check: func(ctx context.Context, st *state) error {
 			var err error

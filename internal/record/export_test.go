@@ -18,7 +18,7 @@ func ObserveWorkingSets(f func(txn string, n, mandates int)) func() {
 // mandate id, for its shared view (ownMandate) and for an equal copy of
 // it decoded apart.
 func MandateBytesOf(ctx context.Context, e *Engine, id string) (ofView, ofCopy []byte, err error) {
-	m, err := e.ownMandate(ctx, id)
+	m, err := e.ownMandate(ctx, instanceActor, id)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -130,7 +130,7 @@ func (e *Engine) latestOffer(ctx context.Context, txn string) (*Obj, error) {
 // ProposeOffer signs an offer under the agent's mandate and delivers it to
 // the counterparty. A new transaction is opened unless TransactionID
 // continues one with a counter-offer.
-func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, error) {
+func (e *Engine) ProposeOffer(ctx context.Context, a Actor, in OfferInput) (Outcome, error) {
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	if _, err := e.o.Peers.Peer(in.Counterparty); err != nil {
 		return Outcome{}, refusef(reason.PolicyDenied, "%s is not a peered counterparty; pin its peer file with `party peer add`", in.Counterparty)
@@ -161,7 +161,8 @@ func (e *Engine) ProposeOffer(ctx context.Context, in OfferInput) (Outcome, erro
 	}
 	var supersedes any
 	out, err := e.perform(ctx, actSpec{
-		name: protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		open: &opening{counterparty: in.Counterparty, role: role, session: session},
 		check: func(ctx context.Context, st *state) error {
 			if !st.known {
@@ -379,14 +380,15 @@ func (e *Engine) statedOfferorRole(ctx context.Context, r *receipt, offer, pol *
 // its exact hash and event 1, agreement.direct (draft → agreement_pending),
 // then the agreement and event 2, agreement.committed (→ committed). It
 // returns the state reached, or pending with what it waits for.
-func (e *Engine) AcceptOffer(ctx context.Context, in AcceptInput) (Outcome, error) {
+func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outcome, error) {
 	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
 	if !ok {
 		return Outcome{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
 	}
 	txn := offer.Txn()
 	out, err := e.perform(ctx, actSpec{
-		name: protocol.ActOfferAccept, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActOfferAccept, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvAgreementDirect,
 		check: func(ctx context.Context, st *state) error {
 			if offer.PartyOrg("offeree") != e.o.Config().OrganizationID {
@@ -993,7 +995,8 @@ func committedData(agr *Obj) map[string]any {
 // in the same transaction.
 func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj, inTx func(tx *store.Txn) error, after func(*state)) (Outcome, error) {
 	return e.perform(ctx, actSpec{
-		name: protocol.ActAgreementSign, txn: txn, mandateID: ev1.Mandate(), event: protocol.EvAgreementCommitted,
+		actor: instanceActor,
+		name:  protocol.ActAgreementSign, txn: txn, mandateID: ev1.Mandate(), event: protocol.EvAgreementCommitted,
 		locked: true, inTx: inTx, after: after,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.AgreementPending {
@@ -1059,7 +1062,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if err := e.extend(ctx, r.st, r.objs, agr.ID()); err != nil {
 		return nil, err
 	}
-	mandate, err := e.ownMandate(ctx, offer.Mandate())
+	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
 	if err != nil {
 		return nil, err
 	}
@@ -1209,7 +1212,7 @@ func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, 
 	}
 	// checkAgreementDirect checked the agreement (checkProposed) and the
 	// offeree's agreement.sign (checkRiderSign).
-	mandate, err := e.ownMandate(ctx, offer.Mandate())
+	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
 	var answer []*Obj
 	if err == nil {
 		answer, err = e.signProposed(ctx, r, agr, offer, mandate, ev.Seq()+1)
@@ -1437,12 +1440,12 @@ func checkAgreementCommitted(ctx context.Context, e *Engine, r *receipt, ev *Obj
 // mandateID is evaluated as: what an agent passes to verify_mandate and
 // request_approval before accept_offer, so that an approval binds exactly
 // the act that will be recorded.
-func (e *Engine) AcceptanceAct(ctx context.Context, mandateID, offerID string) (map[string]any, error) {
+func (e *Engine) AcceptanceAct(ctx context.Context, a Actor, mandateID, offerID string) (map[string]any, error) {
 	offer, ok := e.getTyped(ctx, offerID, protocol.Offer)
 	if !ok {
 		return nil, refusef(reason.OfferStale, "offer %s is not held here", offerID)
 	}
-	m, err := e.ownMandate(ctx, mandateID)
+	m, err := e.ownMandate(ctx, a, mandateID)
 	if err != nil {
 		return nil, err
 	}

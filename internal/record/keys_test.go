@@ -57,11 +57,11 @@ func verifyAt(t *testing.T, sd *recordtest.Side, txn string, now time.Time) *ver
 func onlyReissuedActs(t *testing.T, b, s *recordtest.Side, txn, obl, reissued string) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
+	_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
 	if !hasCode(err, reason.MandateInactive) {
 		t.Fatalf("an act under the mandate the rotation replaced: %v", err)
 	}
-	out, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: reissued, ObligationID: obl, Evidence: evidence("certificates")})
+	out, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: reissued, ObligationID: obl, Evidence: evidence("certificates")})
 	if err != nil || out.Status != record.StatusRecorded {
 		t.Fatalf("the act under the reissued mandate: %+v %v", out, err)
 	}
@@ -134,7 +134,7 @@ func TestRevokedAgentKeyRefusedByPeerWithin60s(t *testing.T) {
 	b, s, c, txn, obl := committed(t)
 	key := s.Node.Org.Config().AgentKeyID
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-		return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
+		return s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
 	})
 
 	c.Add(2 * time.Second)

@@ -84,14 +84,14 @@ func TestCancelAfterOfferorDeclinesToSign(t *testing.T) {
 	// The supplier offers under a mandate that does not let it sign
 	// agreements: its own policy will decline to sign.
 	offerOnly := mandateFor(t, s, c, []string{"offer.submit", "transaction.cancel"}, nil)
-	o, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: offerOnly, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+	o, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: offerOnly, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	txn := o.TransactionID
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +108,12 @@ func TestCancelAfterOfferorDeclinesToSign(t *testing.T) {
 		}
 	}
 	// New offers are refused while it stands: offers are made in draft.
-	if _, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: offerOnly, Counterparty: "org_northstar", Terms: recordtest.Terms("3100.00"),
+	if _, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: offerOnly, Counterparty: "org_northstar", Terms: recordtest.Terms("3100.00"),
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn, SupersedesOfferID: o.Objects["offer"]}); !hasCode(err, reason.StateTransitionDenied) {
 		t.Fatalf("a new offer in agreement_pending: %v", err)
 	}
 	// The buyer cancels; the supplier countersigns.
-	out, err = b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err = b.Engine.CancelTransaction(ctx, b.Actor(), record.CancelInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil || out.State != "cancelled" || out.Status != record.StatusRecorded {
 		t.Fatalf("cancel: %+v %v", out, err)
 	}
@@ -123,7 +123,7 @@ func TestCancelAfterOfferorDeclinesToSign(t *testing.T) {
 	}
 	bothVerifyClean(t, b, s, txn)
 	// Nothing follows a cancelled transaction.
-	if _, err := s.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: offerOnly, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
+	if _, err := s.Engine.CancelTransaction(ctx, s.Actor(), record.CancelInput{MandateID: offerOnly, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
 		t.Fatalf("cancel twice: %v", err)
 	}
 	// A resumed formation does not propose the agreement again.
@@ -137,7 +137,7 @@ func TestCancelInDraftBySupplier(t *testing.T) {
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	o := recordtest.Offer(t, s, "3200.00")
-	out, err := s.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: s.Mandate, TransactionID: o.TransactionID})
+	out, err := s.Engine.CancelTransaction(ctx, s.Actor(), record.CancelInput{MandateID: s.Mandate, TransactionID: o.TransactionID})
 	if err != nil || out.State != "cancelled" {
 		t.Fatalf("cancel: %+v %v", out, err)
 	}
@@ -145,7 +145,7 @@ func TestCancelInDraftBySupplier(t *testing.T) {
 	bothVerifyClean(t, b, s, o.TransactionID)
 	// The offer can no longer be accepted.
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.StateTransitionDenied) {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.StateTransitionDenied) {
 		t.Fatalf("accept after cancel: %v", err)
 	}
 }
@@ -156,7 +156,7 @@ func TestCancelAfterCommitRefused(t *testing.T) {
 	b, s, c := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
 	refused(t, "cancel after commit", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.CancelTransaction(ctx, b.Actor(), record.CancelInput{MandateID: b.Mandate, TransactionID: txn})
 		return err
 	})
 	// A cancellation built by hand over the committed record, signed with
@@ -186,7 +186,7 @@ func TestCancelNamingAnotherOfferRefused(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	txn := o.TransactionID
 	msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-		return b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: b.Mandate, TransactionID: txn})
+		return b.Engine.CancelTransaction(ctx, b.Actor(), record.CancelInput{MandateID: b.Mandate, TransactionID: txn})
 	})
 	forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
 		payloadOf(event(t, objs))["data"] = map[string]any{"offer_id": "off_0123456789abcdef01234567"}
@@ -208,7 +208,7 @@ func partial(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, obl
 	t.Helper()
 	b, s, c, txn, obl = committed(t)
 	assertPerformance(t, s, obl, "20")
-	out, err := b.Engine.Respond(context.Background(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
+	out, err := b.Engine.Respond(context.Background(), b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
 	if err != nil || out.State != "settlement_pending" || out.Objects["remainder_obligation"] == "" {
 		t.Fatalf("partial acceptance: %+v %v", out, err)
 	}
@@ -225,10 +225,10 @@ func TestWaivedRemainderThenCompletion(t *testing.T) {
 	// The remainder cannot be performed in settlement_pending, and blocks
 	// completion while it is owed.
 	refused(t, "completion with the remainder owed", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+		_, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
 		return err
 	})
-	out, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
+	out, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
 	if err != nil || out.Status != record.StatusDelivered || out.State != "settlement_pending" {
 		t.Fatalf("waive: %+v %v", out, err)
 	}
@@ -238,10 +238,10 @@ func TestWaivedRemainderThenCompletion(t *testing.T) {
 		}
 	}
 	refused(t, "a second waiver", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
+		_, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
 		return err
 	})
-	out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+	out, err = s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
 	if err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
@@ -257,11 +257,11 @@ func TestWaiverRefusals(t *testing.T) {
 	ctx := context.Background()
 	b, s, c, txn, obl, rem := partial(t)
 	refused(t, "the obligor waives", b, s, txn, reason.ObligationResponseUnauthorized, func() error {
-		_, err := s.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: s.Mandate, ObligationID: rem})
+		_, err := s.Engine.WaiveObligation(ctx, s.Actor(), record.WaiveInput{MandateID: s.Mandate, ObligationID: rem})
 		return err
 	})
 	refused(t, "waiving an accepted obligation", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
+		_, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
 		return err
 	})
 	// A waiver signed by the obligor, built by hand, is refused by the
@@ -279,7 +279,7 @@ func TestWaiverRefusals(t *testing.T) {
 	// accepted and signed again with its valid key, is refused by the
 	// obligor's instance.
 	msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-		return b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
+		return b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: rem})
 	})
 	forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
 		payloadOf(ofType(t, objs, "obligation_response"))["obligation_id"] = obl
@@ -313,14 +313,14 @@ func TestWaiverOfOutstandingAssertionRefused(t *testing.T) {
 	b, s, _, txn, obl := committed(t)
 	assertPerformance(t, s, obl, "20")
 	refused(t, "waiving an outstanding assertion", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
+		_, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: obl})
 		return err
 	})
 	// After a rejection the duty is still owed, and may be waived.
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: obl}); err != nil {
+	if _, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: obl}); err != nil {
 		t.Fatal(err)
 	}
 	for _, sd := range []*recordtest.Side{b, s} {
@@ -339,7 +339,7 @@ func terminate(t *testing.T, b, s *recordtest.Side, txn string, events int, rele
 	t.Helper()
 	ctx := context.Background()
 	before := obligationStates(t, b, txn)
-	out, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("propose: %+v %v", out, err)
 	}
@@ -358,10 +358,10 @@ func terminate(t *testing.T, b, s *recordtest.Side, txn string, events int, rele
 		t.Fatalf("the record names %v, want %v", ds, released)
 	}
 	// The proposer cannot agree to its own proposal.
-	if _, err := b.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
+	if _, err := b.Engine.AgreeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
 		t.Fatalf("the proposer agrees: %v", err)
 	}
-	out, err = s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+	out, err = s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 	if err != nil || out.State != "terminated" || out.Status != record.StatusRecorded {
 		t.Fatalf("agree: %+v %v", out, err)
 	}
@@ -400,7 +400,7 @@ func terminate(t *testing.T, b, s *recordtest.Side, txn string, events int, rele
 		}
 	}
 	// Nothing follows a terminated transaction.
-	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
+	if _, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); !hasCode(err, reason.StateTransitionDenied) {
 		t.Fatalf("propose after termination: %v", err)
 	}
 }
@@ -428,7 +428,7 @@ func TestTerminationFromEachCommittedState(t *testing.T) {
 		t.Parallel()
 		b, s, _, txn, obl := committed(t)
 		assertPerformance(t, s, obl, "20")
-		if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
+		if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
 			t.Fatal(err)
 		}
 		terminate(t, b, s, txn, 5, []string{obl})
@@ -449,13 +449,13 @@ func TestTerminationOneSignatureRefused(t *testing.T) {
 	// genuine agreement carries the supplier's signature only, as far as
 	// the buyer's record holds.
 	prop := recordtest.Capture(t, b, func() (record.Outcome, error) {
-		return b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
+		return b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
 	})
 	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, prop); err != nil {
 		t.Fatal(err)
 	}
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-		return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+		return s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 	})
 	refusedWith(t, "a termination the buyer never signed", b, s, txn, reason.EvidenceSignatureInvalid, func() error {
 		_, err := b.Engine.Receive(ctx, "org_delta", txn, msg)
@@ -474,11 +474,11 @@ func TestTerminationUnnamedObligationRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
-	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+	if _, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 		t.Fatal(err)
 	}
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-		return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+		return s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 	})
 	// The supplier's genuine agreement, edited to bind a record that names
 	// no disposition for the open obligation, both its signature and the
@@ -514,14 +514,14 @@ func TestTerminationStaleOrTerminalRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
-	if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+	if _, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 		t.Fatal(err)
 	}
 	// The record moves on after the proposal: it no longer names what is
 	// open where it stands.
 	assertPerformance(t, s, obl, "20")
 	refused(t, "agreeing to a stale proposal", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+		_, err := s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 		return err
 	})
 	if v := stateOf(t, s, txn); len(v.TerminationProposals) != 1 || v.TerminationProposals[0].Current {
@@ -537,11 +537,11 @@ func TestTerminationStaleOrTerminalRefused(t *testing.T) {
 	// own clock.
 	b2, s2, c2 := recordtest.Pair(t)
 	o := recordtest.Offer(t, s2, "3200.00")
-	if _, err := s2.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: s2.Mandate, TransactionID: o.TransactionID}); err != nil {
+	if _, err := s2.Engine.CancelTransaction(ctx, s2.Actor(), record.CancelInput{MandateID: s2.Mandate, TransactionID: o.TransactionID}); err != nil {
 		t.Fatal(err)
 	}
 	refused(t, "proposing to end a cancelled transaction", b2, s2, o.TransactionID, reason.StateTransitionDenied, func() error {
-		_, err := b2.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b2.Mandate, TransactionID: o.TransactionID})
+		_, err := b2.Engine.ProposeTermination(ctx, b2.Actor(), record.TerminationInput{MandateID: b2.Mandate, TransactionID: o.TransactionID})
 		return err
 	})
 	evs, _ := b2.Node.Org.Store.Events(ctx, o.TransactionID)
@@ -576,10 +576,10 @@ func TestTwoObligationsPerformedAndAcceptedSeparately(t *testing.T) {
 	short := twoDeliverables()
 	short[1].Quantity = "7"
 	refused(t, "obligations owing less than the terms", b, s, txn, reason.ObligationTermsMutated, func() error {
-		_, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: short})
+		_, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: short})
 		return err
 	})
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
 	if err != nil || out.State != "in_performance" {
 		t.Fatalf("issue: %+v %v", out, err)
 	}
@@ -594,10 +594,10 @@ func TestTwoObligationsPerformedAndAcceptedSeparately(t *testing.T) {
 	}
 	// One declaration asserts every obligation still owed.
 	refused(t, "a declaration leaving an owed obligation out", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated")})
+		_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated")})
 		return err
 	})
-	out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
+	out, err = s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
 		Assertions: []record.AssertionInput{{ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates")}}})
 	if err != nil || out.State != "acceptance_pending" {
 		t.Fatalf("assert: %+v %v", out, err)
@@ -605,10 +605,10 @@ func TestTwoObligationsPerformedAndAcceptedSeparately(t *testing.T) {
 	// The buyer accepts the first, rejects the second: acceptance.rejected,
 	// back to in_performance, the first accepted for good.
 	refused(t, "a response event leaving an outstanding assertion unanswered", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept"})
+		_, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept"})
 		return err
 	})
-	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept",
+	out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept",
 		Responses: []record.ResponseInput{{ObligationID: oblB, ResponseType: "reject", ReasonCode: "evidence_insufficient"}}})
 	if err != nil || out.State != "in_performance" {
 		t.Fatalf("respond: %+v %v", out, err)
@@ -619,11 +619,11 @@ func TestTwoObligationsPerformedAndAcceptedSeparately(t *testing.T) {
 		}
 	}
 	// The second is performed again, on its own, and accepted.
-	out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates, reissued")})
+	out, err = s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates, reissued")})
 	if err != nil || out.State != "acceptance_pending" {
 		t.Fatalf("assert again: %+v %v", out, err)
 	}
-	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblB, ResponseType: "accept"})
+	out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: oblB, ResponseType: "accept"})
 	if err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
@@ -633,7 +633,7 @@ func TestTwoObligationsPerformedAndAcceptedSeparately(t *testing.T) {
 			t.Fatalf("instruct %s: %+v %v", obl, out, err)
 		}
 	}
-	out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+	out, err = s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
 	if err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
@@ -653,7 +653,7 @@ func TestSeveralObligationsHostile(t *testing.T) {
 		b, s, _ := recordtest.Pair(t)
 		txn := recordtest.Form(t, b, s, "3200.00")
 		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-			return b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+			return b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
 		})
 		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
 			for _, o := range objs {
@@ -690,13 +690,13 @@ func TestSeveralObligationsHostile(t *testing.T) {
 		t.Parallel()
 		b, s, _ := recordtest.Pair(t)
 		txn := recordtest.Form(t, b, s, "3200.00")
-		out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+		out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		oblA, oblB := out.Objects["obligation"], out.Objects["obligation_2"]
 		msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-			return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
+			return s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
 				Assertions: []record.AssertionInput{{ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates")}}})
 		})
 		var leadDecision, prfB, evdB string
@@ -731,7 +731,7 @@ func amendmentOffer(t *testing.T, s *recordtest.Side, c *recordtest.Clock, txn, 
 	terms := recordtest.Terms("3760.00")
 	terms["core"].(map[string]any)["quantity"] = "24"
 	terms["core"].(map[string]any)["description"] = "Calibration and digital certificates for 24 pressure transmitters"
-	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+	out, err := s.Engine.ProposeOffer(context.Background(), s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn, SupersedesOfferID: supersedes})
 	if err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("amendment offer: %+v %v", out, err)
@@ -745,12 +745,12 @@ func TestAmendmentChangesPriceAndAddsDuty(t *testing.T) {
 	b, s, c, txn, obl1 := committed(t)
 	v1raw, _ := b.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
 	off := amendmentOffer(t, s, c, txn, "")
-	inbox, err := b.Engine.Inbox(ctx, b.Mandate, 10)
+	inbox, err := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 10)
 	if err != nil || len(inbox) != 1 || !inbox[0].Amendment || inbox[0].OfferID != off || inbox[0].AcceptanceAct["action_type"] != "agreement.amend" {
 		t.Fatalf("inbox: %+v %v", inbox, err)
 	}
 	// The added duty: the 4 more transmitters, for the 560.00 EUR more.
-	out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+	out, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off,
 		AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
 	if err != nil || out.Status != record.StatusRecorded || out.State != "in_performance" {
 		t.Fatalf("amend: %+v %v", out, err)
@@ -784,11 +784,11 @@ func TestAmendmentChangesPriceAndAddsDuty(t *testing.T) {
 	}
 	bothVerifyClean(t, b, s, txn)
 	// The amended deal is performed, paid and completed.
-	if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl1, AssertedQuantity: "20", Evidence: evidence("20 calibrated"),
+	if _, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl1, AssertedQuantity: "20", Evidence: evidence("20 calibrated"),
 		Assertions: []record.AssertionInput{{ObligationID: obl2, AssertedQuantity: "4", Evidence: evidence("4 more calibrated")}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl1, ResponseType: "accept",
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl1, ResponseType: "accept",
 		Responses: []record.ResponseInput{{ObligationID: obl2, ResponseType: "accept"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -797,7 +797,7 @@ func TestAmendmentChangesPriceAndAddsDuty(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := b.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err := b.Engine.CompleteTransaction(ctx, b.Actor(), record.CompleteInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	bothVerifyClean(t, b, s, txn)
@@ -843,10 +843,10 @@ func TestAmendmentDropsADutyByWaiver(t *testing.T) {
 	off := amendmentOffer(t, s, c, txn, "")
 	// A new version whose obligations do not owe its terms is refused.
 	refused(t, "an amendment leaving the obligations owing the old terms", b, s, txn, reason.ObligationTermsMutated, func() error {
-		_, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off})
+		_, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off})
 		return err
 	})
-	out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off, WaiveObligationIDs: []string{obl1},
+	out, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off, WaiveObligationIDs: []string{obl1},
 		AddObligations: []record.DeliverableInput{{Quantity: "24", Consideration: &record.Money{Currency: "EUR", Amount: "3760.00"}}}})
 	if err != nil || out.State != "in_performance" {
 		t.Fatalf("amend: %+v %v", out, err)
@@ -867,7 +867,7 @@ func TestAmendmentRefusals(t *testing.T) {
 		b, s, c, txn, _ := committed(t)
 		off := amendmentOffer(t, s, c, txn, "")
 		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-			return b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+			return b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off,
 				AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
 		})
 		agrs, _ := b.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
@@ -918,7 +918,7 @@ func TestAmendmentRefusals(t *testing.T) {
 		assertPerformance(t, s, obl, "20")
 		terms := recordtest.Terms("3760.00")
 		refused(t, "an amendment offer in acceptance_pending", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+			_, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
 				ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn})
 			return err
 		})
@@ -930,22 +930,22 @@ func TestAmendmentRefusals(t *testing.T) {
 		// A second amendment offer supersedes the first, or is stale.
 		terms := recordtest.Terms("3100.00")
 		refused(t, "an amendment offer superseding nothing while one is open", b, s, txn, reason.OfferStale, func() error {
-			_, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+			_, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
 				ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn})
 			return err
 		})
-		second, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
+		second, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: terms,
 			ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn, SupersedesOfferID: first})
 		if err != nil {
 			t.Fatal(err)
 		}
 		refused(t, "accepting the superseded amendment offer", b, s, txn, reason.OfferStale, func() error {
-			_, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: first})
+			_, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: first})
 			return err
 		})
 		// A price cut on the same quantity: the one obligation is waived
 		// and reissued at the new price.
-		out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: second.Objects["offer"], WaiveObligationIDs: []string{obl},
+		out, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: second.Objects["offer"], WaiveObligationIDs: []string{obl},
 			AddObligations: []record.DeliverableInput{{Quantity: "20", Consideration: &record.Money{Currency: "EUR", Amount: "3100.00"}}}})
 		if err != nil || out.State != "in_performance" {
 			t.Fatalf("amend: %+v %v", out, err)
@@ -1007,11 +1007,11 @@ func TestApprovalsReleaseLifecycleActs(t *testing.T) {
 		m := approving(t, b, c)
 		o := recordtest.Offer(t, s, "3200.00")
 		refused(t, "a cancellation held for approval", b, s, o.TransactionID, reason.ApprovalRequired, func() error {
-			_, err := b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: m, TransactionID: o.TransactionID})
+			_, err := b.Engine.CancelTransaction(ctx, b.Actor(), record.CancelInput{MandateID: m, TransactionID: o.TransactionID})
 			return err
 		})
 		apr := approve(t, b, m, actOf(t, b, m, "transaction.cancel", o.TransactionID, recordtest.Terms("3200.00"), nil))
-		if out, err := b.Engine.CancelTransaction(ctx, record.CancelInput{MandateID: m, TransactionID: o.TransactionID, ApprovalID: apr}); err != nil || out.State != "cancelled" {
+		if out, err := b.Engine.CancelTransaction(ctx, b.Actor(), record.CancelInput{MandateID: m, TransactionID: o.TransactionID, ApprovalID: apr}); err != nil || out.State != "cancelled" {
 			t.Fatalf("cancel with the approval: %+v %v", out, err)
 		}
 		bothVerifyClean(t, b, s, o.TransactionID)
@@ -1021,12 +1021,12 @@ func TestApprovalsReleaseLifecycleActs(t *testing.T) {
 		b, s, c, txn, _, rem := partial(t)
 		m := approving(t, b, c)
 		refused(t, "a waiver held for approval", b, s, txn, reason.ApprovalRequired, func() error {
-			_, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: m, ObligationID: rem})
+			_, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: m, ObligationID: rem})
 			return err
 		})
 		doc := actOf(t, b, m, "obligation.waive", txn, authority.CoreTerms("5", "H87", map[string]any{"currency": "EUR", "amount": "800.00"}), map[string]any{"obligation_id": rem})
 		apr := approve(t, b, m, doc)
-		if out, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: m, ObligationID: rem, ApprovalID: apr}); err != nil || out.Status != record.StatusDelivered {
+		if out, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: m, ObligationID: rem, ApprovalID: apr}); err != nil || out.Status != record.StatusDelivered {
 			t.Fatalf("waive with the approval: %+v %v", out, err)
 		}
 		if st := obligationStates(t, s, txn); st[rem] != "waived" {
@@ -1040,29 +1040,29 @@ func TestApprovalsReleaseLifecycleActs(t *testing.T) {
 		off := amendmentOffer(t, s, c, txn, "")
 		add := []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}
 		refused(t, "an amendment held for approval", b, s, txn, reason.ApprovalRequired, func() error {
-			_, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: m, OfferID: off, AddObligations: add})
+			_, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: m, OfferID: off, AddObligations: add})
 			return err
 		})
-		doc, err := b.Engine.AmendmentAct(ctx, m, off)
+		doc, err := b.Engine.AmendmentAct(ctx, b.Actor(), m, off)
 		if err != nil {
 			t.Fatal(err)
 		}
 		apr := approve(t, b, m, doc)
-		out, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: m, OfferID: off, AddObligations: add, ApprovalID: apr})
+		out, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: m, OfferID: off, AddObligations: add, ApprovalID: apr})
 		if err != nil || out.Status != record.StatusRecorded {
 			t.Fatalf("amend with the approval: %+v %v", out, err)
 		}
 		agrs, _ := b.Node.Org.Store.TransactionObjectsOfType(ctx, txn, "agreement")
 		v2 := mustDecode(t, agrs[1])
 		refused(t, "a termination proposal held for approval", b, s, txn, reason.ApprovalRequired, func() error {
-			_, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: m, TransactionID: txn})
+			_, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: m, TransactionID: txn})
 			return err
 		})
 		apr = approve(t, b, m, actOf(t, b, m, "termination.agree", txn, payloadOf(v2)["terms"].(map[string]any), map[string]any{"agreement_id": v2["id"]}))
-		if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: m, TransactionID: txn, ApprovalID: apr}); err != nil {
+		if _, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: m, TransactionID: txn, ApprovalID: apr}); err != nil {
 			t.Fatalf("propose with the approval: %v", err)
 		}
-		if out, err := s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
+		if out, err := s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "terminated" {
 			t.Fatalf("agree: %+v %v", out, err)
 		}
 		bothVerifyClean(t, b, s, txn)
@@ -1175,7 +1175,7 @@ func TestVerifierJudgesLifecycleGuards(t *testing.T) {
 		t.Parallel()
 		b, s, c, txn, _ := committed(t)
 		off := amendmentOffer(t, s, c, txn, "")
-		if _, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+		if _, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off,
 			AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -1218,7 +1218,7 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 		t.Parallel()
 		b, s, _, txn, _ := committed(t)
 		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-			return b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
+			return b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
 		})
 		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
 			payloadOf(ofType(t, objs, "evidence"))["artifact_hash"] = canonical.SHA256Hex([]byte("a record naming nothing"))
@@ -1235,11 +1235,11 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 	t.Run("a termination naming another agreement", func(t *testing.T) {
 		t.Parallel()
 		b, s, _, txn, _ := committed(t)
-		if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+		if _, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 			t.Fatal(err)
 		}
 		msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-			return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+			return s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 		})
 		forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
 			payloadOf(event(t, objs))["data"].(map[string]any)["agreement_id"] = "agr_0123456789abcdef01234567"
@@ -1255,7 +1255,7 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 		b, s, c, txn, _ := committed(t)
 		off := amendmentOffer(t, s, c, txn, "")
 		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-			return b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+			return b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off,
 				AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
 		})
 		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
@@ -1286,17 +1286,17 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 		t.Parallel()
 		b, s, _ := recordtest.Pair(t)
 		txn := recordtest.Form(t, b, s, "3200.00")
-		out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
+		out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: twoDeliverables()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		oblA, oblB := out.Objects["obligation"], out.Objects["obligation_2"]
-		if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
+		if _, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: oblA, AssertedQuantity: "12", Evidence: evidence("12 calibrated"),
 			Assertions: []record.AssertionInput{{ObligationID: oblB, AssertedQuantity: "8", Evidence: evidence("8 certificates")}}}); err != nil {
 			t.Fatal(err)
 		}
 		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-			return b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept",
+			return b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: oblA, ResponseType: "accept",
 				Responses: []record.ResponseInput{{ObligationID: oblB, ResponseType: "accept"}}})
 		})
 		var lead string
@@ -1360,7 +1360,7 @@ func TestAmendmentOfferBringsItsTransactionForward(t *testing.T) {
 	if got := first(); got != old {
 		t.Fatalf("after the amendment offer on %s, %s is listed first", old, got)
 	}
-	inbox, err := b.Engine.Inbox(ctx, b.Mandate, 1)
+	inbox, err := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 1)
 	if err != nil || len(inbox) != 1 || inbox[0].OfferID != off {
 		t.Fatalf("a one-item inbox: %+v %v", inbox, err)
 	}
@@ -1390,7 +1390,7 @@ func TestInboxReadsOnlyTransactionsWithOpenOffers(t *testing.T) {
 	}
 	inbox := func() []record.InboxItem {
 		t.Helper()
-		items, err := b.Engine.Inbox(ctx, b.Mandate, 10)
+		items, err := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1406,7 +1406,7 @@ func TestInboxReadsOnlyTransactionsWithOpenOffers(t *testing.T) {
 	if items := inbox(); len(items) != 1 || items[0].OfferID != off || !items[0].Amendment {
 		t.Fatalf("inbox with the amendment offer: %+v", items)
 	}
-	if _, err := b.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: b.Mandate, OfferID: off,
+	if _, err := b.Engine.AcceptAmendment(ctx, b.Actor(), record.AmendInput{MandateID: b.Mandate, OfferID: off,
 		AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -57,13 +57,13 @@ func pay(b *recordtest.Side, obl, key, amount string) func() (record.Outcome, er
 		if amount != "" {
 			in.Amount = &record.Money{Currency: "EUR", Amount: amount}
 		}
-		return b.Engine.InstructSettlement(context.Background(), in)
+		return b.Engine.InstructSettlement(context.Background(), b.Actor(), in)
 	}
 }
 
 func completeBy(sd *recordtest.Side, txn string) func() error {
 	return func() error {
-		_, err := sd.Engine.CompleteTransaction(context.Background(), record.CompleteInput{MandateID: sd.Mandate, TransactionID: txn})
+		_, err := sd.Engine.CompleteTransaction(context.Background(), sd.Actor(), record.CompleteInput{MandateID: sd.Mandate, TransactionID: txn})
 		return err
 	}
 }
@@ -103,7 +103,7 @@ func TestInstalmentsUpToWhatIsOwed(t *testing.T) {
 	if n := rail.Submissions("instalment-0099"); n != 0 {
 		t.Fatal("a refused payment reached the rail")
 	}
-	if out, err := s.Engine.CompleteTransaction(context.Background(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err := s.Engine.CompleteTransaction(context.Background(), s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	bothVerifyClean(t, b, s, txn)
@@ -197,7 +197,7 @@ func TestPartialAcceptancePaysItsShare(t *testing.T) {
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
 	prf := assertPerformance(t, s, obl, "20")
-	out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15",
+	out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15",
 		AssertionID: prf.Objects["performance_event"]})
 	if err != nil {
 		t.Fatal(err)
@@ -220,11 +220,11 @@ func TestPartialAcceptancePaysItsShare(t *testing.T) {
 	}
 	sameBalance(t, b, s, txn, obl, "2400.00", "2400.00", "0.00", "0.00", ledger.SettlementSettled)
 	refused(t, "completion with the remainder still owed", b, s, txn, reason.StateTransitionDenied, completeBy(s, txn))
-	if _, err := b.Engine.WaiveObligation(ctx, record.WaiveInput{MandateID: b.Mandate, ObligationID: rem}); err != nil {
+	if _, err := b.Engine.WaiveObligation(ctx, b.Actor(), record.WaiveInput{MandateID: b.Mandate, ObligationID: rem}); err != nil {
 		t.Fatal(err)
 	}
 	sameBalance(t, b, s, txn, rem, "0.00", "0.00", "0.00", "0.00", ledger.SettlementSettled)
-	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	bothVerifyClean(t, b, s, txn)
@@ -238,17 +238,17 @@ func TestDisputedObligationPaidAndCompleted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := disputing(t)
-	state, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
+	state, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "obligation_state", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil || state.State != "exception_open" {
 		t.Fatalf("raise: %+v %v", state, err)
 	}
-	out, err := s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: obl,
+	out, err := s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: s.Mandate, TransactionID: txn, SubjectType: "act", SubjectID: obl,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: evidenceOf(t, s, txn)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	det, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: out.Objects["dispute"], Effect: "binding",
+	det, err := b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: out.Objects["dispute"], Effect: "binding",
 		Finding: "The duty was performed.", StateResult: &record.StateResult{SubjectID: obl, State: "accepted"}})
 	if err != nil {
 		t.Fatal(err)
@@ -259,11 +259,11 @@ func TestDisputedObligationPaidAndCompleted(t *testing.T) {
 	}
 	// The question the exception was opened over is answered too (the
 	// buyer concedes, presumptively, as the rules grant the class).
-	if _, err := b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: b.Mandate, DisputeID: state.Objects["dispute"], Effect: "presumptive",
+	if _, err := b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: b.Mandate, DisputeID: state.Objects["dispute"], Effect: "presumptive",
 		Finding: "Conceded: the obligation stands accepted by the binding determination of the rejection."}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "settlement_pending" {
+	if out, err := s.Engine.ResolveException(ctx, s.Actor(), record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "settlement_pending" {
 		t.Fatalf("resolve: %+v %v", out, err)
 	}
 	out, err = pay(b, obl, "pay-determined-1", "")()
@@ -277,7 +277,7 @@ func TestDisputedObligationPaidAndCompleted(t *testing.T) {
 	if trig := payloadOf(o)["trigger"].(map[string]any); trig["accepting_act_hash"] != d["content_hash"] {
 		t.Fatalf("the trigger binds %v, not the determination %v", trig["accepting_act_hash"], d["content_hash"])
 	}
-	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	sameBalance(t, b, s, txn, obl, "3200.00", "3200.00", "0.00", "0.00", ledger.SettlementSettled)
@@ -293,7 +293,7 @@ func TestHostileMoneyRefused(t *testing.T) {
 		t.Parallel()
 		b, s, _, txn, _ := committed0(t)
 		msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-			return b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+			return b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 		})
 		forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
 			p := payloadOf(ofType(t, objs, "obligation"))
@@ -309,7 +309,7 @@ func TestHostileMoneyRefused(t *testing.T) {
 		t.Parallel()
 		b, s, _, txn, obl := committed(t)
 		msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-			return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20", Evidence: evidence("certificates")})
+			return s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20", Evidence: evidence("certificates")})
 		})
 		forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
 			payloadOf(ofType(t, objs, "performance_event"))["asserted_quantity"] = "25"
@@ -323,7 +323,7 @@ func TestHostileMoneyRefused(t *testing.T) {
 			return err
 		})
 		refused(t, "the obligor asserting 25 of 20", b, s, txn, reason.ObligationTermsMutated, func() error {
-			_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "25", Evidence: evidence("certificates")})
+			_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "25", Evidence: evidence("certificates")})
 			return err
 		})
 	})
@@ -452,7 +452,7 @@ func TestReceiptsNeverSilentlyChangeASettledStatus(t *testing.T) {
 		t.Fatalf("the settlement's status became %s", st[0].State)
 	}
 	refused(t, "an exception over a payment that succeeded", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
+		_, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
 		return err
 	})
 	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, receipt(3, "failed", ledger.ReversedCode)); err != nil {
@@ -484,9 +484,9 @@ func TestShortPaymentBothSigned(t *testing.T) {
 		return func() (record.Outcome, error) {
 			in := record.AdjustmentInput{MandateID: sd.Mandate, ObligationID: obl}
 			if accept {
-				return sd.Engine.AcceptAdjustment(ctx, in)
+				return sd.Engine.AcceptAdjustment(ctx, sd.Actor(), in)
 			}
-			return sd.Engine.ProposeAdjustment(ctx, in)
+			return sd.Engine.ProposeAdjustment(ctx, sd.Actor(), in)
 		}
 	}
 	if _, err := pay(b, obl, "pay-most-000001", "3000.00")(); err != nil {
@@ -529,7 +529,7 @@ func TestShortPaymentBothSigned(t *testing.T) {
 		_, err := pay(b, obl, "pay-rest-0000001", "200.00")()
 		return err
 	})
-	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	for _, sd := range []*recordtest.Side{b, s} {
@@ -561,7 +561,7 @@ func TestRemainderPerformedThroughException(t *testing.T) {
 	b.Mandate = mandateFor(t, b, c, disputeActs, nil)
 	s.Mandate = mandateFor(t, s, c, disputeActs, nil)
 	assertPerformance(t, s, obl, "20")
-	out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
+	out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,11 +570,11 @@ func TestRemainderPerformedThroughException(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, "an exception over an obligation that is no remainder", b, s, txn, reason.ObligationRemainderMissing, func() error {
-		_, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: obl})
+		_, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: obl})
 		return err
 	})
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-		return s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: rem})
+		return s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: rem})
 	})
 	forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
 		payloadOf(ofType(t, objs, "exception"))["obligation_id"] = obl
@@ -585,18 +585,18 @@ func TestRemainderPerformedThroughException(t *testing.T) {
 		_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
 		return err
 	})
-	if out, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: rem}); err != nil || out.State != "exception_open" {
+	if out, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: rem}); err != nil || out.State != "exception_open" {
 		t.Fatalf("open: %+v %v", out, err)
 	}
-	if out, err := s.Engine.ProposeRemediation(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
+	if out, err := s.Engine.ProposeRemediation(ctx, s.Actor(), record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("offer to perform: %+v %v", out, err)
 	}
-	if out, err := b.Engine.AcceptRemediation(ctx, record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" ||
+	if out, err := b.Engine.AcceptRemediation(ctx, b.Actor(), record.ExceptionActInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" ||
 		out.Objects["obligation"] != rem {
 		t.Fatalf("accept remediation: %+v %v", out, err)
 	}
 	assertPerformance(t, s, rem, "5")
-	if out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+	if out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept the remainder: %+v %v", out, err)
 	}
 	sameBalance(t, b, s, txn, rem, "800.00", "0.00", "0.00", "800.00", ledger.SettlementUnpaid)
@@ -607,7 +607,7 @@ func TestRemainderPerformedThroughException(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBalance(t, b, s, txn, rem, "800.00", "800.00", "0.00", "0.00", ledger.SettlementSettled)
-	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	bothVerifyClean(t, b, s, txn)
@@ -634,7 +634,7 @@ func TestReversalReportedByTheRail(t *testing.T) {
 	})
 	s.Out.Reconnect(b.Engine)
 	assertPerformance(t, s, obl, "20")
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pay(b, obl, "pay-recalled-001", "")(); err != nil {
@@ -663,16 +663,16 @@ func TestReversalReportedByTheRail(t *testing.T) {
 		}
 	}
 	refused(t, "completion after the payment was reversed", b, s, txn, reason.StateTransitionDenied, completeBy(s, txn))
-	if out, err := s.Engine.OpenException(ctx, record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "exception_open" {
+	if out, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "exception_open" {
 		t.Fatalf("an exception over the reversal: %+v %v", out, err)
 	}
-	if out, err := s.Engine.ResolveException(ctx, record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "settlement_pending" {
+	if out, err := s.Engine.ResolveException(ctx, s.Actor(), record.ExceptionActInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "settlement_pending" {
 		t.Fatalf("resolve: %+v %v", out, err)
 	}
 	if _, err := pay(b, obl, "pay-again-000001", "")(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 	c.Add(time.Hour)
@@ -697,13 +697,13 @@ func TestAmendmentAcceptedBySupplierAddsItsOwnDuty(t *testing.T) {
 	s.Mandate = mandateFor(t, s, c, []string{"agreement.amend", "obligation.activated", "offer.submit"}, nil)
 	terms := recordtest.Terms("3760.00")
 	terms["core"].(map[string]any)["quantity"] = "24"
-	off, err := b.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Terms: terms,
+	off, err := b.Engine.ProposeOffer(ctx, b.Actor(), record.OfferInput{MandateID: b.Mandate, Counterparty: "org_delta", Terms: terms,
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)), TransactionID: txn})
 	if err != nil || off.Status != record.StatusDelivered {
 		t.Fatalf("the buyer's amendment offer: %+v %v", off, err)
 	}
 	accept := func() (record.Outcome, error) {
-		return s.Engine.AcceptAmendment(ctx, record.AmendInput{MandateID: s.Mandate, OfferID: off.Objects["offer"],
+		return s.Engine.AcceptAmendment(ctx, s.Actor(), record.AmendInput{MandateID: s.Mandate, OfferID: off.Objects["offer"],
 			AddObligations: []record.DeliverableInput{{Quantity: "4", Consideration: &record.Money{Currency: "EUR", Amount: "560.00"}}}})
 	}
 	msg := recordtest.Capture(t, s, accept)

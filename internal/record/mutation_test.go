@@ -71,7 +71,7 @@ func mutationFixtures() map[string]fixture {
 			b, s, _ := recordtest.Pair(t)
 			txn := recordtest.Form(t, b, s, "3200.00")
 			msg := capture(t, b, "obligation.activated", func() error {
-				_, err := b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+				_, err := b.Engine.IssueObligation(context.Background(), b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 				return err
 			})
 			return b, s, txn, msg
@@ -79,7 +79,7 @@ func mutationFixtures() map[string]fixture {
 		"performance.declared": func(t *testing.T) (*recordtest.Side, *recordtest.Side, string, [][]byte) {
 			b, s, _, txn, obl := committed(t)
 			msg := capture(t, s, "performance.declared", func() error {
-				_, err := s.Engine.AssertPerformance(context.Background(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
+				_, err := s.Engine.AssertPerformance(context.Background(), s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("certificates")})
 				return err
 			})
 			return s, b, txn, msg
@@ -88,7 +88,7 @@ func mutationFixtures() map[string]fixture {
 			b, s, _, txn, obl := committed(t)
 			assertPerformance(t, s, obl, "20")
 			msg := capture(t, b, "acceptance.granted", func() error {
-				_, err := b.Engine.Respond(context.Background(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
+				_, err := b.Engine.Respond(context.Background(), b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15"})
 				return err
 			})
 			return b, s, txn, msg

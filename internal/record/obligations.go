@@ -260,11 +260,12 @@ func resolvePath(agr *Obj, path string) bool {
 // This instance is the obligee, the counterparty the obligor. With
 // Deliverables, the agreement is performed as several obligations,
 // issued together (deliverables.go).
-func (e *Engine) IssueObligation(ctx context.Context, in ObligationInput) (Outcome, error) {
+func (e *Engine) IssueObligation(ctx context.Context, a Actor, in ObligationInput) (Outcome, error) {
 	var agr *Obj
 	deliverables := in.Deliverables
 	return e.perform(ctx, actSpec{
-		name: protocol.ActObligationActivated, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated,
+		actor: a,
+		name:  protocol.ActObligationActivated, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated,
 		approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.Committed {
@@ -428,7 +429,7 @@ func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Ob
 // agreement performed as several obligations is declared for all those
 // still owed at once (Assertions: one assertion each, with its own
 // evidence; deliverables.go).
-func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome, error) {
+func (e *Engine) AssertPerformance(ctx context.Context, a Actor, in AssertInput) (Outcome, error) {
 	items := append([]AssertionInput{{ObligationID: in.ObligationID, AssertedQuantity: in.AssertedQuantity, Evidence: in.Evidence}}, in.Assertions...)
 	obls := make([]*Obj, len(items))
 	qtys := make([]string, len(items))
@@ -447,7 +448,8 @@ func (e *Engine) AssertPerformance(ctx context.Context, in AssertInput) (Outcome
 	}
 	lead := obls[0]
 	return e.perform(ctx, actSpec{
-		name: protocol.ActPerformanceDeclared, txn: lead.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
+		actor: a,
+		name:  protocol.ActPerformanceDeclared, txn: lead.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
 		approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
@@ -644,7 +646,7 @@ type response struct {
 // outstanding assertion at once (Responses, one response each); one
 // rejection makes the event acceptance.rejected, naming the first
 // rejection (deliverables.go).
-func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) {
+func (e *Engine) Respond(ctx context.Context, a Actor, in RespondInput) (Outcome, error) {
 	items := []*response{{in: ResponseInput{ObligationID: in.ObligationID, ResponseType: in.ResponseType, AssertionID: in.AssertionID, AssertionHash: in.AssertionHash,
 		AcceptedQuantity: in.AcceptedQuantity, RemainderDue: in.RemainderDue, ReasonCode: in.ReasonCode}}}
 	for _, x := range in.Responses {
@@ -672,7 +674,8 @@ func (e *Engine) Respond(ctx context.Context, in RespondInput) (Outcome, error) 
 	}
 	lead := items[0]
 	return e.perform(ctx, actSpec{
-		name: actName, txn: lead.obl.Txn(), mandateID: in.MandateID, event: eventType, approvalID: in.ApprovalID,
+		actor: a,
+		name:  actName, txn: lead.obl.Txn(), mandateID: in.MandateID, event: eventType, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			acted := map[string]bool{}
 			for _, it := range items {

@@ -40,7 +40,7 @@ func committed(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, o
 	t.Helper()
 	b, s, c = recordtest.Pair(t)
 	txn = recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(context.Background(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(context.Background(), b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil || out.State != "in_performance" || out.Status != "recorded" {
 		t.Fatalf("issue: %+v %v", out, err)
 	}
@@ -49,7 +49,7 @@ func committed(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, o
 
 func assertPerformance(t *testing.T, s *recordtest.Side, obl, qty string) record.Outcome {
 	t.Helper()
-	out, err := s.Engine.AssertPerformance(context.Background(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: qty,
+	out, err := s.Engine.AssertPerformance(context.Background(), s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: qty,
 		Evidence: evidence("calibration certificates, " + qty + " transmitters")})
 	if err != nil || out.State != "acceptance_pending" || out.Status != "recorded" {
 		t.Fatalf("assert %s: %+v %v", qty, out, err)
@@ -245,7 +245,7 @@ func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
 	b, s, _, txn, obl := committed(t)
 	prf := assertPerformance(t, s, obl, "20")
 	accept := func() (record.Outcome, error) {
-		return b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15",
+		return b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15",
 			AssertionID: prf.Objects["performance_event"], AssertionHash: prf.Objects["assertion_hash"]})
 	}
 	// The supplier checks the remainder that travels with the response: one
@@ -307,15 +307,15 @@ func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
 	// transaction is settlement_pending, from which rules 1.3 give no
 	// performance.declared; nothing answers it either.
 	refused(t, "asserting the remainder from settlement_pending", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: rem, Evidence: evidence("the other 5")})
+		_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: rem, Evidence: evidence("the other 5")})
 		return err
 	})
 	refused(t, "answering the remainder, never asserted", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"})
+		_, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: rem, ResponseType: "accept"})
 		return err
 	})
 	refused(t, "asserting the accepted obligation again", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("again")})
+		_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("again")})
 		return err
 	})
 	recordtest.SameRecord(t, b, s, txn, 5)
@@ -325,7 +325,7 @@ func TestRejectionThenSecondAssertionAccepted(t *testing.T) {
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
 	first := assertPerformance(t, s, obl, "15")
-	out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"})
+	out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"})
 	if err != nil || out.State != "in_performance" || out.Status != "recorded" {
 		t.Fatalf("reject: %+v %v", out, err)
 	}
@@ -334,7 +334,7 @@ func TestRejectionThenSecondAssertionAccepted(t *testing.T) {
 	if second.Objects["assertion_hash"] == first.Objects["assertion_hash"] || second.Objects["performance_event"] == first.Objects["performance_event"] {
 		t.Fatal("the second assertion is not a new object with its own hash")
 	}
-	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept",
+	out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept",
 		AssertionID: second.Objects["performance_event"], AssertionHash: second.Objects["assertion_hash"]})
 	if err != nil || out.State != "settlement_pending" || out.Status != "recorded" || out.Objects["remainder_obligation"] != "" {
 		t.Fatalf("accept: %+v %v", out, err)
@@ -370,7 +370,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 	txn := recordtest.Form(t, b, s, "3200.00")
 	issue := func(due map[string]any) func() error {
 		return func() error {
-			_, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, DueCondition: due})
+			_, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, DueCondition: due})
 			return err
 		}
 	}
@@ -401,7 +401,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 		obligation(func(p map[string]any) {
 			p["subject"].(map[string]any)["terms_hash"] = canonical.SHA256Hex([]byte("other terms"))
 		}), issue(nil)))
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil || out.State != "in_performance" {
 		t.Fatalf("issue: %+v %v", out, err)
 	}
@@ -410,7 +410,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 	// Asserting (in_performance).
 	assert := func(ev []record.EvidenceInput) func() error {
 		return func() error {
-			_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: ev})
+			_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: ev})
 			return err
 		}
 	}
@@ -432,7 +432,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 			return append([]map[string]any{extra}, objs...)
 		}, assert(evidence("certificates"))))
 	refused(t, "an assertion by the obligee", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: b.Mandate, ObligationID: obl, Evidence: evidence("mine")})
+		_, err := b.Engine.AssertPerformance(ctx, b.Actor(), record.AssertInput{MandateID: b.Mandate, ObligationID: obl, Evidence: evidence("mine")})
 		return err
 	})
 	prf := assertPerformance(t, s, obl, "20")
@@ -441,7 +441,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 	respond := func(sd *recordtest.Side, in record.RespondInput) func() error {
 		return func() error {
 			in.MandateID, in.ObligationID = sd.Mandate, obl
-			_, err := sd.Engine.Respond(ctx, in)
+			_, err := sd.Engine.Respond(ctx, sd.Actor(), in)
 			return err
 		}
 	}
@@ -451,7 +451,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 	// message, rewritten as the supplier's act and signed with the
 	// supplier's real agent key, delivered from the supplier.
 	q := recordtest.Capture(t, b, func() (record.Outcome, error) {
-		return b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"})
+		return b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"})
 	})
 	cfg := s.Node.Org.Config()
 	forged := reseal(t, agentSigner(t, s), q, func(objs []map[string]any) []map[string]any {
@@ -518,7 +518,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 
 	// Nothing refused moved either record: the genuine acts still go
 	// through, and both records hold the walkthrough's five events.
-	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept",
+	out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept",
 		AssertionHash: prf.Objects["assertion_hash"]})
 	if err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept: %+v %v", out, err)
@@ -565,7 +565,7 @@ func TestPerformanceBeforeCommitmentRefused(t *testing.T) {
 		}
 		return nil
 	})
-	if out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != "pending" {
+	if out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != "pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
 	b.Out.Intercept(nil)
@@ -577,7 +577,7 @@ func TestPerformanceBeforeCommitmentRefused(t *testing.T) {
 		}
 	}
 	refused(t, "an obligation before commitment", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 		return err
 	})
 	// A complete, correctly signed assertion of performance from the
@@ -615,12 +615,12 @@ func TestObligationStateTableLive(t *testing.T) {
 	respond := func(in record.RespondInput) func() error {
 		return func() error {
 			in.MandateID, in.ObligationID = b.Mandate, obl
-			_, err := b.Engine.Respond(ctx, in)
+			_, err := b.Engine.Respond(ctx, b.Actor(), in)
 			return err
 		}
 	}
 	assert := func() error {
-		_, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("more")})
+		_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence("more")})
 		return err
 	}
 	refused(t, "a response before any assertion", b, s, txn, reason.StateTransitionDenied, respond(record.RespondInput{ResponseType: "accept"}))
@@ -650,7 +650,7 @@ func TestObligationStateTableLive(t *testing.T) {
 			return without(objs, "obligation")
 		}, respond(record.RespondInput{ResponseType: "accept"})))
 
-	if out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil || out.State != "in_performance" {
+	if out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil || out.State != "in_performance" {
 		t.Fatalf("reject: %+v %v", out, err)
 	}
 	refused(t, "a second response to the rejected assertion", b, s, txn, reason.StateTransitionDenied,
@@ -666,7 +666,7 @@ func TestObligationStateTableLive(t *testing.T) {
 			p["assertion_hash"] = first.Objects["assertion_hash"]
 		}), respond(record.RespondInput{ResponseType: "accept"})))
 
-	if out, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept",
+	if out, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept",
 		AssertionID: second.Objects["performance_event"]}); err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}

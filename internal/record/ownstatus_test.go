@@ -50,7 +50,7 @@ func TestOwnRevocationRefusesTheNextActAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusedWith(t, "a revised offer under a mandate revoked a moment ago", b, s, first.TransactionID, reason.MandateInactive, func() error {
-		_, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3100.00"),
+		_, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3100.00"),
 			ValidUntil: envelope.Timestamp(c.Now().Add(time.Hour)), TransactionID: first.TransactionID, SupersedesOfferID: first.Objects["offer"]})
 		return err
 	})
@@ -68,7 +68,7 @@ func TestOwnSuspensionRefusesTheNextActAtOnce(t *testing.T) {
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
 	issue := func() error {
-		_, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 		return err
 	}
 	if err := b.Princ.Suspend(ctx, b.Mandate, "under review"); err != nil {
@@ -92,9 +92,9 @@ func TestOwnParentRevocationRefusesTheChildAtOnce(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	parent, child := delegated(t, b)
-	asTwo := org.WithAgent(ctx, buyerTwo)
+	asTwo := actorFor(t, b, buyerTwo)
 	o := offerTo(t, s, c, buyerTwo, "3200.00")
-	if _, err := b.Engine.AcceptOffer(asTwo, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]}); err != nil {
+	if _, err := b.Engine.AcceptOffer(ctx, asTwo, record.AcceptInput{MandateID: child, OfferID: o.Objects["offer"]}); err != nil {
 		t.Fatal(err)
 	}
 	if err := principalElsewhere(t, b).Revoke(ctx, parent, "the lead's authority is withdrawn"); err != nil {
@@ -102,7 +102,7 @@ func TestOwnParentRevocationRefusesTheChildAtOnce(t *testing.T) {
 	}
 	next := offerTo(t, s, c, buyerTwo, "3100.00")
 	refusedWith(t, "an acceptance under a child of a mandate revoked a moment ago", b, s, next.TransactionID, reason.MandateInactive, func() error {
-		_, err := b.Engine.AcceptOffer(asTwo, record.AcceptInput{MandateID: child, OfferID: next.Objects["offer"]})
+		_, err := b.Engine.AcceptOffer(ctx, asTwo, record.AcceptInput{MandateID: child, OfferID: next.Objects["offer"]})
 		return err
 	})
 }

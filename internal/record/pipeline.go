@@ -60,7 +60,10 @@ type opening struct {
 // actSpec is one act: its preconditions and its build function. perform
 // runs every act through the same pipeline.
 type actSpec struct {
-	name       protocol.Act
+	name protocol.Act
+	// actor is whom the act is taken for: its mandate must be one actor
+	// may act under (Actor).
+	actor      Actor
 	txn        string
 	mandateID  string
 	approvalID string
@@ -270,7 +273,7 @@ func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) 
 			return Outcome{}, err
 		}
 	}
-	mandate, err := e.ownMandate(ctx, spec.mandateID)
+	mandate, err := e.ownMandate(ctx, spec.actor, spec.mandateID)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -944,7 +947,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 	if err != nil {
 		return false, err
 	}
-	mandate, err := e.ownMandate(ctx, pa.MandateID)
+	mandate, err := e.ownMandate(ctx, instanceActor, pa.MandateID)
 	if err != nil {
 		return false, err
 	}

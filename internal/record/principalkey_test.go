@@ -187,7 +187,7 @@ func TestUnvouchedPrincipalKeyRefusedByCountersigner(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-		return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: m["id"].(string), ObligationID: obl, Evidence: evidence("certificates")})
+		return s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: m["id"].(string), ObligationID: obl, Evidence: evidence("certificates")})
 	})
 	c.Add(31 * time.Second)
 	before := peerFileOf(t, b, cfg.OrganizationID)

@@ -28,7 +28,7 @@ func TestBothAppendAtOnePosition(t *testing.T) {
 			// The buyer proposes to end the transaction; then, at once, it
 			// issues the supplier's duty while the supplier agrees the
 			// termination: two events at position 3.
-			if _, err := b.Engine.ProposeTermination(ctx, record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+			if _, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 				t.Fatal(err)
 			}
 			hold := func(string, [][]byte) error { return delivery.ErrUnavailable }
@@ -36,10 +36,10 @@ func TestBothAppendAtOnePosition(t *testing.T) {
 			s.Out.Intercept(hold)
 			for _, act := range []func() (record.Outcome, error){
 				func() (record.Outcome, error) {
-					return b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+					return b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 				},
 				func() (record.Outcome, error) {
-					return s.Engine.AgreeTermination(ctx, record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
+					return s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 				},
 			} {
 				if out, err := act(); err != nil || out.Status != record.StatusPending {

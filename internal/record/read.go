@@ -8,7 +8,6 @@ import (
 
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
-	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -312,7 +311,10 @@ type InboxItem struct {
 // and not withdrawn. With mandateID, each item carries the
 // acceptance act document. It reads draft transactions only, by the state
 // index, a page at a time (limit, default 50).
-func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]InboxItem, error) {
+func (e *Engine) Inbox(ctx context.Context, a Actor, mandateID string, limit int) ([]InboxItem, error) {
+	if a == (Actor{}) {
+		return nil, errNoActor
+	}
 	if limit <= 0 {
 		limit = store.DefaultPage
 	}
@@ -320,7 +322,7 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 	// The mandate is read once for the page, not once per offer.
 	var mandate map[string]any
 	if mandateID != "" {
-		mandate, _ = e.ownMandate(ctx, mandateID) // unknown: items without an act, as AcceptanceAct would refuse
+		mandate, _ = e.ownMandate(ctx, a, mandateID) // unknown: items without an act, as AcceptanceAct would refuse
 	}
 	out := []InboxItem{}
 	// Only the transactions that may hold an open offer from the
@@ -340,7 +342,7 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 			if len(out) >= limit {
 				break
 			}
-			it, open, err := e.inboxItem(ctx, t, mandate, now)
+			it, open, err := e.inboxItem(ctx, a, t, mandate, now)
 			if err != nil {
 				return nil, err
 			}
@@ -367,7 +369,7 @@ func (e *Engine) Inbox(ctx context.Context, mandateID string, limit int) ([]Inbo
 // agent, and, in a formed transaction, an amendment offer. open says
 // whether t holds an open offer from the counterparty at all (one for
 // another agent of this organisation is open, but not this agent's item).
-func (e *Engine) inboxItem(ctx context.Context, t store.Transaction, mandate map[string]any, now time.Time) (it *InboxItem, open bool, err error) {
+func (e *Engine) inboxItem(ctx context.Context, a Actor, t store.Transaction, mandate map[string]any, now time.Time) (it *InboxItem, open bool, err error) {
 	switch protocol.State(t.State) {
 	case protocol.Draft, protocol.Committed, protocol.InPerformance:
 	default:
@@ -407,7 +409,7 @@ func (e *Engine) inboxItem(ctx context.Context, t store.Transaction, mandate map
 	} else if mandate != nil {
 		item.AcceptanceAct = acceptanceAct(last, mandate)
 	}
-	if agent, named := org.ActingAgent(ctx); named && str(last.PSub("offeree")["agent_id"]) != agent {
+	if !a.self && str(last.PSub("offeree")["agent_id"]) != a.agent {
 		return nil, true, nil // addressed to another agent of this organisation
 	}
 	return &item, true, nil

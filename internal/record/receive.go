@@ -10,7 +10,6 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/ledger"
-	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
@@ -138,9 +137,6 @@ const lockWait = 2 * time.Second
 // one is checked and what it moves is stored with its reply, in one
 // database transaction.
 func (e *Engine) receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
-	// What the instance takes in answer to the counterparty it takes for
-	// itself, under its own mandates, not for any agent's call.
-	ctx = org.WithAgent(ctx, "")
 	ctx = store.WithKeyVersionMemo(ctx) // the key records read once between two commits
 	e.peerSeen(ctx, from)
 	if !delivery.Checked(ctx) {

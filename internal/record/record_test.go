@@ -55,19 +55,19 @@ func TestWalkthroughToSettlementPending(t *testing.T) {
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil || out.State != "in_performance" {
 		t.Fatalf("issue: %+v %v", out, err)
 	}
 	obl := out.Objects["obligation"]
-	out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: []record.EvidenceInput{{
+	out, err = s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: []record.EvidenceInput{{
 		EvidenceType: "third_party_certificate", Claim: "Calibration certificates for 20 transmitters",
 		ArtifactHash: canonical.SHA256Hex([]byte("certificate bundle")),
 	}}})
 	if err != nil || out.State != "acceptance_pending" {
 		t.Fatalf("assert: %+v %v", out, err)
 	}
-	out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"})
+	out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"})
 	if err != nil || out.State != "settlement_pending" {
 		t.Fatalf("respond: %+v %v", out, err)
 	}
@@ -81,7 +81,7 @@ func TestRefusalsLeaveNoTrace(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	// Above the supplier's own limit: denied locally, nothing sent.
-	if _, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("4800.00"),
+	if _, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("4800.00"),
 		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour))}); !hasCode(err, reason.PolicyDenied) {
 		t.Fatalf("offer over the limit: %v", err)
 	}
@@ -90,7 +90,7 @@ func TestRefusalsLeaveNoTrace(t *testing.T) {
 	}
 	o := recordtest.Offer(t, s, "3200.00")
 	// Without the approval the acceptance is held and nothing is recorded.
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"]}); !hasCode(err, reason.ApprovalRequired) {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"]}); !hasCode(err, reason.ApprovalRequired) {
 		t.Fatalf("accept without approval: %v", err)
 	}
 	for _, sd := range []*recordtest.Side{b, s} {
@@ -101,7 +101,7 @@ func TestRefusalsLeaveNoTrace(t *testing.T) {
 	// An expired offer is refused.
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	c.Add(25 * time.Hour)
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferExpired) {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferExpired) {
 		t.Fatalf("accept after expiry: %v", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestSupplierRevocationRefusesNextAct(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestSupplierRevocationRefusesNextAct(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Add(61 * time.Second)
-	_, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"], Evidence: []record.EvidenceInput{{
+	_, err = s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"], Evidence: []record.EvidenceInput{{
 		EvidenceType: "third_party_certificate", Claim: "certs", ArtifactHash: canonical.SHA256Hex([]byte("x")),
 	}}})
 	if !hasCode(err, reason.MandateInactive) {
@@ -137,7 +137,7 @@ func TestPendingUntilCountersignedThenConverges(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	b.Out.SetDown(true)
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.Status != "pending" || out.State != "draft" {
 		t.Fatalf("accept while the supplier is unreachable: %+v %v", out, err)
 	}
@@ -245,27 +245,27 @@ func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
 	first := recordtest.Offer(t, s, "3500.00")
 	txn := first.TransactionID
 	// A revision that names anything but the session's latest offer is stale.
-	if _, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+	if _, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
 		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: "off_000000000000000000000000"}); !hasCode(err, reason.OfferStale) {
 		t.Fatalf("revision naming another offer: %v", err)
 	}
-	second, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+	second, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
 		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: first.Objects["offer"]})
 	if err != nil || second.Status != "delivered" {
 		t.Fatalf("revision: %+v %v", second, err)
 	}
 	// The buyer's inbox shows only the latest offer.
-	inbox, err := b.Engine.Inbox(ctx, b.Mandate, 0)
+	inbox, err := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 0)
 	if err != nil || len(inbox) != 1 || inbox[0].OfferID != second.Objects["offer"] {
 		t.Fatalf("inbox %+v %v", inbox, err)
 	}
 	// Accepting the superseded offer is stale; the latest forms.
 	apr := recordtest.Approve(t, b, first.Objects["offer"])
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: first.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: first.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
 		t.Fatalf("accepting a superseded offer: %v", err)
 	}
 	apr = recordtest.Approve(t, b, second.Objects["offer"])
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: second.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: second.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.State != "committed" {
 		t.Fatalf("accepting the latest offer: %+v %v", out, err)
 	}
@@ -273,7 +273,7 @@ func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
 	recordtest.SameRecord(t, b, s, txn, 2)
 	// After commitment an offer is an amendment offer (amendment.go): it
 	// supersedes nothing, and one naming the agreed offer is stale.
-	if _, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3000.00"),
+	if _, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: s.Mandate, Counterparty: "org_northstar", Terms: recordtest.Terms("3000.00"),
 		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(time.Hour)), TransactionID: txn, SupersedesOfferID: second.Objects["offer"]}); !hasCode(err, reason.OfferStale) {
 		t.Fatalf("an offer after commitment superseding the agreed one: %v", err)
 	}
@@ -287,7 +287,7 @@ func TestApprovalForAnotherActKeepsTheHold(t *testing.T) {
 	// An approval given for the acceptance of one offer releases nothing
 	// for another: the hold stays and nothing is recorded.
 	apr := recordtest.Approve(t, b, one.Objects["offer"])
-	_, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: two.Objects["offer"], ApprovalID: apr})
+	_, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: two.Objects["offer"], ApprovalID: apr})
 	if err == nil || hasCode(err, reason.PolicyDenied) {
 		t.Fatalf("accepting with another act's approval: %v", err)
 	}
@@ -313,12 +313,12 @@ func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	assert := func() (record.Outcome, error) {
-		return s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
+		return s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"],
 			Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: "certs", ArtifactHash: canonical.SHA256Hex([]byte("x"))}}})
 	}
 	// 59 seconds on, the buyer's status of the supplier's mandate, read
@@ -376,20 +376,20 @@ func TestWithdrawalBeforeAcceptance(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	// The buyer only reads the offer from its inbox while it stands.
-	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate, 0); len(inbox) != 1 {
+	if inbox, _ := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 0); len(inbox) != 1 {
 		t.Fatalf("inbox before withdrawal: %d", len(inbox))
 	}
-	w, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
+	w, err := s.Engine.WithdrawOffer(ctx, s.Actor(), record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
 	if err != nil || w.Status != "delivered" {
 		t.Fatalf("withdraw: %+v %v", w, err)
 	}
-	if inbox, _ := b.Engine.Inbox(ctx, b.Mandate, 0); len(inbox) != 0 {
+	if inbox, _ := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 0); len(inbox) != 0 {
 		t.Fatal("a withdrawn offer is still in the buyer's inbox")
 	}
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
 		t.Fatalf("accepting a withdrawn offer: %v", err)
 	}
-	if _, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]}); !hasCode(err, reason.OfferStale) {
+	if _, err := s.Engine.WithdrawOffer(ctx, s.Actor(), record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]}); !hasCode(err, reason.OfferStale) {
 		t.Fatalf("withdrawing twice: %v", err)
 	}
 	for _, sd := range []*recordtest.Side{b, s} {
@@ -405,13 +405,13 @@ func TestWithdrawalNoticeLostStillRefusesAcceptance(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	s.Out.SetDown(true) // the notice does not reach the buyer
-	w, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
+	w, err := s.Engine.WithdrawOffer(ctx, s.Actor(), record.WithdrawInput{MandateID: s.Mandate, OfferID: o.Objects["offer"]})
 	if err != nil || w.Status != "pending" {
 		t.Fatalf("withdraw while the buyer is unreachable: %+v %v", w, err)
 	}
 	// The buyer still believes the offer stands and accepts; the supplier's
 	// instance refuses to countersign, and neither record changes.
-	if _, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
+	if _, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); !hasCode(err, reason.OfferStale) {
 		t.Fatalf("acceptance of an offer withdrawn at its offeror: %v", err)
 	}
 	for _, sd := range []*recordtest.Side{b, s} {
@@ -433,7 +433,7 @@ func TestWithdrawalAfterAcceptanceRefused(t *testing.T) {
 			offerID = o["id"].(string)
 		}
 	}
-	if _, err := s.Engine.WithdrawOffer(ctx, record.WithdrawInput{MandateID: s.Mandate, OfferID: offerID}); !hasCode(err, reason.StateTransitionDenied) {
+	if _, err := s.Engine.WithdrawOffer(ctx, s.Actor(), record.WithdrawInput{MandateID: s.Mandate, OfferID: offerID}); !hasCode(err, reason.StateTransitionDenied) {
 		t.Fatalf("withdrawing an accepted offer: %v", err)
 	}
 	recordtest.SameRecord(t, b, s, txn, 2)
@@ -453,7 +453,7 @@ func TestSeparateAgreementProposal(t *testing.T) {
 		o := recordtest.Offer(t, s, "3200.00")
 		apr := recordtest.Approve(t, b, o.Objects["offer"])
 		before := commitsOf()
-		out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 		if err != nil || out.State != "committed" {
 			t.Fatalf("accept: %+v %v", out, err)
 		}
@@ -625,7 +625,7 @@ func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+			out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 			if err != nil || out.State != "draft" {
 				t.Fatalf("accepting against a lying reply: %+v %v", out, err)
 			}
@@ -716,7 +716,7 @@ func TestFormationDurableCommits(t *testing.T) {
 	before := commits()
 	sent := b.Out.Sent
 	out, err := b.Engine.Idempotent(ctx, "accept_offer", "req-1", "args", func(ctx context.Context) (record.Outcome, error) {
-		return b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		return b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	})
 	if err != nil || out.State != "committed" || out.Status != record.StatusRecorded {
 		t.Fatalf("accept: %+v %v", out, err)

@@ -75,7 +75,7 @@ func TestBuyerOpensWithOffer(t *testing.T) {
 	b, s, c := recordtest.Pair(t)
 	bm := tradingMandate(t, b, "org_delta", []string{"offer.submit", "agreement.sign"}, nil)
 	sm := tradingMandate(t, s, "org_northstar", []string{"offer.accept", "agreement.sign"}, nil)
-	o, err := b.Engine.ProposeOffer(ctx, record.OfferInput{
+	o, err := b.Engine.ProposeOffer(ctx, b.Actor(), record.OfferInput{
 		MandateID: bm, Counterparty: "org_delta", Terms: recordtest.Terms("3200.00"), Role: protocol.Buyer,
 		ValidUntil: envelope.Timestamp(c.Now().Add(24 * time.Hour)),
 	})
@@ -86,7 +86,7 @@ func TestBuyerOpensWithOffer(t *testing.T) {
 	if roleOf(t, b, txn) != "buyer" || roleOf(t, s, txn) != "supplier" {
 		t.Fatalf("roles held: buyer side %s, supplier side %s", roleOf(t, b, txn), roleOf(t, s, txn))
 	}
-	out, err := s.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: sm, OfferID: o.Objects["offer"]})
+	out, err := s.Engine.AcceptOffer(ctx, s.Actor(), record.AcceptInput{MandateID: sm, OfferID: o.Objects["offer"]})
 	if err != nil || out.State != protocol.Committed {
 		t.Fatalf("the supplier's acceptance: %+v %v", out, err)
 	}
@@ -118,11 +118,11 @@ func TestSupplierCountersBuyerAccepts(t *testing.T) {
 	txn := first.TransactionID
 
 	// The buyer cannot turn itself into the supplier with its counter.
-	if _, err := b.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: bm, Counterparty: "org_delta", Terms: recordtest.Terms("3000.00"),
+	if _, err := b.Engine.ProposeOffer(ctx, b.Actor(), record.OfferInput{MandateID: bm, Counterparty: "org_delta", Terms: recordtest.Terms("3000.00"),
 		TransactionID: txn, SupersedesOfferID: first.Objects["offer"], ValidUntil: until, Role: protocol.Supplier}); !hasCode(err, reason.StreamMismatch) {
 		t.Fatalf("a counter-offer switching sides: %v", err)
 	}
-	counter, err := b.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: bm, Counterparty: "org_delta", Terms: recordtest.Terms("3000.00"),
+	counter, err := b.Engine.ProposeOffer(ctx, b.Actor(), record.OfferInput{MandateID: bm, Counterparty: "org_delta", Terms: recordtest.Terms("3000.00"),
 		TransactionID: txn, SupersedesOfferID: first.Objects["offer"], ValidUntil: until})
 	if err != nil || counter.Status != record.StatusDelivered {
 		t.Fatalf("the buyer's counter-offer: %+v %v", counter, err)
@@ -130,13 +130,13 @@ func TestSupplierCountersBuyerAccepts(t *testing.T) {
 	// A counter built by hand stating the other side: the supplier's own
 	// instance signs it, the buyer's refuses it unseen.
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
-		return s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: sm, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+		return s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: sm, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
 			TransactionID: txn, SupersedesOfferID: counter.Objects["offer"], ValidUntil: until})
 	})
 	forged := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any {
 		pol := ofType(t, objs, "policy_decision")
 		offer := ofType(t, objs, "offer")
-		m, err := s.Node.Org.AgentMandate(ctx, sm)
+		m, err := s.Node.Org.AgentMandate(ctx, s.Actor().AgentID(), sm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,13 +153,13 @@ func TestSupplierCountersBuyerAccepts(t *testing.T) {
 		return err
 	})
 
-	again, err := s.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: sm, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
+	again, err := s.Engine.ProposeOffer(ctx, s.Actor(), record.OfferInput{MandateID: sm, Counterparty: "org_northstar", Terms: recordtest.Terms("3200.00"),
 		TransactionID: txn, SupersedesOfferID: counter.Objects["offer"], ValidUntil: until})
 	if err != nil {
 		t.Fatalf("the supplier's second offer: %v", err)
 	}
 	apr := recordtest.Approve(t, b, again.Objects["offer"])
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: again.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: again.Objects["offer"], ApprovalID: apr})
 	if err != nil || out.State != protocol.Committed {
 		t.Fatalf("the buyer's acceptance: %+v %v", out, err)
 	}
@@ -187,12 +187,12 @@ func TestBuyerCounterAcceptedBySupplier(t *testing.T) {
 	bm := tradingMandate(t, b, "org_delta", []string{"offer.submit", "agreement.sign"}, nil)
 	sm := tradingMandate(t, s, "org_northstar", []string{"offer.accept", "agreement.sign"}, nil)
 	first := recordtest.Offer(t, s, "3600.00")
-	counter, err := b.Engine.ProposeOffer(ctx, record.OfferInput{MandateID: bm, Counterparty: "org_delta", Terms: recordtest.Terms("3000.00"),
+	counter, err := b.Engine.ProposeOffer(ctx, b.Actor(), record.OfferInput{MandateID: bm, Counterparty: "org_delta", Terms: recordtest.Terms("3000.00"),
 		TransactionID: first.TransactionID, SupersedesOfferID: first.Objects["offer"], ValidUntil: envelope.Timestamp(c.Now().Add(time.Hour))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: sm, OfferID: counter.Objects["offer"]})
+	out, err := s.Engine.AcceptOffer(ctx, s.Actor(), record.AcceptInput{MandateID: sm, OfferID: counter.Objects["offer"]})
 	if err != nil || out.State != protocol.Committed {
 		t.Fatalf("the supplier accepts the counter: %+v %v", out, err)
 	}

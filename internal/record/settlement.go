@@ -151,7 +151,7 @@ func instructionFingerprint(p map[string]any) string {
 
 // InstructSettlement instructs payment of an accepted obligation's
 // consideration on a rail (see the top of this file).
-func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outcome, error) {
+func (e *Engine) InstructSettlement(ctx context.Context, a Actor, in InstructInput) (Outcome, error) {
 	obl, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
 		return Outcome{}, err
@@ -181,7 +181,8 @@ func (e *Engine) InstructSettlement(ctx context.Context, in InstructInput) (Outc
 	}
 	var prior string
 	out, err := e.perform(ctx, actSpec{
-		name: protocol.ActSettlementInstruct, txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActSettlementInstruct, txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
 			if obl.PartyOrg("obligee") != cfg.OrganizationID {
@@ -655,11 +656,12 @@ func (e *Engine) auditBundleHash(ctx context.Context, txn string) (string, error
 
 // CompleteTransaction appends transaction.completed (settlement_pending →
 // completed) when the completion guard holds.
-func (e *Engine) CompleteTransaction(ctx context.Context, in CompleteInput) (Outcome, error) {
+func (e *Engine) CompleteTransaction(ctx context.Context, a Actor, in CompleteInput) (Outcome, error) {
 	var agr *Obj
 	var rcp string
 	return e.perform(ctx, actSpec{
-		name: protocol.ActTransactionComplete, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvTransactionCompleted, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActTransactionComplete, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvTransactionCompleted, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.SettlementPending {
 				return refusef(reason.StateTransitionDenied, "transaction.completed moves settlement_pending → completed; transaction %s is %s", in.TransactionID, st.t.State)

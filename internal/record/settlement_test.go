@@ -28,7 +28,7 @@ func accepted(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, ob
 	t.Helper()
 	b, s, c, txn, obl = committed(t)
 	assertPerformance(t, s, obl, "20")
-	out, err := b.Engine.Respond(context.Background(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"})
+	out, err := b.Engine.Respond(context.Background(), b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"})
 	if err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
@@ -37,7 +37,7 @@ func accepted(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn, ob
 
 func instruct(b *recordtest.Side, obl, key string) func() (record.Outcome, error) {
 	return func() (record.Outcome, error) {
-		return b.Engine.InstructSettlement(context.Background(), record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: key})
+		return b.Engine.InstructSettlement(context.Background(), b.Actor(), record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: key})
 	}
 }
 
@@ -69,7 +69,7 @@ func TestSettlementThroughCompletion(t *testing.T) {
 		t.Fatalf("the rail moved money %d times", n)
 	}
 	// The supplier closes the deal.
-	done, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+	done, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
 	if err != nil || done.State != "completed" || done.Status != record.StatusRecorded {
 		t.Fatalf("complete: %+v %v", done, err)
 	}
@@ -162,7 +162,7 @@ func TestSettlementIdempotency(t *testing.T) {
 	b, s, _, txn, obl := accepted(t)
 	part := func(key, amount string) func() (record.Outcome, error) {
 		return func() (record.Outcome, error) {
-			return b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
+			return b.Engine.InstructSettlement(ctx, b.Actor(), record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
 				IdempotencyKey: key, Amount: &record.Money{Currency: "EUR", Amount: amount}})
 		}
 	}
@@ -186,13 +186,13 @@ func TestSettlementIdempotency(t *testing.T) {
 	}
 	// The same key, other content.
 	refused(t, "the same key with another amount", b, s, txn, reason.SettlementIdempotencyConflict, func() error {
-		_, err := b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
+		_, err := b.Engine.InstructSettlement(ctx, b.Actor(), record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
 			IdempotencyKey: "pay-once-000001", Amount: &record.Money{Currency: "EUR", Amount: "100.00"}})
 		return err
 	})
 	// A new instruction, forged at the payee, reusing the key.
 	msg := recordtest.Capture(t, b, func() (record.Outcome, error) {
-		return b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
+		return b.Engine.InstructSettlement(ctx, b.Actor(), record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox",
 			IdempotencyKey: "pay-twice-00001", Amount: &record.Money{Currency: "EUR", Amount: "100.00"}})
 	})
 	forged := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any {
@@ -251,7 +251,7 @@ func TestReceiptIsEvidenceNotAuthority(t *testing.T) {
 	b, s, _, txn, obl := committed(t)
 	prf := assertPerformance(t, s, obl, "20")
 	// A partial acceptance: the remainder is pending.
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15",
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept", AcceptedQuantity: "15",
 		AssertionID: prf.Objects["performance_event"]}); err != nil {
 		t.Fatal(err)
 	}
@@ -266,13 +266,13 @@ func TestReceiptIsEvidenceNotAuthority(t *testing.T) {
 	}
 	// 2. It does not make the remainder accepted: completion is refused.
 	refused(t, "completion with the remainder pending", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
+		_, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn})
 		return err
 	})
 	// 3. The supplier can reach the same rail, and has no authority to pay
 	// (it is not the obligee, and its mandate lists no settlement.instruct).
 	refused(t, "an instruction by the payee", b, s, txn, reason.SettlementCustodyRefused, func() error {
-		_, err := s.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: s.Mandate, ObligationID: obl, Rail: "rail_test_sandbox"})
+		_, err := s.Engine.InstructSettlement(ctx, s.Actor(), record.InstructInput{MandateID: s.Mandate, ObligationID: obl, Rail: "rail_test_sandbox"})
 		return err
 	})
 }
@@ -294,13 +294,13 @@ func TestFailedReceiptThenSucceeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, "completion after a failed payment", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := b.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: b.Mandate, TransactionID: txn})
+		_, err := b.Engine.CompleteTransaction(ctx, b.Actor(), record.CompleteInput{MandateID: b.Mandate, TransactionID: txn})
 		return err
 	})
 	if _, err := instruct(b, obl, "pay-try-0000002")(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
+	if _, err := b.Engine.CompleteTransaction(ctx, b.Actor(), record.CompleteInput{MandateID: b.Mandate, TransactionID: txn}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := s.Engine.SettlementStatus(ctx, txn)
@@ -342,7 +342,7 @@ func TestPendingThenSucceeded(t *testing.T) {
 			t.Fatalf("%s after asking again: %+v", sd.Node.Org.Config().OrganizationID, st)
 		}
 	}
-	if _, err := s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil {
+	if _, err := s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil {
 		t.Fatal(err)
 	}
 	verifiesClean(t, b, txn)

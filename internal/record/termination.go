@@ -159,10 +159,11 @@ func isRecordSignature(o *Obj, org string) bool {
 // ProposeTermination signs the termination record of the transaction as
 // it stands and sends the signature to the counterparty, which agrees to
 // it with AgreeTermination.
-func (e *Engine) ProposeTermination(ctx context.Context, in TerminationInput) (Outcome, error) {
+func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in TerminationInput) (Outcome, error) {
 	var rec terminationRecord
 	return e.perform(ctx, actSpec{
-		name: protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if err := terminable(st); err != nil {
 				return err
@@ -244,10 +245,11 @@ func (e *Engine) receiveTerminationProposal(ctx context.Context, r *receipt) ([]
 // it stands: this organisation's signature over the same hash, and
 // termination.agreed (→ terminated), countersigned by the proposer; every
 // open obligation is released.
-func (e *Engine) AgreeTermination(ctx context.Context, in TerminationInput) (Outcome, error) {
+func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationInput) (Outcome, error) {
 	var rec terminationRecord
 	return e.perform(ctx, actSpec{
-		name: protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTerminationAgreed,
 		check: func(ctx context.Context, st *state) error {
 			if err := terminable(st); err != nil {

@@ -60,7 +60,7 @@ func TestObligationFallsDueAndOverdue(t *testing.T) {
 	b, s, c := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
 	at := c.Now().Add(time.Hour)
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn,
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn,
 		DueCondition: map[string]any{"type": "due_at_time", "at": envelope.Timestamp(at)}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestDueConditionsFromTheRecord(t *testing.T) {
 	b, s, c := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
 	committed := stateOf(t, b, txn).Events[1]
-	_, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: []record.DeliverableInput{
+	_, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn, Deliverables: []record.DeliverableInput{
 		{Quantity: "10", Consideration: &record.Money{Currency: "EUR", Amount: "1600.00"},
 			DueCondition: map[string]any{"type": "due_on_event", "act_ref": committed.ContentHash}},
 		{Quantity: "10", Consideration: &record.Money{Currency: "EUR", Amount: "1600.00"},
@@ -194,7 +194,7 @@ func TestUnreachableCounterpartyTold(t *testing.T) {
 	ab := listen(b)
 	b.Out.SetDown(true)
 	away := c.Now()
-	if out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != record.StatusPending {
+	if out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != record.StatusPending {
 		t.Fatalf("%+v %v", out, err)
 	}
 	v := stateOf(t, b, o.TransactionID)
@@ -249,7 +249,7 @@ func TestPeerBackWithinSeconds(t *testing.T) {
 	o := recordtest.Offer(t, s, "3200.00")
 	apr := recordtest.Approve(t, b, o.Objects["offer"])
 	b.Out.SetDown(true)
-	if out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != record.StatusPending {
+	if out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr}); err != nil || out.Status != record.StatusPending {
 		t.Fatalf("%+v %v", out, err)
 	}
 	probe := func() {

@@ -103,13 +103,14 @@ func (e *Engine) obligationTotal(ctx context.Context, obl *Obj) (any, error) {
 
 // WaiveObligation releases the obligor of an obligation this organisation
 // is owed (see the top of this file).
-func (e *Engine) WaiveObligation(ctx context.Context, in WaiveInput) (Outcome, error) {
+func (e *Engine) WaiveObligation(ctx context.Context, a Actor, in WaiveInput) (Outcome, error) {
 	obl, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
 		return Outcome{}, err
 	}
 	return e.perform(ctx, actSpec{
-		name: protocol.ActObligationWaive, txn: obl.Txn(), mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActObligationWaive, txn: obl.Txn(), mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.o.Config()
 			if obl.PartyOrg("obligee") != cfg.OrganizationID {

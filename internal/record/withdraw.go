@@ -33,14 +33,15 @@ type WithdrawInput struct {
 // offer it holds) and from then on refuses an acceptance of that offer,
 // as this instance refuses to countersign one. The withdrawal stands here
 // from the moment it is committed, whether or not the notice arrives.
-func (e *Engine) WithdrawOffer(ctx context.Context, in WithdrawInput) (Outcome, error) {
+func (e *Engine) WithdrawOffer(ctx context.Context, a Actor, in WithdrawInput) (Outcome, error) {
 	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
 	if !ok {
 		return Outcome{}, refusef(reason.OfferStale, "offer %s is not held here", in.OfferID)
 	}
 	txn := offer.Txn()
 	return e.perform(ctx, actSpec{
-		name: protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		actor: a,
+		name:  protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if offer.Org() != e.o.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)

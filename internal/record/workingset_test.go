@@ -38,7 +38,7 @@ func TestWorkingSetDoesNotGrowWithRounds(t *testing.T) {
 	assert := func() {
 		t.Helper()
 		round++
-		if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence(fmt.Sprintf("certificates, round %d", round))}); err != nil {
+		if _, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, Evidence: evidence(fmt.Sprintf("certificates, round %d", round))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,7 +46,7 @@ func TestWorkingSetDoesNotGrowWithRounds(t *testing.T) {
 		t.Helper()
 		for range n {
 			assert()
-			if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
+			if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func TestWorkingSetDoesNotGrowWithRounds(t *testing.T) {
 	}
 	rounds(2)
 	early := measure()
-	if _, err := b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "evidence_insufficient"}); err != nil {
 		t.Fatal(err)
 	}
 	rounds(20)
@@ -99,11 +99,11 @@ func TestWorkingSetHoldsOnlyTheTransactionsParties(t *testing.T) {
 		mu.Lock()
 		sizes = nil
 		mu.Unlock()
-		out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+		out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"], Evidence: evidence("certificates")}); err != nil {
+		if _, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: out.Objects["obligation"], Evidence: evidence("certificates")}); err != nil {
 			t.Fatal(err)
 		}
 		mu.Lock()

@@ -196,6 +196,20 @@ type Side struct {
 	Out     *Link
 }
 
+// Actor is the engine's Actor for the agent the side's mandate is issued
+// to: whom the side's acts are taken for.
+func (s *Side) Actor() record.Actor {
+	rec, err := s.Node.Org.Store.GetMandate(context.Background(), s.Mandate)
+	if err != nil {
+		panic(fmt.Sprintf("recordtest: the side's mandate %s: %v", s.Mandate, err))
+	}
+	a, err := s.Engine.Agent(rec.SubjectAgentID)
+	if err != nil {
+		panic(fmt.Sprintf("recordtest: the side's agent: %v", err))
+	}
+	return a
+}
+
 // Clock is the clock both instances read; tests move it.
 type Clock struct {
 	mu sync.Mutex
@@ -327,7 +341,7 @@ func (s *Side) Pending(t testing.TB) []store.OutboxMessage {
 // Offer has the supplier offer the walkthrough terms at amount.
 func Offer(t testing.TB, s *Side, amount string) record.Outcome {
 	t.Helper()
-	out, err := s.Engine.ProposeOffer(context.Background(), record.OfferInput{
+	out, err := s.Engine.ProposeOffer(context.Background(), s.Actor(), record.OfferInput{
 		MandateID: s.Mandate, Counterparty: "org_northstar", Terms: Terms(amount),
 		ValidUntil: envelope.Timestamp(time.Now().UTC().Add(24 * time.Hour)),
 	})
@@ -342,7 +356,7 @@ func Offer(t testing.TB, s *Side, amount string) record.Outcome {
 func Approve(t testing.TB, b *Side, offerID string) string {
 	t.Helper()
 	ctx := context.Background()
-	act, err := b.Engine.AcceptanceAct(ctx, b.Mandate, offerID)
+	act, err := b.Engine.AcceptanceAct(ctx, b.Actor(), b.Mandate, offerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +384,7 @@ func Form(t testing.TB, b, s *Side, amount string) string {
 		t.Fatalf("offer: %+v", o)
 	}
 	apr := Approve(t, b, o.Objects["offer"])
-	out, err := b.Engine.AcceptOffer(ctx, record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,23 +455,23 @@ func SameRecord(t testing.TB, b, s *Side, txn string, want int) []string {
 func Complete(t testing.TB, b, s *Side, txn string) {
 	t.Helper()
 	ctx := context.Background()
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn})
 	if err != nil || out.State != "in_performance" {
 		t.Fatalf("issue: %+v %v", out, err)
 	}
 	obl := out.Objects["obligation"]
 	claim := "calibration certificates, 20 transmitters"
-	if out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20",
+	if out, err = s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20",
 		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}}); err != nil || out.State != "acceptance_pending" {
 		t.Fatalf("assert: %+v %v", out, err)
 	}
-	if out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
+	if out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "accept"}); err != nil || out.State != "settlement_pending" {
 		t.Fatalf("accept: %+v %v", out, err)
 	}
-	if out, err = b.Engine.InstructSettlement(ctx, record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-" + txn}); err != nil {
+	if out, err = b.Engine.InstructSettlement(ctx, b.Actor(), record.InstructInput{MandateID: b.Mandate, ObligationID: obl, Rail: "rail_test_sandbox", IdempotencyKey: "pay-" + txn}); err != nil {
 		t.Fatalf("instruct: %+v %v", out, err)
 	}
-	if out, err = s.Engine.CompleteTransaction(ctx, record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
+	if out, err = s.Engine.CompleteTransaction(ctx, s.Actor(), record.CompleteInput{MandateID: s.Mandate, TransactionID: txn}); err != nil || out.State != "completed" {
 		t.Fatalf("complete: %+v %v", out, err)
 	}
 }
@@ -499,13 +513,13 @@ func Dispute(t testing.TB, b, s *Side, c *Clock, txn string) Disputed {
 		return m["id"].(string)
 	}
 	bm, sm := mandate(b, s.Node.Org.Config().OrganizationID), mandate(s, b.Node.Org.Config().OrganizationID)
-	out, err := b.Engine.IssueObligation(ctx, record.ObligationInput{MandateID: bm, TransactionID: txn})
+	out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: bm, TransactionID: txn})
 	if err != nil {
 		t.Fatalf("issue: %+v %v", out, err)
 	}
 	d.ObligationID = out.Objects["obligation"]
 	claim := "calibration certificates, 20 transmitters"
-	out, err = s.Engine.AssertPerformance(ctx, record.AssertInput{MandateID: sm, ObligationID: d.ObligationID, AssertedQuantity: "20",
+	out, err = s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: sm, ObligationID: d.ObligationID, AssertedQuantity: "20",
 		Evidence: []record.EvidenceInput{{EvidenceType: "third_party_certificate", Claim: claim, ArtifactHash: canonical.SHA256Hex([]byte(claim))}}})
 	if err != nil {
 		t.Fatalf("assert: %+v %v", out, err)
@@ -519,21 +533,21 @@ func Dispute(t testing.TB, b, s *Side, c *Clock, txn string) Disputed {
 		t.Fatal(err)
 	}
 	evd := eo["id"].(string)
-	if out, err = b.Engine.Respond(ctx, record.RespondInput{MandateID: bm, ObligationID: d.ObligationID, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
+	if out, err = b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: bm, ObligationID: d.ObligationID, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
 		t.Fatalf("reject: %+v %v", out, err)
 	}
 	d.Rejection = out.Objects["obligation_response"]
-	if out, err = s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "act", SubjectID: d.Rejection,
+	if out, err = s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "act", SubjectID: d.Rejection,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: []string{evd}, Description: "The certificate covers all twenty."}); err != nil {
 		t.Fatalf("raise: %+v %v", out, err)
 	}
 	d.ActDispute = out.Objects["dispute"]
-	if out, err = b.Engine.IssueDetermination(ctx, record.DeterminationInput{MandateID: bm, DisputeID: d.ActDispute, Effect: "presumptive",
+	if out, err = b.Engine.IssueDetermination(ctx, b.Actor(), record.DeterminationInput{MandateID: bm, DisputeID: d.ActDispute, Effect: "presumptive",
 		Finding: "The rejection is not supported by the certificate."}); err != nil {
 		t.Fatalf("determine: %+v %v", out, err)
 	}
 	d.Determination = out.Objects["determination"]
-	if out, err = s.Engine.RaiseDispute(ctx, record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "obligation_state", SubjectID: d.ObligationID,
+	if out, err = s.Engine.RaiseDispute(ctx, s.Actor(), record.DisputeInput{MandateID: sm, TransactionID: txn, SubjectType: "obligation_state", SubjectID: d.ObligationID,
 		Grounds: []string{"obligation_wrongly_rejected"}, EvidenceIDs: []string{evd}}); err != nil || out.State != "exception_open" {
 		t.Fatalf("raise over the obligation's state: %+v %v", out, err)
 	}
