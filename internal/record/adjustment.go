@@ -161,29 +161,27 @@ func isAdjustmentSignature(o *Obj, org string) bool {
 		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == ledger.AdjustmentClaim
 }
 
-// receiveAdjustment is the other party's side of either act: the sender's
+// adjustmentAct is the other party's side of either act (receiveObjects):
+// the sender's
 // signature over a settlement adjustment record this copy draws at the
 // signature's time, for an obligation the sender is a party to, and its
 // decision, checked like any act; then the verifier's rules (the ledger's
 // adjustment_signature among them) over the record with it.
-func (e *Engine) receiveAdjustment(ctx context.Context, r *receipt) ([][]byte, error) {
-	evd, pol := r.one(protocol.Evidence), r.one(protocol.PolicyDecision)
-	if !r.st.known {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
-	}
+func adjustmentAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
+	evd := r.one(protocol.Evidence)
 	if !isAdjustmentSignature(evd, r.from) {
-		return nil, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's own signature over a record", evd.ID(), r.from))
+		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's own signature over a record", evd.ID(), r.from))
 	}
 	if r.st.State() != protocol.SettlementPending {
-		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s: an obligation is settled short in settlement_pending", r.txn, r.st.t.State)
+		return objectAct{}, refusef(reason.StateTransitionDenied, "transaction %s is %s: an obligation is settled short in settlement_pending", r.txn, r.st.t.State)
 	}
 	at, err := envelope.ParseTimestamp(str(evd.m["created_at"]))
 	if err != nil {
-		return nil, refusef(reason.EvidenceHashMismatch, "adjustment signature %s is not dated", evd.ID())
+		return objectAct{}, refusef(reason.EvidenceHashMismatch, "adjustment signature %s is not dated", evd.ID())
 	}
 	l, err := e.ledgerAt(ctx, r.txn, at)
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	var obl string
 	var rec map[string]any
@@ -196,16 +194,11 @@ func (e *Engine) receiveAdjustment(ctx context.Context, r *receipt) ([][]byte, e
 		}
 	}
 	if obl == "" {
-		return nil, refusef(reason.EvidenceHashMismatch, "%s signs %s, which is no settlement adjustment record this copy draws at %s: the ledger moved, or the record is not one it draws; propose again",
+		return objectAct{}, refusef(reason.EvidenceHashMismatch, "%s signs %s, which is no settlement adjustment record this copy draws at %s: the ledger moved, or the record is not one it draws; propose again",
 			evd.ID(), evd.P("artifact_hash"), str(evd.m["created_at"]))
 	}
-	a := actDoc{name: protocol.ActSettlementAdjust, terms: map[string]any{"core": map[string]any{"total": rec["forgone"]}},
-		refs: map[string]any{"agreement_id": rec["agreement_id"], "obligation_id": obl}}
-	if err := e.checkDecision(ctx, r.from, evd, pol, a, r.txn, r.one(protocol.Approval), false); err != nil {
-		return nil, err
-	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
-		return nil, err
-	}
-	return e.storeObjectAct(ctx, r, "settlement adjustment signed by the counterparty", "adjustment_hash", evd.P("artifact_hash"))
+	return objectAct{over: evd,
+		doc: actDoc{name: protocol.ActSettlementAdjust, terms: map[string]any{"core": map[string]any{"total": rec["forgone"]}},
+			refs: map[string]any{"agreement_id": rec["agreement_id"], "obligation_id": obl}},
+		what: "settlement adjustment signed by the counterparty", key: "adjustment_hash", id: evd.P("artifact_hash")}, nil
 }

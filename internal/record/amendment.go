@@ -76,17 +76,6 @@ type AmendInput struct {
 	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
-func init() {
-	eventSpecs[protocol.EvAgreementAmended] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Acceptance: 1, protocol.Agreement: 1, protocol.Obligation: -1,
-			protocol.ObligationResponse: -1, protocol.PolicyDecision: -1},
-		check:  checkAmended,
-		cosign: cosignAmendment,
-		answer: amendmentAnswer,
-		settle: settleAmendment,
-	}
-}
-
 // amending reports whether an agreement may be amended in st's state.
 func amending(st *state) bool {
 	_, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, string(protocol.EvAgreementAmended))

@@ -35,10 +35,6 @@ type CancelInput struct {
 	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
-func init() {
-	eventSpecs[protocol.EvTransactionCancelled] = receiveSpec{check: checkCancelled}
-}
-
 // CancelTransaction appends transaction.cancelled (draft or
 // agreement_pending → cancelled).
 func (e *Engine) CancelTransaction(ctx context.Context, a Actor, in CancelInput) (Outcome, error) {

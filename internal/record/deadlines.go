@@ -52,10 +52,6 @@ const ExpiryGrace = 2 * authority.ClockSkew
 // DeadlineEvery is how often RunDeadlines looks.
 const DeadlineEvery = 2 * time.Second
 
-func init() {
-	eventSpecs[protocol.EvDeadlineElapsed] = receiveSpec{check: checkExpired}
-}
-
 // offerDeadline returns when an offer stops being acceptable: its
 // valid_until, or the time of the decision that withdrew it, if earlier.
 func (e *Engine) offerDeadline(ctx context.Context, offer *Obj) (time.Time, error) {

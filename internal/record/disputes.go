@@ -169,13 +169,6 @@ type StateResult struct {
 	State     string `json:"state" jsonschema:"A registered state of the machine it is in."`
 }
 
-func init() {
-	eventSpecs[protocol.EvExceptionOpened] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Exception: 1, protocol.Dispute: 1, protocol.Evidence: -1, protocol.PolicyDecision: 2},
-		check:   checkExceptionOpened,
-	}
-}
-
 // termsInForce are the terms an act about the transaction as a whole is
 // evaluated over: the agreement in force's, before one the latest
 // offer's; and the agreement's id ("" before one).
@@ -567,25 +560,22 @@ func (e *Engine) buildDispute(ctx context.Context, st *state, b *builder, subjec
 	return dsp, nil
 }
 
-// receiveDispute is the respondent's side of a dispute travelling on its
+// disputeAct (receiveObjects) is the respondent's side of a dispute travelling on its
 // own: checked as the raiser checked it, the raiser's decision re-evaluated
 // live, the verifier's rules over the record with it, then stored. An
 // obligation_state dispute (in exception_open) moves the obligation to
 // disputed; any other moves nothing.
-func (e *Engine) receiveDispute(ctx context.Context, r *receipt) ([][]byte, error) {
+func disputeAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 	dsp, pol := r.one(protocol.Dispute), r.one(protocol.PolicyDecision)
-	if !r.st.known {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
-	}
 	if pol == nil || len(r.objs) != 2+len(r.byType(protocol.Evidence))+len(r.byType(protocol.Approval)) || len(r.byType(protocol.Approval)) > 1 {
-		return nil, reason.Refuse("a dispute travels with its evidence and the raiser's decision, and nothing else")
+		return objectAct{}, reason.Refuse("a dispute travels with its evidence and the raiser's decision, and nothing else")
 	}
 	viaException, err := disputeRoute(r.st, dsp.P("subject_type"))
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	if viaException {
-		return nil, refusef(reason.StateTransitionDenied, "a dispute over an obligation's state in %s opens an exception: it travels with exception.opened", r.st.t.State)
+		return objectAct{}, refusef(reason.StateTransitionDenied, "a dispute over an obligation's state in %s opens an exception: it travels with exception.opened", r.st.t.State)
 	}
 	travelling := map[string]*Obj{}
 	for _, o := range r.byType(protocol.Evidence) {
@@ -593,42 +583,14 @@ func (e *Engine) receiveDispute(ctx context.Context, r *receipt) ([][]byte, erro
 	}
 	subject, err := e.checkDispute(ctx, r.st, dsp, r.from, travelling)
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	terms, refs, err := e.transactionAct(ctx, r.txn, "subject_id", subject.ID())
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
-	if err := e.checkDecision(ctx, r.from, dsp, pol, actDoc{name: protocol.ActDisputeRaise, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), false); err != nil {
-		return nil, err
-	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
-		return nil, err
-	}
-	return e.storeObjectAct(ctx, r, "dispute raised by the counterparty", "dispute_id", dsp.ID())
-}
-
-// storeObjectAct stores an act recorded by its objects alone, with what
-// it moves and the inbox row, and answers with nothing.
-func (e *Engine) storeObjectAct(ctx context.Context, r *receipt, what, key, id string) ([][]byte, error) {
-	e.point("receive.before-store")
-	err := e.update(ctx, r.txn, func(tx *store.Txn) error {
-		for _, o := range r.objs {
-			if err := putReceived(tx, o, r.from); err != nil {
-				return err
-			}
-		}
-		if err := e.applyObjects(tx, r.objs); err != nil {
-			return err
-		}
-		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now)
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.point("receive.after-store")
-	e.log.Info(what, "transaction_id", r.txn, key, id, "from", r.from)
-	return [][]byte{}, nil
+	return objectAct{over: dsp, doc: actDoc{name: protocol.ActDisputeRaise, terms: terms, refs: refs},
+		what: "dispute raised by the counterparty", key: "dispute_id", id: dsp.ID()}, nil
 }
 
 // chainHash is the hash of a chain of events: the SHA-256 of the RFC 8785
@@ -946,32 +908,24 @@ func (e *Engine) checkStateResult(ctx context.Context, st *state, det, subject *
 	return nil
 }
 
-// receiveDetermination is the raiser's side of a determination: checked
+// determinationAct (receiveObjects) is the raiser's side of a determination: checked
 // as the determiner checked it, its decision re-evaluated live, the
 // verifier's rules over the record with it, then stored; a binding
 // state_result moves the obligation it names.
-func (e *Engine) receiveDetermination(ctx context.Context, r *receipt) ([][]byte, error) {
+func determinationAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 	det, pol := r.one(protocol.Determination), r.one(protocol.PolicyDecision)
-	if !r.st.known {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
-	}
 	if pol == nil || len(r.objs) != 2+len(r.byType(protocol.Approval)) || len(r.byType(protocol.Approval)) > 1 {
-		return nil, reason.Refuse("a determination travels with the determiner's decision, and nothing else")
+		return objectAct{}, reason.Refuse("a determination travels with the determiner's decision, and nothing else")
 	}
 	if err := e.checkDetermination(ctx, r.st, det, r.from); err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	terms, refs, err := e.transactionAct(ctx, r.txn, "dispute_id", det.P("dispute_id"))
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
-	if err := e.checkDecision(ctx, r.from, det, pol, actDoc{name: protocol.ActDeterminationIssue, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), false); err != nil {
-		return nil, err
-	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
-		return nil, err
-	}
-	return e.storeObjectAct(ctx, r, "determination issued by the counterparty", "determination_id", det.ID())
+	return objectAct{over: det, doc: actDoc{name: protocol.ActDeterminationIssue, terms: terms, refs: refs},
+		what: "determination issued by the counterparty", key: "determination_id", id: det.ID()}, nil
 }
 
 // applyDisputeObjects moves what a dispute or a determination recorded by

@@ -97,18 +97,6 @@ type ExceptionActInput struct {
 	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
-func init() {
-	eventSpecs[protocol.EvRemediationAccepted] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Obligation: 1, protocol.Evidence: 1},
-		check:   checkRemediationAccepted,
-	}
-	eventSpecs[protocol.EvExceptionResolved] = receiveSpec{check: checkExceptionResolved}
-	eventSpecs[protocol.EvTransactionTerminated] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Evidence: 1},
-		check:   checkTransactionTerminated,
-	}
-}
-
 // exceptionPayload is an exception in party's form.
 func exceptionPayload(kind protocol.ExceptionType, obligation string, dispute, stl, adp any, refs []any) map[string]any {
 	return map[string]any{
@@ -543,39 +531,32 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 	})
 }
 
-// receiveRemediationProposal is the obligee's side of an offer to remedy:
+// remediationProposalAct is the obligee's side of an offer to remedy
+// (receiveObjects):
 // the obligor's signature over the remediation record of this copy as it
 // stands, and its decision, checked like any act.
-func (e *Engine) receiveRemediationProposal(ctx context.Context, r *receipt) ([][]byte, error) {
-	evd, pol := r.one(protocol.Evidence), r.one(protocol.PolicyDecision)
-	if !r.st.known {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
-	}
+func remediationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
+	evd := r.one(protocol.Evidence)
 	if !isRemediationSignature(evd, r.from) {
-		return nil, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a record", evd.ID(), r.from))
+		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a record", evd.ID(), r.from))
 	}
 	rec, err := e.remediationOf(ctx, r.st, str(evd.m["created_at"]))
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	if rec.obl.PartyOrg("obligor") != r.from {
-		return nil, refusef(reason.StateTransitionDenied, "only the obligor of %s offers to perform it again", rec.obl.ID())
+		return objectAct{}, refusef(reason.StateTransitionDenied, "only the obligor of %s offers to perform it again", rec.obl.ID())
 	}
 	if evd.P("artifact_hash") != rec.hash {
-		return nil, refusef(reason.StateTransitionDenied, "the remediation record %s is not this record's (%s): it follows event %d, performs %s again and falls due %s",
+		return objectAct{}, refusef(reason.StateTransitionDenied, "the remediation record %s is not this record's (%s): it follows event %d, performs %s again and falls due %s",
 			evd.P("artifact_hash"), rec.hash, r.st.t.HeadSequence, rec.obl.ID(), rec.due)
 	}
 	terms, refs, err := e.transactionAct(ctx, r.txn, "", "")
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
-	if err := e.checkDecision(ctx, r.from, evd, pol, actDoc{name: protocol.ActRemediationAccept, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), false); err != nil {
-		return nil, err
-	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
-		return nil, err
-	}
-	return e.storeObjectAct(ctx, r, "remediation offered by the counterparty", "remediation_hash", rec.hash)
+	return objectAct{over: evd, doc: actDoc{name: protocol.ActRemediationAccept, terms: terms, refs: refs},
+		what: "remediation offered by the counterparty", key: "remediation_hash", id: rec.hash}, nil
 }
 
 // remediationObligation is the obligation a remediation activates: the

@@ -65,20 +65,6 @@ type AcceptInput struct {
 	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
-func init() {
-	eventSpecs[protocol.EvAgreementDirect] = receiveSpec{
-		// Two decisions: the acceptance's, and the offeree's agreement.sign
-		// when it rides with the agreement (riderSign).
-		carries: map[protocol.ObjectType]int{protocol.Acceptance: 1, protocol.Agreement: 1, protocol.PolicyDecision: 2},
-		check:   checkAgreementDirect,
-		cosign:  cosignDirect,
-		answer:  directAnswer,
-	}
-	eventSpecs[protocol.EvAgreementCommitted] = receiveSpec{
-		check: checkAgreementCommitted,
-	}
-}
-
 // peerAgent returns the agent of org an offer is addressed to: want, when
 // a key record of org names it as the holder of one of its keys, else
 // org's primary agent, the one that published the record of its pinned
@@ -815,7 +801,7 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 		if ev2.Seq() != got.Seq()+1 || ev2.P("previous_event_hash") != got.Hash() {
 			return refusef(reason.EvidenceChainGap, "agreement.committed %s (position %d) does not extend agreement.direct %s", ev2.ID(), ev2.Seq(), got.ID())
 		}
-		return e.eventAllowed(ctx, r, ev2, eventSpecs[protocol.EvAgreementCommitted])
+		return e.eventAllowed(ctx, r, ev2, e.acts.byEvent[protocol.EvAgreementCommitted])
 	}
 	if err := concurrently(check, func() error {
 		return e.extend(ctx, st, append(append([]*Obj{got, agr}, supporting...), ev2))

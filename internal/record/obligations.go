@@ -219,23 +219,6 @@ type ResponseInput struct {
 	ReasonCode       protocol.RejectionReason `json:"reason_code,omitempty" jsonschema:"As above."`
 }
 
-func init() {
-	eventSpecs[protocol.EvObligationActivated] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Obligation: -1, protocol.PolicyDecision: -1},
-		check:   checkObligationActivated,
-	}
-	eventSpecs[protocol.EvPerformanceDeclared] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.PerformanceEvent: -1, protocol.Evidence: -1, protocol.PolicyDecision: -1},
-		check:   checkPerformanceDeclared,
-	}
-	response := receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.ObligationResponse: -1, protocol.Obligation: -1, protocol.PolicyDecision: -1},
-		check:   checkResponse,
-	}
-	eventSpecs[protocol.EvAcceptanceGranted] = response
-	eventSpecs[protocol.EvAcceptanceRejected] = response
-}
-
 // resolvePath reports whether a $.terms... path names a member of the
 // agreement's terms.
 func resolvePath(agr *Obj, path string) bool {

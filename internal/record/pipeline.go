@@ -684,7 +684,7 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 	// amendment's agreement) answers with it: checked here, stored with the
 	// event.
 	var also func(tx *store.Txn) error
-	if spec, ok := eventSpecs[ours.EventType()]; ok && spec.settle != nil {
+	if spec, ok := e.acts.event(ours.EventType()); ok && spec.settle != nil {
 		if also, err = spec.settle(ctx, e, m, objs, reply); err != nil {
 			return err
 		}

@@ -9,12 +9,10 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
-	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/store"
-	"github.com/partyd/party/internal/verify"
 )
 
 // receipt is one message being received: who sent it (the organisation
@@ -92,39 +90,6 @@ func (e *Engine) lookupWith(ctx context.Context, r *receipt) func(id string) map
 	}
 }
 
-// receiveSpec is the receiving side of one event type: what may travel
-// with it and the live checks only a running instance can make. Every
-// other rule is the verifier's (verify.Extend).
-type receiveSpec struct {
-	// carries bounds what travels beside the event: at most n objects of
-	// each listed type (-1: any number), and nothing else.
-	carries map[protocol.ObjectType]int
-	// check runs the live checks of the event type.
-	check func(ctx context.Context, e *Engine, r *receipt, ev *Obj) error
-	// uncached re-evaluates the actor's mandate with a status fetched at
-	// this moment, not from the cache (an irreversible act).
-	uncached bool
-	// cosign, when set, is the countersigner's own part of an act whose
-	// objects both parties sign (an amendment's agreement): run after every
-	// check passed, it returns the objects of the message this instance
-	// signs too (stored and answered in place of the received bytes) and
-	// its own new objects (its decision), stored and answered with the
-	// countersigned event. An event among its own objects is this
-	// instance's next event, appended pending after the countersigned one
-	// (agreement.committed in the answer to agreement.direct).
-	cosign func(ctx context.Context, e *Engine, r *receipt, ev *Obj) (signed, own []*Obj, err error)
-	// answer rebuilds what cosign answered, for the same event asked for
-	// again.
-	answer func(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte, error)
-	// settle, on the appending side, checks the objects cosign answered
-	// with and returns how to store them with the countersigned event.
-	settle func(ctx context.Context, e *Engine, m store.OutboxMessage, objs []*Obj, reply [][]byte) (func(tx *store.Txn) error, error)
-}
-
-// eventSpecs are the events this instance countersigns, registered by the
-// files of their acts.
-var eventSpecs = map[protocol.EventType]receiveSpec{}
-
 // lockWait bounds how long a received message waits for an act of this
 // instance on the same transaction; longer, and the sender is told to try
 // again, so that two instances acting on one transaction at once never
@@ -196,40 +161,17 @@ func (e *Engine) receive(ctx context.Context, from, txn string, raw [][]byte) ([
 		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", txn, st.t.Counterparty, from)
 	}
 	events := r.byType(protocol.TransactionEvent)
-	// An act held for approval travels with the approval that released it;
-	// acts recorded by their objects alone (an offer, a withdrawal, a
-	// waiver, a termination proposal) are told apart by their other
-	// objects.
-	approvals := len(r.byType(protocol.Approval))
-	n := len(r.objs) - approvals
-	switch {
-	case len(events) > 0:
+	if len(events) > 0 {
 		if len(events) != 1 || r.objs[len(r.objs)-1] != events[0] {
 			return nil, reason.Refuse("a message carries one event, last")
 		}
 		return e.receiveEvent(ctx, r)
-	case approvals <= 1 && n == 2 && r.one(protocol.Offer) != nil && r.one(protocol.PolicyDecision) != nil:
-		return e.receiveOffer(ctx, r)
-	case approvals <= 1 && n == 1 && r.one(protocol.PolicyDecision) != nil:
-		return e.receiveWithdrawal(ctx, r)
-	case approvals <= 1 && n == 2 && r.one(protocol.ObligationResponse) != nil && r.one(protocol.PolicyDecision) != nil:
-		return e.receiveWaiver(ctx, r)
-	case r.one(protocol.Dispute) != nil:
-		return e.receiveDispute(ctx, r)
-	case r.one(protocol.Determination) != nil:
-		return e.receiveDetermination(ctx, r)
-	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil &&
-		r.one(protocol.Evidence).P("claim") == verify.RemediationSignatureClaim:
-		return e.receiveRemediationProposal(ctx, r)
-	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil &&
-		r.one(protocol.Evidence).P("claim") == ledger.AdjustmentClaim:
-		return e.receiveAdjustment(ctx, r)
-	case approvals <= 1 && n == 2 && r.one(protocol.Evidence) != nil && r.one(protocol.PolicyDecision) != nil:
-		return e.receiveTerminationProposal(ctx, r)
-	case len(r.objs) == 1 && r.one(protocol.Agreement) != nil:
-		return e.receiveAgreement(ctx, r)
-	case len(r.objs) == 1 && r.one(protocol.AdapterReceipt) != nil:
-		return e.receiveReceipt(ctx, r)
+	}
+	if line := e.acts.message(r); line != nil {
+		if line.objects != nil {
+			return e.receiveObjects(ctx, r, line)
+		}
+		return line.receive(e, ctx, r)
 	}
 	return nil, reason.Refuse("the message is not one this instance understands: an offer with its decision, a withdrawal, a waiver, a termination proposal, " +
 		"a dispute, a determination, an offer to remedy, a settlement adjustment signature, an agreement to sign, an adapter receipt, or an event with its objects")
@@ -263,7 +205,7 @@ func (e *Engine) Reply(ctx context.Context, from, key string) ([][]byte, error) 
 func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error) {
 	ev := r.objs[len(r.objs)-1]
 	support := r.objs[:len(r.objs)-1]
-	spec, ok := eventSpecs[ev.EventType()]
+	spec, ok := e.acts.event(ev.EventType())
 	if !ok {
 		return nil, refusef(reason.StateTransitionDenied, "event type %s is not one this instance countersigns", ev.EventType())
 	}
@@ -392,7 +334,7 @@ func (e *Engine) eventSigned(ctx context.Context, r *receipt, ev *Obj) error {
 // over the extended record (extend) follow. Every event this instance
 // countersigns passes here: one it receives (receiveEvent) and one that
 // comes in an answer (the offeror's agreement.committed, settleDirect).
-func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Obj, spec receiveSpec) error {
+func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Obj, spec *actLine) error {
 	support := r.objs[:len(r.objs)-1]
 	// The live form of the transition rule (pilot state machine §5: a move
 	// the table does not allow from this copy's state is
@@ -603,7 +545,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 				return nil, err, true
 			}
 			out := [][]byte{held}
-			if spec, ok := eventSpecs[ev.EventType()]; ok && spec.answer != nil {
+			if spec, ok := e.acts.event(ev.EventType()); ok && spec.answer != nil {
 				more, err := spec.answer(ctx, e, r.txn, ev)
 				if err != nil {
 					return nil, err, true

@@ -44,8 +44,11 @@
 // (the own evaluator, with the approval the agent presents), build, and
 // commit the act's objects, its pending event and its outbox message in
 // one database transaction; then deliver, and settle the reply in one more.
-// The receiving side mirrors it (receiveSpec): decode, gate, lock, check,
-// re-evaluate, extend, countersign, commit with the inbox row.
+// The receiving side mirrors it: decode, gate, lock, recognise the message
+// by the act table (actTable, one line per message an act travels in),
+// check, re-evaluate, extend, countersign, commit with the inbox row
+// (receiveEvent for an event, receiveObjects for an act recorded by its
+// objects alone).
 //
 // # Delivery and crashes
 //
@@ -153,7 +156,9 @@ type MandateFetcher interface {
 
 // Engine is one organisation's side of every transaction it takes part in.
 type Engine struct {
-	o     *org.Org
+	o *org.Org
+	// acts is the act table (actTable), indexed.
+	acts  acts
 	out   *delivery.Outbox
 	fetch MandateFetcher
 	rails *rails.Registry
@@ -270,7 +275,7 @@ func New(o *org.Org, opt Options) *Engine {
 	if oo.Logger == nil {
 		oo.Logger = o.Log
 	}
-	e := &Engine{o: o, fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1),
+	e := &Engine{o: o, acts: indexActs(actTable()), fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1),
 		confirmEvery: opt.ConfirmEvery, meter: opt.Meter}
 	if e.confirmEvery <= 0 {
 		e.confirmEvery = DefaultConfirmEvery

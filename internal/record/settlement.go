@@ -127,15 +127,6 @@ type CompleteInput struct {
 	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
-func init() {
-	eventSpecs[protocol.EvSettlementInstructed] = receiveSpec{
-		carries:  map[protocol.ObjectType]int{protocol.Settlement: 1},
-		check:    checkInstructed,
-		uncached: true,
-	}
-	eventSpecs[protocol.EvTransactionCompleted] = receiveSpec{check: checkCompleted}
-}
-
 // conditionRef is the condition an instruction's trigger names: the
 // balance of the commitment falls due on acceptance.
 func conditionRef(obl *Obj) string { return obl.P("commitment_id") + "#balance_on_acceptance" }

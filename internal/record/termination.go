@@ -67,13 +67,6 @@ type TerminationInput struct {
 	ApprovalID string `json:"approval_id,omitempty" jsonschema:"Approval (apr_...) if held."`
 }
 
-func init() {
-	eventSpecs[protocol.EvTerminationAgreed] = receiveSpec{
-		carries: map[protocol.ObjectType]int{protocol.Evidence: 1},
-		check:   checkTerminationAgreed,
-	}
-}
-
 // terminationRecord is a transaction's termination record as this copy
 // holds it now: the record, its hash, the agreement in force.
 type terminationRecord struct {
@@ -195,50 +188,28 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 	})
 }
 
-// receiveTerminationProposal is the other party's side of a proposal: the
-// proposer's signature over the termination record, which must be the
+// terminationProposalAct is the other party's side of a proposal
+// (receiveObjects): the proposer's signature over the termination record, which must be the
 // record of this copy as it stands, and its decision, checked like any act.
-func (e *Engine) receiveTerminationProposal(ctx context.Context, r *receipt) ([][]byte, error) {
-	evd, pol := r.one(protocol.Evidence), r.one(protocol.PolicyDecision)
-	if !r.st.known {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
-	}
+func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
+	evd := r.one(protocol.Evidence)
 	if !isRecordSignature(evd, r.from) {
-		return nil, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a termination record", evd.ID(), r.from))
+		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a termination record", evd.ID(), r.from))
 	}
 	if err := terminable(r.st); err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	rec, err := e.terminationRecordOf(ctx, r.st)
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	if evd.P("artifact_hash") != rec.hash {
-		return nil, refusef(reason.StateTransitionDenied, "the proposed termination record %s is not this record's (%s): it must follow event %d and name the disposition of every open obligation (%v)",
+		return objectAct{}, refusef(reason.StateTransitionDenied, "the proposed termination record %s is not this record's (%s): it must follow event %d and name the disposition of every open obligation (%v)",
 			evd.P("artifact_hash"), rec.hash, r.st.t.HeadSequence, rec.open)
 	}
-	a := actDoc{name: protocol.ActTerminationAgree, terms: rec.agreement.Terms(), refs: map[string]any{"agreement_id": rec.agreement.ID()}}
-	if err := e.checkDecision(ctx, r.from, evd, pol, a, r.txn, r.one(protocol.Approval), false); err != nil {
-		return nil, err
-	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
-		return nil, err
-	}
-	e.point("receive.before-store")
-	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
-		for _, o := range r.objs {
-			if err := putReceived(tx, o, r.from); err != nil {
-				return err
-			}
-		}
-		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now)
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.point("receive.after-store")
-	e.log.Info("termination proposed by the counterparty", "transaction_id", r.txn, "termination_record_hash", rec.hash, "from", r.from)
-	return [][]byte{}, nil
+	return objectAct{over: evd,
+		doc:  actDoc{name: protocol.ActTerminationAgree, terms: rec.agreement.Terms(), refs: map[string]any{"agreement_id": rec.agreement.ID()}},
+		what: "termination proposed by the counterparty", key: "termination_record_hash", id: rec.hash}, nil
 }
 
 // AgreeTermination agrees to the counterparty's proposal for the record as

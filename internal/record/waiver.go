@@ -46,7 +46,6 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
-	"github.com/partyd/party/internal/store"
 )
 
 // WaiveInput names the obligation the obligee releases.
@@ -155,56 +154,31 @@ func (e *Engine) waiverUnderway(ctx context.Context, obl *Obj) error {
 	return nil
 }
 
-// receiveWaiver is the obligor's side of a waiver: the obligee's response
-// and decision, checked like any act of the obligee's.
-func (e *Engine) receiveWaiver(ctx context.Context, r *receipt) ([][]byte, error) {
-	obr, pol := r.one(protocol.ObligationResponse), r.one(protocol.PolicyDecision)
-	if !r.st.known {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
-	}
+// waiverAct is the obligor's side of a waiver (receiveObjects): the
+// obligee's response and decision, checked like any act of the obligee's.
+func waiverAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
+	obr := r.one(protocol.ObligationResponse)
 	if obr.P("response_type") != "waive" {
-		return nil, reason.Refuse(fmt.Sprintf("a %s response travels with the event that records it, not on its own", obr.P("response_type")))
+		return objectAct{}, reason.Refuse(fmt.Sprintf("a %s response travels with the event that records it, not on its own", obr.P("response_type")))
 	}
 	obl, ok := e.getTyped(ctx, obr.P("obligation_id"), protocol.Obligation)
 	if !ok || obl.Txn() != r.txn {
-		return nil, refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.P("obligation_id"))
+		return objectAct{}, refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.P("obligation_id"))
 	}
 	if obl.PartyOrg("obligee") != r.from || str(obl.PSub("obligee")["agent_id"]) != obr.Agent() {
-		return nil, refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
+		return objectAct{}, refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 	}
 	os, err := e.obligationState(ctx, obl.ID())
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	if err := waivable(r.st.State(), obl.ID(), os); err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	terms, refs, err := e.waiverAct(ctx, obl)
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
-	if err := e.checkDecision(ctx, r.from, obr, pol, actDoc{name: protocol.ActObligationWaive, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), false); err != nil {
-		return nil, err
-	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
-		return nil, err
-	}
-	e.point("receive.before-store")
-	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
-		for _, o := range r.objs {
-			if err := putReceived(tx, o, r.from); err != nil {
-				return err
-			}
-		}
-		if err := e.applyObjects(tx, []*Obj{obr}); err != nil {
-			return err
-		}
-		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now)
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.point("receive.after-store")
-	e.log.Info("obligation waived by its obligee", "transaction_id", r.txn, "obligation_id", obl.ID(), "from", r.from)
-	return [][]byte{}, nil
+	return objectAct{over: obr, doc: actDoc{name: protocol.ActObligationWaive, terms: terms, refs: refs},
+		what: "obligation waived by its obligee", key: "obligation_id", id: obl.ID()}, nil
 }

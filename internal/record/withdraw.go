@@ -69,49 +69,27 @@ func (e *Engine) WithdrawOffer(ctx context.Context, a Actor, in WithdrawInput) (
 	})
 }
 
-// receiveWithdrawal is the offeree's side: the offeror's decision to
-// withdraw the session's latest offer, checked like any act of the
-// offeror's.
-func (e *Engine) receiveWithdrawal(ctx context.Context, r *receipt) ([][]byte, error) {
+// withdrawalAct is the offeree's side (receiveObjects): the offeror's
+// decision to withdraw the session's latest offer, checked like any act of
+// the offeror's.
+func withdrawalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 	pol := r.one(protocol.PolicyDecision)
-	if !r.st.known {
-		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
-	}
 	last, err := e.withdrawable(ctx, r.st)
 	if err != nil {
-		return nil, err
+		return objectAct{}, err
 	}
 	if last == nil {
-		return nil, refusef(reason.OfferStale, "transaction %s holds no offer", r.txn)
+		return objectAct{}, refusef(reason.OfferStale, "transaction %s holds no offer", r.txn)
 	}
 	if last.Org() != r.from {
-		return nil, refusef(reason.OfferStale, "the session's latest offer is not %s's", r.from)
+		return objectAct{}, refusef(reason.OfferStale, "the session's latest offer is not %s's", r.from)
 	}
-	a := actDoc{name: protocol.ActOfferWithdraw, terms: last.Terms(), refs: map[string]any{"offer_id": last.ID()}}
-	if err := e.checkDecision(ctx, r.from, pol, pol, a, r.txn, r.one(protocol.Approval), false); err != nil {
-		return nil, err
-	}
-	if err := e.extend(ctx, r.st, r.objs); err != nil {
-		return nil, err
-	}
-	e.point("receive.before-store")
-	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
-		for _, o := range r.objs {
-			if err := putReceived(tx, o, r.from); err != nil {
-				return err
-			}
-		}
-		if err := tx.Withdraw(last.ID(), r.txn, pol.ID()); err != nil {
-			return err
-		}
-		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now)
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.point("receive.after-store")
-	e.log.Info("offer withdrawn by its offeror", "transaction_id", r.txn, "offer_id", last.ID(), "from", r.from)
-	return [][]byte{}, nil
+	return objectAct{
+		over: pol,
+		doc:  actDoc{name: protocol.ActOfferWithdraw, terms: last.Terms(), refs: map[string]any{"offer_id": last.ID()}},
+		inTx: func(tx *store.Txn) error { return tx.Withdraw(last.ID(), r.txn, pol.ID()) },
+		what: "offer withdrawn by its offeror", key: "offer_id", id: last.ID(),
+	}, nil
 }
 
 // withdrawable returns the session's latest offer when it may still be

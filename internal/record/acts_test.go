@@ -1,0 +1,98 @@
+package record
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/verify"
+)
+
+// TestActTableRecognisesOnce: no two lines of the act table recognise one
+// message, so the order of the lines decides nothing. Every message of up
+// to four objects drawn from the kinds a message without an event may
+// carry (with an evidence of each claim) is tried; the shapes the table
+// names each find their line.
+func TestActTableRecognisesOnce(t *testing.T) {
+	t.Parallel()
+	a := indexActs(actTable())
+	type kind struct {
+		t     protocol.ObjectType
+		claim string
+	}
+	kinds := []kind{
+		{t: protocol.Offer}, {t: protocol.PolicyDecision}, {t: protocol.ObligationResponse},
+		{t: protocol.Dispute}, {t: protocol.Determination}, {t: protocol.Agreement},
+		{t: protocol.AdapterReceipt}, {t: protocol.Approval},
+		{t: protocol.Evidence, claim: verify.RemediationSignatureClaim},
+		{t: protocol.Evidence, claim: ledger.AdjustmentClaim},
+		{t: protocol.Evidence, claim: "termination"},
+	}
+	obj := func(k kind) *Obj {
+		return &Obj{m: map[string]any{"object_type": string(k.t), "payload": map[string]any{"claim": k.claim}}}
+	}
+	recognised := map[string]protocol.Act{}
+	var try func(start int, msg []kind)
+	try = func(start int, msg []kind) {
+		if len(msg) > 0 {
+			r := &receipt{}
+			for _, k := range msg {
+				r.objs = append(r.objs, obj(k))
+			}
+			approvals := len(r.byType(protocol.Approval))
+			var lines []*actLine
+			for _, l := range a.messages {
+				if l.recognise(r, len(r.objs)-approvals, approvals) {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 1 {
+				t.Errorf("%v is recognised by %d lines (%q and %q)", msg, len(lines), lines[0].act, lines[1].act)
+			}
+			if len(lines) == 1 {
+				recognised[fmt.Sprint(msg)] = lines[0].act
+			}
+		}
+		if len(msg) == 4 {
+			return
+		}
+		for i := start; i < len(kinds); i++ {
+			try(i, append(append([]kind{}, msg...), kinds[i]))
+		}
+	}
+	try(0, nil)
+	for shape, want := range map[string]protocol.Act{
+		fmt.Sprint([]kind{{t: protocol.Offer}, {t: protocol.PolicyDecision}}):                                             protocol.ActOfferSubmit,
+		fmt.Sprint([]kind{{t: protocol.PolicyDecision}}):                                                                  protocol.ActOfferWithdraw,
+		fmt.Sprint([]kind{{t: protocol.PolicyDecision}, {t: protocol.ObligationResponse}}):                                protocol.ActObligationWaive,
+		fmt.Sprint([]kind{{t: protocol.PolicyDecision}, {t: protocol.Dispute}, {t: protocol.Determination}}):              protocol.ActDisputeRaise,
+		fmt.Sprint([]kind{{t: protocol.PolicyDecision}, {t: protocol.Determination}}):                                     protocol.ActDeterminationIssue,
+		fmt.Sprint([]kind{{t: protocol.PolicyDecision}, {t: protocol.Evidence, claim: ledger.AdjustmentClaim}}):           protocol.ActSettlementAdjust,
+		fmt.Sprint([]kind{{t: protocol.PolicyDecision}, {t: protocol.Evidence, claim: "termination"}}):                    protocol.ActTerminationAgree,
+		fmt.Sprint([]kind{{t: protocol.Agreement}}):                                                                       protocol.ActAgreementSign,
+		fmt.Sprint([]kind{{t: protocol.PolicyDecision}, {t: protocol.Evidence, claim: verify.RemediationSignatureClaim}}): protocol.ActRemediationAccept,
+	} {
+		if got, ok := recognised[shape]; !ok || got != want {
+			t.Errorf("%s: recognised as %q (%v), want %q", shape, got, ok, want)
+		}
+	}
+}
+
+// TestActTableLines: every event the transition rules name for the
+// bilateral aggregate has exactly one line, and every line is complete.
+func TestActTableLines(t *testing.T) {
+	t.Parallel()
+	a := indexActs(actTable()) // panics on a line that is neither
+	for _, ev := range []protocol.EventType{
+		protocol.EvAgreementDirect, protocol.EvAgreementCommitted, protocol.EvAgreementAmended, protocol.EvObligationActivated,
+		protocol.EvPerformanceDeclared, protocol.EvAcceptanceGranted, protocol.EvAcceptanceRejected, protocol.EvSettlementInstructed,
+		protocol.EvTransactionCompleted, protocol.EvTransactionCancelled, protocol.EvTerminationAgreed, protocol.EvExceptionOpened,
+		protocol.EvRemediationAccepted, protocol.EvExceptionResolved, protocol.EvTransactionTerminated, protocol.EvDeadlineElapsed,
+	} {
+		l, ok := a.event(ev)
+		if !ok || l.check == nil {
+			t.Errorf("event %s: no line with its live checks", ev)
+		}
+	}
+}
