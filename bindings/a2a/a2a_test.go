@@ -39,8 +39,8 @@ func TestExchangeDeliversExactBytes(t *testing.T) {
 	replyObj := evidence(t, b.node, txn, 100, nil)
 	b.app.reply = func([][]byte) ([][]byte, error) { return [][]byte{replyObj}, nil }
 
-	rctx, rv := delivery.WithReplyValues(ctx)
-	reply, err := a.client.Deliver(rctx, b.node.Org, txn, [][]byte{obj})
+	msg, err := a.client.Deliver(ctx, b.node.Org, txn, [][]byte{obj})
+	reply := msg.Objects
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestExchangeDeliversExactBytes(t *testing.T) {
 	for what, c := range map[string]struct {
 		values []map[string]any
 		raw    []byte
-	}{"received": {got[0].decoded, obj}, "reply": {[]map[string]any{rv.Of(replyObj)}, replyObj}} {
+	}{"received": {got[0].decoded, obj}, "reply": {[]map[string]any{msg.Value(0)}, replyObj}} {
 		want, err := canonical.DecodeObject(c.raw)
 		if err != nil || len(c.values) != 1 || !reflect.DeepEqual(c.values[0], want) {
 			t.Fatalf("%s: handed on %v (%v)", what, c.values, err)
@@ -72,8 +72,8 @@ func TestExchangeDeliversExactBytes(t *testing.T) {
 	// A message of several objects, and one with no reply objects.
 	b.app.reply = nil
 	second := evidence(t, a.node, txn, 200, nil)
-	reply, err = a.client.Deliver(ctx, b.node.Org, txn, [][]byte{second, obj})
-	if err != nil || len(reply) != 0 {
+	msg, err = a.client.Deliver(ctx, b.node.Org, txn, [][]byte{second, obj})
+	if reply = msg.Objects; err != nil || len(reply) != 0 {
 		t.Fatalf("%d reply objects, %v", len(reply), err)
 	}
 	got = b.app.calls()
@@ -471,11 +471,11 @@ type dropFirstReply struct {
 	dropped bool
 }
 
-func (d *dropFirstReply) Deliver(ctx context.Context, peer, tx string, objects [][]byte) ([][]byte, error) {
+func (d *dropFirstReply) Deliver(ctx context.Context, peer, tx string, objects [][]byte) (delivery.Message, error) {
 	reply, err := d.next.Deliver(ctx, peer, tx, objects)
 	if err == nil && !d.dropped {
 		d.dropped = true
-		return nil, delivery.ErrUnavailable
+		return delivery.Message{}, delivery.ErrUnavailable
 	}
 	return reply, err
 }
@@ -502,7 +502,8 @@ func newForward(st *store.Store, t delivery.Transport, opt delivery.OutboxOption
 func (f *forward) Attempt(ctx context.Context, m store.OutboxMessage) { f.attempt(ctx, m) }
 
 func (f *forward) attempt(ctx context.Context, m store.OutboxMessage) error {
-	reply, err := f.ob.Send(ctx, m)
+	msg, err := f.ob.Send(ctx, m)
+	reply := msg.Objects
 	switch {
 	case err == nil:
 		if err := f.st.Update(ctx, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {

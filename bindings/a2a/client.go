@@ -71,10 +71,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // first (nothing is sent if it fails), then message/send with the
 // extension activated, then the echo and the reply are checked. The reply
 // objects are returned as received, after delivery.CheckMessage.
-func (c *Client) Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) ([][]byte, error) {
+func (c *Client) Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) (delivery.Message, error) {
 	hc, info, err := c.cfg.Clients.For(peer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
+		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
 	log := c.log.With("peer", peer, "transaction_id", transactionID)
 	checkKey := peer + "\x00" + info.AgentCardURL
@@ -83,7 +83,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	})
 	if err != nil {
 		log.Warn("capability check failed; nothing was sent", "code", reason.ExtensionUnsupported, "detail", err)
-		return nil, err
+		return delivery.Message{}, err
 	}
 
 	// message/send as a2a-go's JSON-RPC client sends it, written and its
@@ -97,7 +97,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	var sendErr error
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, exchangeKey{}, ex), http.MethodPost, endpoint, bytes.NewReader(encodeSend(transactionID, objects)))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
+		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if resp, err := activated.Do(req); err != nil {
@@ -116,9 +116,9 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 			log.Warn("the peer's reply is malformed", "error", err)
 			var refusal *reason.Refusal
 			if errors.As(err, &refusal) {
-				return nil, err
+				return delivery.Message{}, err
 			}
-			return nil, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
+			return delivery.Message{}, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
 		}
 	}
 
@@ -129,35 +129,30 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	// §2.3: silence is not acceptance); the error the peer sent; the
 	// reply.
 	if !ex.responded {
-		return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable, sendErr)
+		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrUnavailable, sendErr)
 	}
 	if ex.status != http.StatusOK || ex.tooBig {
 		err := ex.failure()
 		log.Info("the peer turned the request away", "error", err)
-		return nil, err
+		return delivery.Message{}, err
 	}
 	if !ex.echoed {
 		c.checks.Forget(checkKey)
 		err := delivery.Unsupported(fmt.Sprintf("%s answered HTTP %d without echoing the activation of %s", peer, ex.status, delivery.ExtensionURI))
 		log.Warn("the peer did not activate the extension", "code", reason.ExtensionUnsupported, "detail", err)
-		return nil, err
+		return delivery.Message{}, err
 	}
 	if err := ex.failure(); err != nil {
 		log.Info("the peer refused the message", "error", err)
-		return nil, err
+		return delivery.Message{}, err
 	}
 	if sendErr != nil {
-		return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable, sendErr)
+		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrUnavailable, sendErr)
 	}
 	if len(reply) == 0 {
-		return [][]byte{}, nil
+		return delivery.Raw([][]byte{}), nil
 	}
-	decoded, err := delivery.CheckMessageDecoded(transactionID, reply)
-	if err != nil {
-		return nil, err
-	}
-	delivery.HandReply(ctx, reply, decoded)
-	return reply, nil
+	return delivery.Check(transactionID, reply)
 }
 
 // readReply returns the objects of a reply and checks them as received.

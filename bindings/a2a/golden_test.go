@@ -82,7 +82,8 @@ func TestWireGolden(t *testing.T) {
 	replyObj := goldenObject(t, b.node, "evd_0000000000000000000000b1", "Receipt of the certificate")
 	b.app.reply = func([][]byte) ([][]byte, error) { return [][]byte{replyObj}, nil }
 
-	reply, err := a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{obj})
+	msg, err := a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{obj})
+	reply := msg.Objects
 	if err != nil {
 		t.Fatal(err)
 	}

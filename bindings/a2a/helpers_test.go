@@ -35,15 +35,16 @@ type recorder struct {
 type received struct {
 	from, txn string
 	objects   [][]byte
-	// decoded is what the carrier handed on with them (delivery.Decoded).
+	// decoded is what the carrier handed on with them (Message.Value).
 	decoded []map[string]any
 }
 
-func (r *recorder) Receive(ctx context.Context, from, txn string, objects [][]byte) ([][]byte, error) {
+func (r *recorder) Receive(ctx context.Context, from, txn string, msg delivery.Message) ([][]byte, error) {
 	r.mu.Lock()
+	objects := msg.Objects
 	var decoded []map[string]any
-	for i, b := range objects {
-		decoded = append(decoded, delivery.Decoded(ctx, i, b))
+	for i := range objects {
+		decoded = append(decoded, msg.Value(i))
 	}
 	r.got = append(r.got, received{from, txn, objects, decoded})
 	reply := r.reply

@@ -357,10 +357,10 @@ func (h *requestHandler) OnSendMessage(ctx context.Context, params *a2a.MessageS
 // one pass (serveSend).
 func (s *Server) take(ctx context.Context, from, messageID, txn string, objects [][]byte) ([][]byte, error) {
 	log := s.log.With("from", from, "message_id", messageID)
-	decoded, err := delivery.CheckMessageDecoded(txn, objects)
+	msg, err := delivery.Check(txn, objects)
 	if err == nil {
 		var reply [][]byte
-		reply, err = s.cfg.Receiver.Receive(delivery.WithChecked(ctx, objects, decoded), from, txn, objects)
+		reply, err = s.cfg.Receiver.Receive(ctx, from, txn, msg)
 		if err == nil {
 			log.Info("received A202 objects", "transaction_id", txn, "objects", len(objects), "reply_objects", len(reply))
 			return reply, nil

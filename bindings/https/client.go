@@ -103,10 +103,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Deliver sends one message to peer: the preflight check first (nothing
 // is sent if it fails), then the POST with the activation header, then
 // the echo is checked and the reply fetched from the 202's Location.
-func (c *Client) Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) ([][]byte, error) {
+func (c *Client) Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) (delivery.Message, error) {
 	hc, info, err := c.cfg.Clients.For(peer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
+		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
 	log := c.log.With("peer", peer, "transaction_id", transactionID)
 	base := info.BaseURL()
@@ -115,15 +115,15 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 		return "", checkPreflight(ctx, hc, info, c.local)
 	}); err != nil {
 		log.Warn("capability check failed; nothing was sent", "code", reason.ExtensionUnsupported, "detail", err)
-		return nil, err
+		return delivery.Message{}, err
 	}
 	ct, body, err := encodeObjects(objects, false)
 	if err != nil {
-		return nil, err
+		return delivery.Message{}, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+ObjectsPath, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
+		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set(HeaderExtensions, delivery.ExtensionURI)
@@ -132,7 +132,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable, err)
+		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	if err := c.submissionOutcome(resp); err != nil {
@@ -140,21 +140,21 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 		if reason.CodesOf(err) != nil && !activated(resp.Header) {
 			c.checks.Forget(checkKey)
 		}
-		return nil, err
+		return delivery.Message{}, err
 	}
 	reply, err := c.fetchReply(ctx, hc, base, resp.Header.Get("Location"))
 	if err != nil {
 		log.Warn("the reply could not be fetched; the message will be sent again and answered from the peer's inbox", "error", err)
-		return nil, err
+		return delivery.Message{}, err
 	}
-	if len(reply) > 0 {
-		decoded, err := delivery.CheckMessageDecoded(transactionID, reply)
-		if err != nil {
-			return nil, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
-		}
-		delivery.HandReply(ctx, reply, decoded)
+	if len(reply) == 0 {
+		return delivery.Raw(reply), nil
 	}
-	return reply, nil
+	msg, err := delivery.Check(transactionID, reply)
+	if err != nil {
+		return delivery.Message{}, fmt.Errorf("%w: the reply of %s: %w", delivery.ErrRejected, peer, err)
+	}
+	return msg, nil
 }
 
 // submissionOutcome maps the answer to a POST to nil (202 with the echo)

@@ -36,7 +36,8 @@ type recorder struct {
 	reply func([][]byte) ([][]byte, error)
 }
 
-func (r *recorder) Receive(_ context.Context, from, _ string, objects [][]byte) ([][]byte, error) {
+func (r *recorder) Receive(_ context.Context, from, _ string, msg delivery.Message) ([][]byte, error) {
+	objects := msg.Objects
 	r.mu.Lock()
 	r.got = append(r.got, objects)
 	r.from = append(r.from, from)
@@ -156,7 +157,8 @@ func TestExchange(t *testing.T) {
 	replyObj := evidence(t, b.node, txn, 50, nil)
 	b.app.reply = func([][]byte) ([][]byte, error) { return [][]byte{replyObj}, nil }
 
-	reply, err := a.client.Deliver(ctx, b.node.Org, txn, [][]byte{obj})
+	msg, err := a.client.Deliver(ctx, b.node.Org, txn, [][]byte{obj})
+	reply := msg.Objects
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +171,8 @@ func TestExchange(t *testing.T) {
 	// Several objects: the multipart form, order and bytes kept.
 	second := evidence(t, a.node, txn, 300, nil)
 	b.app.reply = func(objs [][]byte) ([][]byte, error) { return objs, nil }
-	reply, err = a.client.Deliver(ctx, b.node.Org, txn, [][]byte{second, obj})
+	msg, err = a.client.Deliver(ctx, b.node.Org, txn, [][]byte{second, obj})
+	reply = msg.Objects
 	if err != nil || len(reply) != 2 || !bytes.Equal(reply[0], second) || !bytes.Equal(reply[1], obj) {
 		t.Fatalf("multi-object: %v", err)
 	}
@@ -179,8 +182,8 @@ func TestExchange(t *testing.T) {
 	// An empty reply.
 	b.app.reply = nil
 	third := evidence(t, a.node, txn, 10, nil)
-	if reply, err := a.client.Deliver(ctx, b.node.Org, txn, [][]byte{third}); err != nil || len(reply) != 0 {
-		t.Fatalf("empty reply: %d %v", len(reply), err)
+	if reply, err := a.client.Deliver(ctx, b.node.Org, txn, [][]byte{third}); err != nil || len(reply.Objects) != 0 {
+		t.Fatalf("empty reply: %d %v", len(reply.Objects), err)
 	}
 }
 
@@ -373,7 +376,7 @@ func TestClientRefusesWhatTheBindingForbids(t *testing.T) {
 	na, nb := peeringtest.Pair(t)
 	a := newSide(t, na, 0)
 	fakePeer(t, nb, http.StatusAccepted, true)
-	if reply, err := a.client.Deliver(context.Background(), nb.Org, txn, [][]byte{evidence(t, na, txn, 100, nil)}); err != nil || len(reply) != 0 {
+	if reply, err := a.client.Deliver(context.Background(), nb.Org, txn, [][]byte{evidence(t, na, txn, 100, nil)}); err != nil || len(reply.Objects) != 0 {
 		t.Fatalf("202 with echo: %v", err)
 	}
 }
@@ -438,7 +441,8 @@ func newForward(st *store.Store, t delivery.Transport, opt delivery.OutboxOption
 func (f *forward) Attempt(ctx context.Context, m store.OutboxMessage) { f.attempt(ctx, m) }
 
 func (f *forward) attempt(ctx context.Context, m store.OutboxMessage) error {
-	reply, err := f.ob.Send(ctx, m)
+	msg, err := f.ob.Send(ctx, m)
+	reply := msg.Objects
 	switch {
 	case err == nil:
 		if err := f.st.Update(ctx, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); err != nil {

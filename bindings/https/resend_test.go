@@ -111,7 +111,8 @@ func TestResendAnsweredAlikeOverBothBindings(t *testing.T) {
 		t.Helper()
 		var first [][]byte
 		for i, c := range []peer.Carrier{peer.CarrierHTTPS, peer.CarrierA2A, peer.CarrierHTTPS} {
-			got, err := carriers[c].Deliver(ctx, "org_delta", txn, msg)
+			reply, err := carriers[c].Deliver(ctx, "org_delta", txn, msg)
+			got := reply.Objects
 			if err != nil {
 				t.Fatalf("%s, over %s (attempt %d): %v", what, c, i+1, err)
 			}
@@ -135,7 +136,7 @@ func TestResendAnsweredAlikeOverBothBindings(t *testing.T) {
 		t.Fatalf("the supplier's event 2 after the countersignature: %+v %v", x, err)
 	}
 	// The whole message of agreement.direct again.
-	first, err := s.Engine.Receive(ctx, "org_northstar", txn, direct)
+	first, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(direct))
 	if err != nil {
 		t.Fatal(err)
 	}

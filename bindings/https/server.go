@@ -177,13 +177,13 @@ func (s *Server) serveObjects(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	txn := r.Header.Get(HeaderTransaction)
-	decoded, err := delivery.CheckMessageDecoded(txn, objects)
+	msg, err := delivery.Check(txn, objects)
 	if err != nil {
 		log.Info("refused A202 objects", "transaction_id", txn, "error", err)
 		s.writeError(w, err)
 		return
 	}
-	reply, err := s.cfg.Inbox.Receive(delivery.WithChecked(r.Context(), objects, decoded), peer.OrganizationID, txn, objects)
+	reply, err := s.cfg.Inbox.Receive(r.Context(), peer.OrganizationID, txn, msg)
 	if err != nil {
 		log.Info("the application did not accept the message", "transaction_id", txn, "error", err)
 		s.writeError(w, err)

@@ -118,7 +118,7 @@ func NewClient(o *org.Org, carrier Carrier, log *slog.Logger) (*Client, error) {
 }
 
 // Deliver implements delivery.Transport over the configured carrier.
-func (c *Client) Deliver(ctx context.Context, peer, txn string, objects [][]byte) ([][]byte, error) {
+func (c *Client) Deliver(ctx context.Context, peer, txn string, objects [][]byte) (delivery.Message, error) {
 	return c.transport.Deliver(ctx, peer, txn, objects)
 }
 

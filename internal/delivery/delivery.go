@@ -1,13 +1,11 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/reason"
@@ -32,28 +30,65 @@ var (
 // Receiver is the receiving application's hook. from is the peer
 // organisation, established by the pinned client certificate of the
 // request, never by anything in the message; transactionID is the
-// message's correlation id; objects are exact canonical bytes that have
-// passed CheckMessage. The reply objects travel back to the sender in the
+// message's correlation id; msg is its objects' exact canonical bytes,
+// checked by the carrier (Check) or to be checked by the receiver (Raw).
+// The reply objects travel back to the sender in the
 // carrier's response. An error that wraps ErrConflict is a chain conflict;
 // a *reason.Refusal is a refusal with codes; anything else is a failure
 // the sender retries.
 type Receiver interface {
-	Receive(ctx context.Context, from, transactionID string, objects [][]byte) (reply [][]byte, err error)
+	Receive(ctx context.Context, from, transactionID string, msg Message) (reply [][]byte, err error)
 }
 
 // ReceiverFunc adapts a function to Receiver.
-type ReceiverFunc func(ctx context.Context, from, transactionID string, objects [][]byte) ([][]byte, error)
+type ReceiverFunc func(ctx context.Context, from, transactionID string, msg Message) ([][]byte, error)
 
 // Receive calls f.
-func (f ReceiverFunc) Receive(ctx context.Context, from, transactionID string, objects [][]byte) ([][]byte, error) {
-	return f(ctx, from, transactionID, objects)
+func (f ReceiverFunc) Receive(ctx context.Context, from, transactionID string, msg Message) ([][]byte, error) {
+	return f(ctx, from, transactionID, msg)
 }
 
 // Transport is one carrier's sending side: a binding's client. Deliver
 // runs the capability check, sends one message to peer and returns the
-// reply objects.
+// reply, as the carrier checked it (Check).
 type Transport interface {
-	Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) (reply [][]byte, err error)
+	Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) (reply Message, err error)
+}
+
+// Message is one message's objects as a carrier hands them on: their
+// exact bytes, and, when the carrier checked them (Check), the value it
+// decoded each to. The values travel with the bytes they were decoded
+// from, so a receiver takes a value only together with its bytes; they
+// are shared from here on, and only read.
+type Message struct {
+	Objects [][]byte
+	values  []map[string]any
+}
+
+// Raw is a message of bytes no carrier checked: its receiver runs
+// CheckMessage on them itself.
+func Raw(objects [][]byte) Message { return Message{Objects: objects} }
+
+// Check runs CheckMessage on objects and returns them as a checked
+// message, with the values it decoded them to.
+func Check(transactionID string, objects [][]byte) (Message, error) {
+	values, err := CheckMessageDecoded(transactionID, objects)
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{Objects: objects, values: values}, nil
+}
+
+// Checked reports whether a carrier ran CheckMessage on m's bytes (Check).
+func (m Message) Checked() bool { return m.values != nil }
+
+// Value returns the value the carrier that checked m decoded its i-th
+// object to, or nil.
+func (m Message) Value(i int) map[string]any {
+	if i < 0 || i >= len(m.values) {
+		return nil
+	}
+	return m.values[i]
 }
 
 // KeyExchanger fetches a counterparty's key records on first contact
@@ -112,7 +147,7 @@ func CheckMessage(transactionID string, objects [][]byte) error {
 
 // CheckMessageDecoded is CheckMessage, returning on success each object's
 // value as it decoded it, in order: a carrier hands them to the receiver
-// with the bytes (WithChecked), which then need not decode them again.
+// with the bytes (Check), which then need not decode them again.
 func CheckMessageDecoded(transactionID string, objects [][]byte) ([]map[string]any, error) {
 	if len(objects) == 0 {
 		return nil, reason.Refuse("a message carries at least one A202 object")
@@ -169,85 +204,6 @@ func checkObject(transactionID string, i int, obj map[string]any) error {
 	}
 	return nil
 }
-
-// WithChecked marks ctx as a carrier's: the carrier ran CheckMessage on
-// exactly the bytes it hands the Receiver with it, so the Receiver need
-// not decode them once more to do it again (Checked). decoded, when not
-// nil, are the values CheckMessageDecoded returned for those objects, raw,
-// which the Receiver may take as its own decoding of them (Decoded); they
-// are shared from here on, and only read.
-func WithChecked(ctx context.Context, raw [][]byte, decoded []map[string]any) context.Context {
-	if len(raw) != len(decoded) {
-		raw, decoded = nil, nil
-	}
-	return context.WithValue(ctx, checkedKey{}, checked{raw, decoded})
-}
-
-// Checked reports whether a carrier ran CheckMessage on the message it
-// hands over with ctx (WithChecked).
-func Checked(ctx context.Context) bool {
-	_, ok := ctx.Value(checkedKey{}).(checked)
-	return ok
-}
-
-// Decoded returns the value the carrier decoded the message's i-th object
-// to (WithChecked), when its bytes are exactly b, or nil.
-func Decoded(ctx context.Context, i int, b []byte) map[string]any {
-	c, _ := ctx.Value(checkedKey{}).(checked)
-	if i < 0 || i >= len(c.raw) || !bytes.Equal(c.raw[i], b) {
-		return nil
-	}
-	return c.decoded[i]
-}
-
-type checkedKey struct{}
-
-type checked struct {
-	raw     [][]byte
-	decoded []map[string]any
-}
-
-// ReplyValues receives what a carrier decoded a reply's objects to when it
-// checked them (CheckMessageDecoded), for the sender to take as its own
-// decoding of the reply's bytes.
-type ReplyValues struct {
-	mu     sync.Mutex
-	raw    [][]byte
-	values []map[string]any
-}
-
-// WithReplyValues returns a context under which a carrier hands the
-// values of the reply it checks to the returned ReplyValues (HandReply).
-func WithReplyValues(ctx context.Context) (context.Context, *ReplyValues) {
-	rv := &ReplyValues{}
-	return context.WithValue(ctx, replyValuesKey{}, rv), rv
-}
-
-// HandReply gives the values a carrier decoded a reply's objects raw to
-// (values[i] is raw[i]'s) to the ReplyValues of ctx, if it has one. They
-// are shared from here on, and only read.
-func HandReply(ctx context.Context, raw [][]byte, values []map[string]any) {
-	if rv, ok := ctx.Value(replyValuesKey{}).(*ReplyValues); ok && len(raw) == len(values) {
-		rv.mu.Lock()
-		rv.raw, rv.values = raw, values
-		rv.mu.Unlock()
-	}
-}
-
-// Of returns the value handed over for an object of exactly the bytes b,
-// or nil: a value is taken only with the bytes it was decoded from.
-func (rv *ReplyValues) Of(b []byte) map[string]any {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	for i, r := range rv.raw {
-		if bytes.Equal(r, b) {
-			return rv.values[i]
-		}
-	}
-	return nil
-}
-
-type replyValuesKey struct{}
 
 // Permanent reports whether err means the message will never be
 // delivered as it is: a refusal, a conflict or a rejection, unless it

@@ -123,40 +123,29 @@ func TestCheckDecoded(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal with %q", c.name, err, c.code)
 		}
 	}
-	// A carrier's mark says it checked the bytes it hands over, and
-	// carries what it decoded them to: the values CheckMessage reads.
-	if delivery.Checked(context.Background()) || !delivery.Checked(delivery.WithChecked(context.Background(), nil, nil)) {
-		t.Fatal("Checked does not read WithChecked")
-	}
+	// A message a carrier checked carries what it decoded each object
+	// to, with the bytes: the values CheckMessage reads. One of bytes
+	// alone is not checked and carries none.
 	raw := [][]byte{object(t, "evd_f", txn, nil)}
 	values, err := delivery.CheckMessageDecoded(txn, raw)
 	if err != nil || len(values) != 1 || !reflect.DeepEqual(values[0], decoded(raw[0])) {
 		t.Fatalf("decoded %v (%v)", values, err)
 	}
-	cctx := delivery.WithChecked(context.Background(), raw, values)
-	if got := delivery.Decoded(cctx, 0, bytes.Clone(raw[0])); !reflect.DeepEqual(got, values[0]) {
+	msg, err := delivery.Check(txn, raw)
+	if err != nil || !msg.Checked() || len(msg.Objects) != 1 || !bytes.Equal(msg.Objects[0], raw[0]) {
+		t.Fatalf("checked message %+v (%v)", msg, err)
+	}
+	if got := msg.Value(0); !reflect.DeepEqual(got, values[0]) {
 		t.Fatalf("handed on %v", got)
 	}
-	if delivery.Decoded(cctx, 0, object(t, "evd_h", txn, nil)) != nil || delivery.Decoded(cctx, 1, raw[0]) != nil {
-		t.Fatal("a value given for other bytes or another position")
+	if msg.Value(1) != nil || msg.Value(-1) != nil {
+		t.Fatal("a value for a position the message does not have")
 	}
-	if delivery.Decoded(context.Background(), 0, raw[0]) != nil {
-		t.Fatal("values without a carrier")
+	if m := delivery.Raw(raw); m.Checked() || m.Value(0) != nil {
+		t.Fatal("bytes no carrier checked carry values")
 	}
-	// A sender's context receives what the carrier decoded its reply to;
-	// one without a receiver ignores them.
-	rctx, rv := delivery.WithReplyValues(context.Background())
-	delivery.HandReply(context.Background(), raw, values)
-	if rv.Of(raw[0]) != nil {
-		t.Fatal("values handed to no one reached a receiver")
-	}
-	delivery.HandReply(rctx, raw, values)
-	if got := rv.Of(bytes.Clone(raw[0])); !reflect.DeepEqual(got, values[0]) {
-		t.Fatalf("reply value %v", got)
-	}
-	// A value is had only with the bytes it was decoded from.
-	if got := rv.Of(object(t, "evd_g", txn, nil)); got != nil {
-		t.Fatalf("other bytes were given %v", got)
+	if _, err := delivery.Check("txn_other", raw); err == nil {
+		t.Fatal("Check passed a message of another transaction")
 	}
 }
 
@@ -294,7 +283,7 @@ type fakeTransport struct {
 	delivered int
 }
 
-func (f *fakeTransport) Deliver(ctx context.Context, peer, tx string, objects [][]byte) ([][]byte, error) {
+func (f *fakeTransport) Deliver(ctx context.Context, peer, tx string, objects [][]byte) (delivery.Message, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	obj, _ := canonical.DecodeObject(objects[0])
@@ -302,10 +291,10 @@ func (f *fakeTransport) Deliver(ctx context.Context, peer, tx string, objects []
 	if len(f.fail) > 0 {
 		err := f.fail[0]
 		f.fail = f.fail[1:]
-		return nil, err
+		return delivery.Message{}, err
 	}
 	f.delivered++
-	return [][]byte{[]byte("reply to " + peer)}, nil
+	return delivery.Raw([][]byte{[]byte("reply to " + peer)}), nil
 }
 
 func (f *fakeTransport) failNext(errs ...error) {
@@ -407,7 +396,8 @@ func (h *handler) Attempt(ctx context.Context, m store.OutboxMessage) {
 }
 
 func (h *handler) attempt(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
-	reply, err := h.ob.Send(ctx, m)
+	msg, err := h.ob.Send(ctx, m)
+	reply := msg.Objects
 	switch {
 	case err == nil:
 		if uerr := h.st.Update(ctx, func(tx *store.Txn) error { return tx.Delivered(m.ID) }); uerr != nil {
@@ -971,7 +961,8 @@ func TestInboxAnswersRedeliveryOnce(t *testing.T) {
 	st, _ := openStore(t)
 	var mu sync.Mutex
 	calls := 0
-	app := delivery.ReceiverFunc(func(ctx context.Context, from, tx string, objects [][]byte) ([][]byte, error) {
+	app := delivery.ReceiverFunc(func(ctx context.Context, from, tx string, msg delivery.Message) ([][]byte, error) {
+		objects := msg.Objects
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -990,7 +981,7 @@ func TestInboxAnswersRedeliveryOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := in.Receive(ctx, "org_a", txn, msg)
+			r, err := in.Receive(ctx, "org_a", txn, delivery.Raw(msg))
 			if err != nil {
 				t.Error(err)
 				return
@@ -1008,13 +999,13 @@ func TestInboxAnswersRedeliveryOnce(t *testing.T) {
 		t.Fatalf("application called %d times", calls)
 	}
 	// The same bytes from another organisation are another message.
-	if r, _ := in.Receive(ctx, "org_c", txn, msg); string(r[0]) != "reply 2" {
+	if r, _ := in.Receive(ctx, "org_c", txn, delivery.Raw(msg)); string(r[0]) != "reply 2" {
 		t.Fatalf("other sender: %q", r)
 	}
 	// A refusal is not recorded: the message may be tried again.
 	bad := [][]byte{object(t, "evd_bad", txn, nil)}
 	for i := 0; i < 2; i++ {
-		if _, err := in.Receive(ctx, "org_a", txn, bad); !hasCode(err, reason.StateTransitionDenied) {
+		if _, err := in.Receive(ctx, "org_a", txn, delivery.Raw(bad)); !hasCode(err, reason.StateTransitionDenied) {
 			t.Fatalf("refusal: %v", err)
 		}
 	}
@@ -1022,7 +1013,7 @@ func TestInboxAnswersRedeliveryOnce(t *testing.T) {
 		t.Fatalf("calls %d", calls)
 	}
 	// A message breaking a carrier rule never reaches the application.
-	if _, err := in.Receive(ctx, "org_a", "txn_ffffffffffffffffffffffff", msg); !hasCode(err, reason.StreamMismatch) || calls != 4 {
+	if _, err := in.Receive(ctx, "org_a", "txn_ffffffffffffffffffffffff", delivery.Raw(msg)); !hasCode(err, reason.StreamMismatch) || calls != 4 {
 		t.Fatalf("mismatch: %v (calls %d)", err, calls)
 	}
 	if r, err := in.Reply(ctx, "org_a", delivery.MessageKey(txn, msg)); err != nil || string(r[0]) != "reply 1" {
@@ -1037,11 +1028,11 @@ func (failingKeys) EnsureKeys(context.Context, string) error { return errors.New
 func TestInboxNeedsSenderKeys(t *testing.T) {
 	st, _ := openStore(t)
 	called := false
-	in := delivery.NewInbox(st, delivery.ReceiverFunc(func(context.Context, string, string, [][]byte) ([][]byte, error) {
+	in := delivery.NewInbox(st, delivery.ReceiverFunc(func(context.Context, string, string, delivery.Message) ([][]byte, error) {
 		called = true
 		return nil, nil
 	}), delivery.InboxOptions{Keys: failingKeys{}})
-	_, err := in.Receive(context.Background(), "org_a", txn, [][]byte{object(t, "evd_1", txn, nil)})
+	_, err := in.Receive(context.Background(), "org_a", txn, delivery.Raw([][]byte{object(t, "evd_1", txn, nil)}))
 	if !errors.Is(err, delivery.ErrUnavailable) || called {
 		t.Fatalf("%v called=%v", err, called)
 	}

@@ -86,8 +86,9 @@ func (in *Inbox) lock(key string) func() {
 }
 
 // Receive implements Receiver.
-func (in *Inbox) Receive(ctx context.Context, from, transactionID string, objects [][]byte) ([][]byte, error) {
-	if !Checked(ctx) {
+func (in *Inbox) Receive(ctx context.Context, from, transactionID string, msg Message) ([][]byte, error) {
+	objects := msg.Objects
+	if !msg.Checked() {
 		if err := CheckMessage(transactionID, objects); err != nil {
 			return nil, err
 		}
@@ -110,7 +111,7 @@ func (in *Inbox) Receive(ctx context.Context, from, transactionID string, object
 			return nil, fmt.Errorf("%w: key records of %s: %w", ErrUnavailable, from, err)
 		}
 	}
-	reply, err = in.app.Receive(ctx, from, transactionID, objects)
+	reply, err = in.app.Receive(ctx, from, transactionID, msg)
 	if err != nil {
 		return nil, err
 	}

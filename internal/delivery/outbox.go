@@ -162,7 +162,7 @@ func (o *Outbox) Poke() {
 // wrapping ErrQueued; a refusal is returned as it came, for the handler
 // to settle. An older pending message of the same transaction goes first:
 // then nothing is sent and the error wraps ErrQueued.
-func (o *Outbox) Send(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
+func (o *Outbox) Send(ctx context.Context, m store.OutboxMessage) (Message, error) {
 	rctx := context.WithoutCancel(ctx)
 	head, err := o.store.OutboxHead(ctx, m.ID)
 	if err == nil && !head {
@@ -170,10 +170,10 @@ func (o *Outbox) Send(ctx context.Context, m store.OutboxMessage) ([][]byte, err
 		if rerr := o.store.ReleaseOutbox(rctx, m.ID, o.opt.Clock()); rerr != nil {
 			o.opt.Logger.Error("releasing an outbox message failed", "id", m.ID, "error", rerr)
 		}
-		return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
+		return Message{}, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
+		return Message{}, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
 	}
 	actx, cancel := context.WithTimeout(ctx, o.opt.AttemptTimeout)
 	reply, err := o.deliver(actx, m)
@@ -182,7 +182,7 @@ func (o *Outbox) Send(ctx context.Context, m store.OutboxMessage) ([][]byte, err
 		return reply, err
 	}
 	o.Retry(rctx, m, err)
-	return nil, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
+	return Message{}, fmt.Errorf("%w (message %d): %w", ErrQueued, m.ID, err)
 }
 
 // Retry records a failed attempt at m and schedules the next one after the
@@ -202,10 +202,10 @@ func (o *Outbox) Retry(ctx context.Context, m store.OutboxMessage, cause error) 
 	o.Poke()
 }
 
-func (o *Outbox) deliver(ctx context.Context, m store.OutboxMessage) ([][]byte, error) {
+func (o *Outbox) deliver(ctx context.Context, m store.OutboxMessage) (Message, error) {
 	if o.opt.Keys != nil {
 		if err := o.opt.Keys.EnsureKeys(ctx, m.Peer); err != nil {
-			return nil, fmt.Errorf("%w: key records of %s: %w", ErrUnavailable, m.Peer, err)
+			return Message{}, fmt.Errorf("%w: key records of %s: %w", ErrUnavailable, m.Peer, err)
 		}
 	}
 	return o.transport.Deliver(ctx, m.Peer, m.TransactionID, m.Objects)

@@ -500,7 +500,7 @@ func hostile(t *testing.T, app delivery.ReceiverFunc) (assessor *orgtest.Node) {
 	assessor = orgtest.New(t, "org_northstar", time.Now, true)
 	peerNode := orgtest.New(t, "org_delta", time.Now, true)
 	orgtest.Peer(t, assessor, peerNode)
-	refuse := delivery.ReceiverFunc(func(context.Context, string, string, [][]byte) ([][]byte, error) {
+	refuse := delivery.ReceiverFunc(func(context.Context, string, string, delivery.Message) ([][]byte, error) {
 		return nil, reason.Refuse("the assessor takes nothing in")
 	})
 	carry(t, assessor, delivery.NewInbox(assessor.Org.Store, refuse, delivery.InboxOptions{}))
@@ -522,12 +522,12 @@ func TestGradeOfAHostilePeer(t *testing.T) {
 		passes func(grade.Result) bool
 		failed string // one case it must fail
 	}{
-		{"accepts everything", func(context.Context, string, string, [][]byte) ([][]byte, error) { return nil, nil },
+		{"accepts everything", func(context.Context, string, string, delivery.Message) ([][]byte, error) { return nil, nil },
 			// The bindings in front of it refuse carrier framing inside
 			// signed bytes before any application (binding §5.4).
 			func(r grade.Result) bool { return r.Fixture == "negative/envelope-carries-carrier-metadata.json" },
 			"negative/offer-negative-money.json"},
-		{"refuses with a wrong code", func(context.Context, string, string, [][]byte) ([][]byte, error) {
+		{"refuses with a wrong code", func(context.Context, string, string, delivery.Message) ([][]byte, error) {
 			return nil, reason.Refuse("no", reason.TermsInvalid)
 		}, func(r grade.Result) bool { return r.ExpectedCode == "" || r.ExpectedCode == reason.TermsInvalid },
 			"negative/offer-unregistered-profile.json"},
@@ -568,8 +568,8 @@ func TestGradeOfAHostilePeer(t *testing.T) {
 // without a network.
 type transportFunc func(txn string, objects [][]byte) error
 
-func (f transportFunc) Deliver(_ context.Context, _, txn string, objects [][]byte) ([][]byte, error) {
-	return nil, f(txn, objects)
+func (f transportFunc) Deliver(_ context.Context, _, txn string, objects [][]byte) (delivery.Message, error) {
+	return delivery.Message{}, f(txn, objects)
 }
 
 // heldRecord is an assessor's record holding the transactions named.

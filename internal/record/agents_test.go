@@ -9,6 +9,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
@@ -238,7 +239,7 @@ func TestChildWideningRefusedByCountersigner(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "an acceptance under a child that widens its parent", b, s, o.TransactionID, reason.MandateDelegationWidening, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", o.TransactionID, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", o.TransactionID, delivery.Raw(forged))
 		return err
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/orgtest"
 	"github.com/partyd/party/internal/protocol"
@@ -106,7 +107,7 @@ func TestRiderSignForgedRefused(t *testing.T) {
 			objs := decodeAll(t, msg)
 			forged := encodeAll(t, c.edit(t, b, objs))
 			receive := func() error {
-				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 				return err
 			}
 			if c.code == "" {
@@ -118,7 +119,7 @@ func TestRiderSignForgedRefused(t *testing.T) {
 			}
 			// The genuine acceptance after the forgery: answered with the
 			// agreement signed by both and the supplier's agreement.committed.
-			reply, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+			reply, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg))
 			if err != nil {
 				t.Fatalf("the genuine acceptance after the forgery: %v", err)
 			}
@@ -242,7 +243,7 @@ func TestForgedCountersignatureRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			unchanged(t, "a countersignature "+c.name, b, s, txn, func(err error) bool { return slices.Contains(reason.CodesOf(err), c.code) }, func() error {
-				_, err := s.Engine.Receive(ctx, "org_northstar", txn, [][]byte{raw})
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw([][]byte{raw}))
 				return err
 			})
 			// The genuine countersignature still completes the supplier's copy.
@@ -260,7 +261,7 @@ func TestForgedCountersignatureRefused(t *testing.T) {
 		b, s, clock, txn, msg := countersignature(t)
 		orgtest.Peer(t, orgtest.New(t, "org_elsewhere", clock.Now, true), s.Node)
 		unchanged(t, "a countersignature from another organisation", b, s, txn, func(err error) bool { return hasCode(err, reason.StreamMismatch) }, func() error {
-			_, err := s.Engine.Receive(ctx, "org_elsewhere", txn, msg)
+			_, err := s.Engine.Receive(ctx, "org_elsewhere", txn, delivery.Raw(msg))
 			return err
 		})
 	})
@@ -286,7 +287,7 @@ func TestCountersignatureAgainStoresNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range [][][]byte{msg, {other}} {
-		reply, err := s.Engine.Receive(ctx, "org_northstar", txn, m)
+		reply, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(m))
 		if err != nil || len(reply) != 0 {
 			t.Fatalf("the countersignature again: %d objects, %v", len(reply), err)
 		}

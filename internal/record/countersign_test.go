@@ -120,7 +120,7 @@ func TestActionHashOfAnotherActRefused(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "agreement.direct naming another act's hash", b, s, txn, reason.EvidenceTransitionIllegal, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -132,11 +132,11 @@ func TestActionHashOfAnotherActRefused(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "agreement.committed naming another act's hash", b, s, txn, reason.EvidenceTransitionIllegal, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 		// The genuine message still goes through afterwards.
-		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg)); err != nil {
 			t.Fatalf("the genuine commitment: %v", err)
 		}
 	})
@@ -152,13 +152,13 @@ func TestDecisionNotTravellingRefused(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "an event naming a decision that does not travel", b, s, txn, reason.PolicyDenied, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 		return err
 	})
 	// Nor may the named decision be dropped from the message.
 	dropped := reseal(t, agentSigner(t, b), msg, func(objs []map[string]any) []map[string]any { return without(objs, "policy_decision") })
 	refusedWith(t, "an event whose decision was left out", b, s, txn, reason.PolicyDenied, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, dropped)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(dropped))
 		return err
 	})
 }
@@ -183,7 +183,7 @@ func TestDecisionForAnotherStreamOrPositionRefused(t *testing.T) {
 				return objs
 			})
 			refusedWith(t, c.what, b, s, txn, reason.EvidenceTransitionIllegal, func() error {
-				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 				return err
 			})
 		})
@@ -213,7 +213,7 @@ func TestForgedAnnotationsRefused(t *testing.T) {
 		forged = append(forged, out)
 	}
 	refused(t, "an acceptance carrying kernel_annotations", b, s, txn, reason.AnnotationForged, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 		return err
 	})
 }
@@ -388,7 +388,7 @@ func TestAcceptanceCarryingAForgedAgreementRefused(t *testing.T) {
 			objs := decodeAll(t, msg)
 			forged := encodeAll(t, c.edit(t, b, objs))
 			receive := func() error {
-				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 				return err
 			}
 			if c.code == "" {
@@ -400,7 +400,7 @@ func TestAcceptanceCarryingAForgedAgreementRefused(t *testing.T) {
 			} else {
 				refusedWith(t, "an acceptance carrying an agreement "+c.name, b, s, txn, c.code, receive)
 			}
-			reply, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+			reply, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg))
 			if err != nil {
 				t.Fatalf("the genuine acceptance after the forgery: %v", err)
 			}
@@ -452,7 +452,7 @@ func TestAcceptanceAskedAgainAnsweredWithTheSignedAgreement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, s, txn, msg := acceptance(t)
-	first, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+	first, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func TestAcceptanceAskedAgainAnsweredWithTheSignedAgreement(t *testing.T) {
 		}
 	}
 	before := []held{holding(t, b, txn), holding(t, s, txn)}
-	second, err := s.Engine.Receive(ctx, "org_northstar", txn, again)
+	second, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(again))
 	if err != nil {
 		t.Fatalf("the same acceptance asked again: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
@@ -103,7 +104,7 @@ func TestHostileExpiryRefused(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "an expiry naming an offer that is not the latest", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -112,7 +113,7 @@ func TestHostileExpiryRefused(t *testing.T) {
 		b, s, c, txn, msg := expiry(t)
 		c.Add(-time.Hour)
 		refusedWith(t, "an expiry before the deadline", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := b.Engine.Receive(ctx, "org_delta", txn, msg)
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(msg))
 			return err
 		})
 	})
@@ -130,7 +131,7 @@ func TestHostileExpiryRefused(t *testing.T) {
 			return s.Engine.Expire(ctx, s.Actor(), record.ExpireInput{MandateID: s.Mandate, TransactionID: o.TransactionID})
 		})
 		before := holding(t, b, o.TransactionID)
-		if _, err := b.Engine.Receive(ctx, "org_delta", o.TransactionID, msg); !hasCode(err, reason.StateTransitionDenied) {
+		if _, err := b.Engine.Receive(ctx, "org_delta", o.TransactionID, delivery.Raw(msg)); !hasCode(err, reason.StateTransitionDenied) {
 			t.Fatalf("an expiry while the acceptance is on its way: %v", err)
 		}
 		if after := holding(t, b, o.TransactionID); len(after.Events) != len(before.Events) || after.State != before.State {

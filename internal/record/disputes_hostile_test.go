@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
@@ -357,7 +358,7 @@ func TestDeterminationNeverDeleted(t *testing.T) {
 		return objs
 	})
 	refused(t, "a determination.deleted event", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, deletion)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(deletion))
 		return err
 	})
 	for _, sd := range []*recordtest.Side{b, s} {
@@ -460,7 +461,7 @@ func TestForkRaisedAsDispute(t *testing.T) {
 		objs[0]["id"] = id
 		return objs
 	})
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, forged); err == nil {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged)); err == nil {
 		t.Fatal("the fork was accepted")
 	}
 	forks, err := s.Node.Org.Store.Forks(ctx, txn)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/partyd/party/internal/bundle"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
@@ -144,7 +145,7 @@ func TestRevokedAgentKeyRefusedByPeerWithin60s(t *testing.T) {
 	}
 	c.Add(31 * time.Second)
 	refusedWith(t, "an act signed with the revoked key", b, s, txn, reason.MandateInactive, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, msg)
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(msg))
 		return err
 	})
 

@@ -11,6 +11,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/reason"
@@ -173,7 +174,7 @@ func TestCancelAfterCommitRefused(t *testing.T) {
 			"from_state": "committed", "to_state": to, "data": map[string]any{"offer_id": offer["id"]},
 		})
 		refused(t, "transaction.cancelled from committed to "+to, b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, [][]byte{raw})
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw([][]byte{raw}))
 			return err
 		})
 	}
@@ -193,11 +194,11 @@ func TestCancelNamingAnotherOfferRefused(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "a cancellation naming an offer this transaction does not hold", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 		return err
 	})
 	// The genuine message goes through.
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg)); err != nil {
 		t.Fatalf("the genuine cancellation: %v", err)
 	}
 }
@@ -272,7 +273,7 @@ func TestWaiverRefusals(t *testing.T) {
 		"mandate_ids": []any{s.Mandate}, "stream": map[string]any{"kind": "transaction", "id": txn}, "stream_sequence": 6, "visibility": "transaction_parties",
 	})
 	refusedWith(t, "a waiver by the obligor", b, s, txn, reason.ObligationResponseUnauthorized, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, [][]byte{obrRaw, polRaw})
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw([][]byte{obrRaw, polRaw}))
 		return err
 	})
 	// The obligee's genuine waiver, edited to release the obligation it
@@ -286,7 +287,7 @@ func TestWaiverRefusals(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "a waiver of an accepted obligation", b, s, txn, reason.StateTransitionDenied, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 		return err
 	})
 	// Nor may a waiver name an obligation of no transaction held.
@@ -295,11 +296,11 @@ func TestWaiverRefusals(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "a waiver of an unknown obligation", b, s, txn, reason.ObligationSubjectUnreferenced, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 		return err
 	})
 	// The genuine waiver still goes through.
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg)); err != nil {
 		t.Fatalf("the genuine waiver: %v", err)
 	}
 	if st := obligationStates(t, s, txn); st[rem] != "waived" {
@@ -451,21 +452,21 @@ func TestTerminationOneSignatureRefused(t *testing.T) {
 	prop := recordtest.Capture(t, b, func() (record.Outcome, error) {
 		return b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txn})
 	})
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, prop); err != nil {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(prop)); err != nil {
 		t.Fatal(err)
 	}
 	msg := recordtest.Capture(t, s, func() (record.Outcome, error) {
 		return s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txn})
 	})
 	refusedWith(t, "a termination the buyer never signed", b, s, txn, reason.EvidenceSignatureInvalid, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, msg)
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(msg))
 		return err
 	})
 	// Nor does the supplier's signature alone make one: without it, the
 	// event binds a record nobody signed in the message.
 	bare := reseal(t, agentSigner(t, s), msg, func(objs []map[string]any) []map[string]any { return without(objs, "evidence") })
 	refusedWith(t, "a termination carrying no signature", b, s, txn, reason.EvidenceSignatureInvalid, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, bare)
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(bare))
 		return err
 	})
 }
@@ -497,12 +498,12 @@ func TestTerminationUnnamedObligationRefused(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "a termination record with "+name, b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 			return err
 		})
 	}
 	// The genuine agreement releases the obligation.
-	if _, err := b.Engine.Receive(ctx, "org_delta", txn, msg); err != nil {
+	if _, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(msg)); err != nil {
 		t.Fatalf("the genuine termination: %v", err)
 	}
 	if st := obligationStates(t, b, txn); st[obl] != "released" {
@@ -552,7 +553,7 @@ func TestTerminationStaleOrTerminalRefused(t *testing.T) {
 		"from_state": "cancelled", "to_state": "terminated", "data": map[string]any{"termination_record_hash": canonical.SHA256Hex([]byte("record"))},
 	})
 	refused(t, "termination.agreed from cancelled", b2, s2, o.TransactionID, reason.StateTransitionDenied, func() error {
-		_, err := s2.Engine.Receive(ctx, "org_northstar", o.TransactionID, [][]byte{raw})
+		_, err := s2.Engine.Receive(ctx, "org_northstar", o.TransactionID, delivery.Raw([][]byte{raw}))
 		return err
 	})
 }
@@ -664,7 +665,7 @@ func TestSeveralObligationsHostile(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "obligations owing 21 of 20", b, s, txn, reason.ObligationTermsMutated, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 		// A further obligation whose decision was left out.
@@ -679,10 +680,10 @@ func TestSeveralObligationsHostile(t *testing.T) {
 			return slices.DeleteFunc(objs, func(o map[string]any) bool { return o["object_type"] == "policy_decision" && o["id"] != riderDecision })
 		})
 		refusedWith(t, "a further obligation with no decision of its own", b, s, txn, reason.PolicyDenied, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, dropped)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(dropped))
 			return err
 		})
-		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg)); err != nil {
 			t.Fatalf("the genuine activation: %v", err)
 		}
 	})
@@ -718,7 +719,7 @@ func TestSeveralObligationsHostile(t *testing.T) {
 			})
 		})
 		refusedWith(t, "a declaration leaving the second obligation unasserted", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -889,12 +890,12 @@ func TestAmendmentRefusals(t *testing.T) {
 				return objs
 			})
 			refusedWith(t, "an amendment reusing "+name, b, s, txn, reason.AgreementAmendmentUnaccepted, func() error {
-				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 				return err
 			})
 		}
 		// The genuine amendment goes through.
-		reply, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+		reply, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg))
 		if err != nil || len(reply) != 3 {
 			t.Fatalf("the genuine amendment: %d objects, %v", len(reply), err)
 		}
@@ -902,7 +903,7 @@ func TestAmendmentRefusals(t *testing.T) {
 		// another order), is answered as the first time: the countersigned
 		// event, the new version signed by both, the decision to sign it.
 		again := append([][]byte{msg[1], msg[0]}, msg[2:]...)
-		reply2, err := s.Engine.Receive(ctx, "org_northstar", txn, again)
+		reply2, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(again))
 		if err != nil || len(reply2) != 3 {
 			t.Fatalf("the same amendment again: %d objects, %v", len(reply2), err)
 		}
@@ -1225,10 +1226,10 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "a termination proposal over a record this copy does not produce", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
-		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg)); err != nil {
 			t.Fatalf("the genuine proposal: %v", err)
 		}
 	})
@@ -1246,7 +1247,7 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "a termination naming an agreement not in force", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -1269,7 +1270,7 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "an amendment restating other terms than the offer's", b, s, txn, reason.AgreementHashMismatch, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 		// An added duty owing more than the new terms.
@@ -1278,7 +1279,7 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "an amendment whose obligations owe 25 of 24", b, s, txn, reason.ObligationTermsMutated, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -1311,7 +1312,7 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 			})
 		})
 		refusedWith(t, "an acceptance leaving the second assertion unanswered", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 		// A rejection among the responses recorded as acceptance.granted.
@@ -1326,10 +1327,10 @@ func TestMoreHostileLifecycleMessages(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "a rejection recorded as acceptance.granted", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
-		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, msg); err != nil {
+		if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg)); err != nil {
 			t.Fatalf("the genuine response: %v", err)
 		}
 	})

@@ -50,8 +50,8 @@ func (e *Engine) perform(ctx context.Context, spec actSpec) (Outcome, error) {
 // Receive is the receiving side of every message (delivery.Receiver):
 // receive, counted. from is the organisation the pinned client
 // certificate authenticated.
-func (e *Engine) Receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
-	reply, err := e.receive(ctx, from, txn, raw)
+func (e *Engine) Receive(ctx context.Context, from, txn string, msg delivery.Message) ([][]byte, error) {
+	reply, err := e.receive(ctx, from, txn, msg)
 	if e.meter != nil {
 		outcome, code := meterOutcome(meterAccepted, err)
 		e.meter.Received(outcome, code)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/rails"
@@ -301,7 +302,7 @@ func TestHostileMoneyRefused(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "who owes whom inverted", b, s, txn, reason.ObligationSubjectUnreferenced, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -319,7 +320,7 @@ func TestHostileMoneyRefused(t *testing.T) {
 				map[string]any{"obligation_id": obl})
 		})
 		refusedWith(t, "an assertion past what is owed", b, s, txn, reason.ObligationTermsMutated, func() error {
-			_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 			return err
 		})
 		refused(t, "the obligor asserting 25 of 20", b, s, txn, reason.ObligationTermsMutated, func() error {
@@ -344,7 +345,7 @@ func TestHostileMoneyRefused(t *testing.T) {
 				map[string]any{"agreement_id": payloadOf(stl)["agreement_id"], "obligation_id": obl})
 		})
 		refusedWith(t, "paying twice under two keys", b, s, txn, reason.SettlementTriggerAbsent, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -366,7 +367,7 @@ func TestHostileMoneyRefused(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, "a reversal after completion", b, s, txn, reason.SettlementReceiptUnmatched, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 	})
@@ -441,7 +442,7 @@ func TestReceiptsNeverSilentlyChangeASettledStatus(t *testing.T) {
 			return objs
 		})
 	}
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, receipt(2, "failed", "timeout")); err != nil {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(receipt(2, "failed", "timeout"))); err != nil {
 		t.Fatalf("a contradicting receipt is kept as evidence: %v", err)
 	}
 	x := balance(t, s, txn, obl)
@@ -455,7 +456,7 @@ func TestReceiptsNeverSilentlyChangeASettledStatus(t *testing.T) {
 		_, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn})
 		return err
 	})
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, receipt(3, "failed", ledger.ReversedCode)); err != nil {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(receipt(3, "failed", ledger.ReversedCode))); err != nil {
 		t.Fatalf("a reversal: %v", err)
 	}
 	x = balance(t, s, txn, obl)
@@ -504,7 +505,7 @@ func TestShortPaymentBothSigned(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "a signature over a record this copy does not draw", b, s, txn, reason.EvidenceHashMismatch, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 		return err
 	})
 	out, err := adjust(b, false)()
@@ -582,7 +583,7 @@ func TestRemainderPerformedThroughException(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "a forged exception naming the accepted obligation", b, s, txn, reason.ObligationRemainderMissing, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 		return err
 	})
 	if out, err := s.Engine.OpenException(ctx, s.Actor(), record.ExceptionInput{MandateID: s.Mandate, TransactionID: txn, ObligationID: rem}); err != nil || out.State != "exception_open" {
@@ -717,7 +718,7 @@ func TestAmendmentAcceptedBySupplierAddsItsOwnDuty(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "an added duty the buyer owes", b, s, txn, reason.ObligationSubjectUnreferenced, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 		return err
 	})
 	out, err := accept()

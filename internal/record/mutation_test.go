@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/record"
@@ -323,7 +324,7 @@ func TestMutatedMessagesNeverCountersignedUnverifiable(t *testing.T) {
 			refusedN, accepted := sweep(t, "countersigned", func(t *testing.T) sweepCase {
 				from, to, txn, msg := fx(t)
 				return sweepCase{to: to, txn: txn, msg: msg, signer: agentSigner(t, from), take: func(forged [][]byte) (bool, error) {
-					_, err := to.Engine.Receive(ctx, from.Node.Org.Config().OrganizationID, txn, forged)
+					_, err := to.Engine.Receive(ctx, from.Node.Org.Config().OrganizationID, txn, delivery.Raw(forged))
 					return err == nil, err
 				}}
 			}, nil)

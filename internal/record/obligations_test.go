@@ -461,7 +461,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 		return without(objs, "policy_decision") // its mandate lists no acceptance to decide on
 	})
 	refused(t, "a response signed by the obligor, at the obligee", b, s, txn, reason.ObligationResponseUnauthorized, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 		return err
 	})
 	refused(t, "a response bound to a wrong assertion hash", b, s, txn, reason.ObligationResponseHashMismatch,
@@ -603,7 +603,7 @@ func TestPerformanceBeforeCommitmentRefused(t *testing.T) {
 			"data": map[string]any{"obligation_id": "obl_0123456789abcdef01234567", "performance_event_id": prf["id"]},
 		})
 		refused(t, "performance.declared from "+from+" before commitment", b, s, txn, reason.StateTransitionDenied, func() error {
-			_, err := b.Engine.Receive(ctx, "org_delta", txn, [][]byte{evdRaw, prfRaw, evRaw})
+			_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw([][]byte{evdRaw, prfRaw, evRaw}))
 			return err
 		})
 	}

@@ -510,20 +510,19 @@ func (e *Engine) send(ctx context.Context, m store.OutboxMessage) error {
 // renew the act and send it again at once (once: the renewed message is
 // sent with renew false).
 func (e *Engine) sendOnce(ctx context.Context, m store.OutboxMessage, renew bool) error {
-	sctx, rv := delivery.WithReplyValues(ctx)
-	reply, err := e.out.Send(sctx, m)
+	msg, err := e.out.Send(ctx, m)
 	switch {
 	case err == nil:
 		e.peerSeen(ctx, m.Peer)
-		// The carrier's decoding of the reply's bytes, when it handed it
-		// over, is their view (parse finds them kept).
-		for _, b := range reply {
-			if v := rv.Of(b); v != nil {
+		// The carrier's decoding of the reply's bytes, when it checked
+		// them, is their view (parse finds them kept).
+		for i, b := range msg.Objects {
+			if v := msg.Value(i); v != nil {
 				remember(b, v)
 			}
 		}
 		e.point("reply.received")
-		if err := e.settle(ctx, m, reply); err != nil {
+		if err := e.settle(ctx, m, msg.Objects); err != nil {
 			// A reply that cannot be stored is not lost: the message stays
 			// pending and the peer answers its redelivery from its inbox.
 			e.log.Error("a reply could not be stored; the message will be sent again", "transaction_id", m.TransactionID, "id", m.ID, "error", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
@@ -192,7 +193,7 @@ func TestUnvouchedPrincipalKeyRefusedByCountersigner(t *testing.T) {
 	c.Add(31 * time.Second)
 	before := peerFileOf(t, b, cfg.OrganizationID)
 	refusedWith(t, "an act under a mandate an unvouched principal key issued", b, s, txn, reason.EvidenceSignatureInvalid, func() error {
-		_, err := b.Engine.Receive(ctx, cfg.OrganizationID, txn, msg)
+		_, err := b.Engine.Receive(ctx, cfg.OrganizationID, txn, delivery.Raw(msg))
 		return err
 	})
 	after := peerFileOf(t, b, cfg.OrganizationID)

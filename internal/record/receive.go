@@ -101,10 +101,11 @@ const lockWait = 2 * time.Second
 // A message received before is answered with the reply given then; a new
 // one is checked and what it moves is stored with its reply, in one
 // database transaction.
-func (e *Engine) receive(ctx context.Context, from, txn string, raw [][]byte) ([][]byte, error) {
+func (e *Engine) receive(ctx context.Context, from, txn string, msg delivery.Message) ([][]byte, error) {
 	ctx = store.WithKeyVersionMemo(ctx) // the key records read once between two commits
 	e.peerSeen(ctx, from)
-	if !delivery.Checked(ctx) {
+	raw := msg.Objects
+	if !msg.Checked() {
 		if err := delivery.CheckMessage(txn, raw); err != nil {
 			return nil, err
 		}
@@ -135,7 +136,7 @@ func (e *Engine) receive(ctx context.Context, from, txn string, raw [][]byte) ([
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	r := &receipt{from: from, txn: txn, key: key, now: now}
 	for i, b := range raw {
-		if v := delivery.Decoded(ctx, i, b); v != nil { // the carrier's decoding of b
+		if v := msg.Value(i); v != nil { // the carrier's decoding of b
 			r.objs = append(r.objs, remember(b, v))
 			continue
 		}

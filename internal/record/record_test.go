@@ -152,7 +152,7 @@ func TestPendingUntilCountersignedThenConverges(t *testing.T) {
 	}
 	var first [][]byte
 	for i := 0; i < 2; i++ {
-		reply, err := s.Engine.Receive(ctx, "org_northstar", pending[0].TransactionID, pending[0].Objects)
+		reply, err := s.Engine.Receive(ctx, "org_northstar", pending[0].TransactionID, delivery.Raw(pending[0].Objects))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestForgedEventsRefused(t *testing.T) {
 	k, _ := signatureKey(t)
 	signature.Sign(forged, k, "event_append", time.Now())
 	fb, _ := canonical.Marshal(forged)
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, [][]byte{fb}); !hasCode(err, reason.EvidenceSignatureInvalid) {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw([][]byte{fb})); !hasCode(err, reason.EvidenceSignatureInvalid) {
 		t.Fatalf("untrusted key: %v", err)
 	}
 	// A transition the rules do not allow, signed with the real key.
@@ -200,7 +200,7 @@ func TestForgedEventsRefused(t *testing.T) {
 	bs, _ := b.Node.Org.AgentSigner()
 	signature.Sign(forged, bs, "event_append", time.Now())
 	fb, _ = canonical.Marshal(forged)
-	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, [][]byte{fb}); !hasCode(err, reason.StateTransitionDenied) {
+	if _, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw([][]byte{fb})); !hasCode(err, reason.StateTransitionDenied) {
 		t.Fatalf("illegal transition: %v", err)
 	}
 	// A second successor of an existing event: a fork, refused and kept.
@@ -213,7 +213,7 @@ func TestForgedEventsRefused(t *testing.T) {
 	envelope.Seal(forged)
 	signature.Sign(forged, bs, "event_append", time.Now())
 	fb, _ = canonical.Marshal(forged)
-	_, err := s.Engine.Receive(ctx, "org_northstar", txn, [][]byte{fb})
+	_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw([][]byte{fb}))
 	if !errors.Is(err, delivery.ErrConflict) || !hasCode(err, reason.EvidenceChainGap) {
 		t.Fatalf("fork: %v", err)
 	}
@@ -355,7 +355,7 @@ func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
 	}
 	// So the buyer refuses the act made before the revocation, its
 	// decision still fresh.
-	if _, err := b.Engine.Receive(ctx, "org_delta", txn, msg); !hasCode(err, reason.MandateInactive) {
+	if _, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(msg)); !hasCode(err, reason.MandateInactive) {
 		t.Fatalf("the buyer's instance did not refuse the act: %v", err)
 	}
 	recordtest.SameRecord(t, b, s, txn, 3)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -149,7 +150,7 @@ func TestSupplierCountersBuyerAccepts(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "a counter-offer whose decision states the other side", b, s, txn, reason.StreamMismatch, func() error {
-		_, err := b.Engine.Receive(ctx, "org_delta", txn, forged)
+		_, err := b.Engine.Receive(ctx, "org_delta", txn, delivery.Raw(forged))
 		return err
 	})
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/rails"
@@ -149,7 +150,7 @@ func TestHostileInstructionsRefused(t *testing.T) {
 				return objs
 			})
 			refusedWith(t, c.what, b, s, txn, c.code, func() error {
-				_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+				_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 				return err
 			})
 		})
@@ -200,7 +201,7 @@ func TestSettlementIdempotency(t *testing.T) {
 		return objs
 	})
 	refusedWith(t, "a new instruction reusing a key", b, s, txn, reason.SettlementIdempotencyConflict, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 		return err
 	})
 }
@@ -235,7 +236,7 @@ func TestReceiptsMatchTheirInstruction(t *testing.T) {
 			return objs
 		})
 		refusedWith(t, c.what, b, s, txn, c.code, func() error {
-			_, err := s.Engine.Receive(ctx, "org_northstar", txn, forged)
+			_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(forged))
 			return err
 		})
 	}
@@ -370,7 +371,7 @@ func TestRevokedPayerRefusedLive(t *testing.T) {
 	// The supplier's 60-second cache has not expired; its live check for a
 	// payment refuses.
 	refusedWith(t, "an instruction under a mandate revoked a moment ago", b, s, txn, reason.MandateInactive, func() error {
-		_, err := s.Engine.Receive(ctx, "org_northstar", txn, msg)
+		_, err := s.Engine.Receive(ctx, "org_northstar", txn, delivery.Raw(msg))
 		return err
 	})
 }

@@ -68,8 +68,14 @@ func (l *Link) PeerCrashed() bool {
 
 // Deliver implements delivery.Transport. A peer that crashes while it
 // receives (a Crash panic in its engine) is, to the sender, a connection
-// that broke: an error worth retrying.
-func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) (reply [][]byte, err error) {
+// that broke: an error worth retrying. The messages are handed on as
+// bytes (delivery.Raw), for the receiving engine to check.
+func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) (delivery.Message, error) {
+	reply, err := l.deliver(ctx, peer, txn, objs)
+	return delivery.Raw(reply), err
+}
+
+func (l *Link) deliver(ctx context.Context, peer, txn string, objs [][]byte) (reply [][]byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c, ok := p.(Crash)
@@ -105,7 +111,7 @@ func (l *Link) Deliver(ctx context.Context, peer, txn string, objs [][]byte) (re
 	l.mu.Lock()
 	to := l.to
 	l.mu.Unlock()
-	reply, err = to.Receive(ctx, l.from, txn, objs)
+	reply, err = to.Receive(ctx, l.from, txn, delivery.Raw(objs))
 	if err == nil && drop {
 		return nil, fmt.Errorf("%w: the reply from %s was lost", delivery.ErrUnavailable, peer)
 	}
