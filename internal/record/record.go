@@ -50,6 +50,24 @@
 // (receiveEvent for an event, receiveObjects for an act recorded by its
 // objects alone).
 //
+// # Who acts, and the act table
+//
+// Every act takes the [Actor] it is taken for: one of the instance's
+// agents, handed out by [Engine.Agent] only for an agent the instance
+// has, so an act cannot be expressed without saying for whom; the agent
+// acts only under a mandate issued to it. What the instance takes for
+// itself (in answer to its counterparty, at a deadline, on a release) it
+// takes under any of its agents' mandates, as an Actor no other package
+// can make.
+//
+// Each act lives in its file (offer and acceptance in formation.go, the
+// obligation acts in obligations.go, and so on), and the act table
+// (actTable in acts.go) has a line for each message an act travels in:
+// how the receiving side recognises it, the event's live checks and what
+// the countersigner adds, how the appender settles the answer, and what
+// the recorded event moves. Receiving ([Engine.Receive]), state
+// derivation and reply settlement dispatch on the table.
+//
 // # Delivery and crashes
 //
 // The engine owns its delivery (package delivery provides the outbox

@@ -57,7 +57,7 @@ func viewOver(m map[string]any, b []byte) (*Obj, error) {
 
 // remember keeps the view of b, whose decoding is m, among the parsed
 // views, and returns the one kept for b: parse(b) for a caller that holds
-// b's decoding already (a carrier's, delivery.Decoded; a value this
+// b's decoding already (a carrier's, delivery.Message.Value; a value this
 // instance built, viewOver).
 func remember(b []byte, m map[string]any) *Obj {
 	return keep(sha256.Sum256(b), b, m)
