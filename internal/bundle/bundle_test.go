@@ -249,6 +249,21 @@ func TestWriteRefusals(t *testing.T) {
 	if err := bundle.Write(filepath.Join(t.TempDir(), "c"), bundle.Contents{Manifest: bundle.Manifest{TransactionID: "nope"}}, bundle.WriteOptions{}); err == nil {
 		t.Error("wrote a bundle.json Read refuses")
 	}
+	// Stored bytes are written as they are, and only when they are the
+	// value beside them.
+	obj := map[string]any{"id": "off_stored_0001", "n": "1"}
+	kept := []byte(`{"id":"off_stored_0001","n":"1"}`)
+	dir = filepath.Join(t.TempDir(), "d")
+	if err := bundle.Write(dir, bundle.Contents{Objects: []map[string]any{obj}, Stored: map[string][]byte{"off_stored_0001": kept}}, bundle.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "objects", "off_stored_0001.json")); !bytes.Equal(got, kept) {
+		t.Errorf("wrote %s, not the stored bytes", got)
+	}
+	other := []byte(`{"id":"off_stored_0001","n":"2"}`)
+	if err := bundle.Write(filepath.Join(t.TempDir(), "e"), bundle.Contents{Objects: []map[string]any{obj}, Stored: map[string][]byte{"off_stored_0001": other}}, bundle.WriteOptions{}); err == nil {
+		t.Error("wrote stored bytes that are not the object's value")
+	}
 }
 
 // bundle.json's disclosure statement: absent in a manifest of the older

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 
 	"github.com/partyd/party/internal/canonical"
@@ -23,6 +24,11 @@ type Contents struct {
 	Mandates []map[string]any
 	// Keys, when not nil, are written to keys.json.
 	Keys *keys.KeySet
+	// Stored are the exact bytes an object or mandate was stored as, by
+	// id, when the caller holds them (an export): those bytes are written,
+	// not the value encoded again, so a bundle carries what was signed
+	// and kept byte for byte. They must decode to the value beside them.
+	Stored map[string][]byte
 }
 
 // WriteOptions choose what to leave out of a bundle (selective disclosure,
@@ -117,14 +123,21 @@ func layout(c Contents, opt WriteOptions) ([]Document, error) {
 		if omitObj[id] {
 			return nil
 		}
-		data, err := canonical.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("bundle: %s: %w", id, err)
+		data, stored := c.Stored[id]
+		if !stored {
+			var err error
+			if data, err = canonical.Marshal(v); err != nil {
+				return fmt.Errorf("bundle: %s: %w", id, err)
+			}
 		}
 		// What Read would refuse (a fraction, an integer beyond I-JSON) is
 		// not written: the bundle would be unreadable by its own reader.
-		if _, err := canonical.DecodeObject(data); err != nil {
+		back, err := canonical.DecodeObject(data)
+		if err != nil {
 			return fmt.Errorf("bundle: %s: %w", id, err)
+		}
+		if stored && !reflect.DeepEqual(back, v) {
+			return fmt.Errorf("bundle: the stored bytes of %s are not its value", id)
 		}
 		p := dir + "/" + id + ".json"
 		if prev, dup := written[p]; dup {

@@ -96,6 +96,7 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 		return bundle.Contents{}, Summary{}, err
 	}
 	var objects []map[string]any
+	stored := map[string][]byte{} // what is written: the bytes as stored
 	mandateIDs := map[string]bool{}
 	for _, b := range raws {
 		o, err := canonical.DecodeObject(b)
@@ -106,6 +107,7 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 			continue
 		}
 		objects = append(objects, o)
+		stored[fmt.Sprint(o["id"])] = b
 		if by, ok := o["created_by"].(map[string]any); ok {
 			mandateIDs[fmt.Sprint(by["mandate_id"])] = true
 		}
@@ -140,6 +142,7 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 			return bundle.Contents{}, Summary{}, err
 		}
 		objects = append(objects, o)
+		stored[fmt.Sprint(o["id"])] = b
 		if by, ok := o["created_by"].(map[string]any); ok {
 			mandateIDs[fmt.Sprint(by["mandate_id"])] = true
 		}
@@ -167,6 +170,7 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 			return bundle.Contents{}, Summary{}, err
 		}
 		mandates = append(mandates, m)
+		stored[id] = rec.Body
 		if p, ok := m["parent_mandate_id"].(string); ok && p != "" {
 			ids = append(ids, p)
 		}
@@ -204,10 +208,11 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 			continue
 		}
 		objects = append(objects, o)
+		stored[fmt.Sprint(o["id"])] = b
 	}
 	c := bundle.Contents{
 		Manifest: bundle.Manifest{RulesVersion: record.RulesVersion, TransactionID: txn},
-		Objects:  objects, Mandates: mandates, Keys: ks,
+		Objects:  objects, Mandates: mandates, Keys: ks, Stored: stored,
 	}
 	return c, Summary{TransactionID: txn, Objects: len(objects), Events: events, Mandates: len(mandates), Keys: ks.Len()}, nil
 }
