@@ -160,7 +160,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	b := &bridge{endpoint: o.Endpoint, addr: addr, log: log, failc: make(chan error, 1), calls: map[jsonrpc.ID]handshake{}}
+	b := &bridge{endpoint: o.Endpoint, addr: addr, log: log, failc: make(chan error, 1), calls: map[jsonrpc.ID]handshake{}, opened: make(chan struct{})}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = nil // the token goes to the endpoint itself, never to a proxy
 	b.http = &http.Client{
@@ -218,6 +218,11 @@ type bridge struct {
 	calls    map[jsonrpc.ID]handshake // handshake calls forwarded, by id
 	cause    error                    // what the endpoint's answers showed, for a failure's message
 	listened bool                     // the standalone stream was started
+	// opened is closed once the standalone stream's first answer came
+	// (or none will): what the server sends outside a call's own answer
+	// before then has no stream to travel on (up).
+	opened     chan struct{}
+	openedOnce sync.Once
 
 	failed   error // the first failure, once known
 	failOnce sync.Once
@@ -301,8 +306,26 @@ func (b *bridge) up(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/initialized" {
+			// The client's next call may make the server ask it
+			// something (roots) or notify it, on the standalone stream:
+			// forward it once that stream is open, or surely not coming.
+			select {
+			case <-b.opened:
+			case <-time.After(listenWait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 }
+
+// listenWait bounds how long the client's first call after the
+// handshake waits for the standalone stream to open.
+const listenWait = 5 * time.Second
+
+// streamOpened says the standalone stream answered, or will not be opened.
+func (b *bridge) streamOpened() { b.openedOnce.Do(func() { close(b.opened) }) }
 
 // written handles the outcome of forwarding msg to the endpoint.
 func (b *bridge) written(ctx context.Context, msg jsonrpc.Message, err error) {
@@ -459,6 +482,8 @@ func (b *bridge) startListen(ctx context.Context) {
 	b.mu.Unlock()
 	if start {
 		go b.listen(ctx)
+	} else {
+		b.streamOpened()
 	}
 }
 
@@ -483,6 +508,7 @@ func (b *bridge) listen(ctx context.Context) {
 			req.Header.Set(lastEventIDHeader, lastID)
 		}
 		resp, err := b.http.Do(req)
+		b.streamOpened()
 		if err != nil {
 			if ctx.Err() != nil {
 				return

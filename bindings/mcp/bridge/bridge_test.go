@@ -249,7 +249,7 @@ func TestBridgeForwardsEverything(t *testing.T) {
 				// of its own.
 				res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "roots", Arguments: map[string]any{}})
 				if err != nil || res.IsError {
-					t.Fatalf("roots: %+v %v", res, err)
+					t.Fatalf("roots: %v, %s\n%s", err, resultText(res), logs)
 				}
 				if b, _ := json.Marshal(res.StructuredContent); string(b) != `{"roots":["file:///work/acme"]}` {
 					t.Fatalf("roots returned %s", b)
@@ -446,4 +446,18 @@ func TestBridgeServeRestarts(t *testing.T) {
 	if err := waitRun(t, done); !errors.Is(err, bridge.ErrSessionGone) || !strings.Contains(err.Error(), "restart the MCP client") {
 		t.Fatalf("the bridge ended with %v\n%s", err, logs)
 	}
+}
+
+// resultText is what a tool result says, for a failure message.
+func resultText(res *sdk.CallToolResult) string {
+	if res == nil {
+		return "no result"
+	}
+	var out []string
+	for _, c := range res.Content {
+		if t, ok := c.(*sdk.TextContent); ok {
+			out = append(out, t.Text)
+		}
+	}
+	return strings.Join(out, "; ")
 }
