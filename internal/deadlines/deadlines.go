@@ -1,6 +1,7 @@
 // Package deadlines is the loop that keeps anything from waiting forever
-// (docs/record-protocol.md, "Nothing waits forever (issue 39)"). Every
-// [Every] it asks the engine, which record.Engine implements, to
+// (docs/record-protocol.md, "Nothing waits forever (issue 39)"). At once
+// and then every two seconds ([Every]) it asks the engine, which
+// record.Engine implements, to
 //
 //   - expire the draft transactions whose latest offer's deadline has
 //     passed, with the grace the parties' clock skew asks for
@@ -15,8 +16,8 @@
 // a pass did is in the record, so nothing is lost or done twice (an expiry
 // that raced a restart meets its own pending event, or the
 // counterparty's). Which transaction is due, and when it is looked at
-// again, is the engine's to say: a pass over transactions whose deadlines
-// cannot have changed reads almost nothing.
+// again, is the engine's to say: a pass skips the transactions whose
+// deadlines cannot have changed since it last looked.
 package deadlines
 
 import (

@@ -1,6 +1,7 @@
 // Package releases is the loop that continues the acts a principal has
 // approved since they were held, and ends the ones it rejected or let
-// expire (docs/record-protocol.md, held acts). The act it continues is the
+// expire (docs/record-protocol.md, "Nothing waits forever (issue 39)",
+// held acts). The act it continues is the
 // one this instance takes by itself: formation's commit (the acceptor's
 // own agreement.sign) that a rule of its mandate holds for approval; what
 // a release does is the engine's ([Engine.ReleaseHeld], which
@@ -9,10 +10,10 @@
 // (the approval ran out before the act was taken), and nothing is
 // appended.
 //
-// [Run] polls every [Every] rather than waiting for a signal: the
-// principal decides on this process's approvals page as often as with
-// party approve or party reject in another process on the same database
-// file, and only the database sees both.
+// [Run] polls every two seconds ([Every]) rather than waiting for a
+// signal: the principal decides on this process's approvals page as often
+// as with party approve or party reject in another process on the same
+// database file, and only the database sees both.
 package releases
 
 import (
