@@ -7,11 +7,14 @@ import (
 
 	"github.com/partyd/party/bindings/mcp"
 	"github.com/partyd/party/bindings/peer"
+	"github.com/partyd/party/internal/deadlines"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/due"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/rails"
+	"github.com/partyd/party/internal/railwork"
 	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/releases"
 )
 
 // PeerOptions tune the record engine and its delivery.
@@ -25,8 +28,10 @@ type PeerOptions struct {
 // Record is the Mounter that wires the transaction record: the record
 // engine, which owns its delivery (a durable outbox whose worker runs for
 // the daemon's life, and the inbox behind both carriers), its settlement
-// rails, and the record tools. The peer binding (bindings/peer) serves the
-// engine on the peer listener and is its client side.
+// rails, its loops (the settlement worker, package railwork; the release
+// of approved held acts, package releases; deadlines and alerts, package
+// deadlines), and the record tools. The peer binding (bindings/peer)
+// serves the engine on the peer listener and is its client side.
 func Record(opt PeerOptions) Mounter {
 	return func(ctx context.Context, d *Daemon) error {
 		o := d.Org
@@ -60,9 +65,10 @@ func Record(opt PeerOptions) Mounter {
 			case <-time.After(100 * time.Millisecond):
 			}
 			engine.Resume(ctx)
-			go engine.RunSettlements(ctx)
-			go engine.RunReleases(ctx) // held acts resume once approved
-			go engine.RunDeadlines(ctx)
+			// Each loop returns only when ctx ends.
+			go func() { _ = railwork.Run(ctx, engine) }()
+			go func() { _ = releases.Run(ctx, engine) }() // held acts resume once approved
+			go func() { _ = deadlines.Run(ctx, engine) }()
 			started()
 			if err := engine.Outbox().Run(ctx); err != nil && ctx.Err() == nil {
 				d.Log.Error("outbox worker stopped", "error", err)

@@ -30,8 +30,8 @@ import (
 // `party serve` instances, each agent driven over MCP, each principal
 // acting with the CLI in processes of its own. Nothing here waits on a
 // bare sleep where a condition can be polled: the background loops of
-// serve (RunReleases, RunDeadlines) act on their own clock, and each test
-// polls (eventually) for what they must bring about.
+// serve (packages releases and deadlines) act on their own clock, and
+// each test polls (eventually) for what they must bring about.
 
 // expiryGrace mirrors record.ExpiryGrace: how long past an offer's
 // valid_until an instance waits before it expires the transaction.
@@ -306,7 +306,7 @@ func TestHeldCommitDecidedWithTheCLI(t *testing.T) {
 			}
 			t.Logf("%s's notice: %v; %s's: %v", holder.Name, notice, other.Party.Name, p.view(other)["notice"])
 			// Nothing more is appended: not at once, and not after the
-			// loops of both instances ran again (RunReleases every two
+			// loops of both instances ran again (releases.Run every two
 			// seconds, the buyer's outbox asking again).
 			unchanged := func() bool {
 				for _, a := range []*demo.Agent{p.ba, p.sa} {
@@ -674,7 +674,7 @@ func TestObligationFallsDueAndOverdue(t *testing.T) {
 		quietLog(t, pt, "resource updated notification sent")
 	}
 	// Once each, durably: not again while both serve on (two more rounds
-	// of RunDeadlines), nor after the buyer's instance restarts.
+	// of deadlines.Run), nor after the buyer's instance restarts.
 	once := func() bool {
 		for _, h := range hooks {
 			if len(h.of("obligation.due", obl)) != 1 || len(h.of("obligation.overdue", obl)) != 1 || len(h.refusals()) != 0 {
@@ -688,7 +688,7 @@ func TestObligationFallsDueAndOverdue(t *testing.T) {
 	p.bp.stop(syscall.SIGTERM)
 	p.bp = serve(t, buyer.Dir)
 	p.ba = p.connect(buyer)
-	// After the restart the engine looks again at once (RunDeadlines
+	// After the restart the engine looks again at once (deadlines.Run
 	// starts with a round, then every two seconds): nothing is told again.
 	stays(t, "each principal was told once of each after the buyer restarted", 3*time.Second, once)
 	state, tm := timing(p.view(p.ba))

@@ -27,9 +27,8 @@ package record
 // to that acceptance (position). The verifier's guard reads the same from
 // a bundle (verify, expiredGuard).
 //
-// RunDeadlines looks every DeadlineEvery; what it did is in the record, so
-// a restart looks again and nothing is lost or done twice (an expiry that
-// raced a restart meets its own pending event, or the counterparty's).
+// Package deadlines calls WorkDeadlines (and WorkTiming) every
+// DeadlineEvery, in party serve.
 
 import (
 	"context"
@@ -49,7 +48,8 @@ import (
 // is past the deadline too when the event reaches it.
 const ExpiryGrace = 2 * authority.ClockSkew
 
-// DeadlineEvery is how often RunDeadlines looks.
+// DeadlineEvery is how often the deadline loop (package deadlines) calls
+// WorkDeadlines and WorkTiming; probeAway paces its probes on it.
 const DeadlineEvery = 2 * time.Second
 
 // offerDeadline returns when an offer stops being acceptable: its
@@ -139,31 +139,14 @@ func checkExpired(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	return nil
 }
 
-// RunDeadlines expires the draft transactions whose offer's deadline has
-// passed (WorkDeadlines) and raises the alerts of obligations due and
-// overdue and of counterparties unreachable (WorkTiming), every
-// DeadlineEvery, until ctx ends. party serve runs it.
-func (e *Engine) RunDeadlines(ctx context.Context) {
-	t := time.NewTicker(DeadlineEvery)
-	defer t.Stop()
-	for {
-		e.WorkDeadlines(ctx)
-		e.WorkTiming(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // WorkDeadlines expires every draft transaction whose latest offer's
 // deadline is ExpiryGrace past, under a mandate of this organisation that
 // allows transaction.expire; it returns how many it expired. A refusal is
 // logged and tried again a minute later (a counterparty that was away, a
 // mandate that holds the act for approval). A transaction is read again
 // only once its deadline (with the grace) comes or its record changed
-// (Engine.looked). Tests with a simulated clock call it directly.
+// (Engine.looked). The deadline loop (package deadlines) calls it every
+// DeadlineEvery; tests with a simulated clock call it directly.
 func (e *Engine) WorkDeadlines(ctx context.Context) int {
 	ts, err := e.o.Store.TransactionsInState(ctx, string(protocol.Draft))
 	if err != nil {

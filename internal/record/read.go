@@ -423,7 +423,7 @@ func (e *Engine) inboxItem(ctx context.Context, a Actor, t store.Transaction, ma
 // approved with an approval that ran out before the act was taken, ends
 // instead: the transaction's notice says so, with a registered code
 // (A202-POLICY-DENIED; A202-APPROVAL-REQUIRED), and the act is not taken
-// (the agent may cancel, or propose anew). RunReleases calls it every two
+// (the agent may cancel, or propose anew). package releases runs it every two
 // seconds; a test may call it directly.
 func (e *Engine) ReleaseHeld(ctx context.Context) {
 	// The requests decided since the last pass: at or after the latest

@@ -192,7 +192,8 @@ type Engine struct {
 	keys   keyCache
 	// kr holds the key records of every organisation (keyRecords).
 	kr store.KeyObjectsCache[[]*Obj]
-	// settle wakes the settlement worker: an instruction was recorded.
+	// railWake wakes the settlement worker (RailWake): an instruction
+	// this instance pays was recorded.
 	railWake chan struct{}
 	// subs are the change subscribers (Subscribe), alerts the alert
 	// subscribers (SubscribeAlerts).
@@ -280,8 +281,9 @@ type Options struct {
 const DefaultConfirmEvery = 10 * time.Minute
 
 // New returns the engine of o. It delivers through opt.Transport with a
-// durable outbox of its own; call Start before serving and Run for the
-// outbox worker.
+// durable outbox of its own; call Start before serving, then Resume, and
+// run the outbox worker (Outbox) and the loops of packages railwork,
+// releases and deadlines (party serve: daemon.Record).
 func New(o *org.Org, opt Options) *Engine {
 	oo := opt.Outbox
 	if oo.Clock == nil {
@@ -329,56 +331,6 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.peerAway(p)
 	}
 	return e.rebuildObligationStates(ctx)
-}
-
-// Run starts the engine (Start), resumes every transaction with unfinished
-// work, and runs the outbox and settlement workers until ctx ends.
-func (e *Engine) Run(ctx context.Context) error {
-	if err := e.Start(ctx); err != nil {
-		return err
-	}
-	e.Resume(ctx)
-	go e.RunSettlements(ctx)
-	go e.RunReleases(ctx)
-	go e.RunDeadlines(ctx)
-	return e.out.Run(ctx)
-}
-
-// RunReleases continues approved held acts, and ends rejected ones
-// (ReleaseHeld), every two seconds until ctx ends: a principal decides in
-// another process (the CLI) as often as on this one's admin page. party
-// serve runs it (daemon.Record).
-func (e *Engine) RunReleases(ctx context.Context) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			e.ReleaseHeld(ctx)
-		}
-	}
-}
-
-// RunSettlements does the rail work as it falls due (WorkSettlements),
-// until ctx ends.
-func (e *Engine) RunSettlements(ctx context.Context) {
-	for {
-		e.WorkSettlements(ctx)
-		wait := 5 * time.Second
-		if next, ok, err := e.o.Store.NextSettlementAttempt(ctx); err == nil && ok {
-			if d := next.Sub(e.o.Clock()); d < wait {
-				wait = max(d, 50*time.Millisecond)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		case <-e.railWake:
-		}
-	}
 }
 
 // Outcome is what an act returns to the agent.

@@ -362,13 +362,28 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error 
 	return nil
 }
 
-// wakeRail wakes the settlement worker (RunSettlements).
+// wakeRail wakes the settlement worker (package railwork).
 func (e *Engine) wakeRail() {
 	select {
 	case e.railWake <- struct{}{}:
 	default:
 	}
 }
+
+// RailWake receives when an instruction this instance pays was recorded:
+// its rail work is due at once. The settlement worker (package railwork)
+// waits on it.
+func (e *Engine) RailWake() <-chan struct{} { return e.railWake }
+
+// NextSettlementAttempt is when the earliest rail work falls due, by the
+// engine's clock (Now); ok is false when none waits. The settlement worker
+// sleeps until then.
+func (e *Engine) NextSettlementAttempt(ctx context.Context) (next time.Time, ok bool, err error) {
+	return e.o.Store.NextSettlementAttempt(ctx)
+}
+
+// Now is the engine's clock: the organisation's, simulated in tests.
+func (e *Engine) Now() time.Time { return e.o.Clock() }
 
 // railRegistered reports whether the gate of this process registers rail.
 func railRegistered(rail string) bool { return gate.RailRegistered(rail) }
@@ -379,8 +394,9 @@ func randRead(b []byte) (int, error) { return rand.Read(b) }
 // WorkSettlements does the rail work that is due: every instruction this
 // instance pays that is recorded and not yet answered, or answered
 // pending, is handed to its rail, and the answer becomes a receipt in both
-// records. It returns how many instructions it worked on. Run calls it on
-// a timer; tests with a simulated clock call it directly.
+// records. It returns how many instructions it worked on. The settlement
+// worker (package railwork) calls it as work falls due; tests with a
+// simulated clock call it directly.
 func (e *Engine) WorkSettlements(ctx context.Context) int {
 	due, err := e.o.Store.DueSettlements(ctx, e.o.Clock())
 	if err != nil {
