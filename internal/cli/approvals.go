@@ -44,15 +44,8 @@ func runApprovals(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	dir := c.dirFlag()
 	all := c.Bool("all", false, "include approved and rejected requests")
 	asJSON := c.Bool("json", false, "print a JSON array")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	}
-	if *dir == "" {
-		return c.usageError(stderr, "--dir is required")
 	}
 	o, p, err := openPrincipal(*dir, stderr)
 	if err != nil {
@@ -148,17 +141,10 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 		why = c.String("reason", "", "why the act is rejected (signed into the rejection)")
 	}
 	asJSON := c.Bool("json", false, "print the signed approval object")
-	pos, code, done := c.parse(args, stdout, stderr)
+	id, code, done := c.parseOneArg(args, "REQUEST_ID", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one REQUEST_ID")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
-	id := pos[0]
 	if why != nil {
 		// As the approvals page signs a reason: one condition per line.
 		for line := range strings.SplitSeq(*why, "\n") {

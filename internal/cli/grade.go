@@ -46,25 +46,12 @@ a usage error.
 `
 
 func runGrade(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, gradeUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, gradeUsage)
-		return 0
-	case "issue":
-		return runGradeIssue(args[1:], stdout, stderr)
-	case "verify":
-		return runGradeCheck("verify", args[1:], stdin, stdout, stderr)
-	case "import":
-		return runGradeCheck("import", args[1:], stdin, stdout, stderr)
-	case "list":
-		return runGradeList(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "party grade: unknown subcommand %q\n\n%s", args[0], gradeUsage)
-	return 2
+	return runSubcommand("party grade", gradeUsage, map[string]func([]string) int{
+		"issue":  func(args []string) int { return runGradeIssue(args, stdout, stderr) },
+		"verify": func(args []string) int { return runGradeCheck("verify", args, stdin, stdout, stderr) },
+		"import": func(args []string) int { return runGradeCheck("import", args, stdin, stdout, stderr) },
+		"list":   func(args []string) int { return runGradeList(args, stdout, stderr) },
+	}, args, stdout, stderr)
 }
 
 const gradeIssueUsage = `Usage: party grade issue --dir DIR --about ORG [--spec DIR] [--implementation NAME]
@@ -122,15 +109,10 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 	days := c.Int("valid-days", 90, "days until the grade expires (1 to 365)")
 	out := c.String("out", "", "write the signed grade to FILE (default standard output)")
 	asJSON := c.Bool("json", false, "machine-readable output")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
 	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
 	case *about == "":
 		return c.usageError(stderr, "--about is required")
 	case *spec == "":
@@ -252,22 +234,16 @@ func runGradeCheck(sub string, args []string, stdin io.Reader, stdout, stderr io
 	c := newFlags("party grade "+sub, gradeCheckUsage)
 	dir := c.dirFlag()
 	asJSON := c.Bool("json", false, "machine-readable output")
-	pos, code, done := c.parse(args, stdout, stderr)
+	file, code, done := c.parseOneArg(args, "FILE", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one FILE")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
 	var data []byte
 	var err error
-	if pos[0] == "-" {
+	if file == "-" {
 		data, err = io.ReadAll(io.LimitReader(stdin, canonical.MaxDocumentSize+1))
 	} else {
-		data, err = readBounded(pos[0])
+		data, err = readBounded(file)
 	}
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
@@ -300,9 +276,9 @@ func runGradeCheck(sub string, args []string, stdin io.Reader, stdout, stderr io
 		j = grade.Check(doc, keys, o.Clock())
 	}
 	if *asJSON {
-		writeJSONLine(stdout, jsonLine(pos[0], j))
+		writeJSONLine(stdout, jsonLine(file, j))
 	} else {
-		fmt.Fprintln(stdout, textLine(pos[0], j))
+		fmt.Fprintln(stdout, textLine(file, j))
 	}
 	if !j.Accepted() {
 		return 1
@@ -322,15 +298,8 @@ func runGradeList(args []string, stdout, stderr io.Writer) int {
 	dir := c.dirFlag()
 	about := c.String("about", "", "only the grades about this organisation")
 	asJSON := c.Bool("json", false, "print a JSON array of grade documents")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
-	}
-	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
 	}
 	o, err := org.Open(*dir, org.Options{Logger: cliLogger(stderr)})
 	if err != nil {

@@ -94,6 +94,39 @@ func (c *cmdFlags) usageError(stderr io.Writer, format string, args ...any) int 
 	return 2
 }
 
+// parseNoArgs parses the flags of a command that takes no positional
+// argument and needs --dir; done is true when the command must stop and
+// return code (parse), a positional argument, then a missing --dir, being
+// usage mistakes.
+func (c *cmdFlags) parseNoArgs(args []string, dir *string, stdout, stderr io.Writer) (code int, done bool) {
+	pos, code, done := c.parse(args, stdout, stderr)
+	switch {
+	case done:
+		return code, true
+	case len(pos) > 0:
+		return c.usageError(stderr, "unexpected argument %q", pos[0]), true
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required"), true
+	}
+	return 0, false
+}
+
+// parseOneArg is parseNoArgs for a command that takes exactly one
+// positional argument, what (its name in the mistake reported), and
+// returns it.
+func (c *cmdFlags) parseOneArg(args []string, what string, dir *string, stdout, stderr io.Writer) (arg string, code int, done bool) {
+	pos, code, done := c.parse(args, stdout, stderr)
+	switch {
+	case done:
+		return "", code, true
+	case len(pos) != 1:
+		return "", c.usageError(stderr, "give exactly one %s", what), true
+	case *dir == "":
+		return "", c.usageError(stderr, "--dir is required"), true
+	}
+	return pos[0], 0, false
+}
+
 // dirFlag adds --dir, defaulting to $PARTY_DIR.
 func (c *cmdFlags) dirFlag() *string {
 	return c.String("dir", os.Getenv(dirEnv), "the instance's state directory (default $"+dirEnv+")")
@@ -188,25 +221,14 @@ usage error.
 `
 
 func runMandate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, mandateUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, mandateUsage)
-		return 0
-	case "issue":
-		return runMandateIssue(args[1:], stdin, stdout, stderr)
-	case "list":
-		return runMandateList(args[1:], stdout, stderr)
-	case "suspend", "reinstate", "revoke":
-		return runMandateStatus(args[0], args[1:], stdout, stderr)
-	case "policy":
-		return runMandatePolicy(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "party mandate: unknown subcommand %q\n\n%s", args[0], mandateUsage)
-	return 2
+	return runSubcommand("party mandate", mandateUsage, map[string]func([]string) int{
+		"issue":     func(args []string) int { return runMandateIssue(args, stdin, stdout, stderr) },
+		"list":      func(args []string) int { return runMandateList(args, stdout, stderr) },
+		"suspend":   func(args []string) int { return runMandateStatus("suspend", args, stdout, stderr) },
+		"reinstate": func(args []string) int { return runMandateStatus("reinstate", args, stdout, stderr) },
+		"revoke":    func(args []string) int { return runMandateStatus("revoke", args, stdout, stderr) },
+		"policy":    func(args []string) int { return runMandatePolicy(args, stdout, stderr) },
+	}, args, stdout, stderr)
 }
 
 const mandateIssueUsage = `Usage: party mandate issue --dir DIR --file REQUEST.json [--json]
@@ -243,16 +265,10 @@ func runMandateIssue(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	dir := c.dirFlag()
 	file := c.String("file", "", "the issue request, REQUEST.json (\"-\" for standard input)")
 	asJSON := c.Bool("json", false, "print the signed mandate as canonical JSON")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
-	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case *file == "":
+	if *file == "" {
 		return c.usageError(stderr, "--file is required")
 	}
 	var data []byte
@@ -376,15 +392,8 @@ func runMandateList(args []string, stdout, stderr io.Writer) int {
 	c := newFlags("party mandate list", mandateListUsage)
 	dir := c.dirFlag()
 	asJSON := c.Bool("json", false, "print a JSON array")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	}
-	if *dir == "" {
-		return c.usageError(stderr, "--dir is required")
 	}
 	o, p, err := openPrincipal(*dir, stderr)
 	if err != nil {
@@ -451,17 +460,10 @@ func runMandateStatus(verb string, args []string, stdout, stderr io.Writer) int 
 	c := newFlags("party mandate "+verb, fmt.Sprintf(mandateStatusUsage, verb, statusChangeText[verb]))
 	dir := c.dirFlag()
 	why := c.String("reason", "", "the reason recorded in the signed revocation_record")
-	pos, code, done := c.parse(args, stdout, stderr)
+	id, code, done := c.parseOneArg(args, "MANDATE_ID", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one MANDATE_ID")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
-	id := pos[0]
 	o, p, err := openPrincipal(*dir, stderr)
 	if err != nil {
 		return failure(c.Name(), err, false, stdout, stderr)
@@ -506,16 +508,11 @@ func runMandatePolicy(args []string, stdout, stderr io.Writer) int {
 	c.Var(&mins, "min-grade", "a minimum band, DIM=BAND (repeatable, or comma-separated)")
 	clear := c.Bool("clear", false, "remove the mandate's policy")
 	asJSON := c.Bool("json", false, "machine-readable output")
-	pos, code, done := c.parse(args, stdout, stderr)
+	id, code, done := c.parseOneArg(args, "MANDATE_ID", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one MANDATE_ID")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case *clear && len(mins) > 0:
+	if *clear && len(mins) > 0 {
 		return c.usageError(stderr, "--clear and --min-grade exclude each other")
 	}
 	min, err := grade.ParseMinimum(mins)
@@ -529,11 +526,11 @@ func runMandatePolicy(args []string, stdout, stderr io.Writer) int {
 	defer o.Close()
 	ctx := context.Background()
 	if *clear || len(min) > 0 {
-		if err := p.SetMinimumGrade(ctx, pos[0], min); err != nil {
+		if err := p.SetMinimumGrade(ctx, id, min); err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
 	}
-	held, err := o.Store.MinimumGrade(ctx, pos[0])
+	held, err := o.Store.MinimumGrade(ctx, id)
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
 	}
@@ -541,13 +538,13 @@ func runMandatePolicy(args []string, stdout, stderr io.Writer) int {
 		held = map[string]int{}
 	}
 	if *asJSON {
-		writeJSONLine(stdout, map[string]any{"mandate_id": pos[0], "minimum_grade": held})
+		writeJSONLine(stdout, map[string]any{"mandate_id": id, "minimum_grade": held})
 		return 0
 	}
 	if len(held) == 0 {
-		fmt.Fprintf(stdout, "%s: no local policy\n", pos[0])
+		fmt.Fprintf(stdout, "%s: no local policy\n", id)
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s: the counterparty must hold a grade of at least %s\n", pos[0], grade.Minimum(held))
+	fmt.Fprintf(stdout, "%s: the counterparty must hold a grade of at least %s\n", id, grade.Minimum(held))
 	return 0
 }
