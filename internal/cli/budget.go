@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/partyd/party/internal/budget"
+	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/principal"
 )
 
 func init() {
@@ -88,16 +90,13 @@ func runBudgetSet(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.usageError(stderr, "%v", err)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	if err := p.SetBudget(ctx, b); err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	return printBudgets(ctx, c.Name(), p, *id, *asJSON, stdout, stderr)
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		if err := p.SetBudget(ctx, b); err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		return printBudgets(ctx, c.Name(), p, *id, *asJSON, stdout, stderr)
+	})
 }
 
 const budgetListUsage = `Usage: party budget list --dir DIR [--json]
@@ -121,12 +120,9 @@ func runBudgetList(args []string, stdout, stderr io.Writer) int {
 	case *dir == "":
 		return c.usageError(stderr, "--dir is required")
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	return printBudgets(context.Background(), c.Name(), p, "", *asJSON, stdout, stderr)
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		return printBudgets(context.Background(), c.Name(), p, "", *asJSON, stdout, stderr)
+	})
 }
 
 const budgetRemoveUsage = `Usage: party budget remove --dir DIR [--json] ID
@@ -143,20 +139,17 @@ func runBudgetRemove(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	if err := p.RemoveBudget(context.Background(), id); err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *asJSON {
-		writeJSONLine(stdout, map[string]any{"removed": id})
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		if err := p.RemoveBudget(context.Background(), id); err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		if *asJSON {
+			writeJSONLine(stdout, map[string]any{"removed": id})
+			return 0
+		}
+		fmt.Fprintf(stdout, "budget %s removed\n", id)
 		return 0
-	}
-	fmt.Fprintf(stdout, "budget %s removed\n", id)
-	return 0
+	})
 }
 
 // printBudgets prints the budgets (only the one named only, when only is

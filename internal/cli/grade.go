@@ -13,6 +13,7 @@ import (
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/grade"
 	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/specdigest"
 )
@@ -129,76 +130,73 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	_, peer, err := o.Clients.For(*about)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	name := *impl
-	if name == "" {
-		name = "the A202 instance at " + peer.AgentCardURL
-	}
-	ctx := context.Background()
-	log := cliLogger(stderr)
-	carriers, err := grade.Carriers(o.Clients, log)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	a, err := grade.Assess(ctx, grade.Run{Subject: *about, Carriers: carriers, Record: o.Store, Now: o.Clock(), Logger: log}, cases)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	doc, report, err := grade.Build(grade.Spec{Implementation: name, Assessment: a, IssuedAt: o.Clock(), ValidFor: time.Duration(*days) * 24 * time.Hour})
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	signed, err := p.IssueGrade(ctx, doc, report)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	body, err := canonical.Marshal(signed)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *out != "" {
-		if err := os.WriteFile(*out, append(body, '\n'), 0o644); err != nil {
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(o *org.Org, p *principal.Surface) int {
+		_, peer, err := o.Clients.For(*about)
+		if err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-	}
-	if *asJSON {
-		writeJSONLine(stdout, map[string]any{"grade": signed, "assessment": a})
+		name := *impl
+		if name == "" {
+			name = "the A202 instance at " + peer.AgentCardURL
+		}
+		ctx := context.Background()
+		log := cliLogger(stderr)
+		carriers, err := grade.Carriers(o.Clients, log)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		a, err := grade.Assess(ctx, grade.Run{Subject: *about, Carriers: carriers, Record: o.Store, Now: o.Clock(), Logger: log}, cases)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		doc, report, err := grade.Build(grade.Spec{Implementation: name, Assessment: a, IssuedAt: o.Clock(), ValidFor: time.Duration(*days) * 24 * time.Hour})
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		signed, err := p.IssueGrade(ctx, doc, report)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		body, err := canonical.Marshal(signed)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		if *out != "" {
+			if err := os.WriteFile(*out, append(body, '\n'), 0o644); err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+		}
+		if *asJSON {
+			writeJSONLine(stdout, map[string]any{"grade": signed, "assessment": a})
+			return 0
+		}
+		for _, r := range a.With(grade.Fail) {
+			want := r.Expected
+			if r.ExpectedCode != "" {
+				want += " " + string(r.ExpectedCode)
+			}
+			var seen []string
+			for _, ob := range r.Observations {
+				seen = append(seen, strings.TrimSpace(ob.Carrier+" "+ob.Outcome+" "+joinCodes(ob.ReasonCodes)))
+			}
+			fmt.Fprintf(stdout, "failed %s (%s): expected %s; %s\n", r.Fixture, r.Family, want, strings.Join(seen, "; "))
+		}
+		var bands []string
+		for _, d := range grade.DimensionNames {
+			if band, assessed := a.Band(d); assessed {
+				bands = append(bands, d+"="+strconv.Itoa(band))
+			} else {
+				bands = append(bands, d+"=unassessed")
+			}
+		}
+		fmt.Fprintf(stdout, "graded %s over %s: %d passed, %d failed, %d inconclusive, %d not presented: %s, expires %v, determination %v\n",
+			*about, strings.Join(a.Carriers, " and "), len(a.With(grade.Pass)), len(a.With(grade.Fail)), len(a.With(grade.Inconclusive)), len(a.With(grade.NotPresented)),
+			strings.Join(bands, " "), signed["expires_at"], signed["determination_ref"].(map[string]any)["determination_id"])
+		if *out == "" {
+			fmt.Fprintf(stdout, "%s\n", body)
+		}
 		return 0
-	}
-	for _, r := range a.With(grade.Fail) {
-		want := r.Expected
-		if r.ExpectedCode != "" {
-			want += " " + string(r.ExpectedCode)
-		}
-		var seen []string
-		for _, ob := range r.Observations {
-			seen = append(seen, strings.TrimSpace(ob.Carrier+" "+ob.Outcome+" "+joinCodes(ob.ReasonCodes)))
-		}
-		fmt.Fprintf(stdout, "failed %s (%s): expected %s; %s\n", r.Fixture, r.Family, want, strings.Join(seen, "; "))
-	}
-	var bands []string
-	for _, d := range grade.DimensionNames {
-		if band, assessed := a.Band(d); assessed {
-			bands = append(bands, d+"="+strconv.Itoa(band))
-		} else {
-			bands = append(bands, d+"=unassessed")
-		}
-	}
-	fmt.Fprintf(stdout, "graded %s over %s: %d passed, %d failed, %d inconclusive, %d not presented: %s, expires %v, determination %v\n",
-		*about, strings.Join(a.Carriers, " and "), len(a.With(grade.Pass)), len(a.With(grade.Fail)), len(a.With(grade.Inconclusive)), len(a.With(grade.NotPresented)),
-		strings.Join(bands, " "), signed["expires_at"], signed["determination_ref"].(map[string]any)["determination_id"])
-	if *out == "" {
-		fmt.Fprintf(stdout, "%s\n", body)
-	}
-	return 0
+	})
 }
 
 func joinCodes(cs []reason.Code) string {

@@ -155,6 +155,18 @@ func openPrincipal(dir string, stderr io.Writer) (*org.Org, *principal.Surface, 
 	return o, p, nil
 }
 
+// withPrincipal runs a principal command's work, run, on the organisation
+// in dir opened with openPrincipal, and closes it after. When dir cannot
+// be opened, that is the command's failure (failure, under c's name).
+func (c *cmdFlags) withPrincipal(dir string, asJSON bool, stdout, stderr io.Writer, run func(*org.Org, *principal.Surface) int) int {
+	o, p, err := openPrincipal(dir, stderr)
+	if err != nil {
+		return failure(c.Name(), err, asJSON, stdout, stderr)
+	}
+	defer o.Close()
+	return run(o, p)
+}
+
 // failure reports err and returns exit status 1. A refusal is printed with
 // its A202 reason codes; with asJSON the refusal (or error) is also written
 // to stdout as {"outcome", "reason_codes", "detail"} for scripts.
@@ -285,25 +297,22 @@ func runMandateIssue(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	if err != nil {
 		return failure(c.Name(), reason.Refuse(*file+": "+err.Error()), *asJSON, stdout, stderr)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	m, err := p.IssueMandate(context.Background(), req)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *asJSON {
-		b, err := canonical.Marshal(m)
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		m, err := p.IssueMandate(context.Background(), req)
 		if err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-		fmt.Fprintf(stdout, "%s\n", b)
+		if *asJSON {
+			b, err := canonical.Marshal(m)
+			if err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+			return 0
+		}
+		printMandate(stdout, m)
 		return 0
-	}
-	printMandate(stdout, m)
-	return 0
+	})
 }
 
 // printMandate writes a signed mandate's summary for a person.
@@ -395,38 +404,35 @@ func runMandateList(args []string, stdout, stderr io.Writer) int {
 	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	list, err := p.Mandates(context.Background())
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	now := o.Clock()
-	for i, m := range list {
-		// The record stores active/suspended/revoked; expiry follows from
-		// the interval, as the status endpoint reports it.
-		if until, err := envelope.ParseTimestamp(m.ValidTo); err == nil && m.Status == store.StatusActive && !now.Before(until) {
-			list[i].Status = "expired"
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(o *org.Org, p *principal.Surface) int {
+		list, err := p.Mandates(context.Background())
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-	}
-	if *asJSON {
-		writeJSONLine(stdout, list)
+		now := o.Clock()
+		for i, m := range list {
+			// The record stores active/suspended/revoked; expiry follows from
+			// the interval, as the status endpoint reports it.
+			if until, err := envelope.ParseTimestamp(m.ValidTo); err == nil && m.Status == store.StatusActive && !now.Before(until) {
+				list[i].Status = "expired"
+			}
+		}
+		if *asJSON {
+			writeJSONLine(stdout, list)
+			return 0
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MANDATE\tSTATUS\tSUBJECT\tVALID UNTIL\tACTIONS")
+		for _, m := range list {
+			acts := strings.Join(m.Actions, ", ")
+			if m.Instance {
+				acts += " (instance mandate)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Status, m.Subject, m.ValidTo, acts)
+		}
+		tw.Flush()
 		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MANDATE\tSTATUS\tSUBJECT\tVALID UNTIL\tACTIONS")
-	for _, m := range list {
-		acts := strings.Join(m.Actions, ", ")
-		if m.Instance {
-			acts += " (instance mandate)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Status, m.Subject, m.ValidTo, acts)
-	}
-	tw.Flush()
-	return 0
+	})
 }
 
 const mandateStatusUsage = `Usage: party mandate %[1]s --dir DIR [--reason TEXT] MANDATE_ID
@@ -464,28 +470,26 @@ func runMandateStatus(verb string, args []string, stdout, stderr io.Writer) int 
 	if done {
 		return code
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, false, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	switch verb {
-	case "suspend":
-		err = p.Suspend(ctx, id, *why)
-	case "reinstate":
-		err = p.Reinstate(ctx, id, *why)
-	default:
-		err = p.Revoke(ctx, id, *why)
-	}
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			err = fmt.Errorf("no mandate %s in this instance's record", id)
+	return c.withPrincipal(*dir, false, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		var err error
+		switch verb {
+		case "suspend":
+			err = p.Suspend(ctx, id, *why)
+		case "reinstate":
+			err = p.Reinstate(ctx, id, *why)
+		default:
+			err = p.Revoke(ctx, id, *why)
 		}
-		return failure(c.Name(), err, false, stdout, stderr)
-	}
-	fmt.Fprintf(stdout, "%s %s\n", id, statusChangeDone[verb])
-	return 0
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("no mandate %s in this instance's record", id)
+			}
+			return failure(c.Name(), err, false, stdout, stderr)
+		}
+		fmt.Fprintf(stdout, "%s %s\n", id, statusChangeDone[verb])
+		return 0
+	})
 }
 
 const mandatePolicyUsage = `Usage: party mandate policy --dir DIR [--min-grade DIM=BAND]... [--clear] [--json] MANDATE_ID
@@ -519,32 +523,29 @@ func runMandatePolicy(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.usageError(stderr, "%v", err)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	if *clear || len(min) > 0 {
-		if err := p.SetMinimumGrade(ctx, id, min); err != nil {
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(o *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		if *clear || len(min) > 0 {
+			if err := p.SetMinimumGrade(ctx, id, min); err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+		}
+		held, err := o.Store.MinimumGrade(ctx, id)
+		if err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-	}
-	held, err := o.Store.MinimumGrade(ctx, id)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if held == nil {
-		held = map[string]int{}
-	}
-	if *asJSON {
-		writeJSONLine(stdout, map[string]any{"mandate_id": id, "minimum_grade": held})
+		if held == nil {
+			held = map[string]int{}
+		}
+		if *asJSON {
+			writeJSONLine(stdout, map[string]any{"mandate_id": id, "minimum_grade": held})
+			return 0
+		}
+		if len(held) == 0 {
+			fmt.Fprintf(stdout, "%s: no local policy\n", id)
+			return 0
+		}
+		fmt.Fprintf(stdout, "%s: the counterparty must hold a grade of at least %s\n", id, grade.Minimum(held))
 		return 0
-	}
-	if len(held) == 0 {
-		fmt.Fprintf(stdout, "%s: no local policy\n", id)
-		return 0
-	}
-	fmt.Fprintf(stdout, "%s: the counterparty must hold a grade of at least %s\n", id, grade.Minimum(held))
-	return 0
+	})
 }
