@@ -38,10 +38,8 @@ type ClientConfig struct {
 // Client is the sending side of the binding; it implements
 // delivery.Transport.
 type Client struct {
-	cfg    ClientConfig
-	local  delivery.Versions
-	checks *delivery.CapabilityCache
-	log    *slog.Logger
+	cfg  ClientConfig
+	side peering.CarrierSide
 }
 
 var _ delivery.Transport = (*Client)(nil)
@@ -51,20 +49,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Clients == nil {
 		return nil, errors.New("a2a: ClientConfig needs Clients")
 	}
-	if cfg.CheckTTL <= 0 {
-		cfg.CheckTTL = 5 * time.Minute
-	}
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = MaxResponseBytes
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	local := delivery.LocalVersions
-	if cfg.Versions != nil {
-		local = *cfg.Versions
-	}
-	return &Client{cfg: cfg, local: local, checks: delivery.NewCapabilityCache(cfg.CheckTTL), log: cfg.Logger}, nil
+	return &Client{cfg: cfg, side: peering.NewCarrierSide(cfg.Clients, cfg.Versions, cfg.CheckTTL, cfg.Logger)}, nil
 }
 
 // Deliver sends one message to peer: the capability check on its card
@@ -76,10 +64,10 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	if err != nil {
 		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
-	log := c.log.With("peer", peer, "transaction_id", transactionID)
+	log := c.side.Log.With("peer", peer, "transaction_id", transactionID)
 	checkKey := peer + "\x00" + info.AgentCardURL
-	endpoint, err := c.checks.Check(ctx, checkKey, func(ctx context.Context) (string, error) {
-		return checkCard(ctx, hc, info, c.local)
+	endpoint, err := c.side.Checks.Check(ctx, checkKey, func(ctx context.Context) (string, error) {
+		return checkCard(ctx, hc, info, c.side.Local)
 	})
 	if err != nil {
 		log.Warn("capability check failed; nothing was sent", "code", reason.ExtensionUnsupported, "detail", err)
@@ -137,7 +125,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 		return delivery.Message{}, err
 	}
 	if !ex.echoed {
-		c.checks.Forget(checkKey)
+		c.side.Checks.Forget(checkKey)
 		err := delivery.Unsupported(fmt.Sprintf("%s answered HTTP %d without echoing the activation of %s", peer, ex.status, delivery.ExtensionURI))
 		log.Warn("the peer did not activate the extension", "code", reason.ExtensionUnsupported, "detail", err)
 		return delivery.Message{}, err

@@ -18,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/reason"
 )
@@ -49,12 +50,10 @@ type ServerConfig struct {
 
 // Server is the receiving side of the binding.
 type Server struct {
-	cfg    ServerConfig
-	local  delivery.Versions
-	checks *delivery.CapabilityCache
-	card   http.Handler
-	rpc    http.Handler
-	log    *slog.Logger
+	cfg  ServerConfig
+	side peering.CarrierSide
+	card http.Handler
+	rpc  http.Handler
 }
 
 // NewServer returns a Server.
@@ -65,17 +64,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = MaxBodyBytes
 	}
-	if cfg.CheckTTL <= 0 {
-		cfg.CheckTTL = 5 * time.Minute
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	local := delivery.LocalVersions
-	if cfg.Versions != nil {
-		local = *cfg.Versions
-	}
-	s := &Server{cfg: cfg, local: local, checks: delivery.NewCapabilityCache(cfg.CheckTTL), log: cfg.Logger}
+	s := &Server{cfg: cfg, side: peering.NewCarrierSide(cfg.Clients, cfg.Versions, cfg.CheckTTL, cfg.Logger)}
 	s.card = a2asrv.NewStaticAgentCardHandler(cfg.Card)
 	s.rpc = a2asrv.NewJSONRPCHandler(&requestHandler{s: s})
 	return s, nil
@@ -118,13 +107,13 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	peer, err := s.cfg.Clients.Directory().AuthenticateRequest(r)
 	if err != nil {
-		s.log.Info("refused an A2A request without a pinned client certificate", "remote_addr", r.RemoteAddr, "error", err)
+		s.side.Log.Info("refused an A2A request without a pinned client certificate", "remote_addr", r.RemoteAddr, "error", err)
 		s.writeError(w, nil, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
-		s.log.Info("refused an A2A request body", "from", peer.OrganizationID, "error", err)
+		s.side.Log.Info("refused an A2A request body", "from", peer.OrganizationID, "error", err)
 		s.writeError(w, nil, err)
 		return
 	}
@@ -133,7 +122,7 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, nil, fmt.Errorf("%w: %v", errParse, err))
 		return
 	}
-	log := s.log.With("from", peer.OrganizationID, "method", env.Method)
+	log := s.side.Log.With("from", peer.OrganizationID, "method", env.Method)
 	if !requested(r.Header) {
 		log.Info("refused: the request does not activate the A202 extension", "code", reason.ExtensionUnsupported)
 		s.writeError(w, env.ID, delivery.Unsupported("the request does not activate "+delivery.ExtensionURI))
@@ -146,12 +135,8 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if _, err := s.checks.Check(ctx, peer.OrganizationID+"\x00"+peer.AgentCardURL, func(ctx context.Context) (string, error) {
-		hc, p, err := s.cfg.Clients.For(peer.OrganizationID)
-		if err != nil {
-			return "", delivery.Unsupported("condition 4: " + err.Error())
-		}
-		return checkCard(ctx, hc, p, s.local)
+	if err := s.side.CheckSender(ctx, peer.OrganizationID, peer.OrganizationID+"\x00"+peer.AgentCardURL, func(ctx context.Context, hc *http.Client, p instance.PeerInfo) (string, error) {
+		return checkCard(ctx, hc, p, s.side.Local)
 	}); err != nil {
 		log.Info("refused: the sender's declaration fails the capability check", "code", reason.ExtensionUnsupported, "detail", err)
 		s.writeError(w, env.ID, err)
@@ -303,7 +288,7 @@ func (s *Server) writeError(w http.ResponseWriter, id json.RawMessage, err error
 			}
 		}
 		if e.Code == -32603 {
-			s.log.Error("A2A request failed", "error", err)
+			s.side.Log.Error("A2A request failed", "error", err)
 		}
 	}
 	if id == nil {
@@ -312,7 +297,7 @@ func (s *Server) writeError(w http.ResponseWriter, id json.RawMessage, err error
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	if werr := json.NewEncoder(w).Encode(rpcResponse{JSONRPC: "2.0", ID: id, Error: &e}); werr != nil {
-		s.log.Debug("writing an A2A error response failed", "error", werr)
+		s.side.Log.Debug("writing an A2A error response failed", "error", werr)
 	}
 }
 
@@ -356,7 +341,7 @@ func (h *requestHandler) OnSendMessage(ctx context.Context, params *a2a.MessageS
 // to the Receiver: what every message/send comes to, read by a2a-go or in
 // one pass (serveSend).
 func (s *Server) take(ctx context.Context, from, messageID, txn string, objects [][]byte) ([][]byte, error) {
-	log := s.log.With("from", from, "message_id", messageID)
+	log := s.side.Log.With("from", from, "message_id", messageID)
 	msg, err := delivery.Check(txn, objects)
 	if err == nil {
 		var reply [][]byte
@@ -390,7 +375,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, from string, 
 		return
 	}
 	if _, err := w.Write(encodeResult(req.ID, txn, reply)); err != nil {
-		s.log.Debug("writing an A2A response failed", "error", err)
+		s.side.Log.Debug("writing an A2A response failed", "error", err)
 	}
 }
 

@@ -71,10 +71,8 @@ type ClientConfig struct {
 // Client is the sending side of the plain HTTPS binding; it implements
 // delivery.Transport.
 type Client struct {
-	cfg    ClientConfig
-	local  delivery.Versions
-	checks *delivery.CapabilityCache
-	log    *slog.Logger
+	cfg  ClientConfig
+	side peering.CarrierSide
 }
 
 var _ delivery.Transport = (*Client)(nil)
@@ -84,20 +82,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Clients == nil {
 		return nil, errors.New("https: ClientConfig needs Clients")
 	}
-	if cfg.CheckTTL <= 0 {
-		cfg.CheckTTL = 5 * time.Minute
-	}
 	if cfg.MaxReplyBytes <= 0 {
 		cfg.MaxReplyBytes = MaxBodyBytes
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	local := delivery.LocalVersions
-	if cfg.Versions != nil {
-		local = *cfg.Versions
-	}
-	return &Client{cfg: cfg, local: local, checks: delivery.NewCapabilityCache(cfg.CheckTTL), log: cfg.Logger}, nil
+	return &Client{cfg: cfg, side: peering.NewCarrierSide(cfg.Clients, cfg.Versions, cfg.CheckTTL, cfg.Logger)}, nil
 }
 
 // Deliver sends one message to peer: the preflight check first (nothing
@@ -108,11 +96,11 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	if err != nil {
 		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
-	log := c.log.With("peer", peer, "transaction_id", transactionID)
+	log := c.side.Log.With("peer", peer, "transaction_id", transactionID)
 	base := info.BaseURL()
 	checkKey := peer + "\x00" + base
-	if _, err := c.checks.Check(ctx, checkKey, func(ctx context.Context) (string, error) {
-		return "", checkPreflight(ctx, hc, info, c.local)
+	if _, err := c.side.Checks.Check(ctx, checkKey, func(ctx context.Context) (string, error) {
+		return "", checkPreflight(ctx, hc, info, c.side.Local)
 	}); err != nil {
 		log.Warn("capability check failed; nothing was sent", "code", reason.ExtensionUnsupported, "detail", err)
 		return delivery.Message{}, err
@@ -138,7 +126,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	if err := c.submissionOutcome(resp); err != nil {
 		log.Info("the peer did not accept the submission", "status", resp.StatusCode, "error", err)
 		if reason.CodesOf(err) != nil && !activated(resp.Header) {
-			c.checks.Forget(checkKey)
+			c.side.Checks.Forget(checkKey)
 		}
 		return delivery.Message{}, err
 	}

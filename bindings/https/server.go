@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -37,10 +38,8 @@ type ServerConfig struct {
 
 // Server is the receiving side of the plain HTTPS binding.
 type Server struct {
-	cfg    ServerConfig
-	local  delivery.Versions
-	checks *delivery.CapabilityCache
-	log    *slog.Logger
+	cfg  ServerConfig
+	side peering.CarrierSide
 }
 
 // NewServer returns a Server.
@@ -51,17 +50,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = MaxBodyBytes
 	}
-	if cfg.CheckTTL <= 0 {
-		cfg.CheckTTL = 5 * time.Minute
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	local := delivery.LocalVersions
-	if cfg.Versions != nil {
-		local = *cfg.Versions
-	}
-	return &Server{cfg: cfg, local: local, checks: delivery.NewCapabilityCache(cfg.CheckTTL), log: cfg.Logger}, nil
+	return &Server{cfg: cfg, side: peering.NewCarrierSide(cfg.Clients, cfg.Versions, cfg.CheckTTL, cfg.Logger)}, nil
 }
 
 // Handler returns the binding's three routes (CapabilitiesPath,
@@ -87,7 +76,7 @@ func (s *Server) serveCapabilities(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errMethod{http.MethodGet})
 		return
 	}
-	body, err := json.Marshal(Preflight{URI: delivery.ExtensionURI, ReadVersions: s.local.Read, WriteVersion: s.local.Write})
+	body, err := json.Marshal(Preflight{URI: delivery.ExtensionURI, ReadVersions: s.side.Local.Read, WriteVersion: s.side.Local.Write})
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -142,23 +131,19 @@ func (s *Server) serveObjects(w http.ResponseWriter, r *http.Request) {
 	}
 	peer, err := s.cfg.Clients.Directory().AuthenticateRequest(r)
 	if err != nil {
-		s.log.Info("refused an HTTPS submission without a pinned client certificate", "remote_addr", r.RemoteAddr, "error", err)
+		s.side.Log.Info("refused an HTTPS submission without a pinned client certificate", "remote_addr", r.RemoteAddr, "error", err)
 		s.writeError(w, err)
 		return
 	}
-	log := s.log.With("from", peer.OrganizationID)
+	log := s.side.Log.With("from", peer.OrganizationID)
 	if !activated(r.Header) {
 		err := delivery.Unsupported("the submission does not name " + delivery.ExtensionURI + " in " + HeaderExtensions)
 		log.Info("refused: not activated", "code", reason.ExtensionUnsupported, "detail", err)
 		s.writeError(w, err)
 		return
 	}
-	if _, err := s.checks.Check(r.Context(), peer.OrganizationID+"\x00"+peer.BaseURL(), func(ctx context.Context) (string, error) {
-		hc, p, err := s.cfg.Clients.For(peer.OrganizationID)
-		if err != nil {
-			return "", delivery.Unsupported("condition 4: " + err.Error())
-		}
-		return "", checkPreflight(ctx, hc, p, s.local)
+	if err := s.side.CheckSender(r.Context(), peer.OrganizationID, peer.OrganizationID+"\x00"+peer.BaseURL(), func(ctx context.Context, hc *http.Client, p instance.PeerInfo) (string, error) {
+		return "", checkPreflight(ctx, hc, p, s.side.Local)
 	}); err != nil {
 		log.Info("refused: the sender's preflight fails the capability check", "code", reason.ExtensionUnsupported, "detail", err)
 		s.writeError(w, err)
@@ -276,7 +261,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	case errors.As(err, &framing):
 		status = http.StatusBadRequest
 	default:
-		s.log.Error("HTTPS binding request failed", "error", err)
+		s.side.Log.Error("HTTPS binding request failed", "error", err)
 		status, withBody = http.StatusInternalServerError, false
 	}
 	if !withBody {

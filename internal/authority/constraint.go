@@ -385,8 +385,7 @@ func compareString(op string, actual, expected any) (bool, *fault) {
 	if !ok {
 		return false, actFault("value %s is not a string", show(actual))
 	}
-	switch op {
-	case OpMatches:
+	if op == OpMatches {
 		// Compiled twice (here and in checkExpected) rather than cached:
 		// an evaluation is self-contained and RE2 compiles in microseconds.
 		re, err := regexp.Compile(expected.(string))
@@ -394,19 +393,8 @@ func compareString(op string, actual, expected any) (bool, *fault) {
 			return false, constraintFault("matches expression does not compile: %v", err)
 		}
 		return re.MatchString(a), nil
-	case OpEquals:
-		return a == expected.(string), nil
-	case OpNotEquals:
-		return a != expected.(string), nil
 	}
-	in := false
-	for _, x := range expected.([]any) {
-		if x.(string) == a {
-			in = true
-			break
-		}
-	}
-	return in == (op == OpOneOf), nil
+	return compareStrings(op, a, expected), nil
 }
 
 func compareInstant(op string, actual, expected any) (bool, *fault) {
@@ -481,12 +469,18 @@ func compareReference(op string, actual, expected any, valid func(any) bool, wha
 	if !valid(actual) {
 		return false, actFault("value %s is not %s", show(actual), what)
 	}
-	a := actual.(string)
+	return compareStrings(op, actual.(string), expected), nil
+}
+
+// compareStrings compares the string a with expected by op, one of equals,
+// not_equals, one_of and not_one_of (the last two on a list of strings):
+// the rule of string and reference values alike.
+func compareStrings(op, a string, expected any) bool {
 	switch op {
 	case OpEquals:
-		return a == expected.(string), nil
+		return a == expected.(string)
 	case OpNotEquals:
-		return a != expected.(string), nil
+		return a != expected.(string)
 	}
 	in := false
 	for _, x := range expected.([]any) {
@@ -495,7 +489,7 @@ func compareReference(op string, actual, expected any, valid func(any) bool, wha
 			break
 		}
 	}
-	return in == (op == OpOneOf), nil
+	return in == (op == OpOneOf)
 }
 
 // compareGeneric is the untyped equality of an approval rule's `when`:

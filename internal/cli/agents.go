@@ -7,6 +7,9 @@ import (
 	"maps"
 	"slices"
 	"text/tabwriter"
+
+	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/principal"
 )
 
 func init() {
@@ -66,65 +69,62 @@ func runAgent(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if (sub == "revoke") != (len(pos) == 1) || len(pos) > 1 {
 		return c.usageError(stderr, "revoke takes one AGENT_ID; add and list take none")
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	switch sub {
-	case "add":
-		a, err := p.AddAgent(ctx, *id)
-		if err != nil {
-			return failure(c.Name(), err, *asJSON, stdout, stderr)
-		}
-		if *asJSON {
-			writeJSONLine(stdout, a)
-			return 0
-		}
-		fmt.Fprintf(stdout, "added agent %s, key %s\n", a.AgentID, a.KeyID)
-		fmt.Fprintf(stdout, "  key file        %s\n  MCP token file  %s\n  instance mandate %s\n", a.KeyFile, a.TokenFile, a.InstanceMandateID)
-	case "revoke":
-		if err := p.RevokeAgent(ctx, pos[0], *why); err != nil {
-			return failure(c.Name(), err, *asJSON, stdout, stderr)
-		}
-		if *asJSON {
-			writeJSONLine(stdout, map[string]string{"agent_id": pos[0], "status": "revoked"})
-			return 0
-		}
-		fmt.Fprintf(stdout, "revoked agent %s\n", pos[0])
-	case "list":
-		cfg := o.Config()
-		type row struct {
-			AgentID   string `json:"agent_id"`
-			KeyID     string `json:"key_id"`
-			TokenFile string `json:"token_file"`
-			Primary   bool   `json:"primary,omitempty"`
-			Revoked   bool   `json:"revoked,omitempty"`
-		}
-		rows := []row{{AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID, TokenFile: cfg.AgentTokenPath(cfg.AgentID), Primary: true}}
-		for _, a := range cfg.Agents {
-			rows = append(rows, row{AgentID: a.AgentID, KeyID: a.KeyID, TokenFile: cfg.AgentTokenPath(a.AgentID), Revoked: a.Revoked})
-		}
-		if *asJSON {
-			writeJSONLine(stdout, rows)
-			return 0
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AGENT\tKEY\tTOKEN FILE\t")
-		for _, r := range rows {
-			note := ""
-			if r.Primary {
-				note = "primary"
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(o *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		switch sub {
+		case "add":
+			a, err := p.AddAgent(ctx, *id)
+			if err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
 			}
-			if r.Revoked {
-				note = "revoked"
+			if *asJSON {
+				writeJSONLine(stdout, a)
+				return 0
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.AgentID, r.KeyID, r.TokenFile, note)
+			fmt.Fprintf(stdout, "added agent %s, key %s\n", a.AgentID, a.KeyID)
+			fmt.Fprintf(stdout, "  key file        %s\n  MCP token file  %s\n  instance mandate %s\n", a.KeyFile, a.TokenFile, a.InstanceMandateID)
+		case "revoke":
+			if err := p.RevokeAgent(ctx, pos[0], *why); err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+			if *asJSON {
+				writeJSONLine(stdout, map[string]string{"agent_id": pos[0], "status": "revoked"})
+				return 0
+			}
+			fmt.Fprintf(stdout, "revoked agent %s\n", pos[0])
+		case "list":
+			cfg := o.Config()
+			type row struct {
+				AgentID   string `json:"agent_id"`
+				KeyID     string `json:"key_id"`
+				TokenFile string `json:"token_file"`
+				Primary   bool   `json:"primary,omitempty"`
+				Revoked   bool   `json:"revoked,omitempty"`
+			}
+			rows := []row{{AgentID: cfg.AgentID, KeyID: cfg.AgentKeyID, TokenFile: cfg.AgentTokenPath(cfg.AgentID), Primary: true}}
+			for _, a := range cfg.Agents {
+				rows = append(rows, row{AgentID: a.AgentID, KeyID: a.KeyID, TokenFile: cfg.AgentTokenPath(a.AgentID), Revoked: a.Revoked})
+			}
+			if *asJSON {
+				writeJSONLine(stdout, rows)
+				return 0
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tKEY\tTOKEN FILE\t")
+			for _, r := range rows {
+				note := ""
+				if r.Primary {
+					note = "primary"
+				}
+				if r.Revoked {
+					note = "revoked"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.AgentID, r.KeyID, r.TokenFile, note)
+			}
+			tw.Flush()
 		}
-		tw.Flush()
-	}
-	return 0
+		return 0
+	})
 }
 
 const keyUsage = `Usage: party key <rotate|revoke> --dir DIR [flags]
@@ -187,26 +187,40 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case sub == "revoke" && len(pos) != 1:
 		return c.usageError(stderr, "revoke takes one KEY_ID")
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	if sub == "revoke" {
-		retired, rev, err := p.RevokeKey(ctx, pos[0], *why)
-		if err != nil {
-			return failure(c.Name(), err, *asJSON, stdout, stderr)
-		}
-		if *asJSON {
-			writeJSONLine(stdout, map[string]string{"key_id": pos[0], "retired_key_record_id": retired, "revocation_record_id": rev})
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		if sub == "revoke" {
+			retired, rev, err := p.RevokeKey(ctx, pos[0], *why)
+			if err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+			if *asJSON {
+				writeJSONLine(stdout, map[string]string{"key_id": pos[0], "retired_key_record_id": retired, "revocation_record_id": rev})
+				return 0
+			}
+			fmt.Fprintf(stdout, "revoked key %s (key record version %s, revocation record %s)\n", pos[0], retired, rev)
 			return 0
 		}
-		fmt.Fprintf(stdout, "revoked key %s (key record version %s, revocation record %s)\n", pos[0], retired, rev)
-		return 0
-	}
-	if *ofPrincipal {
-		r, err := p.RotatePrincipalKey(ctx, *revoke, *why)
+		if *ofPrincipal {
+			r, err := p.RotatePrincipalKey(ctx, *revoke, *why)
+			if err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+			if *asJSON {
+				writeJSONLine(stdout, r)
+				return 0
+			}
+			fmt.Fprintf(stdout, "rotated the principal key: %s replaces %s (%s)\n", r.NewKeyID, r.OldKeyID, r.KeyFile)
+			for _, old := range slices.Sorted(maps.Keys(r.Retired)) {
+				fmt.Fprintf(stdout, "  key %s retired (key record version %s)\n", old, r.Retired[old])
+			}
+			for _, old := range slices.Sorted(maps.Keys(r.Mandates)) {
+				fmt.Fprintf(stdout, "  mandate %s reissued as %s\n", old, r.Mandates[old])
+			}
+			fmt.Fprintln(stdout, "  peer.json now pins both keys; counterparties learn the new one from this instance's key records")
+			return 0
+		}
+		r, err := p.RotateAgentKey(ctx, *agentID, *revoke, *why)
 		if err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
@@ -214,30 +228,13 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			writeJSONLine(stdout, r)
 			return 0
 		}
-		fmt.Fprintf(stdout, "rotated the principal key: %s replaces %s (%s)\n", r.NewKeyID, r.OldKeyID, r.KeyFile)
-		for _, old := range slices.Sorted(maps.Keys(r.Retired)) {
-			fmt.Fprintf(stdout, "  key %s retired (key record version %s)\n", old, r.Retired[old])
+		fmt.Fprintf(stdout, "rotated %s: key %s replaces %s (old key record version %s)\n", r.AgentID, r.NewKeyID, r.OldKeyID, r.Retired)
+		if r.RevocationID != "" {
+			fmt.Fprintf(stdout, "  revocation record %s\n", r.RevocationID)
 		}
-		for _, old := range slices.Sorted(maps.Keys(r.Mandates)) {
-			fmt.Fprintf(stdout, "  mandate %s reissued as %s\n", old, r.Mandates[old])
+		for old, succ := range r.Mandates {
+			fmt.Fprintf(stdout, "  mandate %s reissued as %s\n", old, succ)
 		}
-		fmt.Fprintln(stdout, "  peer.json now pins both keys; counterparties learn the new one from this instance's key records")
 		return 0
-	}
-	r, err := p.RotateAgentKey(ctx, *agentID, *revoke, *why)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *asJSON {
-		writeJSONLine(stdout, r)
-		return 0
-	}
-	fmt.Fprintf(stdout, "rotated %s: key %s replaces %s (old key record version %s)\n", r.AgentID, r.NewKeyID, r.OldKeyID, r.Retired)
-	if r.RevocationID != "" {
-		fmt.Fprintf(stdout, "  revocation record %s\n", r.RevocationID)
-	}
-	for old, succ := range r.Mandates {
-		fmt.Fprintf(stdout, "  mandate %s reissued as %s\n", old, succ)
-	}
-	return 0
+	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/partyd/party/internal/admin"
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/store"
 )
@@ -44,46 +45,36 @@ func runApprovals(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	dir := c.dirFlag()
 	all := c.Bool("all", false, "include approved and rejected requests")
 	asJSON := c.Bool("json", false, "print a JSON array")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
-	if len(pos) > 0 {
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	}
-	if *dir == "" {
-		return c.usageError(stderr, "--dir is required")
-	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	list, err := p.Approvals(context.Background(), !*all)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *asJSON {
-		writeJSONLine(stdout, list)
-		return 0
-	}
-	if len(list) == 0 {
-		if *all {
-			fmt.Fprintln(stdout, "no approval requests")
-		} else {
-			fmt.Fprintln(stdout, "no pending approval requests")
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		list, err := p.Approvals(context.Background(), !*all)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		if *asJSON {
+			writeJSONLine(stdout, list)
+			return 0
+		}
+		if len(list) == 0 {
+			if *all {
+				fmt.Fprintln(stdout, "no approval requests")
+			} else {
+				fmt.Fprintln(stdout, "no pending approval requests")
+			}
+			return 0
+		}
+		for i, a := range list {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			if err := printApproval(stdout, a); err != nil {
+				return failure(c.Name(), err, false, stdout, stderr)
+			}
 		}
 		return 0
-	}
-	for i, a := range list {
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		if err := printApproval(stdout, a); err != nil {
-			return failure(c.Name(), err, false, stdout, stderr)
-		}
-	}
-	return 0
+	})
 }
 
 func printApproval(w io.Writer, a principal.Approval) error {
@@ -148,17 +139,10 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 		why = c.String("reason", "", "why the act is rejected (signed into the rejection)")
 	}
 	asJSON := c.Bool("json", false, "print the signed approval object")
-	pos, code, done := c.parse(args, stdout, stderr)
+	id, code, done := c.parseOneArg(args, "REQUEST_ID", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one REQUEST_ID")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
-	id := pos[0]
 	if why != nil {
 		// As the approvals page signs a reason: one condition per line.
 		for line := range strings.SplitSeq(*why, "\n") {
@@ -167,31 +151,28 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	obj, err := p.Decide(context.Background(), id, approve, conditions)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			err = fmt.Errorf("no approval request %s in this instance's record", id)
-		}
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *asJSON {
-		b, err := canonical.Marshal(obj)
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		obj, err := p.Decide(context.Background(), id, approve, conditions)
 		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("no approval request %s in this instance's record", id)
+			}
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-		fmt.Fprintf(stdout, "%s\n", b)
+		if *asJSON {
+			b, err := canonical.Marshal(obj)
+			if err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+			return 0
+		}
+		payload, _ := obj["payload"].(map[string]any)
+		done2 := "approved"
+		if !approve {
+			done2 = "rejected"
+		}
+		fmt.Fprintf(stdout, "%s %s: approval %v, expires %v\n", id, done2, obj["id"], payload["expires_at"])
 		return 0
-	}
-	payload, _ := obj["payload"].(map[string]any)
-	done2 := "approved"
-	if !approve {
-		done2 = "rejected"
-	}
-	fmt.Fprintf(stdout, "%s %s: approval %v, expires %v\n", id, done2, obj["id"], payload["expires_at"])
-	return 0
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/partyd/party/internal/budget"
+	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/principal"
 )
 
 func init() {
@@ -35,23 +37,11 @@ Exit status: 0 on success, 1 when the act fails, 2 on a usage error.
 `
 
 func runBudget(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, budgetUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, budgetUsage)
-		return 0
-	case "set":
-		return runBudgetSet(args[1:], stdout, stderr)
-	case "list":
-		return runBudgetList(args[1:], stdout, stderr)
-	case "remove":
-		return runBudgetRemove(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "party budget: unknown subcommand %q\n\n%s", args[0], budgetUsage)
-	return 2
+	return runSubcommand("party budget", budgetUsage, map[string]func([]string) int{
+		"set":    func(args []string) int { return runBudgetSet(args, stdout, stderr) },
+		"list":   func(args []string) int { return runBudgetList(args, stdout, stderr) },
+		"remove": func(args []string) int { return runBudgetRemove(args, stdout, stderr) },
+	}, args, stdout, stderr)
 }
 
 const budgetSetUsage = `Usage: party budget set --dir DIR --id ID --limit AMOUNT --currency CUR
@@ -100,16 +90,13 @@ func runBudgetSet(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.usageError(stderr, "%v", err)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	if err := p.SetBudget(ctx, b); err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	return printBudgets(ctx, c.Name(), p, *id, *asJSON, stdout, stderr)
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		if err := p.SetBudget(ctx, b); err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		return printBudgets(ctx, c.Name(), p, *id, *asJSON, stdout, stderr)
+	})
 }
 
 const budgetListUsage = `Usage: party budget list --dir DIR [--json]
@@ -133,12 +120,9 @@ func runBudgetList(args []string, stdout, stderr io.Writer) int {
 	case *dir == "":
 		return c.usageError(stderr, "--dir is required")
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	return printBudgets(context.Background(), c.Name(), p, "", *asJSON, stdout, stderr)
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		return printBudgets(context.Background(), c.Name(), p, "", *asJSON, stdout, stderr)
+	})
 }
 
 const budgetRemoveUsage = `Usage: party budget remove --dir DIR [--json] ID
@@ -151,30 +135,21 @@ func runBudgetRemove(args []string, stdout, stderr io.Writer) int {
 	c := newFlags("party budget remove", budgetRemoveUsage)
 	dir := c.dirFlag()
 	asJSON := c.Bool("json", false, "machine-readable output")
-	pos, code, done := c.parse(args, stdout, stderr)
+	id, code, done := c.parseOneArg(args, "budget ID", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one budget ID")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	if err := p.RemoveBudget(context.Background(), pos[0]); err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *asJSON {
-		writeJSONLine(stdout, map[string]any{"removed": pos[0]})
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		if err := p.RemoveBudget(context.Background(), id); err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		if *asJSON {
+			writeJSONLine(stdout, map[string]any{"removed": id})
+			return 0
+		}
+		fmt.Fprintf(stdout, "budget %s removed\n", id)
 		return 0
-	}
-	fmt.Fprintf(stdout, "budget %s removed\n", pos[0])
-	return 0
+	})
 }
 
 // printBudgets prints the budgets (only the one named only, when only is

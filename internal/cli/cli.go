@@ -38,6 +38,26 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return c.run(args[1:], stdin, stdout, stderr)
 }
 
+// runSubcommand runs the subcommand of cmd ("party budget") that args[0]
+// names, given the rest of args; no subcommand, a request for help or an
+// unknown one is answered with cmd's usage.
+func runSubcommand(cmd, usage string, subs map[string]func(args []string) int, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if run, ok := subs[args[0]]; ok {
+		return run(args[1:])
+	}
+	fmt.Fprintf(stderr, "%s: unknown subcommand %q\n\n%s", cmd, args[0], usage)
+	return 2
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "party: an A202 instance for one organisation")
 	fmt.Fprintln(w)

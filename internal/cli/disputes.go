@@ -6,9 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/record"
-	"github.com/partyd/party/internal/store"
 )
 
 func init() {
@@ -55,13 +53,8 @@ func runDisputes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case len(pos) != 0:
 		return c.usageError(stderr, "unexpected arguments %q", pos)
 	}
-	if !instance.Exists(*dir) {
-		fmt.Fprintf(stderr, "party disputes: %s is not a state directory (run 'party init')\n", *dir)
-		return 1
-	}
-	st, err := store.Open(instance.Paths{Dir: *dir}.Join(instance.DatabaseFile))
-	if err != nil {
-		fmt.Fprintf(stderr, "party disputes: %v\n", err)
+	st := openRecord("party disputes", *dir, stderr)
+	if st == nil {
 		return 1
 	}
 	defer st.Close()

@@ -34,6 +34,22 @@ so it works whether or not 'party serve' is running.
 Exit status: 0 when the bundle is written, 1 on failure, 2 on a usage error.
 `
 
+// openRecord opens the record of the state directory dir for a command,
+// cmd, that reads it without the organisation's keys; when it cannot, it
+// says why on stderr and returns nil (the command then exits 1).
+func openRecord(cmd, dir string, stderr io.Writer) *store.Store {
+	if !instance.Exists(dir) {
+		fmt.Fprintf(stderr, "%s: %s is not a state directory (run 'party init')\n", cmd, dir)
+		return nil
+	}
+	st, err := store.Open(instance.Paths{Dir: dir}.Join(instance.DatabaseFile))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return nil
+	}
+	return st
+}
+
 func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	c := newFlags("party export", exportUsage)
 	dir := c.dirFlag()
@@ -51,13 +67,8 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case len(pos) != 1:
 		return c.usageError(stderr, "give exactly one OUTDIR")
 	}
-	if !instance.Exists(*dir) {
-		fmt.Fprintf(stderr, "party export: %s is not a state directory (run 'party init')\n", *dir)
-		return 1
-	}
-	st, err := store.Open(instance.Paths{Dir: *dir}.Join(instance.DatabaseFile))
-	if err != nil {
-		fmt.Fprintf(stderr, "party export: %v\n", err)
+	st := openRecord("party export", *dir, stderr)
+	if st == nil {
 		return 1
 	}
 	defer st.Close()

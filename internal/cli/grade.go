@@ -13,6 +13,7 @@ import (
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/grade"
 	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/specdigest"
 )
@@ -46,25 +47,12 @@ a usage error.
 `
 
 func runGrade(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, gradeUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, gradeUsage)
-		return 0
-	case "issue":
-		return runGradeIssue(args[1:], stdout, stderr)
-	case "verify":
-		return runGradeCheck("verify", args[1:], stdin, stdout, stderr)
-	case "import":
-		return runGradeCheck("import", args[1:], stdin, stdout, stderr)
-	case "list":
-		return runGradeList(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "party grade: unknown subcommand %q\n\n%s", args[0], gradeUsage)
-	return 2
+	return runSubcommand("party grade", gradeUsage, map[string]func([]string) int{
+		"issue":  func(args []string) int { return runGradeIssue(args, stdout, stderr) },
+		"verify": func(args []string) int { return runGradeCheck("verify", args, stdin, stdout, stderr) },
+		"import": func(args []string) int { return runGradeCheck("import", args, stdin, stdout, stderr) },
+		"list":   func(args []string) int { return runGradeList(args, stdout, stderr) },
+	}, args, stdout, stderr)
 }
 
 const gradeIssueUsage = `Usage: party grade issue --dir DIR --about ORG [--spec DIR] [--implementation NAME]
@@ -122,15 +110,10 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 	days := c.Int("valid-days", 90, "days until the grade expires (1 to 365)")
 	out := c.String("out", "", "write the signed grade to FILE (default standard output)")
 	asJSON := c.Bool("json", false, "machine-readable output")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
 	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
 	case *about == "":
 		return c.usageError(stderr, "--about is required")
 	case *spec == "":
@@ -147,76 +130,73 @@ func runGradeIssue(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	_, peer, err := o.Clients.For(*about)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	name := *impl
-	if name == "" {
-		name = "the A202 instance at " + peer.AgentCardURL
-	}
-	ctx := context.Background()
-	log := cliLogger(stderr)
-	carriers, err := grade.Carriers(o.Clients, log)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	a, err := grade.Assess(ctx, grade.Run{Subject: *about, Carriers: carriers, Record: o.Store, Now: o.Clock(), Logger: log}, cases)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	doc, report, err := grade.Build(grade.Spec{Implementation: name, Assessment: a, IssuedAt: o.Clock(), ValidFor: time.Duration(*days) * 24 * time.Hour})
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	signed, err := p.IssueGrade(ctx, doc, report)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	body, err := canonical.Marshal(signed)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *out != "" {
-		if err := os.WriteFile(*out, append(body, '\n'), 0o644); err != nil {
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(o *org.Org, p *principal.Surface) int {
+		_, peer, err := o.Clients.For(*about)
+		if err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-	}
-	if *asJSON {
-		writeJSONLine(stdout, map[string]any{"grade": signed, "assessment": a})
+		name := *impl
+		if name == "" {
+			name = "the A202 instance at " + peer.AgentCardURL
+		}
+		ctx := context.Background()
+		log := cliLogger(stderr)
+		carriers, err := grade.Carriers(o.Clients, log)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		a, err := grade.Assess(ctx, grade.Run{Subject: *about, Carriers: carriers, Record: o.Store, Now: o.Clock(), Logger: log}, cases)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		doc, report, err := grade.Build(grade.Spec{Implementation: name, Assessment: a, IssuedAt: o.Clock(), ValidFor: time.Duration(*days) * 24 * time.Hour})
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		signed, err := p.IssueGrade(ctx, doc, report)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		body, err := canonical.Marshal(signed)
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
+		}
+		if *out != "" {
+			if err := os.WriteFile(*out, append(body, '\n'), 0o644); err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+		}
+		if *asJSON {
+			writeJSONLine(stdout, map[string]any{"grade": signed, "assessment": a})
+			return 0
+		}
+		for _, r := range a.With(grade.Fail) {
+			want := r.Expected
+			if r.ExpectedCode != "" {
+				want += " " + string(r.ExpectedCode)
+			}
+			var seen []string
+			for _, ob := range r.Observations {
+				seen = append(seen, strings.TrimSpace(ob.Carrier+" "+ob.Outcome+" "+joinCodes(ob.ReasonCodes)))
+			}
+			fmt.Fprintf(stdout, "failed %s (%s): expected %s; %s\n", r.Fixture, r.Family, want, strings.Join(seen, "; "))
+		}
+		var bands []string
+		for _, d := range grade.DimensionNames {
+			if band, assessed := a.Band(d); assessed {
+				bands = append(bands, d+"="+strconv.Itoa(band))
+			} else {
+				bands = append(bands, d+"=unassessed")
+			}
+		}
+		fmt.Fprintf(stdout, "graded %s over %s: %d passed, %d failed, %d inconclusive, %d not presented: %s, expires %v, determination %v\n",
+			*about, strings.Join(a.Carriers, " and "), len(a.With(grade.Pass)), len(a.With(grade.Fail)), len(a.With(grade.Inconclusive)), len(a.With(grade.NotPresented)),
+			strings.Join(bands, " "), signed["expires_at"], signed["determination_ref"].(map[string]any)["determination_id"])
+		if *out == "" {
+			fmt.Fprintf(stdout, "%s\n", body)
+		}
 		return 0
-	}
-	for _, r := range a.With(grade.Fail) {
-		want := r.Expected
-		if r.ExpectedCode != "" {
-			want += " " + string(r.ExpectedCode)
-		}
-		var seen []string
-		for _, ob := range r.Observations {
-			seen = append(seen, strings.TrimSpace(ob.Carrier+" "+ob.Outcome+" "+joinCodes(ob.ReasonCodes)))
-		}
-		fmt.Fprintf(stdout, "failed %s (%s): expected %s; %s\n", r.Fixture, r.Family, want, strings.Join(seen, "; "))
-	}
-	var bands []string
-	for _, d := range grade.DimensionNames {
-		if band, assessed := a.Band(d); assessed {
-			bands = append(bands, d+"="+strconv.Itoa(band))
-		} else {
-			bands = append(bands, d+"=unassessed")
-		}
-	}
-	fmt.Fprintf(stdout, "graded %s over %s: %d passed, %d failed, %d inconclusive, %d not presented: %s, expires %v, determination %v\n",
-		*about, strings.Join(a.Carriers, " and "), len(a.With(grade.Pass)), len(a.With(grade.Fail)), len(a.With(grade.Inconclusive)), len(a.With(grade.NotPresented)),
-		strings.Join(bands, " "), signed["expires_at"], signed["determination_ref"].(map[string]any)["determination_id"])
-	if *out == "" {
-		fmt.Fprintf(stdout, "%s\n", body)
-	}
-	return 0
+	})
 }
 
 func joinCodes(cs []reason.Code) string {
@@ -252,22 +232,16 @@ func runGradeCheck(sub string, args []string, stdin io.Reader, stdout, stderr io
 	c := newFlags("party grade "+sub, gradeCheckUsage)
 	dir := c.dirFlag()
 	asJSON := c.Bool("json", false, "machine-readable output")
-	pos, code, done := c.parse(args, stdout, stderr)
+	file, code, done := c.parseOneArg(args, "FILE", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one FILE")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
 	var data []byte
 	var err error
-	if pos[0] == "-" {
+	if file == "-" {
 		data, err = io.ReadAll(io.LimitReader(stdin, canonical.MaxDocumentSize+1))
 	} else {
-		data, err = readBounded(pos[0])
+		data, err = readBounded(file)
 	}
 	if err != nil {
 		return failure(c.Name(), err, *asJSON, stdout, stderr)
@@ -300,9 +274,9 @@ func runGradeCheck(sub string, args []string, stdin io.Reader, stdout, stderr io
 		j = grade.Check(doc, keys, o.Clock())
 	}
 	if *asJSON {
-		writeJSONLine(stdout, jsonLine(pos[0], j))
+		writeJSONLine(stdout, jsonLine(file, j))
 	} else {
-		fmt.Fprintln(stdout, textLine(pos[0], j))
+		fmt.Fprintln(stdout, textLine(file, j))
 	}
 	if !j.Accepted() {
 		return 1
@@ -322,15 +296,8 @@ func runGradeList(args []string, stdout, stderr io.Writer) int {
 	dir := c.dirFlag()
 	about := c.String("about", "", "only the grades about this organisation")
 	asJSON := c.Bool("json", false, "print a JSON array of grade documents")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
-	}
-	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
 	}
 	o, err := org.Open(*dir, org.Options{Logger: cliLogger(stderr)})
 	if err != nil {

@@ -58,16 +58,10 @@ func runInit(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	c.Var(&hosts, "host", "a DNS name or IP address for the TLS certificate (repeatable)")
 	c.BoolVar(&o.Container, "container", false, "allow non-loopback MCP and admin addresses (inside a container)")
 	asJSON := c.Bool("json", false, "print the summary as JSON")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
-	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case o.OrganizationID == "":
+	if o.OrganizationID == "" {
 		return c.usageError(stderr, "--org is required")
 	}
 	o.Hosts = hosts

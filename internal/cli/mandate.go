@@ -94,6 +94,39 @@ func (c *cmdFlags) usageError(stderr io.Writer, format string, args ...any) int 
 	return 2
 }
 
+// parseNoArgs parses the flags of a command that takes no positional
+// argument and needs --dir; done is true when the command must stop and
+// return code (parse), a positional argument, then a missing --dir, being
+// usage mistakes.
+func (c *cmdFlags) parseNoArgs(args []string, dir *string, stdout, stderr io.Writer) (code int, done bool) {
+	pos, code, done := c.parse(args, stdout, stderr)
+	switch {
+	case done:
+		return code, true
+	case len(pos) > 0:
+		return c.usageError(stderr, "unexpected argument %q", pos[0]), true
+	case *dir == "":
+		return c.usageError(stderr, "--dir is required"), true
+	}
+	return 0, false
+}
+
+// parseOneArg is parseNoArgs for a command that takes exactly one
+// positional argument, what (its name in the mistake reported), and
+// returns it.
+func (c *cmdFlags) parseOneArg(args []string, what string, dir *string, stdout, stderr io.Writer) (arg string, code int, done bool) {
+	pos, code, done := c.parse(args, stdout, stderr)
+	switch {
+	case done:
+		return "", code, true
+	case len(pos) != 1:
+		return "", c.usageError(stderr, "give exactly one %s", what), true
+	case *dir == "":
+		return "", c.usageError(stderr, "--dir is required"), true
+	}
+	return pos[0], 0, false
+}
+
 // dirFlag adds --dir, defaulting to $PARTY_DIR.
 func (c *cmdFlags) dirFlag() *string {
 	return c.String("dir", os.Getenv(dirEnv), "the instance's state directory (default $"+dirEnv+")")
@@ -120,6 +153,18 @@ func openPrincipal(dir string, stderr io.Writer) (*org.Org, *principal.Surface, 
 		return nil, nil, err
 	}
 	return o, p, nil
+}
+
+// withPrincipal runs a principal command's work, run, on the organisation
+// in dir opened with openPrincipal, and closes it after. When dir cannot
+// be opened, that is the command's failure (failure, under c's name).
+func (c *cmdFlags) withPrincipal(dir string, asJSON bool, stdout, stderr io.Writer, run func(*org.Org, *principal.Surface) int) int {
+	o, p, err := openPrincipal(dir, stderr)
+	if err != nil {
+		return failure(c.Name(), err, asJSON, stdout, stderr)
+	}
+	defer o.Close()
+	return run(o, p)
 }
 
 // failure reports err and returns exit status 1. A refusal is printed with
@@ -188,25 +233,14 @@ usage error.
 `
 
 func runMandate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, mandateUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, mandateUsage)
-		return 0
-	case "issue":
-		return runMandateIssue(args[1:], stdin, stdout, stderr)
-	case "list":
-		return runMandateList(args[1:], stdout, stderr)
-	case "suspend", "reinstate", "revoke":
-		return runMandateStatus(args[0], args[1:], stdout, stderr)
-	case "policy":
-		return runMandatePolicy(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "party mandate: unknown subcommand %q\n\n%s", args[0], mandateUsage)
-	return 2
+	return runSubcommand("party mandate", mandateUsage, map[string]func([]string) int{
+		"issue":     func(args []string) int { return runMandateIssue(args, stdin, stdout, stderr) },
+		"list":      func(args []string) int { return runMandateList(args, stdout, stderr) },
+		"suspend":   func(args []string) int { return runMandateStatus("suspend", args, stdout, stderr) },
+		"reinstate": func(args []string) int { return runMandateStatus("reinstate", args, stdout, stderr) },
+		"revoke":    func(args []string) int { return runMandateStatus("revoke", args, stdout, stderr) },
+		"policy":    func(args []string) int { return runMandatePolicy(args, stdout, stderr) },
+	}, args, stdout, stderr)
 }
 
 const mandateIssueUsage = `Usage: party mandate issue --dir DIR --file REQUEST.json [--json]
@@ -243,16 +277,10 @@ func runMandateIssue(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	dir := c.dirFlag()
 	file := c.String("file", "", "the issue request, REQUEST.json (\"-\" for standard input)")
 	asJSON := c.Bool("json", false, "print the signed mandate as canonical JSON")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
-	switch {
-	case len(pos) > 0:
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case *file == "":
+	if *file == "" {
 		return c.usageError(stderr, "--file is required")
 	}
 	var data []byte
@@ -269,25 +297,22 @@ func runMandateIssue(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	if err != nil {
 		return failure(c.Name(), reason.Refuse(*file+": "+err.Error()), *asJSON, stdout, stderr)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	m, err := p.IssueMandate(context.Background(), req)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if *asJSON {
-		b, err := canonical.Marshal(m)
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		m, err := p.IssueMandate(context.Background(), req)
 		if err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-		fmt.Fprintf(stdout, "%s\n", b)
+		if *asJSON {
+			b, err := canonical.Marshal(m)
+			if err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+			return 0
+		}
+		printMandate(stdout, m)
 		return 0
-	}
-	printMandate(stdout, m)
-	return 0
+	})
 }
 
 // printMandate writes a signed mandate's summary for a person.
@@ -376,48 +401,38 @@ func runMandateList(args []string, stdout, stderr io.Writer) int {
 	c := newFlags("party mandate list", mandateListUsage)
 	dir := c.dirFlag()
 	asJSON := c.Bool("json", false, "print a JSON array")
-	pos, code, done := c.parse(args, stdout, stderr)
-	if done {
+	if code, done := c.parseNoArgs(args, dir, stdout, stderr); done {
 		return code
 	}
-	if len(pos) > 0 {
-		return c.usageError(stderr, "unexpected argument %q", pos[0])
-	}
-	if *dir == "" {
-		return c.usageError(stderr, "--dir is required")
-	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	list, err := p.Mandates(context.Background())
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	now := o.Clock()
-	for i, m := range list {
-		// The record stores active/suspended/revoked; expiry follows from
-		// the interval, as the status endpoint reports it.
-		if until, err := envelope.ParseTimestamp(m.ValidTo); err == nil && m.Status == store.StatusActive && !now.Before(until) {
-			list[i].Status = "expired"
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(o *org.Org, p *principal.Surface) int {
+		list, err := p.Mandates(context.Background())
+		if err != nil {
+			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-	}
-	if *asJSON {
-		writeJSONLine(stdout, list)
+		now := o.Clock()
+		for i, m := range list {
+			// The record stores active/suspended/revoked; expiry follows from
+			// the interval, as the status endpoint reports it.
+			if until, err := envelope.ParseTimestamp(m.ValidTo); err == nil && m.Status == store.StatusActive && !now.Before(until) {
+				list[i].Status = "expired"
+			}
+		}
+		if *asJSON {
+			writeJSONLine(stdout, list)
+			return 0
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MANDATE\tSTATUS\tSUBJECT\tVALID UNTIL\tACTIONS")
+		for _, m := range list {
+			acts := strings.Join(m.Actions, ", ")
+			if m.Instance {
+				acts += " (instance mandate)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Status, m.Subject, m.ValidTo, acts)
+		}
+		tw.Flush()
 		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MANDATE\tSTATUS\tSUBJECT\tVALID UNTIL\tACTIONS")
-	for _, m := range list {
-		acts := strings.Join(m.Actions, ", ")
-		if m.Instance {
-			acts += " (instance mandate)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Status, m.Subject, m.ValidTo, acts)
-	}
-	tw.Flush()
-	return 0
+	})
 }
 
 const mandateStatusUsage = `Usage: party mandate %[1]s --dir DIR [--reason TEXT] MANDATE_ID
@@ -451,39 +466,30 @@ func runMandateStatus(verb string, args []string, stdout, stderr io.Writer) int 
 	c := newFlags("party mandate "+verb, fmt.Sprintf(mandateStatusUsage, verb, statusChangeText[verb]))
 	dir := c.dirFlag()
 	why := c.String("reason", "", "the reason recorded in the signed revocation_record")
-	pos, code, done := c.parse(args, stdout, stderr)
+	id, code, done := c.parseOneArg(args, "MANDATE_ID", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one MANDATE_ID")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	}
-	id := pos[0]
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, false, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	switch verb {
-	case "suspend":
-		err = p.Suspend(ctx, id, *why)
-	case "reinstate":
-		err = p.Reinstate(ctx, id, *why)
-	default:
-		err = p.Revoke(ctx, id, *why)
-	}
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			err = fmt.Errorf("no mandate %s in this instance's record", id)
+	return c.withPrincipal(*dir, false, stdout, stderr, func(_ *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		var err error
+		switch verb {
+		case "suspend":
+			err = p.Suspend(ctx, id, *why)
+		case "reinstate":
+			err = p.Reinstate(ctx, id, *why)
+		default:
+			err = p.Revoke(ctx, id, *why)
 		}
-		return failure(c.Name(), err, false, stdout, stderr)
-	}
-	fmt.Fprintf(stdout, "%s %s\n", id, statusChangeDone[verb])
-	return 0
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("no mandate %s in this instance's record", id)
+			}
+			return failure(c.Name(), err, false, stdout, stderr)
+		}
+		fmt.Fprintf(stdout, "%s %s\n", id, statusChangeDone[verb])
+		return 0
+	})
 }
 
 const mandatePolicyUsage = `Usage: party mandate policy --dir DIR [--min-grade DIM=BAND]... [--clear] [--json] MANDATE_ID
@@ -506,48 +512,40 @@ func runMandatePolicy(args []string, stdout, stderr io.Writer) int {
 	c.Var(&mins, "min-grade", "a minimum band, DIM=BAND (repeatable, or comma-separated)")
 	clear := c.Bool("clear", false, "remove the mandate's policy")
 	asJSON := c.Bool("json", false, "machine-readable output")
-	pos, code, done := c.parse(args, stdout, stderr)
+	id, code, done := c.parseOneArg(args, "MANDATE_ID", dir, stdout, stderr)
 	if done {
 		return code
 	}
-	switch {
-	case len(pos) != 1:
-		return c.usageError(stderr, "give exactly one MANDATE_ID")
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case *clear && len(mins) > 0:
+	if *clear && len(mins) > 0 {
 		return c.usageError(stderr, "--clear and --min-grade exclude each other")
 	}
 	min, err := grade.ParseMinimum(mins)
 	if err != nil {
 		return c.usageError(stderr, "%v", err)
 	}
-	o, p, err := openPrincipal(*dir, stderr)
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	defer o.Close()
-	ctx := context.Background()
-	if *clear || len(min) > 0 {
-		if err := p.SetMinimumGrade(ctx, pos[0], min); err != nil {
+	return c.withPrincipal(*dir, *asJSON, stdout, stderr, func(o *org.Org, p *principal.Surface) int {
+		ctx := context.Background()
+		if *clear || len(min) > 0 {
+			if err := p.SetMinimumGrade(ctx, id, min); err != nil {
+				return failure(c.Name(), err, *asJSON, stdout, stderr)
+			}
+		}
+		held, err := o.Store.MinimumGrade(ctx, id)
+		if err != nil {
 			return failure(c.Name(), err, *asJSON, stdout, stderr)
 		}
-	}
-	held, err := o.Store.MinimumGrade(ctx, pos[0])
-	if err != nil {
-		return failure(c.Name(), err, *asJSON, stdout, stderr)
-	}
-	if held == nil {
-		held = map[string]int{}
-	}
-	if *asJSON {
-		writeJSONLine(stdout, map[string]any{"mandate_id": pos[0], "minimum_grade": held})
+		if held == nil {
+			held = map[string]int{}
+		}
+		if *asJSON {
+			writeJSONLine(stdout, map[string]any{"mandate_id": id, "minimum_grade": held})
+			return 0
+		}
+		if len(held) == 0 {
+			fmt.Fprintf(stdout, "%s: no local policy\n", id)
+			return 0
+		}
+		fmt.Fprintf(stdout, "%s: the counterparty must hold a grade of at least %s\n", id, grade.Minimum(held))
 		return 0
-	}
-	if len(held) == 0 {
-		fmt.Fprintf(stdout, "%s: no local policy\n", pos[0])
-		return 0
-	}
-	fmt.Fprintf(stdout, "%s: the counterparty must hold a grade of at least %s\n", pos[0], grade.Minimum(held))
-	return 0
+	})
 }

@@ -3,7 +3,6 @@ package gate
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/partyd/party/internal/envelope"
@@ -334,12 +333,7 @@ var hashMembers = map[string]bool{
 func checkHashForms(ps *problems, path string, v any) {
 	switch x := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(x) {
 			if k == "profile_terms" {
 				continue
 			}

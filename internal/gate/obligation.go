@@ -2,7 +2,6 @@ package gate
 
 import (
 	"regexp"
-	"sort"
 
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -44,14 +43,7 @@ func checkObligation(ps *problems, p map[string]any) {
 	if !ok {
 		ps.add(reason.ObligationSubjectUnreferenced, "/payload/subject", "an obligation names its subject by reference to the agreement's terms")
 	} else {
-		var extra []string
-		for k := range subject {
-			if !subjectMembers[k] {
-				extra = append(extra, k)
-			}
-		}
-		sort.Strings(extra)
-		for _, k := range extra {
+		for _, k := range membersOutside(subject, subjectMembers) {
 			ps.add(reason.ObligationSubjectUnreferenced, pointer("/payload/subject", k), "the subject references the terms and never restates them (member %q)", k)
 		}
 		sa, _ := strAt(subject, "agreement_id")
@@ -84,14 +76,7 @@ func checkDueCondition(ps *problems, path string, v any, depth int) {
 		ps.add(reason.ObligationConditionUnknown, pointer(path, "type"), "due condition type %q is not registered", typ)
 		return
 	}
-	var foreign []string
-	for k := range c {
-		if !fields[k] {
-			foreign = append(foreign, k)
-		}
-	}
-	sort.Strings(foreign)
-	for _, k := range foreign {
+	for _, k := range membersOutside(c, fields) {
 		ps.add(reason.ObligationConditionUnknown, pointer(path, k), "a %s condition carries no %q", typ, k)
 	}
 	switch typ {

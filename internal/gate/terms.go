@@ -2,7 +2,6 @@ package gate
 
 import (
 	"errors"
-	"sort"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/decimal"
@@ -60,14 +59,7 @@ func checkAgreement(ps *problems, p map[string]any) {
 
 // undisclosable refuses members outside allowed with A202-DISCLOSURE-DENIED.
 func undisclosable(ps *problems, path string, m map[string]any, allowed map[string]bool, what string) {
-	var extra []string
-	for k := range m {
-		if !allowed[k] {
-			extra = append(extra, k)
-		}
-	}
-	sort.Strings(extra)
-	for _, k := range extra {
+	for _, k := range membersOutside(m, allowed) {
 		ps.add(reason.DisclosureDenied, pointer(path, k), "%s carries no member %q: a closed shape keeps private data out of shared objects (canonical model §13)", what, k)
 	}
 }

@@ -168,3 +168,16 @@ func sortedKeys(m map[string]any) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// membersOutside returns the names of m's members that allowed does not
+// hold, in byte order (as sortedKeys, for the order of problems).
+func membersOutside(m map[string]any, allowed map[string]bool) []string {
+	var out []string
+	for k := range m {
+		if !allowed[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

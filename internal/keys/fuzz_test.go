@@ -38,7 +38,7 @@ func FuzzParseJWKJSON(f *testing.F) {
 		if err != nil {
 			t.Fatalf("exported JWK does not import: %v", err)
 		}
-		if !samePublic(pub, back) {
+		if !SamePublic(pub, back) {
 			t.Fatal("export/import changed the key")
 		}
 		t1, _ := Thumbprint(pub)

@@ -426,7 +426,7 @@ func TestKeySet(t *testing.T) {
 	for _, id := range back.IDs() {
 		x, _ := s.Lookup(id)
 		y, _ := back.Lookup(id)
-		if !samePublic(x, y) {
+		if !SamePublic(x, y) {
 			t.Fatalf("%s changed in keys.json round trip", id)
 		}
 	}
@@ -479,7 +479,7 @@ func TestReferenceKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		pub, _ := set.Lookup(id)
-		if !samePublic(pub, spki) {
+		if !SamePublic(pub, spki) {
 			t.Fatalf("%s: keys.json and PEM disagree", id)
 		}
 		if _, err := Thumbprint(pub); err != nil {

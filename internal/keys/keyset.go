@@ -53,7 +53,7 @@ func (s *KeySet) Add(keyID string, pub crypto.PublicKey) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.keys[keyID]; ok {
-		if !samePublic(old, pub) {
+		if !SamePublic(old, pub) {
 			return fmt.Errorf("keys: key_id %s already names a different key", keyID)
 		}
 		return nil
@@ -62,7 +62,9 @@ func (s *KeySet) Add(keyID string, pub crypto.PublicKey) error {
 	return nil
 }
 
-func samePublic(a, b crypto.PublicKey) bool {
+// SamePublic reports whether a and b are the same public key (ECDSA or
+// Ed25519; any other type is never the same).
+func SamePublic(a, b crypto.PublicKey) bool {
 	switch a := a.(type) {
 	case *ecdsa.PublicKey:
 		return a.Equal(b)

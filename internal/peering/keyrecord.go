@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,7 +98,7 @@ func TrustKeyRecord(peer instance.PeerInfo, keyRecord []byte) (keyID string, pub
 	if err != nil {
 		return fail("%v", err)
 	}
-	if pinned, ok := principals[keyID]; ok && !samePublic(pinned, pub) {
+	if pinned, ok := principals[keyID]; ok && !keys.SamePublic(pinned, pub) {
 		return fail("%s names a pinned principal key but carries another key", keyID)
 	}
 	entries, err := signature.Entries(obj)
@@ -141,16 +139,6 @@ func pinnedPrincipals(peer instance.PeerInfo) (map[string]crypto.PublicKey, erro
 		return nil, fmt.Errorf("peer file of %s carries no pinned principal key", peer.OrganizationID)
 	}
 	return out, nil
-}
-
-func samePublic(a, b crypto.PublicKey) bool {
-	switch a := a.(type) {
-	case *ecdsa.PublicKey:
-		return a.Equal(b)
-	case ed25519.PublicKey:
-		return a.Equal(b)
-	}
-	return false
 }
 
 // TrustedKeys is the per-peer store of trusted agent and principal keys.
@@ -239,7 +227,7 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 	keyID, pub, err := TrustKeyRecord(peer, keyRecord)
 	if err != nil {
 		if id, claimed, ok := claimedKey(keyRecord); ok {
-			if held, lerr := t.set(peer.OrganizationID).Lookup(id); lerr == nil && !samePublic(held, claimed) {
+			if held, lerr := t.set(peer.OrganizationID).Lookup(id); lerr == nil && !keys.SamePublic(held, claimed) {
 				t.logger.Warn("refused a key change that no pinned principal key signed",
 					"organization_id", peer.OrganizationID, "key_id", id, "error", err)
 			}
@@ -251,7 +239,7 @@ func (t *TrustedKeys) Add(ctx context.Context, peer instance.PeerInfo, keyRecord
 	}
 	set := t.set(peer.OrganizationID)
 	held, lerr := set.Lookup(keyID)
-	if lerr == nil && !samePublic(held, pub) {
+	if lerr == nil && !keys.SamePublic(held, pub) {
 		t.logger.Warn("refused a key change: a key_id names one key for good, a new key needs a new key_id",
 			"organization_id", peer.OrganizationID, "key_id", keyID)
 		return "", fmt.Errorf("%w: %s is already trusted with a different key", ErrUntrustedKey, keyID)
@@ -407,7 +395,7 @@ func (t *TrustedKeys) addVersion(ctx context.Context, peer instance.PeerInfo, re
 	if err != nil {
 		return "", fmt.Errorf("%w: %s follows %s, which is not held", ErrUntrustedKey, id, prev)
 	}
-	if _, pp, err := TrustKeyRecord(peer, held); err != nil || !samePublic(pp, pub) {
+	if _, pp, err := TrustKeyRecord(peer, held); err != nil || !keys.SamePublic(pp, pub) {
 		return "", fmt.Errorf("%w: %s follows %s, which is not %s's record of the same key", ErrUntrustedKey, id, prev, peer.OrganizationID)
 	}
 	if _, err := t.store.PutObject(ctx, record, peer.OrganizationID); err != nil && !errors.Is(err, store.ErrConflict) {

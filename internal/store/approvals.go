@@ -49,7 +49,7 @@ func (s *Store) PutApprovalRequest(ctx context.Context, r ApprovalRequest) error
 
 const approvalColumns = `id, mandate_id, COALESCE(transaction_id, ''), action_hash, act, rules, status, COALESCE(approval_id, ''), requested_at, COALESCE(decided_at, ''), note`
 
-func scanApproval(row interface{ Scan(...any) error }) (ApprovalRequest, error) {
+func scanApproval(row rowScanner) (ApprovalRequest, error) {
 	var r ApprovalRequest
 	err := row.Scan(&r.ID, &r.MandateID, &r.TransactionID, &r.ActionHash, &r.Act, &r.Rules, &r.Status, &r.ApprovalID, &r.RequestedAt, &r.DecidedAt, &r.Note)
 	return r, err
@@ -145,14 +145,5 @@ func (s *Store) approvals(ctx context.Context, clause string, args ...any) ([]Ap
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []ApprovalRequest
-	for rows.Next() {
-		r, err := scanApproval(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(rows, scanApproval)
 }

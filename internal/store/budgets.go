@@ -41,7 +41,7 @@ import (
 
 const budgetColumns = `id, kind, period, currency, limit_amount, approve_above, agent_id, counterparty`
 
-func scanBudget(row interface{ Scan(...any) error }) (budget.Budget, error) {
+func scanBudget(row rowScanner) (budget.Budget, error) {
 	var id, kind, period, currency, limit, above, agent, cp string
 	if err := row.Scan(&id, &kind, &period, &currency, &limit, &above, &agent, &cp); err != nil {
 		return budget.Budget{}, err
@@ -88,20 +88,7 @@ func (s *Store) Budgets(ctx context.Context) ([]budget.Budget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: budgets: %w", err)
 	}
-	return scanBudgets(rows)
-}
-
-func scanBudgets(rows *sql.Rows) ([]budget.Budget, error) {
-	defer rows.Close()
-	var out []budget.Budget
-	for rows.Next() {
-		b, err := scanBudget(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return collect(rows, scanBudget)
 }
 
 // Budgets returns the budgets set, read in t.
@@ -110,7 +97,7 @@ func (t *Txn) Budgets() ([]budget.Budget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: budgets: %w", err)
 	}
-	return scanBudgets(rows)
+	return collect(rows, scanBudget)
 }
 
 // Committed returns a transaction's commitment in currency as recorded:

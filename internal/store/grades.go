@@ -75,16 +75,13 @@ func (s *Store) GradesAbout(ctx context.Context, org string) ([]Grade, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: grades: %w", err)
 	}
-	defer rows.Close()
-	var out []Grade
-	for rows.Next() {
+	return collect(rows, func(row rowScanner) (Grade, error) {
 		var g Grade
-		if err := rows.Scan(&g.DeterminationID, &g.SubjectOrg, &g.IssuerOrg, &g.IssuedAt, &g.ExpiresAt, &g.Body, &g.Assessment); err != nil {
-			return nil, fmt.Errorf("store: grades: %w", err)
+		if err := row.Scan(&g.DeterminationID, &g.SubjectOrg, &g.IssuerOrg, &g.IssuedAt, &g.ExpiresAt, &g.Body, &g.Assessment); err != nil {
+			return g, fmt.Errorf("store: grades: %w", err)
 		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+		return g, nil
+	})
 }
 
 // SetMinimumGrade sets the minimum grade a mandate's local policy requires

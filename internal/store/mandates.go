@@ -154,18 +154,13 @@ func (s *Store) Mandates(ctx context.Context, origin string) ([]MandateRecord, e
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []MandateRecord
-	for rows.Next() {
+	return collect(rows, func(row rowScanner) (MandateRecord, error) {
 		var m MandateRecord
 		var agent sql.NullString
-		if err := rows.Scan(&m.ID, &m.OrganizationID, &agent, &m.Body, &m.Status, &m.StatusChanged, &m.Origin); err != nil {
-			return nil, err
-		}
+		err := row.Scan(&m.ID, &m.OrganizationID, &agent, &m.Body, &m.Status, &m.StatusChanged, &m.Origin)
 		m.SubjectAgentID = agent.String
-		out = append(out, m)
-	}
-	return out, rows.Err()
+		return m, err
+	})
 }
 
 // ChangeMandateStatus moves a mandate from one status to another and stores
@@ -185,13 +180,7 @@ func (s *Store) ChangeMandateStatus(ctx context.Context, id, from, to string, re
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			if _, err := s.GetMandate(ctx, id); err != nil {
-				return err
-			}
-			return fmt.Errorf("%w: mandate %s is not %s", ErrConflict, id, from)
-		}
-		return nil
+		return s.mandateStatusMoved(ctx, res, id, from)
 	})
 }
 
@@ -227,6 +216,13 @@ func (s *Store) SetMandateStatus(ctx context.Context, id, from, to string) error
 	if err != nil {
 		return err
 	}
+	return s.mandateStatusMoved(ctx, res, id, from)
+}
+
+// mandateStatusMoved reports how the compare-and-swap of mandate id's
+// status from from went (res is the UPDATE's result): a row not changed
+// is a mandate unknown, or one no longer in status from.
+func (s *Store) mandateStatusMoved(ctx context.Context, res sql.Result, id, from string) error {
 	if n, _ := res.RowsAffected(); n != 1 {
 		if _, err := s.GetMandate(ctx, id); err != nil {
 			return err

@@ -286,16 +286,11 @@ func (s *Store) ObjectsWithOrigin(ctx context.Context, objectType string) ([]Sto
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []StoredObject
-	for rows.Next() {
+	return collect(rows, func(row rowScanner) (StoredObject, error) {
 		var o StoredObject
-		if err := rows.Scan(&o.Body, &o.Origin); err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+		err := row.Scan(&o.Body, &o.Origin)
+		return o, err
+	})
 }
 
 func (s *Store) bodies(ctx context.Context, query string, args ...any) ([][]byte, error) {
@@ -303,14 +298,5 @@ func (s *Store) bodies(ctx context.Context, query string, args ...any) ([][]byte
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return collect(rows, scanBytes)
 }

@@ -189,7 +189,7 @@ func (t *Txn) Rewrite(id int64, messageKey string, objects [][]byte, act []byte,
 
 const outboxColumns = `id, peer, transaction_id, message_key, objects, status, attempts, next_attempt, last_error, enqueued_at, act`
 
-func scanOutbox(row interface{ Scan(...any) error }) (OutboxMessage, error) {
+func scanOutbox(row rowScanner) (OutboxMessage, error) {
 	var m OutboxMessage
 	var objects []byte
 	var next int64
@@ -215,16 +215,7 @@ func (s *Store) queryOutbox(ctx context.Context, query string, args ...any) ([]O
 	if err != nil {
 		return nil, fmt.Errorf("store: outbox: %w", err)
 	}
-	defer rows.Close()
-	var out []OutboxMessage
-	for rows.Next() {
-		m, err := scanOutbox(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return collect(rows, scanOutbox)
 }
 
 // GetOutbox returns one outbox message.
@@ -355,16 +346,7 @@ func (s *Store) PeersWaiting(ctx context.Context, t time.Time) ([]string, error)
 	if err != nil {
 		return nil, fmt.Errorf("store: outbox: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return collect(rows, scanString)
 }
 
 // RetryOutbox records a failed attempt of message id and when to try again.

@@ -142,14 +142,7 @@ func (t *Txn) ReplaceObject(id string, old, new []byte) error {
 	if info.ID != id {
 		return fmt.Errorf("store: replacement bytes are object %s, not %s", info.ID, id)
 	}
-	res, err := t.exec(`UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`, new, id, old, info.ContentHash)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("%w: %s changed or has another content hash", ErrConflict, id)
-	}
-	return nil
+	return t.ReplaceVerified(info, old, new)
 }
 
 // GetObject is Store.GetObject inside the transaction.
@@ -187,18 +180,24 @@ func (t *Txn) CreateTransaction(id, counterparty, role, sessionID, state string)
 
 const txnColumns = `id, counterparty, role, COALESCE(session_id,''), state, head_sequence, COALESCE(head_hash,''), created_at, updated_at`
 
-func scanTxn(row interface{ Scan(...any) error }) (Transaction, error) {
+func scanTxn(row rowScanner) (Transaction, error) {
 	var x Transaction
 	err := row.Scan(&x.ID, &x.Counterparty, &x.Role, &x.SessionID, &x.State, &x.HeadSequence, &x.HeadHash, &x.CreatedAt, &x.UpdatedAt)
 	return x, err
 }
 
-// Transaction reads a transaction inside the database transaction.
-func (t *Txn) Transaction(id string) (Transaction, error) {
-	x, err := scanTxn(t.queryRow(`SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
+// scanTransaction reads the row of transaction id, or ErrNotFound.
+func scanTransaction(row *sql.Row, id string) (Transaction, error) {
+	x, err := scanTxn(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
 	}
+	return x, err
+}
+
+// Transaction reads a transaction inside the database transaction.
+func (t *Txn) Transaction(id string) (Transaction, error) {
+	x, err := scanTransaction(t.queryRow(`SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id), id)
 	if err == nil {
 		t.knowState(id, x.State)
 	}
@@ -328,7 +327,7 @@ func (t *Txn) RecordFork(transactionID string, sequence int, eventID, contentHas
 
 const eventColumns = `transaction_id, sequence, event_id, content_hash, COALESCE(previous_event_hash,''), event_type, COALESCE(from_state,''), to_state, appended_by, status`
 
-func scanEvent(row interface{ Scan(...any) error }) (Event, error) {
+func scanEvent(row rowScanner) (Event, error) {
 	var e Event
 	err := row.Scan(&e.TransactionID, &e.Sequence, &e.EventID, &e.ContentHash, &e.PreviousEventHash, &e.EventType, &e.FromState, &e.ToState, &e.AppendedBy, &e.Status)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -339,11 +338,7 @@ func scanEvent(row interface{ Scan(...any) error }) (Event, error) {
 
 // GetTransaction returns a transaction.
 func (s *Store) GetTransaction(ctx context.Context, id string) (Transaction, error) {
-	x, err := scanTxn(s.queryRow(ctx, `SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
-	}
-	return x, err
+	return scanTransaction(s.queryRow(ctx, `SELECT `+txnColumns+` FROM transactions WHERE id = ?`, id), id)
 }
 
 // Transactions lists every transaction, oldest first.
@@ -352,16 +347,7 @@ func (s *Store) Transactions(ctx context.Context) ([]Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Transaction
-	for rows.Next() {
-		x, err := scanTxn(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return collect(rows, scanTxn)
 }
 
 // Events returns a transaction's events in sequence order, pending ones
@@ -371,16 +357,7 @@ func (s *Store) Events(ctx context.Context, transactionID string) ([]Event, erro
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return collect(rows, scanEvent)
 }
 
 // Fork is a refused second successor kept for the record.
@@ -400,16 +377,11 @@ func (s *Store) Forks(ctx context.Context, transactionID string) ([]Fork, error)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Fork
-	for rows.Next() {
+	return collect(rows, func(row rowScanner) (Fork, error) {
 		var f Fork
-		if err := rows.Scan(&f.TransactionID, &f.Sequence, &f.EventID, &f.ContentHash, &f.From, &f.Detail, &f.DetectedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+		err := row.Scan(&f.TransactionID, &f.Sequence, &f.EventID, &f.ContentHash, &f.From, &f.Detail, &f.DetectedAt)
+		return f, err
+	})
 }
 
 // DeleteTransaction removes a transaction that holds no event, for an
@@ -431,12 +403,7 @@ func (t *Txn) Withdraw(offerID, transactionID, decisionID string) error {
 // WithdrawalOf returns the decision that withdrew an offer, or "" when it
 // was not withdrawn.
 func (s *Store) WithdrawalOf(ctx context.Context, offerID string) (string, error) {
-	var id string
-	err := s.queryRow(ctx, `SELECT decision_id FROM withdrawals WHERE offer_id = ?`, offerID).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	return id, err
+	return stringOrEmpty(s.queryRow(ctx, `SELECT decision_id FROM withdrawals WHERE offer_id = ?`, offerID))
 }
 
 // Withdrawn reports whether an offer was withdrawn.
@@ -453,6 +420,48 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 		return nil, err
 	}
 	return s.inSnapshot(ctx, st).QueryContext(detach(ctx), args...)
+}
+
+// rowScanner is a *sql.Row or *sql.Rows, as the scan functions read them.
+type rowScanner = interface{ Scan(...any) error }
+
+// collect reads every row of rows with scan, then closes rows: the one
+// loop under each read of many rows. It stops at the first error.
+func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanString reads a row of one text column.
+func scanString(row rowScanner) (string, error) {
+	var v string
+	err := row.Scan(&v)
+	return v, err
+}
+
+// stringOrEmpty reads a row of one text column, or "" when there is no
+// row.
+func stringOrEmpty(row *sql.Row) (string, error) {
+	v, err := scanString(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
+// scanBytes reads a row of one blob column.
+func scanBytes(row rowScanner) ([]byte, error) {
+	var v []byte
+	err := row.Scan(&v)
+	return v, err
 }
 
 // Snapshot returns a context under which this Store's reads run in one

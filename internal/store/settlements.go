@@ -59,7 +59,7 @@ const (
 
 const settlementColumns = `instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error`
 
-func scanSettlement(row interface{ Scan(...any) error }) (Settlement, error) {
+func scanSettlement(row rowScanner) (Settlement, error) {
 	var s Settlement
 	var ours int
 	var next int64
@@ -190,14 +190,5 @@ func (s *Store) settlements(ctx context.Context, query string, args ...any) ([]S
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Settlement
-	for rows.Next() {
-		x, err := scanSettlement(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return collect(rows, scanSettlement)
 }

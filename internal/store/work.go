@@ -60,7 +60,7 @@ func (t *Txn) PutObligationState(o ObligationState) error {
 	return err
 }
 
-func scanObligationState(row interface{ Scan(...any) error }) (ObligationState, error) {
+func scanObligationState(row rowScanner) (ObligationState, error) {
 	var o ObligationState
 	var a string
 	if err := row.Scan(&o.ObligationID, &o.TransactionID, &o.State, &a, &o.UpdatedSeq, &o.AcceptedBy); err != nil {
@@ -95,48 +95,21 @@ func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]O
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []ObligationState
-	for rows.Next() {
-		o, err := scanObligationState(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return collect(rows, scanObligationState)
 }
 
 // ObligationStates is Store.ObligationStates inside the transaction.
 func (t *Txn) ObligationStates(transactionID string) ([]ObligationState, error) {
-	st, err := t.s.stmt(t.ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`)
+	rows, err := t.query(`SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`, transactionID)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.tx.StmtContext(t.ctx, st).QueryContext(t.ctx, transactionID) // prepared once
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []ObligationState
-	for rows.Next() {
-		o, err := scanObligationState(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return collect(rows, scanObligationState)
 }
 
 // Meta returns a value of the meta table, or "" when unset.
 func (s *Store) Meta(ctx context.Context, key string) (string, error) {
-	var v string
-	err := s.queryRow(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	return v, err
+	return stringOrEmpty(s.queryRow(ctx, `SELECT value FROM meta WHERE key = ?`, key))
 }
 
 // SetMeta sets a value of the meta table inside the transaction.
@@ -366,16 +339,8 @@ func (s *Store) ListTransactions(ctx context.Context, f TransactionFilter) ([]Tr
 	if err != nil {
 		return nil, "", err
 	}
-	defer rows.Close()
-	var out []Transaction
-	for rows.Next() {
-		x, err := scanTxn(rows)
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, x)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanTxn)
+	if err != nil {
 		return nil, "", err
 	}
 	next := ""
@@ -394,16 +359,7 @@ func (s *Store) TransactionsInState(ctx context.Context, state string) ([]Transa
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Transaction
-	for rows.Next() {
-		x, err := scanTxn(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return collect(rows, scanTxn)
 }
 
 // PendingOutboxTransactions returns the distinct transactions with a
@@ -413,16 +369,7 @@ func (s *Store) PendingOutboxTransactions(ctx context.Context) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return collect(rows, scanString)
 }
 
 // DeleteTransactionIfEmpty removes a transaction that holds no event and
@@ -510,16 +457,7 @@ func (s *Store) EventsOfTypes(ctx context.Context, transactionID string, types .
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return collect(rows, scanEvent)
 }
 
 // RaiseAlert records that the alert kind about subject (an obligation
