@@ -533,7 +533,7 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 	}
 	var v2, pol, apr *Obj
 	for _, b := range reply {
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil {
 			return nil, err
 		}

@@ -10,10 +10,10 @@ func contentHash(o *Obj) (string, error) { return canonical.ContentHash(o.m) }
 
 // viewOf turns an object this instance built as a value into a view over
 // its canonical bytes.
-func viewOf(m map[string]any) (*Obj, error) {
+func (e *Engine) viewOf(m map[string]any) (*Obj, error) {
 	b, err := canonical.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	return viewOver(m, b)
+	return e.viewOver(m, b)
 }

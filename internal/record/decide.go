@@ -61,7 +61,7 @@ func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payloa
 	// Work on the object as the counterparty will read it (viewOver: what
 	// decoding its bytes gives), and pass it through the gate before it
 	// leaves, so a bug here is caught here.
-	o, err := viewOver(m, b)
+	o, err := e.viewOver(m, b)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (e *Engine) ownMandate(ctx context.Context, a Actor, id string) (map[string
 	}
 	// The stored mandate's view, shared like a peer's (peerMandateOne):
 	// its readers only read it, and mandateBytes finds its bytes by it.
-	o, err := parse(rec.Body)
+	o, err := e.parse(rec.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (e *Engine) mandateBytes(ctx context.Context, m map[string]any) []byte {
 	if err != nil {
 		return nil
 	}
-	o, err := parse(rec.Body)
+	o, err := e.parse(rec.Body)
 	if err != nil || !sameMap(o.m, m) {
 		return nil
 	}
@@ -314,7 +314,7 @@ func (e *Engine) signDecision(d decision, s signature.Signer, seq int) (decision
 	if err != nil {
 		return d, err
 	}
-	d.pol, err = viewOf(pol)
+	d.pol, err = e.viewOf(pol)
 	return d, err
 }
 
@@ -340,7 +340,7 @@ func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Req
 		req.Approval = apr
 		res := e.o.Evaluator().Evaluate(ctx, req)
 		if res.Decision == authority.Allow {
-			o, err := viewOf(apr)
+			o, err := e.viewOf(apr)
 			if err != nil {
 				return nil, err
 			}
@@ -454,7 +454,7 @@ func (e *Engine) peerMandateOne(ctx context.Context, from, id string) (map[strin
 		}
 		// The held mandate's view is shared (parse): its readers, the
 		// authority evaluator and the creator check, only read it.
-		o, err := parse(rec.Body)
+		o, err := e.parse(rec.Body)
 		if err != nil {
 			return nil, err
 		}

@@ -220,7 +220,7 @@ func (e *Engine) counterpartyAgent(ctx context.Context, t store.Transaction) (st
 	}
 	agent := ""
 	for _, b := range raws {
-		if o, err := parse(b); err == nil && o.Org() == t.Counterparty && o.Agent() != "" && !authorityPrincipal(o) {
+		if o, err := e.parse(b); err == nil && o.Org() == t.Counterparty && o.Agent() != "" && !authorityPrincipal(o) {
 			agent = o.Agent()
 		}
 	}
@@ -931,7 +931,7 @@ func determinationAct(ctx context.Context, e *Engine, r *receipt) (objectAct, er
 // applyDisputeObjects moves what a dispute or a determination recorded by
 // its objects moves: an obligation_state dispute its obligation to
 // disputed, a binding state_result its obligation to the state named.
-func applyDisputeObjects(tx *store.Txn, o *Obj) error {
+func (e *Engine) applyDisputeObjects(tx *store.Txn, o *Obj) error {
 	var oblID, to string
 	switch o.Type() {
 	case protocol.Dispute:
@@ -945,7 +945,7 @@ func applyDisputeObjects(tx *store.Txn, o *Obj) error {
 		if err != nil {
 			return err
 		}
-		s, err := parse(subject)
+		s, err := e.parse(subject)
 		if err != nil {
 			return err
 		}

@@ -673,7 +673,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs []*Obj, ours *Obj, reply [][]byte) error {
 	now := e.o.Clock().UTC().Truncate(time.Second)
 	ev := objs[len(objs)-1]
-	answer, got, ev2, err := committedIn(reply, ev.ID())
+	answer, got, ev2, err := e.committedIn(reply, ev.ID())
 	if err != nil {
 		return err
 	}
@@ -716,10 +716,10 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 // answer to the agreement, ev1 as it came back (got, nil when it did not),
 // and the agreement.committed the offeror appended with it, if it did (one
 // event besides ev1, last).
-func committedIn(reply [][]byte, ev1 string) (answer [][]byte, got, ev2 *Obj, err error) {
+func (e *Engine) committedIn(reply [][]byte, ev1 string) (answer [][]byte, got, ev2 *Obj, err error) {
 	answer = make([][]byte, 0, len(reply))
 	for i, b := range reply {
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -754,7 +754,7 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 	// The answer's objects as they came (the checks below say whether they
 	// are what they must be): the verifier's rules over the record they
 	// extend run beside the checks (concurrently).
-	agr, supporting, err := answerObjects(m.Peer, ours, answer, ev.ID())
+	agr, supporting, err := e.answerObjects(m.Peer, ours, answer, ev.ID())
 	if err != nil {
 		return err
 	}
@@ -866,7 +866,7 @@ func (e *Engine) commitAgreement(ctx context.Context, txn string, ev1, agr *Obj,
 // approval that released it, if any, and nothing else (but the object
 // skip, the event the answer also countersigns).
 func (e *Engine) checkSignedAgreement(ctx context.Context, peer string, ours *Obj, reply [][]byte, skip string) (*Obj, []*Obj, error) {
-	agr, supporting, err := answerObjects(peer, ours, reply, skip)
+	agr, supporting, err := e.answerObjects(peer, ours, reply, skip)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -916,10 +916,10 @@ func (e *Engine) checkAnswer(ctx context.Context, peer string, ours, agr *Obj, s
 // (supporting, in that order); anything else (but the object skip, the
 // event the answer also countersigns) refuses it. Nothing is verified
 // here: checkSignedAgreement does that.
-func answerObjects(peer string, ours *Obj, reply [][]byte, skip string) (*Obj, []*Obj, error) {
+func (e *Engine) answerObjects(peer string, ours *Obj, reply [][]byte, skip string) (*Obj, []*Obj, error) {
 	var agr, cmt, pol, apr *Obj
 	for _, b := range reply {
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil {
 			return nil, nil, err
 		}

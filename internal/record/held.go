@@ -202,7 +202,7 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 			// Not the reject responses (see withLatestRejection); a kept
 			// event names the one it records. Accept and waive are the
 			// others (the schema's enum, held by the gate).
-			list, err = parseAll(e.o.Store.ObligationResponsesOfTypes(ctx, txn, string(protocol.ResponseAccept), string(protocol.ResponseWaive)))
+			list, err = parseAll(e)(e.o.Store.ObligationResponsesOfTypes(ctx, txn, string(protocol.ResponseAccept), string(protocol.ResponseWaive)))
 			types = types[1:]
 		} else {
 			var run []string
@@ -210,7 +210,7 @@ func (e *Engine) workingSet(ctx context.Context, st *state, news []*Obj) (held [
 				run = append(run, string(types[0]))
 				types = types[1:]
 			}
-			list, err = parseAll(e.o.Store.TransactionObjectsOfTypes(ctx, txn, run...))
+			list, err = parseAll(e)(e.o.Store.TransactionObjectsOfTypes(ctx, txn, run...))
 		}
 		if err != nil {
 			return nil, nil, err
@@ -329,7 +329,7 @@ func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error)
 // only read it.
 func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
 	return e.kr.Get(ctx, e.o.Store, func(ctx context.Context) ([]*Obj, error) {
-		return parseAll(e.o.Store.ObjectsOfType(ctx, string(protocol.KeyRecord)))
+		return parseAll(e)(e.o.Store.ObjectsOfType(ctx, string(protocol.KeyRecord)))
 	})
 }
 
@@ -364,7 +364,7 @@ func (e *Engine) mandatesOf(ctx context.Context, peer string, named map[string]b
 			if r.Origin != originLocal && r.Origin != peer {
 				continue
 			}
-			m, err := parse(r.Body)
+			m, err := e.parse(r.Body)
 			if err != nil {
 				return nil, err
 			}

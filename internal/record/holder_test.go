@@ -48,12 +48,13 @@ func TestSignableLeavesTheViewAlone(t *testing.T) {
 // view's value, its bytes not decoded again; any other is decoded, so a
 // view always holds what decoding its bytes gives.
 func TestViewOver(t *testing.T) {
+	e := &Engine{}
 	decoded := map[string]any{"id": "off_x", "n": json.Number("3"), "list": []any{"a", true, nil}}
 	b, err := canonical.Marshal(decoded)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := viewOver(decoded, b)
+	o, err := e.viewOver(decoded, b)
 	if err != nil || !sameMap(o.m, decoded) || string(o.raw) != string(b) {
 		t.Fatalf("decoded form: view %v (%v)", o, err)
 	}
@@ -62,8 +63,24 @@ func TestViewOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err = viewOver(built, b)
+	o, err = e.viewOver(built, b)
 	if err != nil || sameMap(o.m, built) || o.m["n"] != json.Number("3") {
 		t.Fatalf("built form: view %v (%v)", o, err)
+	}
+}
+
+// TestViewsPerEngine: an engine keeps the views it parsed, shared between
+// its readers, and two engines never share one.
+func TestViewsPerEngine(t *testing.T) {
+	b, err := canonical.Marshal(map[string]any{"id": "off_z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, two := &Engine{}, &Engine{}
+	a, _ := one.parse(b)
+	again, _ := one.parse(b)
+	other, _ := two.parse(b)
+	if a != again || a == other || !sameMap(a.m, again.m) || sameMap(a.m, other.m) {
+		t.Fatal("views are not kept per engine")
 	}
 }

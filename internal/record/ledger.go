@@ -43,7 +43,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 		return rec, err
 	}
 	for _, m := range msgs {
-		objs, err := message(m)
+		objs, err := e.message(m)
 		if err != nil || len(objs) == 0 {
 			continue
 		}
@@ -62,7 +62,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 			delete(pending, ev.Data("settlement_instruction_id"))
 		}
 	}
-	objs, err := parseAll(e.o.Store.TransactionObjectsOfTypes(ctx, txn, ledgerTypes...))
+	objs, err := parseAll(e)(e.o.Store.TransactionObjectsOfTypes(ctx, txn, ledgerTypes...))
 	if err != nil {
 		return rec, err
 	}

@@ -152,7 +152,7 @@ func releasesOpen(_ *Engine, tx *store.Txn, ev *Obj, _ []*Obj) error { return re
 func (e *Engine) applyObjects(tx *store.Txn, objs []*Obj) error {
 	for _, o := range objs {
 		if o.Type() == protocol.Dispute || o.Type() == protocol.Determination {
-			if err := applyDisputeObjects(tx, o); err != nil {
+			if err := e.applyDisputeObjects(tx, o); err != nil {
 				return err
 			}
 			continue

@@ -518,7 +518,7 @@ func (e *Engine) sendOnce(ctx context.Context, m store.OutboxMessage, renew bool
 		// them, is their view (parse finds them kept).
 		for i, b := range msg.Objects {
 			if v := msg.Value(i); v != nil {
-				remember(b, v)
+				e.remember(b, v)
 			}
 		}
 		e.point("reply.received")
@@ -592,10 +592,10 @@ func (e *Engine) peerSeen(ctx context.Context, peer string) {
 }
 
 // message decodes an outbox message's objects.
-func message(m store.OutboxMessage) ([]*Obj, error) {
+func (e *Engine) message(m store.OutboxMessage) ([]*Obj, error) {
 	out := make([]*Obj, 0, len(m.Objects))
 	for _, b := range m.Objects {
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil {
 			return nil, err
 		}
@@ -608,7 +608,7 @@ func message(m store.OutboxMessage) ([]*Obj, error) {
 // moves, in one database transaction that also deletes the message, then
 // continues the transaction where it stands.
 func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]byte) error {
-	objs, err := message(m)
+	objs, err := e.message(m)
 	if err != nil {
 		return err
 	}
@@ -627,7 +627,7 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 		e.point("reply.after-store")
 		return nil
 	case last.Type() == protocol.TransactionEvent:
-		if agr := travelling(objs); agr != nil && last.EventType() == protocol.EvAgreementDirect && answers(reply, agr.ID()) {
+		if agr := travelling(objs); agr != nil && last.EventType() == protocol.EvAgreementDirect && e.answers(reply, agr.ID()) {
 			// The offeror signed the agreement that travelled with the
 			// acceptance: stored with agreement.committed, which follows.
 			return e.settleDirect(ctx, m, objs, agr, reply)
@@ -727,9 +727,9 @@ func (e *Engine) recordCountersigned(tx *store.Txn, objs []*Obj, got *Obj) error
 }
 
 // answers reports whether a reply carries an object with id.
-func answers(reply [][]byte, id string) bool {
+func (e *Engine) answers(reply [][]byte, id string) bool {
 	for _, b := range reply {
-		if o, err := parse(b); err == nil && o.ID() == id {
+		if o, err := e.parse(b); err == nil && o.ID() == id {
 			return true
 		}
 	}
@@ -741,7 +741,7 @@ func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj,
 	e.learnKeys(ctx, peer, reply)
 	var got *Obj
 	for _, b := range reply {
-		if o, err := parse(b); err == nil && o.ID() == ours.ID() {
+		if o, err := e.parse(b); err == nil && o.ID() == ours.ID() {
 			got = o
 		}
 	}
@@ -782,7 +782,7 @@ func (e *Engine) learnKeys(ctx context.Context, peer string, raw [][]byte) {
 	if e.o.Trusted == nil {
 		return
 	}
-	if err := e.o.Trusted.EnsureKnown(ctx, peer, signingKeys(raw)); err != nil {
+	if err := e.o.Trusted.EnsureKnown(ctx, peer, e.signingKeys(raw)); err != nil {
 		e.log.Warn("fetching the key records a reply names failed", "peer", peer, "error", err)
 	}
 }
@@ -811,7 +811,7 @@ func (e *Engine) refused(ctx context.Context, m store.OutboxMessage, cause error
 // the message failed. What the agent should know is kept as the
 // transaction's notice.
 func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause error) {
-	objs, err := message(m)
+	objs, err := e.message(m)
 	if err != nil {
 		e.log.Error("a refused message does not decode", "id", m.ID, "error", err)
 		return
@@ -942,7 +942,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 	if err := json.Unmarshal(m.Act, &pa); err != nil {
 		return false, err
 	}
-	objs, err := message(m)
+	objs, err := e.message(m)
 	if err != nil {
 		return false, err
 	}
@@ -973,7 +973,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		if err != nil {
 			return nil, "", err
 		}
-		pol, err := viewOf(pm)
+		pol, err := e.viewOf(pm)
 		return pol, res.ActionHash, err
 	}
 	pol, leadHash, err := decide(req, pa.Seq)
@@ -1156,29 +1156,29 @@ func (e *Engine) outcome(ctx context.Context, txn string, names map[string]strin
 		return out, err
 	}
 	for _, m := range msgs {
-		if objs, err := message(m); err == nil && e.countersignatureOf(objs) != nil {
+		if objs, err := e.message(m); err == nil && e.countersignatureOf(objs) != nil {
 			// A countersignature on its way back: this copy has recorded
 			// the event; the counterparty's copy follows when it arrives.
 			continue
 		}
 		out.Status = StatusPending
-		out.WaitingFor = waitingFor(t, m)
+		out.WaitingFor = e.waitingFor(t, m)
 		break
 	}
 	return out, nil
 }
 
-func waitingFor(t store.Transaction, m store.OutboxMessage) string {
+func (e *Engine) waitingFor(t store.Transaction, m store.OutboxMessage) string {
 	retry := ""
 	if m.Attempts > 0 {
 		retry = fmt.Sprintf("; %d attempt(s) so far, the next at %s", m.Attempts, envelope.Timestamp(m.NextAttempt))
 	}
-	return fmt.Sprintf("%s to receive %s; delivery is retried until it answers%s", t.Counterparty, carried(m), retry)
+	return fmt.Sprintf("%s to receive %s; delivery is retried until it answers%s", t.Counterparty, e.carried(m), retry)
 }
 
 // carried says what an outbox message carries, for a person.
-func carried(m store.OutboxMessage) string {
-	objs, err := message(m)
+func (e *Engine) carried(m store.OutboxMessage) string {
+	objs, err := e.message(m)
 	if err != nil || len(objs) == 0 {
 		return "a message"
 	}

@@ -160,10 +160,10 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		return v, err
 	}
 	if len(msgs) > 0 && v.Pending == "" {
-		v.Pending = waitingFor(t, msgs[0])
+		v.Pending = e.waitingFor(t, msgs[0])
 	}
 	for _, m := range msgs {
-		w := WaitingView{Counterparty: m.Peer, Carries: carried(m), Since: envelope.Timestamp(m.EnqueuedAt), Attempts: m.Attempts,
+		w := WaitingView{Counterparty: m.Peer, Carries: e.carried(m), Since: envelope.Timestamp(m.EnqueuedAt), Attempts: m.Attempts,
 			NextAttempt: envelope.Timestamp(m.NextAttempt), LastError: m.LastError}
 		if a, ok := e.away.Load(m.Peer); ok {
 			w.UnreachableSince = envelope.Timestamp(a.(*away).since)
@@ -185,7 +185,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		return v, err
 	}
 	for _, b := range all {
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil || o.Type() == protocol.TransactionEvent {
 			continue
 		}

@@ -93,23 +93,26 @@ func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *Trans
 
 // ofTypeIn reads the objects of one type of txn from st, in storage order.
 func ofTypeIn(ctx context.Context, st *store.Store, txn string, t protocol.ObjectType) ([]*Obj, error) {
-	return parseAll(st.TransactionObjectsOfType(ctx, txn, string(t)))
+	return parseAll(decoder{})(st.TransactionObjectsOfType(ctx, txn, string(t)))
 }
 
-// parseAll parses stored objects as a store read returned them.
-func parseAll(raws [][]byte, err error) ([]*Obj, error) {
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Obj, 0, len(raws))
-	for _, b := range raws {
-		o, err := parse(b)
+// parseAll parses stored objects as a store read returned them, with p:
+// parseAll(p)(st.Read(...)).
+func parseAll(p parser) func(raws [][]byte, err error) ([]*Obj, error) {
+	return func(raws [][]byte, err error) ([]*Obj, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, o)
+		out := make([]*Obj, 0, len(raws))
+		for _, b := range raws {
+			o, err := p.parse(b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+		}
+		return out, nil
 	}
-	return out, nil
 }
 
 // ReadDisputes reads txn's disputes, determinations and exceptions from
@@ -197,7 +200,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 		if err != nil {
 			return v, err
 		}
-		ev, err := parse(raw)
+		ev, err := decoder{}.parse(raw)
 		if err != nil {
 			return v, err
 		}

@@ -121,7 +121,7 @@ func (e *Engine) receive(ctx context.Context, from, txn string, msg delivery.Mes
 		if err := e.o.Trusted.EnsureKeys(ctx, from); err != nil {
 			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
 		}
-		if err := e.o.Trusted.EnsureKnown(ctx, from, signingKeys(raw)); err != nil {
+		if err := e.o.Trusted.EnsureKnown(ctx, from, e.signingKeys(raw)); err != nil {
 			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
 		}
 	}
@@ -137,10 +137,10 @@ func (e *Engine) receive(ctx context.Context, from, txn string, msg delivery.Mes
 	r := &receipt{from: from, txn: txn, key: key, now: now}
 	for i, b := range raw {
 		if v := msg.Value(i); v != nil { // the carrier's decoding of b
-			r.objs = append(r.objs, remember(b, v))
+			r.objs = append(r.objs, e.remember(b, v))
 			continue
 		}
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil {
 			return nil, reason.Refuse(fmt.Sprintf("object %d: %v", i, err))
 		}
@@ -179,10 +179,10 @@ func (e *Engine) receive(ctx context.Context, from, txn string, msg delivery.Mes
 }
 
 // signingKeys lists the key ids a message's signatures name.
-func signingKeys(raw [][]byte) []string {
+func (e *Engine) signingKeys(raw [][]byte) []string {
 	var out []string
 	for _, b := range raw {
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil {
 			continue
 		}
@@ -502,7 +502,7 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 func (e *Engine) keepAnswer(ctx context.Context, r *receipt, reply [][]byte) ([][]byte, error) {
 	ids := make([]string, len(reply))
 	for i, b := range reply {
-		o, err := parse(b)
+		o, err := e.parse(b)
 		if err != nil {
 			return nil, err
 		}
@@ -596,7 +596,7 @@ func (e *Engine) pendingActObjects(ctx context.Context, txn, eventID string) map
 		return out
 	}
 	for _, m := range msgs {
-		objs, err := message(m)
+		objs, err := e.message(m)
 		if err != nil || len(objs) == 0 || objs[len(objs)-1].ID() != eventID {
 			continue
 		}
@@ -628,7 +628,7 @@ func (e *Engine) yieldPosition(tx *store.Txn, r *receipt) error {
 	}
 	cause := refusef(reason.SequenceConflict, "the counterparty appended event %s at position %d at the same time; its event keeps the place", ev.ID(), ev.Seq())
 	for _, m := range msgs {
-		objs, err := message(m)
+		objs, err := e.message(m)
 		if err != nil || objs[len(objs)-1].ID() != x.EventID {
 			continue
 		}

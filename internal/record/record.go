@@ -176,7 +176,9 @@ type MandateFetcher interface {
 type Engine struct {
 	o *org.Org
 	// acts is the act table (actTable), indexed.
-	acts  acts
+	acts acts
+	// views are the views of the bytes this engine parsed (parse).
+	views views
 	out   *delivery.Outbox
 	fetch MandateFetcher
 	rails *rails.Registry

@@ -24,15 +24,23 @@ type Obj struct {
 	m   map[string]any
 }
 
+// views holds the views of recently parsed bytes, by their SHA-256: one
+// per engine ([Engine] field), so that two engines in one process (two
+// instances in a test) never share a view, and a test starts empty.
+type views struct {
+	mu     sync.Mutex
+	parsed map[[32]byte]*Obj
+}
+
 // parse decodes canonical bytes into a view. Views are read-only, so the
-// view of bytes parsed before is shared (parsed): a working set reads the
+// view of bytes parsed before is shared (views): a working set reads the
 // same key records, mandates and offers on every act, and decoding them
 // again would cost more than reading them.
-func parse(raw []byte) (*Obj, error) {
+func (e *Engine) parse(raw []byte) (*Obj, error) {
 	key := sha256.Sum256(raw)
-	parsedMu.Lock()
-	o, ok := parsed[key]
-	parsedMu.Unlock()
+	e.views.mu.Lock()
+	o, ok := e.views.parsed[key]
+	e.views.mu.Unlock()
 	if ok {
 		return o, nil
 	}
@@ -40,7 +48,7 @@ func parse(raw []byte) (*Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keep(key, raw, m), nil
+	return e.keep(key, raw, m), nil
 }
 
 // viewOver is parse(b) for b = canonical.Marshal(m), m a value this
@@ -48,44 +56,56 @@ func parse(raw []byte) (*Obj, error) {
 // (canonical.Decoded), decoding b would give m again, so m is the view's
 // value as it stands, and b is not decoded. The caller hands m over: it
 // is shared from here on and must not change.
-func viewOver(m map[string]any, b []byte) (*Obj, error) {
+func (e *Engine) viewOver(m map[string]any, b []byte) (*Obj, error) {
 	if !canonical.Decoded(m) {
-		return parse(b)
+		return e.parse(b)
 	}
-	return remember(b, m), nil
+	return e.remember(b, m), nil
 }
 
 // remember keeps the view of b, whose decoding is m, among the parsed
 // views, and returns the one kept for b: parse(b) for a caller that holds
 // b's decoding already (a carrier's, delivery.Message.Value; a value this
 // instance built, viewOver).
-func remember(b []byte, m map[string]any) *Obj {
-	return keep(sha256.Sum256(b), b, m)
+func (e *Engine) remember(b []byte, m map[string]any) *Obj {
+	return e.keep(sha256.Sum256(b), b, m)
 }
 
 // keep puts the view of b (whose SHA-256 is key, and decoding m) among the
 // parsed views unless one is kept for b already, and returns the one kept.
-func keep(key [32]byte, b []byte, m map[string]any) *Obj {
-	parsedMu.Lock()
-	defer parsedMu.Unlock()
-	if o, ok := parsed[key]; ok {
+func (e *Engine) keep(key [32]byte, b []byte, m map[string]any) *Obj {
+	e.views.mu.Lock()
+	defer e.views.mu.Unlock()
+	if o, ok := e.views.parsed[key]; ok {
 		return o
 	}
-	if len(parsed) >= maxParsed {
-		parsed = map[[32]byte]*Obj{}
+	if e.views.parsed == nil || len(e.views.parsed) >= maxParsed {
+		e.views.parsed = map[[32]byte]*Obj{}
 	}
 	o := &Obj{raw: b, m: m}
-	parsed[key] = o
+	e.views.parsed[key] = o
 	return o
 }
 
-// parsed holds the views of recently parsed bytes, by their SHA-256.
-var (
-	parsedMu sync.Mutex
-	parsed   = map[[32]byte]*Obj{}
-)
+// parser makes views of stored bytes: an engine, which keeps them
+// (Engine.parse), or a decoder, for a reader without one.
+type parser interface {
+	parse(raw []byte) (*Obj, error)
+}
 
-// maxParsed bounds parsed; a full cache starts again empty.
+// decoder decodes bytes into a view each time, keeping none: for the
+// readers of a record that run without an engine (ReadDisputes).
+type decoder struct{}
+
+func (decoder) parse(raw []byte) (*Obj, error) {
+	m, err := canonical.DecodeObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Obj{raw: raw, m: m}, nil
+}
+
+// maxParsed bounds an engine's views; a full cache starts again empty.
 const maxParsed = 8192
 
 // Raw returns the exact bytes.
@@ -213,7 +233,7 @@ func (e *Engine) get(ctx context.Context, id string) (*Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parse(b)
+	return e.parse(b)
 }
 
 // getTyped reads one object of the record and requires its type.
