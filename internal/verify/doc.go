@@ -6,13 +6,16 @@
 //
 // # Use
 //
-//	b, err := bundle.Read(dir)
-//	...
-//	rep := verify.Verify(verify.Input{
-//		Objects:  b.ObjectValues(),
-//		Mandates: b.MandateValues(),
-//		Keys:     b.Keys,
-//	}, verify.Options{RulesVersion: b.Manifest.RulesVersion})
+// [VerifyDir] is the entry point for a bundle directory (package bundle's
+// layout, decisions.md item 15):
+//
+//	rep, err := verify.VerifyDir(dir, verify.Options{})
+//
+// It reads the bundle and runs [Verify] over its [BundleInput], under the
+// rules version bundle.json states unless [Options.RulesVersion] names
+// another; its error is about reading only. A caller that holds the
+// objects some other way (its own store, a bundle fixture) builds an
+// [Input] and calls [Verify] itself.
 //
 // Verify always returns a report. Each check in it is verified, failed or
 // not_checkable, and a failed check carries the registered code of the
