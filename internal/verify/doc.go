@@ -149,7 +149,10 @@
 // appending party and countersigned by the other (pilot state machine
 // §8.1; decisions.md item 10). The published fixtures' events carry one
 // signature (spec-map §14 C5); Options.SingleSignedEvents reads a record
-// under the kernel's own minimum of one.
+// under the kernel's own minimum of one. [Countersigned] is the rule as
+// the appender applies it to its own event returned countersigned, before
+// recording it so: party's record engine accepts a countersignature only
+// through it.
 //
 // Session identifiers. An offer's session_id names no stream on the
 // bilateral path (canonical model §9.2), so it is not reported as an
