@@ -17,6 +17,14 @@
 // objects some other way (its own store, a bundle fixture) builds an
 // [Input] and calls [Verify] itself.
 //
+// A party asked to countersign checks the record extended by the message
+// the same way, over the part of the record the rules read about it (pilot
+// state machine §8.1): [Gather] reads that working set through a [Reader]
+// (the party's store; a bundle directory, [DirReader]; objects in memory,
+// [NewReader]), and [Extend] runs the seven steps over it. Before
+// recording its own event as countersigned, the appender checks the
+// countersignature with [Countersigned].
+//
 // Verify always returns a report. Each check in it is verified, failed or
 // not_checkable, and a failed check carries the registered code of the
 // rule it broke. There is no overall verdict: a relying party reads the
