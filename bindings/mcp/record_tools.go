@@ -300,7 +300,7 @@ func VerifyTools(st *store.Store) []Tool {
 			}
 			return export.VerifyTransaction(ctx, st, in.TransactionID)
 		default:
-			return export.VerifyBundle(in.BundleDir, in.RulesVersion)
+			return verify.VerifyDir(in.BundleDir, verify.Options{RulesVersion: in.RulesVersion})
 		}
 	})}
 }

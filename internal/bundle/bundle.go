@@ -27,17 +27,19 @@
 //
 // # Reading
 //
-// Read and ReadFS decode every file strictly (package canonical: no
-// duplicate members, no invalid UTF-8, no floats, no trailing data) and
-// refuse the bundle if any file is malformed: a partly read bundle would
-// make some checks look unverifiable when in fact the bundle is broken.
-// Each document keeps the exact bytes it was read from; the decoded value
-// is what a verifier hashes and verifies, so nothing is re-serialised from
-// a typed copy that could drop or reorder a member. ReadValues reads the
-// same way and keeps only the decoded values, for a caller that never
-// needs the bytes (party verify). The files of a directory are read and
-// decoded concurrently, and the result and any error are those of reading
-// them one by one in name order (read.go).
+// There is one loader, ReadFS; Read is ReadFS over a directory of this
+// machine, with system calls of its own for the many small files (read.go).
+// Every file is decoded strictly (package canonical: no duplicate
+// members, no invalid UTF-8, no floats, no trailing data) and the bundle
+// is refused if any file is malformed: a partly read bundle would make
+// some checks look unverifiable when in fact the bundle is broken. A
+// Document keeps the decoded value, which is what a verifier hashes and
+// verifies, so nothing is re-serialised from a typed copy that could drop
+// or reorder a member; it does not keep the bytes, so a large bundle is
+// not held in memory twice. The values share their identical leaves
+// (canonical.Options.Shared): they are for reading only. The files of a
+// directory are read and decoded concurrently, and the result and any
+// error are those of reading them one by one in name order.
 //
 // # Writing
 //
@@ -105,9 +107,9 @@ func (m Manifest) StatesDisclosure() bool {
 type Document struct {
 	// Path is the file's path inside the bundle, e.g. "objects/off_….json".
 	Path string
-	// Bytes are the file's bytes exactly as read.
-	Bytes []byte
-	// Value is Bytes decoded strictly: the object a verifier works on.
+	// Value is the file decoded strictly: the object a verifier works on.
+	// It may share leaves with other documents' values (Reading): a
+	// caller reads it and never modifies it.
 	Value map[string]any
 }
 
@@ -143,7 +145,8 @@ func values(docs []Document) []map[string]any {
 // bundle at all (no objects/ directory).
 var ErrNotBundle = errors.New("bundle: not a bundle directory")
 
-// Read reads the bundle in directory dir.
+// Read reads the bundle in directory dir: ReadFS over the directory,
+// with the files read by system calls of its own (read.go).
 func Read(dir string) (*Bundle, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -152,19 +155,16 @@ func Read(dir string) (*Bundle, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrNotBundle, dir)
 	}
-	b, err := ReadFS(os.DirFS(dir))
+	b, err := ReadFS(hostDir{FS: os.DirFS(dir), root: dir})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return b, nil
 }
 
-// ReadFS reads a bundle laid out at the root of fsys.
-func ReadFS(fsys fs.FS) (*Bundle, error) { return readFS(fsys, true) }
-
-// readFS reads the bundle at the root of fsys, keeping each file's bytes
-// when keep is set.
-func readFS(fsys fs.FS, keep bool) (*Bundle, error) {
+// ReadFS reads a bundle laid out at the root of fsys. It is the one
+// loader: Read, party verify and verify.VerifyDir all read through it.
+func ReadFS(fsys fs.FS) (*Bundle, error) {
 	b := &Bundle{}
 	if st, err := fs.Stat(fsys, ObjectsDir); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: no %s/ directory", ErrNotBundle, ObjectsDir)
@@ -180,13 +180,13 @@ func readFS(fsys fs.FS, keep bool) (*Bundle, error) {
 		return nil, fmt.Errorf("bundle: %s: %w", ManifestFile, err)
 	}
 	for _, dir := range []string{ObjectsDir, KeyRecordsDir} {
-		docs, err := readDir(fsys, dir, keep)
+		docs, err := readDir(fsys, dir)
 		if err != nil {
 			return nil, err
 		}
 		b.Objects = append(b.Objects, docs...)
 	}
-	if b.Mandates, err = readDir(fsys, MandatesDir, keep); err != nil {
+	if b.Mandates, err = readDir(fsys, MandatesDir); err != nil {
 		return nil, err
 	}
 	data, err = fs.ReadFile(fsys, KeysFile)
@@ -203,7 +203,7 @@ func readFS(fsys fs.FS, keep bool) (*Bundle, error) {
 
 // readDir reads every *.json file of dir, in name order (read.go); a
 // missing directory holds nothing.
-func readDir(fsys fs.FS, dir string, keep bool) ([]Document, error) {
+func readDir(fsys fs.FS, dir string) ([]Document, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -221,7 +221,7 @@ func readDir(fsys fs.FS, dir string, keep bool) ([]Document, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	return readFiles(fsys, dir, names, keep)
+	return readFiles(fsys, dir, names)
 }
 
 // ParseManifest reads bundle.json: an object with an optional

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"runtime"
 	"sync"
@@ -24,36 +23,13 @@ import (
 // read one by one. What a bundle reads to is the same however the work
 // was scheduled.
 
-// ReadValues is Read for a caller that only reads the decoded values, as
-// a verifier does (party verify): every file is decoded just as strictly,
-// but no Document keeps the bytes it was read from (Bytes is nil), so a
-// large bundle is not held in memory twice, and the values share their
-// identical leaves (canonical.Options.Shared: the created_by, stream and
-// such objects every document repeats are held once). The values are
-// therefore for reading only: a change to one could be a change to many.
-func ReadValues(dir string) (*Bundle, error) {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("%w: %s is not a directory", ErrNotBundle, dir)
-	}
-	b, err := readFS(hostDir{FS: os.DirFS(dir), root: dir}, false)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	return b, nil
-}
-
-// readFiles reads and decodes the named files of dir, keeping each file's
-// bytes when keep is set.
-func readFiles(fsys fs.FS, dir string, names []string, keep bool) ([]Document, error) {
+// readFiles reads and decodes the named files of dir.
+func readFiles(fsys fs.FS, dir string, names []string) ([]Document, error) {
 	docs := make([]Document, len(names))
 	errs := make([]error, len(names))
 	workers := min(runtime.GOMAXPROCS(0), len(names))
 	var host *hostFiles
-	if h, ok := fsys.(hostDir); ok && !keep {
+	if h, ok := fsys.(hostDir); ok {
 		f := h.files(dir)
 		defer f.close()
 		host = &f
@@ -64,7 +40,7 @@ func readFiles(fsys fs.FS, dir string, names []string, keep bool) ([]Document, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte // reused from file to file when the bytes are not kept
+			var buf []byte // reused from file to file: only the values are kept
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(names) {
@@ -73,9 +49,7 @@ func readFiles(fsys fs.FS, dir string, names []string, keep bool) ([]Document, e
 				p := path.Join(dir, names[i])
 				var data []byte
 				var err error
-				if keep {
-					data, err = fs.ReadFile(fsys, p)
-				} else if host != nil {
+				if host != nil {
 					buf, err = host.readInto(names[i], buf[:0])
 					data = buf
 				} else {
@@ -86,15 +60,12 @@ func readFiles(fsys fs.FS, dir string, names []string, keep bool) ([]Document, e
 					errs[i] = fmt.Errorf("bundle: %s: %w", p, err)
 					continue
 				}
-				v, err := canonical.DecodeObjectWith(data, canonical.Options{Shared: !keep})
+				v, err := canonical.DecodeObjectWith(data, canonical.Options{Shared: true})
 				if err != nil {
 					errs[i] = fmt.Errorf("bundle: %s: %w", p, err)
 					continue
 				}
 				docs[i] = Document{Path: p, Value: v}
-				if keep {
-					docs[i].Bytes = data
-				}
 			}
 		}()
 	}
@@ -129,7 +100,7 @@ func readInto(fsys fs.FS, name string, buf []byte) ([]byte, error) {
 	}
 }
 
-// hostDir is os.DirFS(root) for ReadValues, which knows the directory is
+// hostDir is os.DirFS(root) for Read, which knows the directory is
 // on this machine and can read its files with system calls of its own
 // (read_linux.go): a file opened through package os is a *os.File, with a
 // finalizer and an attempt to register it with the poller, which for

@@ -103,8 +103,14 @@ func ensureAbsentOrEmpty(dir string) error {
 	return nil
 }
 
+// file is one file Write lays out: its path in the bundle and its bytes.
+type file struct {
+	Path  string
+	Bytes []byte
+}
+
 // layout computes the files of a bundle, without touching the disk.
-func layout(c Contents, opt WriteOptions) ([]Document, error) {
+func layout(c Contents, opt WriteOptions) ([]file, error) {
 	omitObj := map[string]bool{}
 	for _, id := range opt.OmitObjects {
 		omitObj[id] = true
@@ -113,7 +119,7 @@ func layout(c Contents, opt WriteOptions) ([]Document, error) {
 	for _, s := range opt.OmitStreams {
 		omitStream[s] = true
 	}
-	var files []Document
+	var files []file
 	written := map[string][]byte{}
 	put := func(dir string, v map[string]any) error {
 		id, _ := v["id"].(string)
@@ -147,7 +153,7 @@ func layout(c Contents, opt WriteOptions) ([]Document, error) {
 			return fmt.Errorf("bundle: two different objects have id %s", id)
 		}
 		written[p] = data
-		files = append(files, Document{Path: p, Bytes: data, Value: v})
+		files = append(files, file{Path: p, Bytes: data})
 		return nil
 	}
 	for _, o := range c.Objects {
@@ -194,13 +200,13 @@ func layout(c Contents, opt WriteOptions) ([]Document, error) {
 	if _, err := ParseManifest(data); err != nil {
 		return nil, err // refuse to write what Read would refuse
 	}
-	files = append(files, Document{Path: ManifestFile, Bytes: data})
+	files = append(files, file{Path: ManifestFile, Bytes: data})
 	if c.Keys != nil {
 		data, err := c.Keys.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("bundle: %s: %w", KeysFile, err)
 		}
-		files = append(files, Document{Path: KeysFile, Bytes: data})
+		files = append(files, file{Path: KeysFile, Bytes: data})
 	}
 	return files, nil
 }

@@ -116,7 +116,7 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	// The verifier reads decoded values only; the files' bytes are not
 	// kept beside them (a 5 000-event bundle is some 20 MB of them).
 	doneReading := setGCPercent(readingGCPercent) // verifymem.go
-	b, err := bundle.ReadValues(dirs[0])
+	b, err := bundle.Read(dirs[0])
 	doneReading()
 	if err != nil {
 		fmt.Fprintf(stderr, "party verify: %v\n", err)

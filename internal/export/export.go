@@ -236,18 +236,3 @@ func VerifyTransaction(ctx context.Context, st *store.Store, txn string) (*verif
 	return verify.Verify(verify.Input{Objects: c.Objects, Mandates: c.Mandates, Keys: c.Keys, TransactionID: txn},
 		verify.Options{RulesVersion: c.Manifest.RulesVersion}), nil
 }
-
-// VerifyBundle reads a bundle directory (this instance's export or a
-// counterparty's) and verifies it. rulesVersion overrides bundle.json's
-// when not empty.
-func VerifyBundle(dir, rulesVersion string) (*verify.Report, error) {
-	b, err := bundle.Read(dir)
-	if err != nil {
-		return nil, err
-	}
-	rv := b.Manifest.RulesVersion
-	if rulesVersion != "" {
-		rv = rulesVersion
-	}
-	return verify.Verify(verify.BundleInput(b), verify.Options{RulesVersion: rv}), nil
-}

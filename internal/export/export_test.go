@@ -128,7 +128,7 @@ func TestPartialExportStatesWhatItWithheld(t *testing.T) {
 			t.Fatal("the withheld evidence was exported")
 		}
 	}
-	rep, err := export.VerifyBundle(dir, "")
+	rep, err := verify.VerifyDir(dir, verify.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

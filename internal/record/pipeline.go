@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/authority"
-	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // state is a transaction as an act or a receipt sees it, loaded under the
@@ -751,28 +751,13 @@ func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj,
 	return got, e.checkCountersignature(ctx, peer, ours, got)
 }
 
-// checkCountersignature checks got, our event ours as peer returned it:
-// the same content and bytes, our signature first and unchanged, then
-// peer's event_append by one of its agents' keys.
+// checkCountersignature checks got, our event ours as peer returned it,
+// by the verifier's rule (verify.Countersigned), the countersignature
+// being peer's event_append by one of its agents' keys, active.
 func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, got *Obj) error {
-	if got.Hash() != ours.Hash() {
-		return refusef(reason.EvidenceHashMismatch, "%s returned event %s with other content", peer, ours.ID())
-	}
-	in, err := canonical.HashInput(got.m)
-	if err != nil || canonical.SHA256Hex(in) != ours.Hash() {
-		return refusef(reason.EvidenceHashMismatch, "%s returned event %s with other bytes", peer, ours.ID())
-	}
-	entries, mine := got.Signatures(), ours.Signatures()
-	if len(entries) != 2 || len(mine) != 1 {
-		return refusef(reason.EvidenceSignatureInvalid, "the countersigned %s carries %d signatures, not 2", ours.ID(), len(entries))
-	}
-	if !sameEntry(mine[0], entries[0]) {
-		return refusef(reason.EvidenceSignatureInvalid, "the countersigned %s does not keep our signature first and unchanged", ours.ID())
-	}
-	if str(entries[1]["purpose"]) != protocol.PurposeEventAppend {
-		return refusef(reason.EvidenceSignatureInvalid, "the countersignature's purpose is %v", entries[1]["purpose"])
-	}
-	return e.verifyEntryOver(ctx, got, in, 1, peer, "agt_")
+	return verify.Countersigned(ours.m, got.m, peer, func(in []byte, i int) error {
+		return e.verifyEntryOver(ctx, got, in, i, peer, "agt_")
+	})
 }
 
 // learnKeys fetches peer's key records again when a reply names a key not

@@ -6,13 +6,24 @@
 //
 // # Use
 //
-//	b, err := bundle.Read(dir)
-//	...
-//	rep := verify.Verify(verify.Input{
-//		Objects:  b.ObjectValues(),
-//		Mandates: b.MandateValues(),
-//		Keys:     b.Keys,
-//	}, verify.Options{RulesVersion: b.Manifest.RulesVersion})
+// [VerifyDir] is the entry point for a bundle directory (package bundle's
+// layout, decisions.md item 15):
+//
+//	rep, err := verify.VerifyDir(dir, verify.Options{})
+//
+// It reads the bundle and runs [Verify] over its [BundleInput], under the
+// rules version bundle.json states unless [Options.RulesVersion] names
+// another; its error is about reading only. A caller that holds the
+// objects some other way (its own store, a bundle fixture) builds an
+// [Input] and calls [Verify] itself.
+//
+// A party asked to countersign checks the record extended by the message
+// the same way, over the part of the record the rules read about it (pilot
+// state machine §8.1): [Gather] reads that working set through a [Reader]
+// (the party's store; a bundle directory, [DirReader]; objects in memory,
+// [NewReader]), and [Extend] runs the seven steps over it. Before
+// recording its own event as countersigned, the appender checks the
+// countersignature with [Countersigned].
 //
 // Verify always returns a report. Each check in it is verified, failed or
 // not_checkable, and a failed check carries the registered code of the
@@ -146,7 +157,10 @@
 // appending party and countersigned by the other (pilot state machine
 // §8.1; decisions.md item 10). The published fixtures' events carry one
 // signature (spec-map §14 C5); Options.SingleSignedEvents reads a record
-// under the kernel's own minimum of one.
+// under the kernel's own minimum of one. [Countersigned] is the rule as
+// the appender applies it to its own event returned countersigned, before
+// recording it so: party's record engine accepts a countersignature only
+// through it.
 //
 // Session identifiers. An offer's session_id names no stream on the
 // bilateral path (canonical model §9.2), so it is not reported as an

@@ -2,8 +2,11 @@ package verify_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/partyd/party/internal/bundle"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/verify"
 	"github.com/partyd/party/internal/verify/verifytest"
@@ -41,4 +44,44 @@ func ExampleVerify() {
 	// Output:
 	// failed: 0 not checkable: 0
 	// failed: true codes: [A202-EVIDENCE-CHAIN-GAP A202-EVIDENCE-HASH-MISMATCH A202-EVIDENCE-SIGNATURE-INVALID A202-EVIDENCE-TRANSITION-ILLEGAL]
+}
+
+// VerifyDir is what a third party runs on a bundle directory it was
+// handed: here one written from a three-event record, under the rules
+// version its bundle.json states. Then the middle event's file is
+// removed: the stream's chain no longer holds (per-stream continuity,
+// evidence verification §4 step 4), whatever the bundle says about why.
+func ExampleVerifyDir() {
+	rec, err := verifytest.New(3)
+	if err != nil {
+		panic(err)
+	}
+	tmp, err := os.MkdirTemp("", "bundle")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "b")
+	if err := bundle.Write(dir, rec.Contents(), bundle.WriteOptions{}); err != nil {
+		panic(err)
+	}
+	opt := verify.Options{Now: verifytest.Base.Add(48 * time.Hour)} // the rules version is bundle.json's
+
+	rep, err := verify.VerifyDir(dir, opt)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("rules:", rep.RulesVersion, "failed:", rep.Results.Failed, "not checkable:", rep.Results.NotCheckable)
+
+	if err := os.Remove(filepath.Join(dir, bundle.ObjectsDir, rec.EventIDs[1]+".json")); err != nil {
+		panic(err)
+	}
+	rep, err = verify.VerifyDir(dir, opt)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("failed:", rep.Results.Failed, "codes:", rep.CodesRaised())
+	// Output:
+	// rules: 1.3 failed: 0 not checkable: 0
+	// failed: 1 codes: [A202-EVIDENCE-CHAIN-GAP]
 }

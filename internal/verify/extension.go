@@ -19,9 +19,10 @@ import (
 // objects (New, the event among them) and the objects of the record the
 // rules read about them (Held: what the new objects name, the event they
 // extend, and the small sets a guard looks across, such as a session's
-// offers). Held objects were verified when this instance stored them, so
-// their signatures are taken as verified (Input.Checked) rather than
-// verified again; their bytes are still hashed, since rules compare hashes.
+// offers), which Gather reads through a Reader (workingset.go). Held
+// objects were verified when this instance stored them, so their
+// signatures are taken as verified (Input.Checked) rather than verified
+// again; their bytes are still hashed, since rules compare hashes.
 //
 // The outcome is the checks about the new objects, and every one of them
 // must be verified: a failed check is a refusal with its registered code,

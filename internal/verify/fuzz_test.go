@@ -3,7 +3,9 @@ package verify_test
 import (
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"testing"
 	"testing/fstest"
@@ -51,7 +53,9 @@ func FuzzVerifyMutations(f *testing.F) {
 	}
 	base := map[string][]byte{}
 	for _, d := range append(orig.Objects, orig.Mandates...) {
-		base[d.Path] = d.Bytes
+		if base[d.Path], err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(d.Path))); err != nil {
+			f.Fatal(err)
+		}
 	}
 	keysJSON, _ := rec.Keys.MarshalJSON()
 	base[bundle.KeysFile] = keysJSON

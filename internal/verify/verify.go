@@ -678,6 +678,24 @@ func sortedSet(m map[string]bool) []string {
 // knownRules reports whether version names a registered rules version.
 func knownRules(version string) bool { return rules.Known(version) }
 
+// VerifyDir verifies the bundle in directory dir as a third party does:
+// it reads the bundle (bundle.Read) and runs [Verify] over its
+// [BundleInput], under the rules version opt names or, when opt names
+// none, the one bundle.json states. The error is only ever about reading:
+// a bundle that is not one, or a file that does not decode strictly
+// (refused whole, since a partly read bundle would pass off a broken
+// file as a gap). Once read, a bundle is always verified and reported.
+func VerifyDir(dir string, opt Options) (*Report, error) {
+	b, err := bundle.Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opt.RulesVersion == "" {
+		opt.RulesVersion = b.Manifest.RulesVersion
+	}
+	return Verify(BundleInput(b), opt), nil
+}
+
 // BundleInput is the input a bundle directory gives: its objects,
 // mandates and keys, the transaction bundle.json names and, when
 // bundle.json states one (stated_gaps or resolvable_hashes), the
