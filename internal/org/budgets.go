@@ -12,9 +12,9 @@ import (
 // exposure budget that names no counterparty once for each pinned peer
 // (package budget).
 func (o *Org) BudgetStandings(ctx context.Context, agent string) ([]budget.Standing, error) {
-	ctx, done := o.Store.Snapshot(ctx)
+	st, done := o.Store.Snapshot(ctx)
 	defer done()
-	bs, err := o.Store.Budgets(ctx)
+	bs, err := st.Budgets(ctx)
 	if err != nil || len(bs) == 0 {
 		return []budget.Standing{}, err
 	}
@@ -22,7 +22,7 @@ func (o *Org) BudgetStandings(ctx context.Context, agent string) ([]budget.Stand
 	for _, p := range o.Peers.Peers() {
 		peers = append(peers, p.OrganizationID)
 	}
-	return budget.Standings(o.Store.BudgetReader(ctx), bs, agent, peers, o.Clock())
+	return budget.Standings(st.BudgetReader(ctx), bs, agent, peers, o.Clock())
 }
 
 // BudgetVerdicts is what the budgets that apply to c would say of it now
@@ -30,16 +30,16 @@ func (o *Org) BudgetStandings(ctx context.Context, agent string) ([]budget.Stand
 // verify_mandate reports. The act itself is counted again when it is
 // taken, in the write that records it.
 func (o *Org) BudgetVerdicts(ctx context.Context, c budget.Charge) ([]budget.Verdict, error) {
-	ctx, done := o.Store.Snapshot(ctx)
+	st, done := o.Store.Snapshot(ctx)
 	defer done()
-	bs, err := o.Store.Budgets(ctx)
+	bs, err := st.Budgets(ctx)
 	if err != nil || len(bs) == 0 {
 		return nil, err
 	}
-	held, err := o.Store.Committed(ctx, c.TransactionID, c.Currency)
+	held, err := st.Committed(ctx, c.TransactionID, c.Currency)
 	if err != nil {
 		return nil, err
 	}
 	c.Amount = c.Amount.Sub(held)
-	return budget.Evaluate(o.Store.BudgetReader(ctx), bs, c, o.Clock().UTC().Truncate(time.Second))
+	return budget.Evaluate(st.BudgetReader(ctx), bs, c, o.Clock().UTC().Truncate(time.Second))
 }

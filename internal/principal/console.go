@@ -85,9 +85,9 @@ func (s *Surface) MandateStanding(ctx context.Context, mandateID string) (Mandat
 	if err != nil {
 		return ms, err
 	}
-	ctx, done := s.o.Store.Snapshot(ctx)
+	st, done := s.o.Store.Snapshot(ctx)
 	defer done()
-	made, err := s.o.Store.BudgetReader(ctx).CommitmentsMade(ms.Currency, ms.AgentID, "", from, s.o.Clock().Add(time.Second))
+	made, err := st.BudgetReader(ctx).CommitmentsMade(ms.Currency, ms.AgentID, "", from, s.o.Clock().Add(time.Second))
 	if err != nil {
 		return ms, err
 	}

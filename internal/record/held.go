@@ -17,14 +17,21 @@ import (
 // it may rely on (its own and the counterparty's, not those of its other
 // counterparties) and which events are recorded rather than pending.
 
-// heldReader reads the record of a transaction with peer from the store.
+// heldReader reads the record of a transaction with peer from st, a
+// snapshot of the store (store.Snapshot), so that the working set is one
+// consistent state.
 type heldReader struct {
 	e    *Engine
+	st   *store.Store
 	peer string
 }
 
 func (r heldReader) Object(ctx context.Context, id string) (map[string]any, error) {
-	o, err := r.e.get(ctx, id)
+	b, err := r.st.GetObject(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o, err := r.e.parse(b)
 	if err != nil {
 		return nil, err
 	}
@@ -35,9 +42,9 @@ func (r heldReader) Events(ctx context.Context, txn string, types ...string) ([]
 	var rows []store.Event
 	var err error
 	if len(types) == 0 {
-		rows, err = r.e.o.Store.Events(ctx, txn)
+		rows, err = r.st.Events(ctx, txn)
 	} else {
-		rows, err = r.e.o.Store.EventsOfTypes(ctx, txn, types...)
+		rows, err = r.st.EventsOfTypes(ctx, txn, types...)
 	}
 	if err != nil {
 		return nil, err
@@ -52,19 +59,19 @@ func (r heldReader) Events(ctx context.Context, txn string, types ...string) ([]
 // LatestEvent reads the one event alone (store.LatestEventOfType), so
 // that the rounds before it are not even read.
 func (r heldReader) LatestEvent(ctx context.Context, txn, typ string) (verify.EventRef, bool, error) {
-	return found(r.e.o.Store.LatestEventOfType(ctx, txn, typ))
+	return found(r.st.LatestEventOfType(ctx, txn, typ))
 }
 
 func (r heldReader) EventAt(ctx context.Context, txn string, seq int) (verify.EventRef, bool, error) {
-	return found(r.e.o.Store.EventAt(ctx, txn, seq))
+	return found(r.st.EventAt(ctx, txn, seq))
 }
 
 func (r heldReader) Objects(ctx context.Context, txn string, types ...string) ([]map[string]any, error) {
-	return values(parseAll(r.e)(r.e.o.Store.TransactionObjectsOfTypes(ctx, txn, types...)))
+	return values(parseAll(r.e)(r.st.TransactionObjectsOfTypes(ctx, txn, types...)))
 }
 
 func (r heldReader) Responses(ctx context.Context, txn string, types ...string) ([]map[string]any, error) {
-	return values(parseAll(r.e)(r.e.o.Store.ObligationResponsesOfTypes(ctx, txn, types...)))
+	return values(parseAll(r.e)(r.st.ObligationResponsesOfTypes(ctx, txn, types...)))
 }
 
 func (r heldReader) KeyRecords(ctx context.Context) ([]map[string]any, error) {
@@ -73,7 +80,7 @@ func (r heldReader) KeyRecords(ctx context.Context) ([]map[string]any, error) {
 
 // Mandate reads a mandate this instance issued or received from peer.
 func (r heldReader) Mandate(ctx context.Context, id string) (map[string]any, bool, error) {
-	rec, err := r.e.o.Store.GetMandate(ctx, id)
+	rec, err := r.st.GetMandate(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -141,11 +148,11 @@ func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
 // that history does not grow it).
 var testingOnlyWorkingSet atomic.Pointer[func(txn string, n, mandates int)]
 
-// readWorkingSet reads the working set (verify.Gather) and the key set,
-// a dozen reads or so, in one read transaction (store.Snapshot), ended
-// before the rules run.
+// readWorkingSet reads the working set (verify.Gather), a dozen reads or
+// so, in one read transaction (store.Snapshot), ended before the rules
+// run; then the key set, cached (keySet).
 func (e *Engine) readWorkingSet(ctx context.Context, st *state, news []*Obj) (verify.Extension, error) {
-	ctx, done := e.o.Store.Snapshot(ctx)
+	snap, done := e.o.Store.Snapshot(ctx)
 	defer done()
 	tip := verify.Tip{
 		Transaction: st.t.ID,
@@ -159,7 +166,7 @@ func (e *Engine) readWorkingSet(ctx context.Context, st *state, news []*Obj) (ve
 	for i, o := range news {
 		vals[i] = o.m
 	}
-	x, err := verify.Gather(ctx, heldReader{e: e, peer: st.t.Counterparty}, tip, vals)
+	x, err := verify.Gather(ctx, heldReader{e: e, st: snap, peer: st.t.Counterparty}, tip, vals)
 	if err != nil {
 		return x, err
 	}

@@ -159,7 +159,7 @@ func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
 	if m != nil {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if n, ok := m.held[s]; ok {
+		if n, ok := m.held[s.database]; ok {
 			return n, nil
 		}
 	}
@@ -168,7 +168,7 @@ func (s *Store) KeyObjectsVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("store: key objects version: %w", err)
 	}
 	if m != nil {
-		m.held[s] = n
+		m.held[s.database] = n
 	}
 	return n, nil
 }
@@ -194,14 +194,14 @@ func WithKeyVersionMemo(ctx context.Context) context.Context {
 	if keyVersionMemoOf(ctx) != nil {
 		return ctx
 	}
-	return context.WithValue(ctx, keyVersionMemoKey{}, &keyVersionMemo{held: map[*Store]int64{}})
+	return context.WithValue(ctx, keyVersionMemoKey{}, &keyVersionMemo{held: map[*database]int64{}})
 }
 
 type keyVersionMemoKey struct{}
 
 type keyVersionMemo struct {
 	mu   sync.Mutex
-	held map[*Store]int64
+	held map[*database]int64
 }
 
 // keyVersionQuery reads the key records' number.
@@ -220,7 +220,7 @@ func keyVersionMemoOf(ctx context.Context) *keyVersionMemo {
 func (s *Store) holdKeyVersion(ctx context.Context, n int64) {
 	if m := keyVersionMemoOf(ctx); m != nil {
 		m.mu.Lock()
-		m.held[s] = n
+		m.held[s.database] = n
 		m.mu.Unlock()
 	}
 }
@@ -230,7 +230,7 @@ func (s *Store) holdKeyVersion(ctx context.Context, n int64) {
 func (s *Store) forgetKeyVersion(ctx context.Context) {
 	if m := keyVersionMemoOf(ctx); m != nil {
 		m.mu.Lock()
-		delete(m.held, s)
+		delete(m.held, s.database)
 		m.mu.Unlock()
 	}
 }

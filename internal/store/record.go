@@ -464,10 +464,13 @@ func scanBytes(row rowScanner) ([]byte, error) {
 	return v, err
 }
 
-// Snapshot returns a context under which this Store's reads run in one
-// read transaction, and the function that ends it (call it once the
-// reads are done; the context is not to be used for reads after it).
-// Writes (Update) are not affected.
+// Snapshot returns a view of this Store whose reads run in one read
+// transaction, and the function that ends it (call it once the reads are
+// done; the view is not to be read after it). The view is a value the
+// caller passes to what reads, not a context: a read through the Store
+// itself is outside it. Writes (Update) through the view are the
+// database's, as through the Store; the view is never closed (done ends
+// it).
 //
 // A read outside a transaction is one of its own: SQLite takes and gives
 // back a WAL read lock for it (two fcntl calls), and after any commit
@@ -475,26 +478,22 @@ func scanBytes(row rowScanner) ([]byte, error) {
 // reads a dozen times in a row (the working set an extension is checked
 // over) pays that once in a snapshot, and reads one consistent state.
 // If the transaction cannot begin, the reads run as before.
-func (s *Store) Snapshot(ctx context.Context) (context.Context, func()) {
+func (s *Store) Snapshot(ctx context.Context) (*Store, func()) {
+	if s.snap != nil {
+		return s, func() {} // already one
+	}
 	tx, err := s.db.BeginTx(detach(ctx), &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return ctx, func() {}
+		return s, func() {}
 	}
-	return context.WithValue(ctx, snapshotKey{}, &snapshot{s: s, tx: tx}), func() { tx.Rollback() }
+	return &Store{database: s.database, snap: tx}, func() { tx.Rollback() }
 }
 
-type snapshotKey struct{}
-
-type snapshot struct {
-	s  *Store
-	tx *sql.Tx
-}
-
-// inSnapshot returns st as it runs in ctx's read transaction on s, or st
-// itself when ctx has none.
+// inSnapshot returns st as it runs in s's read transaction, when s is a
+// snapshot, or st itself.
 func (s *Store) inSnapshot(ctx context.Context, st *sql.Stmt) *sql.Stmt {
-	if sn, ok := ctx.Value(snapshotKey{}).(*snapshot); ok && sn.s == s {
-		return sn.tx.StmtContext(detach(ctx), st)
+	if s.snap != nil {
+		return s.snap.StmtContext(detach(ctx), st)
 	}
 	return st
 }

@@ -76,8 +76,16 @@ var (
 	ErrTooNew = errors.New("store: database schema is newer than this binary")
 )
 
-// Store is an open database. It is safe for concurrent use.
+// Store is an open database, or a snapshot of one (Snapshot): what the
+// two share is the database's. It is safe for concurrent use.
 type Store struct {
+	*database
+	// snap, in a snapshot, is the read transaction its reads run in.
+	snap *sql.Tx
+}
+
+// database is an open database's state, shared by its snapshots.
+type database struct {
 	db *sql.DB
 	// group queues the Updates waiting to be committed together, and its
 	// leader token serialises this process's write transactions
@@ -640,7 +648,7 @@ func OpenWith(path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.SetMaxIdleConns(idleConns)
-	s := &Store{db: db}
+	s := &Store{database: &database{db: db}}
 	s.group.lead = make(chan struct{}, 1)
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
@@ -649,8 +657,11 @@ func OpenWith(path string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database.
+// Close closes the database; for a snapshot, nothing (its done ends it).
 func (s *Store) Close() error {
+	if s.snap != nil {
+		return nil
+	}
 	s.stmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 	s.group.lead <- struct{}{} // no write is under way, nor begins
 	if s.writer != nil {

@@ -903,10 +903,10 @@ func BenchmarkTypeInQuery(b *testing.B) {
 	})
 }
 
-// TestSnapshot: reads under a snapshot see the store as it stood when the
-// snapshot began, a write committed meanwhile included only after it
-// ends; a snapshot of another Store is not this one's; and Update is not
-// affected by one.
+// TestSnapshot: reads through a snapshot see the store as it stood when
+// the snapshot began, a write committed meanwhile included only after it
+// ends; reads through the Store itself are not in it; and a write through
+// the snapshot is the database's, as through the Store.
 func TestSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -927,19 +927,27 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, done := s.Snapshot(ctx)
-	if _, err := s.GetObject(sctx, first.ID); err != nil {
+	snap, done := s.Snapshot(ctx)
+	if _, err := snap.GetObject(ctx, first.ID); err != nil {
 		t.Fatalf("read in the snapshot: %v", err)
 	}
-	// Written under the snapshot's context too: Update is not in it.
-	if err := s.Update(sctx, func(tx *Txn) error { _, err := tx.PutObject(bodies[1], "local"); return err }); err != nil {
+	// Written through the snapshot: Update is the database's, not in it.
+	if err := snap.Update(ctx, func(tx *Txn) error { _, err := tx.PutObject(bodies[1], "local"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetObject(sctx, second.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := snap.GetObject(ctx, second.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a write after the snapshot began is seen in it: %v", err)
 	}
-	if _, err := other.GetObject(sctx, first.ID); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("another store read through this one's snapshot: %v", err)
+	if _, err := s.GetObject(ctx, second.ID); err != nil {
+		t.Fatalf("a read through the Store is in its snapshot: %v", err)
+	}
+	if _, err := other.GetObject(ctx, first.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another store holds this one's object: %v", err)
+	}
+	if again, end := snap.Snapshot(ctx); again != snap {
+		t.Error("a snapshot of a snapshot is a new one")
+	} else {
+		end()
 	}
 	done()
 	if _, err := s.GetObject(ctx, second.ID); err != nil {
