@@ -39,6 +39,8 @@ package rules
 import (
 	"strconv"
 	"strings"
+
+	"github.com/partyd/party/internal/protocol"
 )
 
 // Machine names one of the three state machines.
@@ -91,19 +93,29 @@ func rank(v string) int {
 }
 
 var states = map[Machine][]string{
-	Aggregate: {"draft", "published", "qualifying", "negotiating", "agreement_pending",
-		"committed", "in_performance", "acceptance_pending", "settlement_pending",
-		"completed", "exception_open", "cancelled", "expired", "terminated"},
-	Session: {"opened", "active", "paused_for_approval", "accepted", "rejected",
-		"withdrawn", "expired", "closed"},
-	Obligation: {"pending", "due", "asserted", "accepted", "rejected", "disputed",
-		"discharged", "waived", "expired", "released"},
+	Aggregate: names(protocol.Draft, published, qualifying, negotiating, protocol.AgreementPending,
+		protocol.Committed, protocol.InPerformance, protocol.AcceptancePending, protocol.SettlementPending,
+		protocol.Completed, protocol.ExceptionOpen, protocol.Cancelled, protocol.Expired, protocol.Terminated),
+	Session: names(sessionOpened, sessionActive, sessionPausedForApproval, sessionAccepted, sessionRejected,
+		sessionWithdrawn, sessionExpired, sessionClosed),
+	Obligation: names(protocol.OblPending, protocol.OblDue, protocol.OblAsserted, protocol.OblAccepted, protocol.OblRejected,
+		protocol.OblDisputed, oblDischarged, protocol.OblWaived, oblExpired, protocol.OblReleased),
 }
 
 var terminal = map[Machine][]string{
-	Aggregate:  {"cancelled", "expired", "completed", "terminated"},
-	Session:    {"rejected", "withdrawn", "expired", "closed"},
-	Obligation: {"discharged", "waived", "expired", "released"},
+	Aggregate:  names(protocol.Cancelled, protocol.Expired, protocol.Completed, protocol.Terminated),
+	Session:    names(sessionRejected, sessionWithdrawn, sessionExpired, sessionClosed),
+	Obligation: names(oblDischarged, protocol.OblWaived, oblExpired, protocol.OblReleased),
+}
+
+// names spells typed states as the strings the tables hold (a document's
+// state is compared as it was read).
+func names[S ~string](list ...S) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // States returns the registered states of m.

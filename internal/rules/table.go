@@ -1,11 +1,63 @@
 package rules
 
+import "github.com/partyd/party/internal/protocol"
+
+// The vocabulary of the rows a bilateral record never carries, named here
+// beside the protocol's own (package protocol names what party acts on):
+// the operator's steps of the aggregate (role scopes §5), the session
+// machine (pilot state machine §6.1), and the obligation rows party
+// records by other means (a waiver, a determination) or not at all.
+const (
+	published   protocol.State = "published"
+	qualifying  protocol.State = "qualifying"
+	negotiating protocol.State = "negotiating"
+
+	requestPublished     protocol.EventType = "request.published"
+	qualificationStarted protocol.EventType = "qualification.started"
+	negotiationOpened    protocol.EventType = "negotiation.opened"
+	offerSelected        protocol.EventType = "offer.selected"
+	invitationIssued     protocol.EventType = "invitation.issued"
+	invitationClaimed    protocol.EventType = "invitation.claimed"
+	invitationDeclined   protocol.EventType = "invitation.declined"
+	invitationExpired    protocol.EventType = "invitation.expired"
+	invitationRevoked    protocol.EventType = "invitation.revoked"
+	approvalRequested    protocol.EventType = "approval.requested"
+	approvalGranted      protocol.EventType = "approval.granted"
+	approvalRejected     protocol.EventType = "approval.rejected"
+	acceptanceWithdrawn  protocol.EventType = "acceptance.withdrawn"
+
+	oblDischarged protocol.ObligationState = "discharged"
+	oblExpired    protocol.ObligationState = "expired"
+
+	obligationDue         protocol.EventType = "obligation.due"
+	obligationWaived      protocol.EventType = "obligation.waived"
+	disputeRaised         protocol.EventType = "dispute.raised"
+	obligationDischarged  protocol.EventType = "obligation.discharged"
+	determinationRecorded protocol.EventType = "determination.recorded"
+	obligationReleased    protocol.EventType = "obligation.released"
+)
+
+// sessionState is a state of the session machine, which no bilateral
+// record has (pilot state machine §6.1).
+type sessionState string
+
+const (
+	sessionOpened            sessionState = "opened"
+	sessionActive            sessionState = "active"
+	sessionPausedForApproval sessionState = "paused_for_approval"
+	sessionAccepted          sessionState = "accepted"
+	sessionRejected          sessionState = "rejected"
+	sessionWithdrawn         sessionState = "withdrawn"
+	sessionExpired           sessionState = "expired"
+	sessionClosed            sessionState = "closed"
+)
+
 // Groups of states several rows share (pilot state machine §5, the
 // paragraph after the table).
 var (
-	preCommit       = []string{"draft", "published", "qualifying", "negotiating", "agreement_pending"}
-	eligibleCommit  = []string{"committed", "in_performance", "acceptance_pending", "settlement_pending"}
-	sessionOpenEnds = []string{"opened", "active", "paused_for_approval", "accepted"}
+	preCommit       = []protocol.State{protocol.Draft, published, qualifying, negotiating, protocol.AgreementPending}
+	eligibleCommit  = []protocol.State{protocol.Committed, protocol.InPerformance, protocol.AcceptancePending, protocol.SettlementPending}
+	sessionOpenEnds = []sessionState{sessionOpened, sessionActive, sessionPausedForApproval, sessionAccepted}
 )
 
 // table holds every row of every version. Rows are built by the helpers
@@ -13,81 +65,81 @@ var (
 // the specification writes it.
 var table = build(
 	// Aggregate, pilot state machine §5 (base set, 1.0).
-	op(Aggregate, "1.0", "request.published", "published", "draft"),
-	op(Aggregate, "1.0", "qualification.started", "qualifying", "published"),
-	op(Aggregate, "1.0", "negotiation.opened", "negotiating", "qualifying"),
-	op(Aggregate, "1.0", "offer.selected", "agreement_pending", "negotiating"),
-	op(Aggregate, "1.0", "invitation.issued", "", "published", "qualifying"),
-	op(Aggregate, "1.0", "invitation.claimed", "", "published", "qualifying"),
-	op(Aggregate, "1.0", "invitation.declined", "", "published", "qualifying"),
-	op(Aggregate, "1.0", "invitation.expired", "", "published", "qualifying"),
-	op(Aggregate, "1.0", "invitation.revoked", "", "published", "qualifying"),
-	row(Aggregate, "1.0", "approval.requested", "agreement_pending", "agreement_pending"),
-	row(Aggregate, "1.0", "approval.rejected", "negotiating", "agreement_pending"),
-	row(Aggregate, "1.0", "acceptance.withdrawn", "negotiating", "agreement_pending"),
-	row(Aggregate, "1.0", "agreement.committed", "committed", "agreement_pending"),
-	row(Aggregate, "1.0", "obligation.activated", "in_performance", "committed"),
-	row(Aggregate, "1.0", "performance.declared", "acceptance_pending", "in_performance"),
-	row(Aggregate, "1.0", "acceptance.rejected", "in_performance", "acceptance_pending"),
-	row(Aggregate, "1.0", "acceptance.granted", "settlement_pending", "acceptance_pending"),
-	row(Aggregate, "1.0", "settlement.instructed", "settlement_pending", "settlement_pending"),
-	row(Aggregate, "1.0", "transaction.completed", "completed", "settlement_pending"),
-	row(Aggregate, "1.0", "transaction.cancelled", "cancelled", preCommit...),
-	row(Aggregate, "1.0", "deadline.elapsed", "expired", preCommit...),
-	row(Aggregate, "1.0", "exception.opened", "exception_open", eligibleCommit...),
-	row(Aggregate, "1.0", "remediation.accepted", "in_performance", "exception_open"),
-	row(Aggregate, "1.0", "exception.resolved", "settlement_pending", "exception_open"),
-	row(Aggregate, "1.0", "transaction.terminated", "terminated", "exception_open"),
+	op(Aggregate, "1.0", requestPublished, published, protocol.Draft),
+	op(Aggregate, "1.0", qualificationStarted, qualifying, published),
+	op(Aggregate, "1.0", negotiationOpened, negotiating, qualifying),
+	op(Aggregate, "1.0", offerSelected, protocol.AgreementPending, negotiating),
+	op(Aggregate, "1.0", invitationIssued, "", published, qualifying),
+	op(Aggregate, "1.0", invitationClaimed, "", published, qualifying),
+	op(Aggregate, "1.0", invitationDeclined, "", published, qualifying),
+	op(Aggregate, "1.0", invitationExpired, "", published, qualifying),
+	op(Aggregate, "1.0", invitationRevoked, "", published, qualifying),
+	row(Aggregate, "1.0", approvalRequested, protocol.AgreementPending, protocol.AgreementPending),
+	row(Aggregate, "1.0", approvalRejected, negotiating, protocol.AgreementPending),
+	row(Aggregate, "1.0", acceptanceWithdrawn, negotiating, protocol.AgreementPending),
+	row(Aggregate, "1.0", protocol.EvAgreementCommitted, protocol.Committed, protocol.AgreementPending),
+	row(Aggregate, "1.0", protocol.EvObligationActivated, protocol.InPerformance, protocol.Committed),
+	row(Aggregate, "1.0", protocol.EvPerformanceDeclared, protocol.AcceptancePending, protocol.InPerformance),
+	row(Aggregate, "1.0", protocol.EvAcceptanceRejected, protocol.InPerformance, protocol.AcceptancePending),
+	row(Aggregate, "1.0", protocol.EvAcceptanceGranted, protocol.SettlementPending, protocol.AcceptancePending),
+	row(Aggregate, "1.0", protocol.EvSettlementInstructed, protocol.SettlementPending, protocol.SettlementPending),
+	row(Aggregate, "1.0", protocol.EvTransactionCompleted, protocol.Completed, protocol.SettlementPending),
+	row(Aggregate, "1.0", protocol.EvTransactionCancelled, protocol.Cancelled, preCommit...),
+	row(Aggregate, "1.0", protocol.EvDeadlineElapsed, protocol.Expired, preCommit...),
+	row(Aggregate, "1.0", protocol.EvExceptionOpened, protocol.ExceptionOpen, eligibleCommit...),
+	row(Aggregate, "1.0", protocol.EvRemediationAccepted, protocol.InPerformance, protocol.ExceptionOpen),
+	row(Aggregate, "1.0", protocol.EvExceptionResolved, protocol.SettlementPending, protocol.ExceptionOpen),
+	row(Aggregate, "1.0", protocol.EvTransactionTerminated, protocol.Terminated, protocol.ExceptionOpen),
 	// 1.1: completion out of an open exception (runner only, C4).
-	row(Aggregate, "1.1", "transaction.completed", "completed", "exception_open"),
+	row(Aggregate, "1.1", protocol.EvTransactionCompleted, protocol.Completed, protocol.ExceptionOpen),
 	// 1.2: consensual termination and amendment (A202-0010).
-	row(Aggregate, "1.2", "termination.agreed", "terminated", append(append([]string(nil), eligibleCommit...), "exception_open")...),
-	row(Aggregate, "1.2", "agreement.amended", "", "committed", "in_performance"),
+	row(Aggregate, "1.2", protocol.EvTerminationAgreed, protocol.Terminated, append(append([]protocol.State(nil), eligibleCommit...), protocol.ExceptionOpen)...),
+	row(Aggregate, "1.2", protocol.EvAgreementAmended, "", protocol.Committed, protocol.InPerformance),
 	// 1.3: direct bilateral formation (A202-0014).
-	row(Aggregate, "1.3", "agreement.direct", "agreement_pending", "draft"),
+	row(Aggregate, "1.3", protocol.EvAgreementDirect, protocol.AgreementPending, protocol.Draft),
 
 	// Session, pilot state machine §6.1. Every row is operated: a
 	// bilateral exchange has no session stream.
-	op(Session, "1.0", "offer.submitted", "active", "opened", "active"),
-	op(Session, "1.0", "clarification.sent", "active", "active"),
-	op(Session, "1.0", "approval.requested", "paused_for_approval", "active"),
-	op(Session, "1.0", "approval.granted", "active", "paused_for_approval"),
-	op(Session, "1.0", "approval.rejected", "active", "paused_for_approval"),
-	op(Session, "1.0", "offer.accepted", "accepted", "active"),
-	op(Session, "1.0", "offer.withdrawn", "withdrawn", "active"),
-	op(Session, "1.0", "deadline.elapsed", "expired", "active"),
-	op(Session, "1.0", "session.closed", "closed", sessionOpenEnds...),
+	op(Session, "1.0", "offer.submitted", sessionActive, sessionOpened, sessionActive),
+	op(Session, "1.0", "clarification.sent", sessionActive, sessionActive),
+	op(Session, "1.0", approvalRequested, sessionPausedForApproval, sessionActive),
+	op(Session, "1.0", approvalGranted, sessionActive, sessionPausedForApproval),
+	op(Session, "1.0", approvalRejected, sessionActive, sessionPausedForApproval),
+	op(Session, "1.0", "offer.accepted", sessionAccepted, sessionActive),
+	op(Session, "1.0", "offer.withdrawn", sessionWithdrawn, sessionActive),
+	op(Session, "1.0", protocol.EvDeadlineElapsed, sessionExpired, sessionActive),
+	op(Session, "1.0", "session.closed", sessionClosed, sessionOpenEnds...),
 
 	// Obligation, obligation §6.1.
-	row(Obligation, "1.0", "obligation.activated", "pending", ""),
-	row(Obligation, "1.0", "obligation.due", "due", "pending"),
-	row(Obligation, "1.0", "obligation.waived", "waived", "pending", "due", "asserted", "rejected"),
-	row(Obligation, "1.0", "deadline.elapsed", "expired", "pending", "due"),
-	row(Obligation, "1.0", "performance.declared", "asserted", "due", "rejected"),
-	row(Obligation, "1.0", "acceptance.granted", "accepted", "asserted"),
-	row(Obligation, "1.0", "acceptance.rejected", "rejected", "asserted"),
-	row(Obligation, "1.0", "dispute.raised", "disputed", "asserted", "accepted", "rejected"),
-	row(Obligation, "1.0", "obligation.discharged", "discharged", "accepted"),
-	row(Obligation, "1.0", "determination.recorded", Determined, "disputed"),
-	row(Obligation, "1.2", "obligation.released", "released", "pending", "due", "asserted", "rejected", "disputed"),
+	row(Obligation, "1.0", protocol.EvObligationActivated, protocol.OblPending, ""),
+	row(Obligation, "1.0", obligationDue, protocol.OblDue, protocol.OblPending),
+	row(Obligation, "1.0", obligationWaived, protocol.OblWaived, protocol.OblPending, protocol.OblDue, protocol.OblAsserted, protocol.OblRejected),
+	row(Obligation, "1.0", protocol.EvDeadlineElapsed, oblExpired, protocol.OblPending, protocol.OblDue),
+	row(Obligation, "1.0", protocol.EvPerformanceDeclared, protocol.OblAsserted, protocol.OblDue, protocol.OblRejected),
+	row(Obligation, "1.0", protocol.EvAcceptanceGranted, protocol.OblAccepted, protocol.OblAsserted),
+	row(Obligation, "1.0", protocol.EvAcceptanceRejected, protocol.OblRejected, protocol.OblAsserted),
+	row(Obligation, "1.0", disputeRaised, protocol.OblDisputed, protocol.OblAsserted, protocol.OblAccepted, protocol.OblRejected),
+	row(Obligation, "1.0", obligationDischarged, oblDischarged, protocol.OblAccepted),
+	row(Obligation, "1.0", determinationRecorded, Determined, protocol.OblDisputed),
+	row(Obligation, "1.2", obligationReleased, protocol.OblReleased, protocol.OblPending, protocol.OblDue, protocol.OblAsserted, protocol.OblRejected, protocol.OblDisputed),
 )
 
 // row returns one Transition per source state. An empty to means a
 // self-loop ("unchanged" in the specification's tables).
-func row(m Machine, since, event, to string, from ...string) []Transition {
+func row[E, S ~string](m Machine, since string, event E, to S, from ...S) []Transition {
 	out := make([]Transition, 0, len(from))
 	for _, f := range from {
 		dest := to
 		if dest == "" {
 			dest = f
 		}
-		out = append(out, Transition{Machine: m, From: f, Event: event, To: dest, Since: since})
+		out = append(out, Transition{Machine: m, From: string(f), Event: string(event), To: string(dest), Since: since})
 	}
 	return out
 }
 
 // op is row for transitions only an operator appends.
-func op(m Machine, since, event, to string, from ...string) []Transition {
+func op[E, S ~string](m Machine, since string, event E, to S, from ...S) []Transition {
 	out := row(m, since, event, to, from...)
 	for i := range out {
 		out[i].Operated = true
