@@ -58,6 +58,10 @@ func TestVerifyApproveAllow(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	n := orgtest.New(t, "org_northstar", c.now, true)
+	// The instance's keys are dated by the wall clock as it was set up,
+	// not by the test's: started before that, a second boundary earlier
+	// on a slow machine, the clock would find them not yet valid.
+	c.t = time.Now().UTC().Truncate(time.Second)
 	p := n.Principal(t)
 	a := agent.New(n.Org)
 	m, err := p.IssueMandate(ctx, walkthroughMandate(c.t))
@@ -149,6 +153,10 @@ func TestRevocationDeniesThroughLiveStatus(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	n := orgtest.New(t, "org_northstar", c.now, true)
+	// The instance's keys are dated by the wall clock as it was set up,
+	// not by the test's: started before that, a second boundary earlier
+	// on a slow machine, the clock would find them not yet valid.
+	c.t = time.Now().UTC().Truncate(time.Second)
 	p := n.Principal(t)
 	a := agent.New(n.Org)
 	req := walkthroughMandate(c.t)

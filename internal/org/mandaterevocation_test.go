@@ -109,6 +109,7 @@ func TestMandateRevocationReachesTheCounterparty(t *testing.T) {
 	c := &testClock{t: time.Now().UTC().Truncate(time.Second)}
 	a := orgtest.New(t, "org_northstar", c.now, true)
 	b := orgtest.New(t, "org_delta", c.now, true)
+	c.set(time.Now().UTC().Truncate(time.Second)) // after Init: its keys are dated by the wall clock
 	orgtest.Peer(t, a, b)
 	id, endpoint := issueFor(t, b, c.now(), "org_northstar")
 	elsewhere, _ := issueFor(t, b, c.now(), "org_eastmarch")

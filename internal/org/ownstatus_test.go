@@ -25,6 +25,9 @@ func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c
 
 func (c *testClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
+// set moves the clock to t.
+func (c *testClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
 // The evaluator resolves this organisation's own mandates from its record
 // at each asking: no status endpoint is served here (a fetch would fail),
 // and a change its principal makes from another runtime over the same
@@ -36,6 +39,7 @@ func TestOwnMandateStatusReadFromTheRecord(t *testing.T) {
 	ctx := context.Background()
 	c := &testClock{t: time.Now().UTC().Truncate(time.Second)}
 	n := orgtest.New(t, "org_northstar", c.now, false)
+	c.set(time.Now().UTC().Truncate(time.Second)) // after Init: its keys are dated by the wall clock
 	issue := func(until time.Duration) (string, string) {
 		t.Helper()
 		m, err := n.Principal(t).IssueMandate(ctx, authority.IssueRequest{
