@@ -93,6 +93,7 @@ var actPhrases = map[protocol.Act]string{
 	protocol.ActRemediationAccept:    "Accept a remediation",
 	protocol.ActExceptionResolve:     "Resolve an exception",
 	protocol.ActTransactionTerminate: "Terminate the transaction",
+	protocol.ActTransactionExpire:    "Record that the offer lapsed unaccepted",
 }
 
 // ActPhrase says an act in words, with its registered name.
