@@ -46,7 +46,7 @@ func runAgent(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	sub := args[0]
-	if sub == "-h" || sub == "--help" || sub == "help" {
+	if isHelp(sub) {
 		fmt.Fprint(stdout, agentUsage)
 		return 0
 	}
@@ -160,7 +160,7 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	sub := args[0]
-	if sub == "-h" || sub == "--help" || sub == "help" {
+	if isHelp(sub) {
 		fmt.Fprint(stdout, keyUsage)
 		return 0
 	}

@@ -46,8 +46,7 @@ func runSubcommand(cmd, usage string, subs map[string]func(args []string) int, a
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
@@ -56,6 +55,16 @@ func runSubcommand(cmd, usage string, subs map[string]func(args []string) int, a
 	}
 	fmt.Fprintf(stderr, "%s: unknown subcommand %q\n\n%s", cmd, args[0], usage)
 	return 2
+}
+
+// isHelp reports whether arg asks a command for its help, in any of the
+// spellings party and package flag take.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
 }
 
 func usage(w io.Writer) {

@@ -51,10 +51,11 @@ func runPeer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, peerUsage)
 		return 2
 	}
-	switch args[0] {
-	case "-h", "--help", "help":
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, peerUsage)
 		return 0
+	}
+	switch args[0] {
 	case "add":
 		return runPeerAdd(args[1:], stdin, stdout, stderr)
 	case "list":
