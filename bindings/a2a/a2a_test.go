@@ -621,3 +621,37 @@ func TestHeldAnswerIsRetried(t *testing.T) {
 		t.Fatalf("a refusal: %v", err)
 	}
 }
+
+// TestReplyToAnotherRequestRejected: a response whose JSON-RPC id is not
+// the request's answers another request: the client does not take its
+// objects as the reply (JSON-RPC 2.0 §5), and the delivery is rejected.
+func TestReplyToAnotherRequestRejected(t *testing.T) {
+	a, b := pair(t)
+	b.node.Stop()
+	b.endpoint = func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(otherID{w}, r)
+		})
+	}
+	b.serve(t)
+	replyObj := evidence(t, b.node, txn, 100, nil)
+	b.app.reply = func([][]byte) ([][]byte, error) { return [][]byte{replyObj}, nil }
+	msg, err := a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{evidence(t, a.node, txn, 500, nil)})
+	if !errors.Is(err, delivery.ErrRejected) || len(msg.Objects) != 0 {
+		t.Fatalf("a reply to another request: %d objects, %v", len(msg.Objects), err)
+	}
+}
+
+// otherID changes the JSON-RPC id of the response written through it, one
+// character, the length kept.
+type otherID struct{ http.ResponseWriter }
+
+func (o otherID) Write(b []byte) (int, error) {
+	if i := bytes.Index(b, []byte(`"id":"`)); i >= 0 {
+		if j := bytes.IndexByte(b[i+6:], '"'); j > 0 {
+			b = bytes.Clone(b)
+			b[i+6+j-1] ^= 1
+		}
+	}
+	return o.ResponseWriter.Write(b)
+}

@@ -83,7 +83,8 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 		Timeout:       hc.Timeout,
 	}
 	var sendErr error
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, exchangeKey{}, ex), http.MethodPost, endpoint, bytes.NewReader(encodeSend(transactionID, objects)))
+	rpcID := a2a.NewMessageID()
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, exchangeKey{}, ex), http.MethodPost, endpoint, bytes.NewReader(encodeSendID(transactionID, objects, rpcID)))
 	if err != nil {
 		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
 	}
@@ -96,7 +97,7 @@ func (c *Client) Deliver(ctx context.Context, peer, transactionID string, object
 	var reply [][]byte
 	if ex.responded && ex.status == http.StatusOK && !ex.tooBig && ex.echoed {
 		var rpcErr *rpcError
-		rpcErr, reply, err = readResult(ex.body, transactionID)
+		rpcErr, reply, err = readResult(ex.body, transactionID, rpcID)
 		switch {
 		case rpcErr != nil:
 			ex.rpcErr = rpcErr

@@ -221,6 +221,12 @@ func appendJSONString(buf []byte, s string) []byte {
 
 // encodeSend is the client's message/send request for objects.
 func encodeSend(txn string, objects [][]byte) []byte {
+	return encodeSendID(txn, objects, a2a.NewMessageID())
+}
+
+// encodeSendID is encodeSend under the JSON-RPC request id id, which the
+// response must echo (readResult).
+func encodeSendID(txn string, objects [][]byte, id string) []byte {
 	n := 256
 	for _, o := range objects {
 		n += base64.StdEncoding.EncodedLen(len(o)) + 96
@@ -229,7 +235,7 @@ func encodeSend(txn string, objects [][]byte) []byte {
 	buf = append(buf, `{"jsonrpc":"2.0","method":"message/send","params":{"message":`...)
 	buf = appendMessage(buf, a2a.MessageRoleUser, txn, objects)
 	buf = append(buf, `},"id":`...)
-	buf = appendJSONString(buf, a2a.NewMessageID())
+	buf = appendJSONString(buf, id)
 	return append(buf, '}')
 }
 
@@ -254,8 +260,10 @@ func encodeResult(id json.RawMessage, txn string, objects [][]byte) []byte {
 
 // readResult reads the client's response body: the JSON-RPC error, if
 // any, and the reply objects of a Message result. A result of another
-// shape is read by a2a-go (readReply).
-func readResult(body []byte, txn string) (*rpcError, [][]byte, error) {
+// shape is read by a2a-go (readReply). A result must answer the request
+// whose id is id (JSON-RPC 2.0 §5: the response's id is the request's);
+// an error may not (its id is null when the request could not be read).
+func readResult(body []byte, txn, id string) (*rpcError, [][]byte, error) {
 	r, ok := matchReply(body)
 	var err error
 	if !ok {
@@ -264,6 +272,9 @@ func readResult(body []byte, txn string) (*rpcError, [][]byte, error) {
 	if err == nil && (r.Error != nil || r.Result != nil && r.Result.Kind == "message") {
 		if r.Error != nil {
 			return r.Error, nil, nil
+		}
+		if err := answers(r.ID, id); err != nil {
+			return nil, nil, err
 		}
 		t, objs, err := r.Result.read()
 		switch {
@@ -277,6 +288,7 @@ func readResult(body []byte, txn string) (*rpcError, [][]byte, error) {
 		}
 	}
 	var loose struct {
+		ID     json.RawMessage `json:"id"`
 		Error  *rpcError       `json:"error"`
 		Result json.RawMessage `json:"result"`
 	}
@@ -285,6 +297,9 @@ func readResult(body []byte, txn string) (*rpcError, [][]byte, error) {
 	}
 	if loose.Error != nil {
 		return loose.Error, nil, nil
+	}
+	if err := answers(loose.ID, id); err != nil {
+		return nil, nil, err
 	}
 	event, err := a2a.UnmarshalEventJSON(loose.Result)
 	if err != nil {
@@ -296,4 +311,13 @@ func readResult(body []byte, txn string) (*rpcError, [][]byte, error) {
 	}
 	objs, err := readReply(res, txn)
 	return nil, objs, err
+}
+
+// answers says whether a response's id (raw JSON) is the request's, id.
+func answers(raw json.RawMessage, id string) error {
+	var got string
+	if json.Unmarshal(raw, &got) != nil || got != id {
+		return fmt.Errorf("the response answers JSON-RPC request %s, not %q", raw, id)
+	}
+	return nil
 }

@@ -104,7 +104,7 @@ func TestOnePassResultMatchesA2AGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rpcErr, got, err := readResult(raw, fastTxn)
+		rpcErr, got, err := readResult(raw, fastTxn, "r-1")
 		switch {
 		case err != nil:
 			t.Errorf("%s: %v", name, err)
@@ -116,9 +116,33 @@ func TestOnePassResultMatchesA2AGo(t *testing.T) {
 	}
 	// A reply correlated to another transaction is refused as readReply
 	// refuses it.
-	if _, _, err := readResult(encodeResult(nil, "txn_ffffffffffffffffffffffff", fastObjects[1:]), fastTxn); !hasCode(err, reason.StreamMismatch) {
+	if _, _, err := readResult(encodeResult(json.RawMessage(`"r-1"`), "txn_ffffffffffffffffffffffff", fastObjects[1:]), fastTxn, "r-1"); !hasCode(err, reason.StreamMismatch) {
 		t.Fatalf("a reply of another transaction: %v", err)
 	}
+	// A result answering another request, or none, is not this request's
+	// reply, in either reader; an error need not name the request.
+	for name, body := range map[string][]byte{
+		"ours, another id":     encodeResult(json.RawMessage(`"r-2"`), fastTxn, fastObjects),
+		"ours, a numeric id":   encodeResult(json.RawMessage(`1`), fastTxn, fastObjects),
+		"ours, no id":          encodeResult(nil, fastTxn, fastObjects),
+		"a2a-go's, another id": mustJSON(t, map[string]any{"jsonrpc": "2.0", "id": "r-2", "result": taskWith(fastObjects)}),
+	} {
+		if _, got, err := readResult(body, fastTxn, "r-1"); err == nil {
+			t.Errorf("%s: read as the reply, %d objects", name, len(got))
+		}
+	}
+	if rpcErr, _, err := readResult(mustJSON(t, map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32700, "message": "parse error"}}), fastTxn, "r-1"); err != nil || rpcErr == nil {
+		t.Errorf("an error without the request's id: %v %v", rpcErr, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func taskWith(objects [][]byte) *a2a.Task {
