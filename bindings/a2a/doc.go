@@ -78,7 +78,12 @@
 // methods answer "task not found" or "unsupported". Task state, where a
 // peer returns a task anyway, is carrier bookkeeping only and never moves
 // a transaction (binding §6.2): the client reads reply objects out of the
-// task's artifacts and ignores its state.
+// task's artifacts and ignores its state. A result is this request's reply
+// only when its JSON-RPC id is the request's (JSON-RPC 2.0 §5); one that
+// answers another id, or none, is not taken, and the delivery is rejected
+// (delivery.ErrRejected), as a malformed reply is. An error response may
+// carry a null id (the request could not be read), and is read as the
+// error it is.
 //
 // # Authentication and limits
 //

@@ -16,7 +16,10 @@
 // 2026-07-28, from the standalone stream (an HTTP GET) the bridge opens
 // once the client has sent notifications/initialized — which is where a
 // server sends what no request asked for, such as resources/updated or
-// tools/list_changed. From 2026-07-28 on such notifications travel on the
+// tools/list_changed. The client's next message is forwarded once that
+// stream has answered (or will not be opened), at most five seconds
+// later: a call made at once could otherwise have serve ask or tell the
+// client something before the stream exists, and serve drops it. From 2026-07-28 on such notifications travel on the
 // client's own subscriptions/listen request, which is forwarded like any
 // other. A JSON-RPC batch from the client is split into its messages and
 // their responses are batched again on the way back.
