@@ -58,6 +58,7 @@ import (
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // AmendInput accepts an amendment offer.
@@ -552,8 +553,7 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 	if h, err := contentHash(v2); err != nil || h != ours.Hash() {
 		return nil, refusef(reason.AgreementHashMismatch, "%s returned agreement %s with other bytes", m.Peer, ours.ID())
 	}
-	entries, mine := v2.Signatures(), ours.Signatures()
-	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
+	if !verify.KeptAndCountersigned(ours.m, v2.m, protocol.PurposeAgreementCommitment) {
 		return nil, refusef(reason.EvidenceSignatureInvalid, "the new version's signatures are not ours then %s's agreement_commitment", m.Peer)
 	}
 	if err := e.verifyEntry(ctx, v2, 1, m.Peer, "agt_"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // OfferInput is what the offeror's agent proposes.
@@ -890,8 +891,7 @@ func (e *Engine) checkAnswer(ctx context.Context, peer string, ours, agr *Obj, s
 			return refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
 		}
 	}
-	entries, mine := agr.Signatures(), ours.Signatures()
-	if len(entries) != 2 || len(mine) != 1 || !sameEntry(mine[0], entries[0]) || str(entries[1]["purpose"]) != protocol.PurposeAgreementCommitment {
+	if !verify.KeptAndCountersigned(ours.m, agr.m, protocol.PurposeAgreementCommitment) {
 		return refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", peer)
 	}
 	// The offeror signs by one of its agents' keys, as the countersigner of

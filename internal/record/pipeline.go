@@ -1176,13 +1176,3 @@ func (e *Engine) carried(m store.OutboxMessage) string {
 	}
 	return fmt.Sprintf("%s %s", last.Type(), last.ID())
 }
-
-// sameEntry reports whether two signature entries are the same.
-func sameEntry(a, b map[string]any) bool {
-	for _, k := range []string{"key_id", "algorithm", "signature", "signed_at", "purpose"} {
-		if str(a[k]) != str(b[k]) {
-			return false
-		}
-	}
-	return len(a) == len(b)
-}

@@ -47,6 +47,16 @@ func Countersigned(ours, got map[string]any, peer string, key func(signingInput 
 	return key(in, 1)
 }
 
+// KeptAndCountersigned reports whether got's signatures are ours's one
+// signature, unchanged, then one more of purpose: the shape of an object
+// this party signed and the counterparty signed after it (an event's
+// event_append, checked by Countersigned; an agreement's
+// agreement_commitment, checked by its offeree when it comes back).
+func KeptAndCountersigned(ours, got map[string]any, purpose string) bool {
+	entries, mine := signatureEntries(got), signatureEntries(ours)
+	return len(entries) == 2 && len(mine) == 1 && sameEntry(mine[0], entries[0]) && str(entries[1], "purpose") == purpose
+}
+
 // signatureEntries lists the signature entries of o that are objects.
 func signatureEntries(o map[string]any) []map[string]any {
 	list, _ := o["signatures"].([]any)
