@@ -40,7 +40,9 @@
 // it, and every foreign key checked before it commits: fkOffMigrations),
 // and recorded in schema_migrations, so an old database opens under a new
 // binary and a new database never opens under an old one (Open refuses a
-// database whose recorded version is newer than this binary knows).
+// database whose recorded version is newer than this binary knows). A
+// new database is a copy of the first one the process migrated
+// (fresh.go): the same schema, without replaying every migration on it.
 //
 // Concurrency: the database runs in WAL mode with a busy timeout, so the
 // serve process and a principal's command-line call (which opens the same
@@ -642,6 +644,7 @@ func OpenWith(path string, opt Options) (*Store, error) {
 	if opt.NoSync {
 		sync = "OFF"
 	}
+	createFresh(path, opt.NoSync)
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + sync + ")&_pragma=temp_store(MEMORY)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -1006,3 +1006,57 @@ func TestDurableByDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshDatabaseIsTheMigratedOne pins that a new database, written as a
+// copy of the process's migrated template, is the database the migrations
+// build on an empty file one by one: the same schema text, indexes and
+// triggers, the same migrations recorded, in WAL mode with foreign keys on.
+func TestFreshDatabaseIsTheMigratedOne(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	copied := filepath.Join(dir, "copied.db")
+	migrated := filepath.Join(dir, "migrated.db")
+	// An empty file is not "nothing there": the migrations run on it.
+	if err := os.WriteFile(migrated, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := func(path string) string {
+		s := open(t, path)
+		var b strings.Builder
+		rows, err := s.db.Query(`SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master ORDER BY type, name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var typ, name, tbl, text string
+			if err := rows.Scan(&typ, &name, &tbl, &text); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %s on %s:\n%s\n", typ, name, tbl, text)
+		}
+		var versions, mode string
+		var fk int
+		if err := s.db.QueryRow(`SELECT group_concat(version) FROM (SELECT version FROM schema_migrations ORDER BY version)`).Scan(&versions); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.QueryRow(`PRAGMA foreign_keys`).Scan(&fk); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "migrations %s\njournal_mode %s\nforeign_keys %d\n", versions, mode, fk)
+		return b.String()
+	}
+	got, want := schema(copied), schema(migrated)
+	if got != want {
+		t.Errorf("a new database differs from one migrated step by step:\n--- new\n%s\n--- migrated\n%s", got, want)
+	}
+	if !strings.Contains(want, "table objects on objects") || !strings.Contains(want, fmt.Sprintf(",%d\n", len(allMigrations()))) {
+		t.Errorf("the migrated schema lacks what it should hold:\n%s", want)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.new-*")); len(left) > 0 {
+		t.Errorf("the copy's temporary file stayed: %v", left)
+	}
+}
