@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -15,7 +16,15 @@ import (
 // bundle completed on a payment of AMOUNT (paidBundle): a record whose
 // ledger has a finding cannot be written by party itself, which refuses
 // to build it.
+//
+// Under -race a program sleeps a second as it exits (the race runtime's
+// atexit_sleep_ms), and the scripts start party hundreds of times: the
+// commands this binary starts sleep 10 ms instead (testscript passes
+// GORACE through).
 func TestMain(m *testing.M) {
+	if !strings.Contains(os.Getenv("GORACE"), "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=10"))
+	}
 	testscript.Main(m, map[string]func(){
 		"party":       func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		"paid-bundle": paidBundleCmd,

@@ -29,6 +29,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asParty) == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	// Under -race a program sleeps a second as it exits (atexit_sleep_ms),
+	// and the init script starts party many times: 10 ms is enough.
+	if !strings.Contains(os.Getenv("GORACE"), "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=10"))
+	}
 	os.Exit(m.Run())
 }
 
