@@ -95,7 +95,7 @@ func TestContractGolden(t *testing.T) {
 	// As the daemon builds it: the served tools, the record's resources
 	// and the agent's approvals (which add to the instructions and the
 	// capabilities).
-	e := record.New(n.Org, record.Options{})
+	e := record.New(record.Of(n.Org), record.Options{})
 	srv := mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, e), n.Org.Store, nil, mcp.WithResources(ctx, e), mcp.WithApprovals(ctx, agent.New(n.Org)))
 
 	toServer, clientOut := io.Pipe()
@@ -204,7 +204,7 @@ func firstDifference(want, got []byte) string {
 func TestSchemasSingleTyped(t *testing.T) {
 	t.Parallel()
 	n := orgtest.New(t, "org_delta", nil, false)
-	cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
+	cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(record.Of(n.Org), record.Options{})), n.Org.Store, nil))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestEmptyListsAreArrays(t *testing.T) {
 	t.Run("fresh instance", func(t *testing.T) {
 		t.Parallel()
 		n := orgtest.New(t, "org_delta", nil, false)
-		cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
+		cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(record.Of(n.Org), record.Options{})), n.Org.Store, nil))
 		out, _ := callJSON(t, cs, "whoami", map[string]any{})
 		emptyList(t, "whoami", out, "mandates", "counterparties")
 		out, _ = callJSON(t, cs, "list_inbox", map[string]any{})

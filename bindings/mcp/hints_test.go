@@ -92,7 +92,7 @@ func TestToolHints(t *testing.T) {
 func TestTermsSchema(t *testing.T) {
 	t.Parallel()
 	n := orgtest.New(t, "org_delta", nil, false)
-	cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(n.Org, record.Options{})), n.Org.Store, nil))
+	cs := connect(t, mcp.NewAgentServer(n.Org.Config().AgentID, servedTools(n, record.New(record.Of(n.Org), record.Options{})), n.Org.Store, nil))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestTermsSchema(t *testing.T) {
 func TestActsOnNoAgentsServerRefused(t *testing.T) {
 	t.Parallel()
 	n := orgtest.New(t, "org_delta", nil, false)
-	cs := connect(t, mcp.NewServer(mcp.RecordTools(record.New(n.Org, record.Options{})), n.Org.Store, nil))
+	cs := connect(t, mcp.NewServer(mcp.RecordTools(record.New(record.Of(n.Org), record.Options{})), n.Org.Store, nil))
 	for name, args := range map[string]any{
 		"cancel_transaction": map[string]any{"mandate_id": "mnd_000000000000000000000000", "transaction_id": "txn_000000000000000000000000"},
 		"list_inbox":         map[string]any{},

@@ -14,7 +14,7 @@ import (
 
 func TestRecordToolsListed(t *testing.T) {
 	n := orgtest.New(t, "org_delta", nil, false)
-	e := record.New(n.Org, record.Options{})
+	e := record.New(record.Of(n.Org), record.Options{})
 	tools := append(mcp.AgentTools(agent.New(n.Org)), mcp.RecordTools(e)...)
 	srv := mcp.NewAgentServer(n.Org.Config().AgentID, tools, n.Org.Store, nil)
 	cs := connect(t, srv)

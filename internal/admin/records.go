@@ -168,7 +168,7 @@ func (h *handler) noRecord(w http.ResponseWriter, r *http.Request) bool {
 // terms returns the terms that stand for a transaction: the agreement's,
 // or else the latest offer's.
 func (h *handler) terms(r *http.Request, txn string) map[string]any {
-	st := h.rec.Org().Store
+	st := h.rec.Store()
 	for _, t := range []protocol.ObjectType{protocol.Agreement, protocol.Offer} {
 		raws, err := st.TransactionObjectsOfType(r.Context(), txn, string(t))
 		if err != nil || len(raws) == 0 {
@@ -238,7 +238,7 @@ func (h *handler) timeline(r *http.Request, id string) (timelineView, error) {
 		in.types[o.ID] = o.ObjectType
 	}
 	tv.Counterparty = in.name(v.Counterparty)
-	st := h.rec.Org().Store
+	st := h.rec.Store()
 	for _, o := range v.Objects {
 		row := objectRow{ID: o.ID, Type: o.ObjectType, CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt}
 		if raw, err := st.GetObject(r.Context(), o.ID); err == nil {
@@ -310,7 +310,7 @@ func (h *handler) verifyRecord(w http.ResponseWriter, r *http.Request) {
 		h.txnError(w, r, err)
 		return
 	}
-	rep, err := export.VerifyTransaction(r.Context(), h.rec.Org().Store, id)
+	rep, err := export.VerifyTransaction(r.Context(), h.rec.Store(), id)
 	if err != nil {
 		h.txnError(w, r, err)
 		return

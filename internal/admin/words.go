@@ -385,17 +385,16 @@ func (h *handler) lookupContext(ctx context.Context) Context {
 	if h.rec == nil {
 		return c
 	}
-	o := h.rec.Org()
-	c.Now = o.Clock().UTC().Truncate(time.Second)
+	c.Now = h.rec.Now().UTC().Truncate(time.Second)
 	c.Rules = func(id string) map[string]map[string]any {
-		m, err := o.ResolveMandate(ctx, id)
+		m, err := h.rec.Mandate(ctx, id)
 		if err != nil {
 			return nil
 		}
 		return rulesOf(m)
 	}
 	c.OfferValidUntil = func(txn string) string {
-		raws, err := o.Store.TransactionObjectsOfType(ctx, txn, string(protocol.Offer))
+		raws, err := h.rec.Store().TransactionObjectsOfType(ctx, txn, string(protocol.Offer))
 		if err != nil || len(raws) == 0 {
 			return ""
 		}

@@ -218,7 +218,7 @@ func growthAt(b *testing.B, n int) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				e := record.New(o, record.Options{Transport: p.b.Out})
+				e := record.New(record.Of(o), record.Options{Transport: p.b.Out})
 				if err := e.Start(ctx); err != nil {
 					b.Fatal(err)
 				}

@@ -35,7 +35,7 @@ func serveCarriers(t *testing.T, n *orgtest.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := record.New(n.Org, record.Options{Transport: client, Mandates: client})
+	engine := record.New(record.Of(n.Org), record.Options{Transport: client, Mandates: client})
 	if err := engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func Record(opt PeerOptions) Mounter {
 		if err != nil {
 			return err
 		}
-		engine := record.New(o, record.Options{Transport: client, Mandates: client, Outbox: opt.Outbox, Rails: reg, Timing: timing, Meter: d.Metrics})
+		engine := record.New(record.Of(o), record.Options{Transport: client, Mandates: client, Outbox: opt.Outbox, Rails: reg, Timing: timing, Meter: d.Metrics})
 		if err := engine.Start(ctx); err != nil {
 			return err
 		}

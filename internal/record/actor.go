@@ -29,7 +29,7 @@ func (a Actor) AgentID() string { return a.agent }
 // Agent returns the Actor of agentID, one of this instance's agents;
 // anyone else is refused (A202-POLICY-DENIED).
 func (e *Engine) Agent(agentID string) (Actor, error) {
-	if agentID == "" || !e.o.Config().HasAgent(agentID) {
+	if agentID == "" || !e.org.Config().HasAgent(agentID) {
 		return Actor{}, refusef(reason.PolicyDenied, "%q is not an agent of this instance", agentID)
 	}
 	return Actor{agent: agentID}, nil
@@ -41,9 +41,9 @@ func (e *Engine) Agent(agentID string) (Actor, error) {
 func (e *Engine) mandateRecord(ctx context.Context, a Actor, id string) (store.MandateRecord, error) {
 	switch {
 	case a.self:
-		return e.o.OwnMandateRecord(ctx, id)
+		return e.org.OwnMandateRecord(ctx, id)
 	case a.agent != "":
-		return e.o.AgentMandateRecord(ctx, a.agent, id)
+		return e.org.AgentMandateRecord(ctx, a.agent, id)
 	}
 	return store.MandateRecord{}, errNoActor
 }

@@ -78,7 +78,7 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 		actor: a,
 		name:  protocol.ActSettlementAdjust, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			org := e.o.Config().OrganizationID
+			org := e.org.Config().OrganizationID
 			if st.State() != protocol.SettlementPending {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s: an obligation is settled short in settlement_pending", txn, st.t.State)
 			}
@@ -121,7 +121,7 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 				"evidence_type": "signed_document",
 				"claim":         ledger.AdjustmentClaim,
 				"artifact_hash": hash,
-				"issuer":        map[string]any{"organization_id": e.o.Config().OrganizationID},
+				"issuer":        map[string]any{"organization_id": e.org.Config().OrganizationID},
 				"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
 			}, protocol.PurposeObjectIssuance)
 			if err != nil {

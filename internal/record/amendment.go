@@ -160,7 +160,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 			if !amending(st) {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s: an agreement is amended in committed or in_performance (rules %s)", txn, st.t.State, RulesVersion)
 			}
-			if offer.PartyOrg("offeree") != e.o.Config().OrganizationID {
+			if offer.PartyOrg("offeree") != e.org.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s was made by this organisation; only its offeree accepts it", in.OfferID)
 			}
 			var err error
@@ -183,7 +183,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 			if err := e.withdrawn(ctx, offer); err != nil {
 				return err
 			}
-			cfg := e.o.Config()
+			cfg := e.org.Config()
 			for _, id := range in.WaiveObligationIDs {
 				obl, err := e.heldObligation(ctx, id)
 				if err != nil {
@@ -207,7 +207,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 			return offer.Terms(), map[string]any{"agreement_id": prev.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.o.Config()
+			cfg := e.org.Config()
 			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
 				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", offer.ID(), to, b.agent)
 			}
@@ -283,7 +283,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 // transaction not waived, released or a remainder, and the added ones.
 // With none in force (nothing issued yet), there is nothing to check.
 func (e *Engine) inForceOwesTerms(ctx context.Context, txn string, agr *Obj, added, waived []*Obj) error {
-	rows, err := e.o.Store.ObligationStates(ctx, txn)
+	rows, err := e.db.ObligationStates(ctx, txn)
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	if err != nil {
 		return err
 	}
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	if last == nil || last.Org() != cfg.OrganizationID || last.ID() == prev.P("accepted_offer_id") {
 		return refusef(reason.OfferStale, "this organisation made no amendment offer that is the session's latest")
 	}
@@ -372,7 +372,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	switch {
 	case ev.Data("offer_id") != last.ID() || v2.P("accepted_offer_id") != last.ID() || v2.P("accepted_offer_hash") != last.Hash():
 		return refusef(reason.OfferStale, "the amendment is formed on %s; this organisation's latest offer is %s", v2.P("accepted_offer_id"), last.ID())
-	case last.expired(e.o.Clock()):
+	case last.expired(e.clock()):
 		return refusef(reason.OfferExpired, "offer %s lapsed at %s", last.ID(), last.P("valid_until"))
 	case acc.P("offer_id") != last.ID() || acc.P("offer_hash") != last.Hash():
 		return refusef(reason.EvidenceHashMismatch, "acceptance %s does not sign the exact hash of offer %s", acc.ID(), last.ID())
@@ -486,7 +486,7 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.o.Store.GetTransaction(ctx, txn)
+	t, err := e.db.GetTransaction(ctx, txn)
 	if err != nil {
 		return nil, err
 	}
@@ -500,14 +500,14 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 		return nil, err
 	}
 	for _, p := range pols {
-		if p.Org() == e.o.Config().OrganizationID && intOf(p.Payload()["stream_sequence"]) == ev.Seq() && p.P("action_hash") == h {
+		if p.Org() == e.org.Config().OrganizationID && intOf(p.Payload()["stream_sequence"]) == ev.Seq() && p.P("action_hash") == h {
 			out := [][]byte{v2.raw, p.raw}
 			aprs, err := e.ofType(ctx, txn, protocol.Approval)
 			if err != nil {
 				return nil, err
 			}
 			for _, a := range aprs {
-				if a.Org() == e.o.Config().OrganizationID && a.P("action_hash") == h {
+				if a.Org() == e.org.Config().OrganizationID && a.P("action_hash") == h {
 					out = append(out, a.raw) // the approval that released it
 				}
 			}

@@ -141,11 +141,11 @@ func (e *Engine) budgetRefusal(ctx context.Context, stop *budgetStop, mandateID 
 		r.Budget = standing(stop.v)
 		return false, r
 	}
-	ours := e.o.Config().OrganizationID
+	ours := e.org.Config().OrganizationID
 	if presented != nil && approves(presented.m, ours, d.res.ActionHash, now) {
 		return true, nil
 	}
-	prior, apr, found, err := e.o.LatestApproval(ctx, mandateID, d.res.ActionHash)
+	prior, apr, found, err := e.org.LatestApproval(ctx, mandateID, d.res.ActionHash)
 	if err != nil {
 		return false, err
 	}
@@ -162,7 +162,7 @@ func (e *Engine) budgetRefusal(ctx context.Context, stop *budgetStop, mandateID 
 	if !found || prior.Status == store.ApprovalApproved {
 		// None yet, or an approval that no longer releases the act (it
 		// expired): the principal is asked again.
-		if req, err = e.o.FileApproval(ctx, mandateID, d.doc, res); err != nil {
+		if req, err = e.org.FileApproval(ctx, mandateID, d.doc, res); err != nil {
 			return false, err
 		}
 	}

@@ -30,7 +30,7 @@ func (e *Engine) ReleaseHeld(ctx context.Context) {
 	e.releasedMu.Lock()
 	since := e.releasedSince
 	e.releasedMu.Unlock()
-	reqs, err := e.o.Store.ApprovalRequestsDecidedSince(ctx, since)
+	reqs, err := e.db.ApprovalRequestsDecidedSince(ctx, since)
 	if err != nil {
 		e.log.Warn("releasing held acts: listing approvals failed", "error", err)
 		return
@@ -56,11 +56,11 @@ func (e *Engine) ReleaseHeld(ctx context.Context) {
 	}
 	e.releasedMu.Unlock()
 	for _, r := range todo {
-		t, err := e.o.Store.GetTransaction(ctx, r.TransactionID)
+		t, err := e.db.GetTransaction(ctx, r.TransactionID)
 		if err != nil || protocol.State(t.State) != protocol.AgreementPending {
 			continue
 		}
-		if msgs, err := e.o.Store.TransactionOutbox(ctx, r.TransactionID); err == nil && len(msgs) > 0 {
+		if msgs, err := e.db.TransactionOutbox(ctx, r.TransactionID); err == nil && len(msgs) > 0 {
 			continue // a reply continues it
 		}
 		var end error
@@ -75,7 +75,7 @@ func (e *Engine) ReleaseHeld(ctx context.Context) {
 				"ask your principal again (the act is taken again by request_approval's approval) or cancel transaction %s", r.ID, r.TransactionID)
 		}
 		if end != nil {
-			now := e.o.Clock()
+			now := e.clock()
 			if err := e.update(ctx, r.TransactionID, func(tx *store.Txn) error { return tx.SetNotice(r.TransactionID, notice(end, now)) }); err != nil {
 				e.log.Warn("noting an ended hold failed", "transaction_id", r.TransactionID, "error", err)
 			}
@@ -110,7 +110,7 @@ func (e *Engine) approvalExpired(ctx context.Context, r store.ApprovalRequest) b
 		return false
 	}
 	exp, err := envelope.ParseTimestamp(apr.P("expires_at"))
-	return err == nil && !e.o.Clock().Before(exp)
+	return err == nil && !e.clock().Before(exp)
 }
 
 // Resume continues every transaction with unfinished work, found by
@@ -120,7 +120,7 @@ func (e *Engine) approvalExpired(ctx context.Context, r store.ApprovalRequest) b
 // this instance's own formation continues where it stands. It is
 // idempotent.
 func (e *Engine) Resume(ctx context.Context) {
-	ts, err := e.o.Store.TransactionsInState(ctx, string(protocol.AgreementPending))
+	ts, err := e.db.TransactionsInState(ctx, string(protocol.AgreementPending))
 	if err != nil {
 		e.log.Warn("resuming: listing transactions failed", "error", err)
 		return
@@ -129,7 +129,7 @@ func (e *Engine) Resume(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if msgs, err := e.o.Store.TransactionOutbox(ctx, t.ID); err == nil && len(msgs) > 0 {
+		if msgs, err := e.db.TransactionOutbox(ctx, t.ID); err == nil && len(msgs) > 0 {
 			continue // the worker delivers it, and its reply continues
 		}
 		unlock := e.lock(t.ID)

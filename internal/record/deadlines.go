@@ -59,7 +59,7 @@ func (e *Engine) offerDeadline(ctx context.Context, offer *Obj) (time.Time, erro
 	if !ok {
 		return time.Time{}, refusef(reason.StateTransitionDenied, "offer %s states no valid_until", offer.ID())
 	}
-	id, err := e.o.Store.WithdrawalOf(ctx, offer.ID())
+	id, err := e.db.WithdrawalOf(ctx, offer.ID())
 	if err != nil || id == "" {
 		return deadline, err
 	}
@@ -133,7 +133,7 @@ func checkExpired(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	if err != nil {
 		return err
 	}
-	if e.o.Clock().Before(deadline) {
+	if e.clock().Before(deadline) {
 		return refusef(reason.StateTransitionDenied, "offer %s can still be accepted until %s by this instance's clock: the deadline has not elapsed", last.ID(), envelope.Timestamp(deadline))
 	}
 	return nil
@@ -148,12 +148,12 @@ func checkExpired(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 // (Engine.looked). The deadline loop (package deadlines) calls it every
 // DeadlineEvery; tests with a simulated clock call it directly.
 func (e *Engine) WorkDeadlines(ctx context.Context) int {
-	ts, err := e.o.Store.TransactionsInState(ctx, string(protocol.Draft))
+	ts, err := e.db.TransactionsInState(ctx, string(protocol.Draft))
 	if err != nil {
 		e.log.Warn("reading the deadlines failed", "error", err)
 		return 0
 	}
-	now := e.o.Clock()
+	now := e.clock()
 	n := 0
 	for _, t := range ts {
 		if ctx.Err() != nil {
@@ -174,7 +174,7 @@ func (e *Engine) WorkDeadlines(ctx context.Context) int {
 			e.looked.Store(t.ID, due)
 			continue
 		}
-		if msgs, err := e.o.Store.TransactionOutbox(ctx, t.ID); err == nil && len(msgs) > 0 {
+		if msgs, err := e.db.TransactionOutbox(ctx, t.ID); err == nil && len(msgs) > 0 {
 			continue // an act of this instance's is on its way; its answer comes first
 		}
 		if e.expire(ctx, t.ID, offer) {
@@ -191,10 +191,10 @@ func (e *Engine) WorkDeadlines(ctx context.Context) int {
 // organisation's, then every active one listing transaction.expire.
 func (e *Engine) expire(ctx context.Context, txn string, offer *Obj) bool {
 	var candidates []string
-	if offer.Org() == e.o.Config().OrganizationID {
+	if offer.Org() == e.org.Config().OrganizationID {
 		candidates = append(candidates, offer.Mandate())
 	}
-	ms, err := e.o.Store.Mandates(ctx, "local")
+	ms, err := e.db.Mandates(ctx, "local")
 	if err != nil {
 		e.log.Warn("listing this organisation's mandates failed", "error", err)
 		return false

@@ -31,7 +31,7 @@ func (e *Engine) newObject(t protocol.ObjectType, txn, mandateID string, payload
 // newVersion is newObject for a later version of prev (nil: a first
 // version): version prev's + 1, previous_version_id prev's id.
 func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payload map[string]any, purpose string, now time.Time, id string, prev *Obj) (*Obj, error) {
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	agent, s, err := e.actorOf(context.Background(), mandateID)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func gateCheck(o *Obj, own bool) error {
 // verifies, but it signs no new act.
 func (e *Engine) liveKey(ctx context.Context, o *Obj, entry map[string]any, k authority.Key) error {
 	kid := str(entry["key_id"])
-	ks, err := e.o.KeyStanding(ctx, kid, str(entry["signed_at"]))
+	ks, err := e.org.KeyStanding(ctx, kid, str(entry["signed_at"]))
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (e *Engine) liveKey(ctx context.Context, o *Obj, entry map[string]any, k au
 // countersign adds this agent's signature to an object and returns its
 // new view.
 func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error) {
-	s, err := e.o.AgentSigner()
+	s, err := e.org.AgentSigner()
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (e *Engine) ownMandate(ctx context.Context, a Actor, id string) (map[string
 // (authority.Request.MandateBytes); nil for any other map. The view is
 // told by identity: the parsed view of the stored bytes must be m itself.
 func (e *Engine) mandateBytes(ctx context.Context, m map[string]any) []byte {
-	rec, err := e.o.Store.GetMandate(ctx, str(m["id"]))
+	rec, err := e.db.GetMandate(ctx, str(m["id"]))
 	if err != nil {
 		return nil
 	}
@@ -199,7 +199,7 @@ func (e *Engine) actorOf(ctx context.Context, mandateID string) (string, signatu
 	if err != nil {
 		return "", nil, err
 	}
-	s, err := e.o.SignerFor(subj.AgentID)
+	s, err := e.org.SignerFor(subj.AgentID)
 	if err != nil {
 		return "", nil, refusef(reason.PolicyDenied, "mandate %s is issued to %s, which does not act on this instance", mandateID, subj.AgentID)
 	}
@@ -215,7 +215,7 @@ func (e *Engine) subjectOf(ctx context.Context, mandateID string) (authority.Sub
 	if v, ok := e.subjects.Load(mandateID); ok {
 		return v.(authority.Subject), nil
 	}
-	rec, err := e.o.Store.GetMandate(ctx, mandateID)
+	rec, err := e.db.GetMandate(ctx, mandateID)
 	if err != nil || rec.Origin != originLocal {
 		return authority.Subject{}, refusef(reason.PolicyDenied, "mandate %s is not one this instance issued", mandateID)
 	}
@@ -290,12 +290,12 @@ func (e *Engine) evaluateOwn(ctx context.Context, mandate map[string]any, act pr
 	}
 	req := authority.Request{
 		Mandate: mandate, MandateBytes: e.mandateBytes(ctx, mandate), Act: doc,
-		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()},
+		Actor: authority.Actor{OrganizationID: e.org.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()},
 	}
 	if approval != nil {
 		req.Approval = approval.m
 	}
-	d = decision{res: e.o.Evaluator().Evaluate(ctx, req), doc: doc, approval: approval}
+	d = decision{res: e.org.Evaluator().Evaluate(ctx, req), doc: doc, approval: approval}
 	if d.res.Decision == authority.RequireApproval && approval == nil {
 		if refused, err := e.releaseHold(ctx, &d, req, file); err != nil || refused != nil {
 			return d, s, refused, err
@@ -332,13 +332,13 @@ func orErr(a, b error) error {
 // was none and file is set.
 func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Request, file bool) (held error, err error) {
 	mandateID := str(req.Mandate["id"])
-	prior, apr, found, err := e.o.LatestApproval(ctx, mandateID, d.res.ActionHash)
+	prior, apr, found, err := e.org.LatestApproval(ctx, mandateID, d.res.ActionHash)
 	if err != nil {
 		return nil, err
 	}
 	if apr != nil {
 		req.Approval = apr
-		res := e.o.Evaluator().Evaluate(ctx, req)
+		res := e.org.Evaluator().Evaluate(ctx, req)
 		if res.Decision == authority.Allow {
 			o, err := e.viewOf(apr)
 			if err != nil {
@@ -357,7 +357,7 @@ func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Req
 	// No request yet, or an approval that no longer releases the act (it
 	// expired): the principal is asked again.
 	e.point("approval.request.before-commit")
-	filed, err := e.o.FileApproval(ctx, mandateID, d.doc, d.res)
+	filed, err := e.org.FileApproval(ctx, mandateID, d.doc, d.res)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +392,7 @@ func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj
 	if err != nil {
 		return err
 	}
-	doc := authority.Document(string(a.name), txn, e.o.Config().OrganizationID, a.terms, a.refs, m)
+	doc := authority.Document(string(a.name), txn, e.org.Config().OrganizationID, a.terms, a.refs, m)
 	req := authority.Request{
 		Mandate: m, MandateBytes: e.mandateBytes(ctx, m), Act: doc,
 		Actor: authority.Actor{OrganizationID: from, AgentID: actor.Agent(), KeyID: actor.FirstSigner()},
@@ -400,7 +400,7 @@ func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj
 	if approval != nil {
 		req.Approval = approval.m
 	}
-	ev := e.o.Evaluator()
+	ev := e.org.Evaluator()
 	if uncached {
 		ev = ev.Uncached()
 	}
@@ -423,9 +423,9 @@ func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj
 		return refusef(reason.EvidenceSignatureInvalid, "the policy decision %s is not signed by the acting agent", pol.ID())
 	}
 	if len(answering) > 0 {
-		return authority.DecidedSince(pol.m, answering[0], e.o.Clock())
+		return authority.DecidedSince(pol.m, answering[0], e.clock())
 	}
-	return authority.FreshEnough(pol.m, e.o.Clock())
+	return authority.FreshEnough(pol.m, e.clock())
 }
 
 // peerMandate returns a counterparty's mandate: held, or fetched from its
@@ -448,7 +448,7 @@ func (e *Engine) peerMandate(ctx context.Context, from, id string) (map[string]a
 }
 
 func (e *Engine) peerMandateOne(ctx context.Context, from, id string) (map[string]any, error) {
-	if rec, err := e.o.Store.GetMandate(ctx, id); err == nil {
+	if rec, err := e.db.GetMandate(ctx, id); err == nil {
 		if rec.Origin != from {
 			return nil, refusef(reason.PolicyDenied, "mandate %s is not %s's", id, from)
 		}
@@ -480,13 +480,13 @@ func (e *Engine) peerMandateOne(ctx context.Context, from, id string) (map[strin
 		return nil, j.Err()
 	}
 	issuerKey := str(sub(m, "issuer")["key_id"])
-	k, err := e.o.ResolveKey(ctx, issuerKey)
-	if (err != nil || !isHolder(k.HolderID, "prn_")) && e.o.Trusted != nil {
+	k, err := e.org.ResolveKey(ctx, issuerKey)
+	if (err != nil || !isHolder(k.HolderID, "prn_")) && e.trusted != nil {
 		// A principal key not pinned yet may be the successor of a pinned
 		// one (a rotation since the last fetch of from's key records):
 		// fetch them now rather than wait out peering.KeyRefresh.
-		if ferr := e.o.Trusted.EnsureKnown(ctx, from, []string{issuerKey}); ferr == nil {
-			k, err = e.o.ResolveKey(ctx, issuerKey)
+		if ferr := e.trusted.EnsureKnown(ctx, from, []string{issuerKey}); ferr == nil {
+			k, err = e.org.ResolveKey(ctx, issuerKey)
 		}
 	}
 	if err != nil || k.OrganizationID != from || !isHolder(k.HolderID, "prn_") {
@@ -499,7 +499,7 @@ func (e *Engine) peerMandateOne(ctx context.Context, from, id string) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	if err := e.o.Store.PutMandate(ctx, canon, from); err != nil {
+	if err := e.db.PutMandate(ctx, canon, from); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -530,7 +530,7 @@ func (e *Engine) checkAuthors(ctx context.Context, from string, objs []*Obj) err
 			return refusef(reason.EvidenceSignatureInvalid, "%s %s is unsigned", o.Type(), o.ID())
 		}
 		for _, s := range o.Signatures() {
-			k, err := e.o.ResolveKey(ctx, str(s["key_id"]))
+			k, err := e.org.ResolveKey(ctx, str(s["key_id"]))
 			if err != nil || k.OrganizationID != from {
 				return refusef(reason.EvidenceSignatureInvalid, "%s is signed with key %v, which %s has not vouched for", o.ID(), s["key_id"], from)
 			}

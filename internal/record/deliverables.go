@@ -81,7 +81,7 @@ func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []Deliverab
 		}
 		deliverables = []DeliverableInput{{Quantity: str(core["quantity"]), Consideration: total}}
 	}
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	me := party(cfg.OrganizationID, b.agent)
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	if len(ids) == 0 {
@@ -197,7 +197,7 @@ func owesTerms(agr *Obj, obls []*Obj) error {
 // from agr and its commitment, its subject bound to agr's terms_hash and
 // profile at a term path that resolves, pending.
 func (e *Engine) checkIssued(from string, agr, obl *Obj, issuerMayOwe bool) error {
-	me := ownParty(e.o.Config().OrganizationID, agr) // this organisation's party to the agreement
+	me := ownParty(e.org.Config().OrganizationID, agr) // this organisation's party to the agreement
 	subj := obl.PSub("subject")
 	ids, _ := agr.Payload()["commitment_ids"].([]any)
 	// The issuer names itself by the agent that made the obligation, and
@@ -228,7 +228,7 @@ func (e *Engine) checkIssued(from string, agr, obl *Obj, issuerMayOwe bool) erro
 // obligationsIn returns the obligations of txn whose state is one of
 // states, in the order they were issued.
 func (e *Engine) obligationsIn(ctx context.Context, txn string, states ...protocol.ObligationState) ([]string, error) {
-	rows, err := e.o.Store.ObligationStates(ctx, txn)
+	rows, err := e.db.ObligationStates(ctx, txn)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func (e *Engine) checkRiderActs(ctx context.Context, r *receipt, ev *Obj, acts [
 		if err != nil {
 			return err
 		}
-		h, err := authority.ActionHash(authority.Document(string(a.name), r.txn, e.o.Config().OrganizationID, a.terms, a.refs, m))
+		h, err := authority.ActionHash(authority.Document(string(a.name), r.txn, e.org.Config().OrganizationID, a.terms, a.refs, m))
 		if err != nil {
 			return err
 		}

@@ -214,7 +214,7 @@ func pilotRules() (rules.RuleSet, map[string]any) {
 // counterpartyAgent returns the agent the counterparty acts through on a
 // transaction, from the latest object of its there.
 func (e *Engine) counterpartyAgent(ctx context.Context, t store.Transaction) (string, error) {
-	raws, err := e.o.Store.TransactionObjects(ctx, t.ID)
+	raws, err := e.db.TransactionObjects(ctx, t.ID)
 	if err != nil {
 		return "", err
 	}
@@ -313,7 +313,7 @@ func disputeRoute(st *state, kind string) (bool, error) {
 // subject. It returns the subject.
 func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from string, travelling map[string]*Obj) (*Obj, error) {
 	p := dsp.Payload()
-	me := e.o.Config().OrganizationID
+	me := e.org.Config().OrganizationID
 	respondent := me
 	if from == me {
 		respondent = st.t.Counterparty
@@ -489,7 +489,7 @@ func (e *Engine) RaiseDispute(ctx context.Context, a Actor, in DisputeInput) (Ou
 	// event is set before perform reads it.
 	unlock := e.lock(in.TransactionID)
 	defer unlock()
-	st, err := e.load(ctx, in.TransactionID, e.o.Clock())
+	st, err := e.load(ctx, in.TransactionID, e.clock())
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -505,7 +505,7 @@ func (e *Engine) RaiseDispute(ctx context.Context, a Actor, in DisputeInput) (Ou
 // buildDispute makes a dispute's objects (its new evidence, then the
 // dispute) and checks it as the respondent will (checkDispute).
 func (e *Engine) buildDispute(ctx context.Context, st *state, b *builder, subject *Obj, kind protocol.DisputeSubject, grounds []string, description string, evidenceIDs []string, presented Evidence) (*Obj, error) {
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	agent, err := e.counterpartyAgent(ctx, st.t)
 	if err != nil {
 		return nil, err
@@ -612,7 +612,7 @@ const (
 // RaiseForkDispute raises a fork this instance refused and kept as a
 // dispute (see the top of this file).
 func (e *Engine) RaiseForkDispute(ctx context.Context, a Actor, in ForkDisputeInput) (Outcome, error) {
-	forks, err := e.o.Store.Forks(ctx, in.TransactionID)
+	forks, err := e.db.Forks(ctx, in.TransactionID)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -629,7 +629,7 @@ func (e *Engine) RaiseForkDispute(ctx context.Context, a Actor, in ForkDisputeIn
 	if fork.Sequence < 2 {
 		return Outcome{}, refusef(reason.DisputeSubjectUnreferenced, "the fork is at the first position: the chains share no event to raise it against")
 	}
-	evs, err := e.o.Store.Events(ctx, in.TransactionID)
+	evs, err := e.db.Events(ctx, in.TransactionID)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -686,7 +686,7 @@ func (e *Engine) IssueDetermination(ctx context.Context, a Actor, in Determinati
 			return terms, refs, err
 		},
 		check: func(ctx context.Context, st *state) error {
-			if dsp.PartyOrg("respondent_party") != e.o.Config().OrganizationID {
+			if dsp.PartyOrg("respondent_party") != e.org.Config().OrganizationID {
 				return refusef(reason.DeterminationNotFollowing, "dispute %s is against %s: the rules in force name its respondent as the determiner", dsp.ID(), dsp.PartyOrg("respondent_party"))
 			}
 			return nil
@@ -705,7 +705,7 @@ func (e *Engine) IssueDetermination(ctx context.Context, a Actor, in Determinati
 // buildDetermination makes the determination in asks for and checks it as
 // the raiser will (checkDetermination).
 func (e *Engine) buildDetermination(ctx context.Context, st *state, b *builder, dsp *Obj, in DeterminationInput) (*Obj, error) {
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	rs, rulesRef := pilotRules()
 	dp := dsp.Payload()
 	class := dsp.P("subject_type")

@@ -364,7 +364,7 @@ func (e *Engine) openOutstanding(ctx context.Context, a Actor, in ExceptionInput
 			}
 			evd, err := b.add(protocol.Evidence, map[string]any{
 				"evidence_type": "signed_document", "claim": verify.OutstandingEvidenceClaim, "artifact_hash": resp.Hash(),
-				"issuer":       map[string]any{"organization_id": e.o.Config().OrganizationID},
+				"issuer":       map[string]any{"organization_id": e.org.Config().OrganizationID},
 				"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
 			}, protocol.PurposeObjectIssuance)
 			if err != nil {
@@ -391,7 +391,7 @@ func (e *Engine) openException(ctx context.Context, st *state) (exc, obl *Obj, e
 	if st.State() != protocol.ExceptionOpen {
 		return nil, nil, refusef(reason.StateTransitionDenied, "transaction %s is %s, not exception_open", st.t.ID, st.t.State)
 	}
-	rows, err := e.o.Store.EventsOfTypes(ctx, st.t.ID, string(protocol.EvExceptionOpened))
+	rows, err := e.db.EventsOfTypes(ctx, st.t.ID, string(protocol.EvExceptionOpened))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -455,7 +455,7 @@ func remediationSignature(b *builder, hash string) (*Obj, error) {
 		"evidence_type": "signed_document",
 		"claim":         verify.RemediationSignatureClaim,
 		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.o.Config().OrganizationID},
+		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
 		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
 	}, protocol.PurposeObjectIssuance)
 }
@@ -502,10 +502,10 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 			if rec, err = e.remediationOf(ctx, st, envelope.Timestamp(st.now)); err != nil {
 				return err
 			}
-			if rec.obl.PartyOrg("obligor") != e.o.Config().OrganizationID {
+			if rec.obl.PartyOrg("obligor") != e.org.Config().OrganizationID {
 				return refusef(reason.StateTransitionDenied, "the obligor of %s offers to perform it again; this organisation is its obligee (accept_remediation accepts an offer)", rec.obl.ID())
 			}
-			if mine, _, err := e.remediationOffer(ctx, st, e.o.Config().OrganizationID); err != nil || mine != nil {
+			if mine, _, err := e.remediationOffer(ctx, st, e.org.Config().OrganizationID); err != nil || mine != nil {
 				if err == nil {
 					err = refusef(reason.StateTransitionDenied, "this organisation offered a remediation at this point already (%s)", mine.ID())
 				}
@@ -592,7 +592,7 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 					st.t.Counterparty, st.t.ID, st.t.HeadSequence)
 			}
 			rec = r
-			if rec.obl.PartyOrg("obligee") != e.o.Config().OrganizationID {
+			if rec.obl.PartyOrg("obligee") != e.org.Config().OrganizationID {
 				return refusef(reason.StateTransitionDenied, "the obligee of %s accepts its remediation", rec.obl.ID())
 			}
 			return nil
@@ -633,12 +633,12 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	if evd == nil || !isRemediationSignature(evd, r.from) || evd.P("artifact_hash") != hash {
 		return refusef(reason.EvidenceSignatureInvalid, "remediation.accepted travels with %s's signed_document over the remediation record %s it binds", r.from, hash)
 	}
-	mine, rec, err := e.remediationOffer(ctx, r.st, e.o.Config().OrganizationID)
+	mine, rec, err := e.remediationOffer(ctx, r.st, e.org.Config().OrganizationID)
 	if err != nil {
 		return err
 	}
 	if mine == nil || rec.hash != hash {
-		return refusef(reason.EvidenceSignatureInvalid, "%s never offered remediation record %s at this point: one party's signature is not an accepted remediation", e.o.Config().OrganizationID, hash)
+		return refusef(reason.EvidenceSignatureInvalid, "%s never offered remediation record %s at this point: one party's signature is not an accepted remediation", e.org.Config().OrganizationID, hash)
 	}
 	if ev.Data("exception_id") != rec.exc.ID() || ev.Data("agreement_id") != rec.agr.ID() {
 		return refusef(reason.StateTransitionDenied, "remediation.accepted names another exception or agreement than the one in force")
@@ -676,7 +676,7 @@ func (e *Engine) ResolveException(ctx context.Context, a Actor, in ExceptionActI
 		event: protocol.EvExceptionResolved,
 		check: func(ctx context.Context, st *state) error {
 			var err error
-			exc, err = e.resolvable(ctx, st, e.o.Config().OrganizationID)
+			exc, err = e.resolvable(ctx, st, e.org.Config().OrganizationID)
 			return err
 		},
 		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
@@ -743,7 +743,7 @@ func terminatedSignature(b *builder, hash string) (*Obj, error) {
 		"evidence_type": "signed_document",
 		"claim":         verify.TerminatedSignatureClaim,
 		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.o.Config().OrganizationID},
+		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
 		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
 	}, protocol.PurposeObjectIssuance)
 }

@@ -71,14 +71,14 @@ type AcceptInput struct {
 // org's primary agent, the one that published the record of its pinned
 // principal key (instance bootstrap).
 func (e *Engine) peerAgent(ctx context.Context, org, want string) (string, error) {
-	if err := e.o.Trusted.EnsureKeys(ctx, org); err != nil {
+	if err := e.trusted.EnsureKeys(ctx, org); err != nil {
 		return "", fmt.Errorf("record: learning %s's agent: %w", org, err)
 	}
 	krs, err := e.keyRecords(ctx)
 	if err != nil {
 		return "", err
 	}
-	p, err := e.o.Peers.Peer(org)
+	p, err := e.peers.Peer(org)
 	if err != nil {
 		return "", err
 	}
@@ -118,8 +118,8 @@ func (e *Engine) latestOffer(ctx context.Context, txn string) (*Obj, error) {
 // the counterparty. A new transaction is opened unless TransactionID
 // continues one with a counter-offer.
 func (e *Engine) ProposeOffer(ctx context.Context, a Actor, in OfferInput) (Outcome, error) {
-	now := e.o.Clock().UTC().Truncate(time.Second)
-	if _, err := e.o.Peers.Peer(in.Counterparty); err != nil {
+	now := e.clock().UTC().Truncate(time.Second)
+	if _, err := e.peers.Peer(in.Counterparty); err != nil {
 		return Outcome{}, refusef(reason.PolicyDenied, "%s is not a peered counterparty; pin its peer file with `party peer add`", in.Counterparty)
 	}
 	until, err := envelope.ParseTimestamp(in.ValidUntil)
@@ -211,7 +211,7 @@ func (e *Engine) ProposeOffer(ctx context.Context, a Actor, in OfferInput) (Outc
 			for _, r := range in.EvidenceRefs {
 				refs = append(refs, r)
 			}
-			cfg := e.o.Config()
+			cfg := e.org.Config()
 			offer, err := b.add(protocol.Offer, map[string]any{
 				"offeror":             party(cfg.OrganizationID, b.agent),
 				"offeree":             party(in.Counterparty, peerAgent),
@@ -256,7 +256,7 @@ func orNoneAny(v any) any {
 // the agreement, in committed or in_performance.
 func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error) {
 	offer, pol := r.one(protocol.Offer), r.one(protocol.PolicyDecision)
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	if offer.PartyOrg("offeror") != r.from || offer.PartyOrg("offeree") != cfg.OrganizationID {
 		return nil, refusef(reason.StreamMismatch, "offer %s is not from %s to %s", offer.ID(), r.from, cfg.OrganizationID)
 	}
@@ -355,7 +355,7 @@ func (e *Engine) statedOfferorRole(ctx context.Context, r *receipt, offer, pol *
 		return "", err
 	}
 	for _, role := range []protocol.Role{protocol.Supplier, protocol.Buyer} {
-		doc := authority.Document(string(protocol.ActOfferSubmit), r.txn, e.o.Config().OrganizationID, offer.Terms(), authority.OfferRefs(role), m)
+		doc := authority.Document(string(protocol.ActOfferSubmit), r.txn, e.org.Config().OrganizationID, offer.Terms(), authority.OfferRefs(role), m)
 		if h, err := authority.ActionHash(doc); err == nil && h == pol.P("action_hash") {
 			return role, nil
 		}
@@ -378,7 +378,7 @@ func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outc
 		name:  protocol.ActOfferAccept, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvAgreementDirect,
 		check: func(ctx context.Context, st *state) error {
-			if offer.PartyOrg("offeree") != e.o.Config().OrganizationID {
+			if offer.PartyOrg("offeree") != e.org.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s was made by this organisation; only its offeree accepts it", in.OfferID)
 			}
 			if st.State() != protocol.Draft {
@@ -398,7 +398,7 @@ func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outc
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.o.Config()
+			cfg := e.org.Config()
 			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
 				// The acceptance is by the offeree the offer names
 				// (canonical model §10 step 3).
@@ -455,18 +455,18 @@ func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outc
 // idempotent, so a restart or a reply delivered late resumes it. The
 // caller holds the transaction's lock.
 func (e *Engine) advance(ctx context.Context, txn string) error {
-	t, err := e.o.Store.GetTransaction(ctx, txn)
+	t, err := e.db.GetTransaction(ctx, txn)
 	if err != nil || protocol.State(t.State) != protocol.AgreementPending || t.HeadSequence != 1 {
 		return err
 	}
-	first, err := e.o.Store.EventAt(ctx, txn, 1)
+	first, err := e.db.EventAt(ctx, txn, 1)
 	if err != nil {
 		return err
 	}
-	if protocol.EventType(first.EventType) != protocol.EvAgreementDirect || first.AppendedBy != e.o.Config().OrganizationID || first.Status != store.EventRecorded {
+	if protocol.EventType(first.EventType) != protocol.EvAgreementDirect || first.AppendedBy != e.org.Config().OrganizationID || first.Status != store.EventRecorded {
 		return nil
 	}
-	if _, err := e.o.Store.EventAt(ctx, txn, 2); err == nil {
+	if _, err := e.db.EventAt(ctx, txn, 2); err == nil {
 		return nil // agreement.committed is pending
 	}
 	ev1, err := e.get(ctx, first.EventID)
@@ -533,12 +533,12 @@ func (e *Engine) proposedWith(ctx context.Context, m store.OutboxMessage, objs [
 	if ours.EventType() != protocol.EvAgreementDirect || ours.Seq() != 1 {
 		return nil, nil, nil
 	}
-	t, err := e.o.Store.GetTransaction(ctx, m.TransactionID)
+	t, err := e.db.GetTransaction(ctx, m.TransactionID)
 	if err != nil {
 		return nil, nil, err
 	}
 	if agr := travelling(objs); agr != nil {
-		now := e.o.Clock().UTC().Truncate(time.Second)
+		now := e.clock().UTC().Truncate(time.Second)
 		queued := new(store.OutboxMessage)
 		return func(tx *store.Txn) error {
 			var err error
@@ -571,7 +571,7 @@ func travelling(objs []*Obj) *Obj {
 // party. It returns what stores it with its message (run inside a write),
 // and the message, filled in once that has run.
 func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	offer, ok := e.getTyped(ctx, ev1.Data("offer_id"), protocol.Offer)
 	if !ok {
 		return nil, nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
@@ -605,7 +605,7 @@ func (e *Engine) agreementPayload(t store.Transaction, offer *Obj, accID, agent 
 	if err != nil {
 		return nil, err
 	}
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	me := party(cfg.OrganizationID, agent)
 	them := offer.PSub("offeror")
 	if str(them["organization_id"]) == cfg.OrganizationID {
@@ -638,7 +638,7 @@ func (e *Engine) agreementPayload(t store.Transaction, offer *Obj, accID, agent 
 // decision) and appends agreement.committed, in one transaction with
 // deleting the message.
 func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours *Obj, reply [][]byte) error {
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	e.learnKeys(ctx, m.Peer, reply)
 	agr, supporting, err := e.checkSignedAgreement(ctx, m.Peer, ours, reply, "")
 	if err != nil {
@@ -672,7 +672,7 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 // settleEvent and settleCosigned make is made here, and the verifier's
 // rules over the extended record before anything is stored.
 func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs []*Obj, ours *Obj, reply [][]byte) error {
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	ev := objs[len(objs)-1]
 	answer, got, ev2, err := e.committedIn(reply, ev.ID())
 	if err != nil {
@@ -809,11 +809,11 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 	}); err != nil {
 		return err
 	}
-	signed, err := e.countersign(ev2, protocol.PurposeEventAppend, e.o.Clock())
+	signed, err := e.countersign(ev2, protocol.PurposeEventAppend, e.clock())
 	if err != nil {
 		return err
 	}
-	now := e.o.Clock()
+	now := e.clock()
 	var queued store.OutboxMessage
 	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
 		if err := e.recordCountersigned(tx, objs, got); err != nil {
@@ -1026,7 +1026,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if r.st.State() != protocol.AgreementPending || r.st.t.HeadSequence != 1 {
 		return nil, refusef(reason.StateTransitionDenied, "transaction %s is %s; an agreement is signed in agreement_pending", r.txn, r.st.t.State)
 	}
-	first, err := e.o.Store.EventAt(ctx, r.txn, 1)
+	first, err := e.db.EventAt(ctx, r.txn, 1)
 	if err != nil || first.AppendedBy != r.from || first.Status != store.EventRecorded {
 		return nil, refusef(reason.StateTransitionDenied, "transaction %s has no recorded acceptance by %s to sign an agreement for", r.txn, r.from)
 	}
@@ -1152,7 +1152,7 @@ func (e *Engine) signProposed(ctx context.Context, r *receipt, agr, offer *Obj, 
 	if err != nil {
 		return nil, err
 	}
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	signed, err := e.countersign(agr, protocol.PurposeAgreementCommitment, now)
 	if err != nil {
 		return nil, err
@@ -1254,14 +1254,14 @@ func directAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte
 		return nil, err
 	}
 	// And the agreement.committed this instance appended with it.
-	x, err := e.o.Store.EventAt(ctx, txn, ev.Seq()+1)
-	if errors.Is(err, store.ErrNotFound) || err == nil && (x.AppendedBy != e.o.Config().OrganizationID || protocol.EventType(x.EventType) != protocol.EvAgreementCommitted) {
+	x, err := e.db.EventAt(ctx, txn, ev.Seq()+1)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (x.AppendedBy != e.org.Config().OrganizationID || protocol.EventType(x.EventType) != protocol.EvAgreementCommitted) {
 		return out, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	raw, err := e.o.Store.GetObject(ctx, x.EventID)
+	raw, err := e.db.GetObject(ctx, x.EventID)
 	if err != nil {
 		return nil, err
 	}
@@ -1280,7 +1280,7 @@ func heldRequest(err error) string {
 
 // rejected reports whether the principal rejected the approval request id.
 func (e *Engine) rejected(ctx context.Context, id string) bool {
-	r, err := e.o.Store.GetApprovalRequest(ctx, id)
+	r, err := e.db.GetApprovalRequest(ctx, id)
 	return err == nil && r.Status == store.ApprovalRejected
 }
 
@@ -1301,7 +1301,7 @@ func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]
 	if err != nil {
 		return nil, err
 	}
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	var hash string
 	for _, p := range pols {
 		if p.Org() == cfg.OrganizationID && intOf(p.Payload()["stream_sequence"]) == 2 {
@@ -1347,7 +1347,7 @@ func checkAgreementDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) e
 		return refusef(reason.StreamMismatch, "the acceptance is not by %s", r.from)
 	case last.Org() == r.from:
 		return refusef(reason.StreamMismatch, "%s cannot accept its own offer", r.from)
-	case last.expired(e.o.Clock()):
+	case last.expired(e.clock()):
 		return refusef(reason.OfferExpired, "offer %s lapsed at %s", last.ID(), last.P("valid_until"))
 	}
 	if err := e.withdrawn(ctx, last); err != nil {

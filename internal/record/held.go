@@ -126,7 +126,7 @@ func values(list []*Obj, err error) ([]map[string]any, error) {
 
 // eventAt reads the event at a position of a transaction.
 func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error) {
-	ev, err := e.o.Store.EventAt(ctx, txn, seq)
+	ev, err := e.db.EventAt(ctx, txn, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +138,8 @@ func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error)
 // by any process (store.KeyObjectsCache). The list is shared: callers
 // only read it.
 func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
-	return e.kr.Get(ctx, e.o.Store, func(ctx context.Context) ([]*Obj, error) {
-		return parseAll(e)(e.o.Store.ObjectsOfType(ctx, string(protocol.KeyRecord)))
+	return e.kr.Get(ctx, e.db, func(ctx context.Context) ([]*Obj, error) {
+		return parseAll(e)(e.db.ObjectsOfType(ctx, string(protocol.KeyRecord)))
 	})
 }
 
@@ -152,11 +152,11 @@ var testingOnlyWorkingSet atomic.Pointer[func(txn string, n, mandates int)]
 // so, in one read transaction (store.Snapshot), ended before the rules
 // run; then the key set, cached (keySet).
 func (e *Engine) readWorkingSet(ctx context.Context, st *state, news []*Obj) (verify.Extension, error) {
-	snap, done := e.o.Store.Snapshot(ctx)
+	snap, done := e.db.Snapshot(ctx)
 	defer done()
 	tip := verify.Tip{
 		Transaction: st.t.ID,
-		Parties:     [2]string{e.o.Config().OrganizationID, st.t.Counterparty},
+		Parties:     [2]string{e.org.Config().OrganizationID, st.t.Counterparty},
 		Excluded:    st.excluded,
 	}
 	if st.known {
@@ -188,6 +188,6 @@ func (e *Engine) extend(ctx context.Context, st *state, news []*Obj, awaiting ..
 	x.Awaiting = awaiting
 	// Only a check that did not verify decides anything here (Err): the
 	// verified ones are counted, not listed.
-	out := verify.Extend(x, verify.Options{RulesVersion: RulesVersion, Now: e.o.Clock(), CountVerified: true, Memo: &e.sigs})
+	out := verify.Extend(x, verify.Options{RulesVersion: RulesVersion, Now: e.clock(), CountVerified: true, Memo: &e.sigs})
 	return out.Err()
 }

@@ -72,7 +72,7 @@ func (e *Engine) Idempotent(ctx context.Context, scope, requestID, argsHash stri
 	}
 	unlock := e.locks.lock("request\x00" + scope + "\x00" + requestID)
 	defer unlock()
-	prior, err := e.o.Store.LookupRequest(ctx, scope, requestID)
+	prior, err := e.db.LookupRequest(ctx, scope, requestID)
 	switch {
 	case err == nil && prior.ArgsHash != argsHash:
 		return Outcome{}, reason.Refuse("request_id " + requestID + " was already used with other arguments; choose a new request_id for a new request")

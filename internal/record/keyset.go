@@ -25,7 +25,7 @@ func (e *Engine) verifyEntryOver(ctx context.Context, o *Obj, content []byte, i 
 	if i >= len(entries) {
 		return refusef(reason.EvidenceSignatureInvalid, "%s carries no signature %d", o.ID(), i)
 	}
-	k, err := e.o.ResolveKey(ctx, str(entries[i]["key_id"]))
+	k, err := e.org.ResolveKey(ctx, str(entries[i]["key_id"]))
 	if err != nil || k.OrganizationID != org || !isHolder(k.HolderID, holderPrefix) {
 		return refusef(reason.EvidenceSignatureInvalid, "signature %d of %s is not by a key of %s's %s", i, o.ID(), org, holderPrefix)
 	}
@@ -53,7 +53,7 @@ func (e *Engine) ownKeyIDs(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	org := e.o.Config().OrganizationID
+	org := e.org.Config().OrganizationID
 	var out []string
 	for _, o := range krs {
 		if o.P("controller_organization_id") == org && intOf(o.m["version"]) <= 1 {
@@ -72,7 +72,7 @@ func (e *Engine) keySet(ctx context.Context, peer string) (*keys.KeySet, error) 
 	if e.keys.sets == nil {
 		e.keys.sets = map[string]cachedKeys{}
 	}
-	trusted := e.o.Trusted.KeySet(peer)
+	trusted := e.trusted.KeySet(peer)
 	own, err := e.ownKeyIDs(ctx)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (e *Engine) keySet(ctx context.Context, peer string) (*keys.KeySet, error) 
 	}
 	ks := keys.NewKeySet()
 	add := func(id string) error {
-		k, err := e.o.ResolveKey(ctx, id)
+		k, err := e.org.ResolveKey(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func (e *Engine) keySet(ctx context.Context, peer string) (*keys.KeySet, error) 
 			return nil, err
 		}
 	}
-	p, err := e.o.Peers.Peer(peer)
+	p, err := e.peers.Peer(peer)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ var ledgerEvents = []string{
 func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, error) {
 	rec := ledger.Record{TransactionID: txn}
 	pending := map[string]bool{} // objects of own acts not yet recorded
-	msgs, err := e.o.Store.TransactionOutbox(ctx, txn)
+	msgs, err := e.db.TransactionOutbox(ctx, txn)
 	if err != nil {
 		return rec, err
 	}
@@ -48,10 +48,10 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 			continue
 		}
 		ev := objs[len(objs)-1]
-		if ev.Type() != protocol.TransactionEvent || ev.Org() != e.o.Config().OrganizationID {
+		if ev.Type() != protocol.TransactionEvent || ev.Org() != e.org.Config().OrganizationID {
 			continue // an act recorded by its objects alone counts once sent (a waiver), or a countersignature
 		}
-		if x, err := e.o.Store.EventAt(ctx, txn, ev.Seq()); err != nil || x.Status == store.EventRecorded || x.EventID != ev.ID() {
+		if x, err := e.db.EventAt(ctx, txn, ev.Seq()); err != nil || x.Status == store.EventRecorded || x.EventID != ev.ID() {
 			continue
 		}
 		for _, o := range objs {
@@ -62,7 +62,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 			delete(pending, ev.Data("settlement_instruction_id"))
 		}
 	}
-	objs, err := parseAll(e)(e.o.Store.TransactionObjectsOfTypes(ctx, txn, ledgerTypes...))
+	objs, err := parseAll(e)(e.db.TransactionObjectsOfTypes(ctx, txn, ledgerTypes...))
 	if err != nil {
 		return rec, err
 	}
@@ -71,7 +71,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 			rec.Objects = append(rec.Objects, o.m)
 		}
 	}
-	rows, err := e.o.Store.EventsOfTypes(ctx, txn, ledgerEvents...)
+	rows, err := e.db.EventsOfTypes(ctx, txn, ledgerEvents...)
 	if err != nil {
 		return rec, err
 	}

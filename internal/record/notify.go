@@ -82,7 +82,7 @@ func (e *Engine) Subscribe(fn func(Change)) (cancel func()) { return e.subs.add(
 func (e *Engine) update(ctx context.Context, txn string, fn func(tx *store.Txn) error) error {
 	var state string
 	read := false
-	err := e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	err := e.db.Update(ctx, func(tx *store.Txn) error {
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (e *Engine) changed(ctx context.Context, txn, state string, known bool) {
 	}
 	c := Change{TransactionID: txn, State: state}
 	if !known {
-		if t, err := e.o.Store.GetTransaction(context.WithoutCancel(ctx), txn); err == nil {
+		if t, err := e.db.GetTransaction(context.WithoutCancel(ctx), txn); err == nil {
 			c.State = t.State
 		}
 	}

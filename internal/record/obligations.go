@@ -155,7 +155,7 @@ type EvidenceInput struct {
 // evidence issues one evidence object the acting party presents and
 // returns its full reference (evidence verification §3, §3.3).
 func (b *builder) evidence(ev EvidenceInput) (map[string]any, error) {
-	cfg := b.e.o.Config()
+	cfg := b.e.org.Config()
 	eo, err := b.add(protocol.Evidence, map[string]any{
 		"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
 		"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
@@ -288,7 +288,7 @@ func (e *Engine) IssueObligation(ctx context.Context, a Actor, in ObligationInpu
 				// obligation.activated is the obligee's act (decisions.md
 				// 6): the party owed issues the duty, never the party that
 				// owes it.
-				if o.PartyOrg("obligee") != e.o.Config().OrganizationID {
+				if o.PartyOrg("obligee") != e.org.Config().OrganizationID {
 					return refusef(reason.ObligationSubjectUnreferenced, "under agreement %s the %s owes %s to the %s, who issues it: this organisation is the %s",
 						agr.ID(), ledger.OwedBy(str(o.PSub("subject")["term_path"])), str(o.PSub("subject")["term_path"]), st.Role().Other(), st.Role())
 				}
@@ -341,7 +341,7 @@ func (s obligationState) outstanding() string {
 // left it (applyEvent keeps it), by its key: the cost does not grow with
 // the chain.
 func (e *Engine) obligationState(ctx context.Context, oblID string) (obligationState, error) {
-	row, err := e.o.Store.ObligationState(ctx, oblID)
+	row, err := e.db.ObligationState(ctx, oblID)
 	if errors.Is(err, store.ErrNotFound) {
 		return obligationState{}, nil
 	}
@@ -435,7 +435,7 @@ func (e *Engine) AssertPerformance(ctx context.Context, a Actor, in AssertInput)
 		name:  protocol.ActPerformanceDeclared, txn: lead.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
 		approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			cfg := e.o.Config()
+			cfg := e.org.Config()
 			acted := map[string]bool{}
 			for i, obl := range obls {
 				if acted[obl.ID()] {
@@ -732,7 +732,7 @@ func (e *Engine) Respond(ctx context.Context, a Actor, in RespondInput) (Outcome
 // prepareResponse checks one answer of a response event at the obligee's
 // instance and fills in the assertion it answers and its quantity.
 func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
-	cfg := e.o.Config()
+	cfg := e.org.Config()
 	in := it.in
 	if it.obl.PartyOrg("obligee") != cfg.OrganizationID {
 		return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)

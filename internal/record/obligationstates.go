@@ -196,16 +196,16 @@ func releaseOpen(tx *store.Txn, ev *Obj) error {
 // written before they were kept (migration 7), once.
 func (e *Engine) rebuildObligationStates(ctx context.Context) error {
 	const key = "obligation_states_built"
-	if v, err := e.o.Store.Meta(ctx, key); err != nil || v == "1" {
+	if v, err := e.db.Meta(ctx, key); err != nil || v == "1" {
 		return err
 	}
-	ts, err := e.o.Store.Transactions(ctx)
+	ts, err := e.db.Transactions(ctx)
 	if err != nil {
 		return err
 	}
-	return e.o.Store.Update(ctx, func(tx *store.Txn) error {
+	return e.db.Update(ctx, func(tx *store.Txn) error {
 		for _, t := range ts {
-			evs, err := e.o.Store.Events(ctx, t.ID)
+			evs, err := e.db.Events(ctx, t.ID)
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func (s *state) Role() protocol.Role { return protocol.Role(s.t.Role) }
 // load reads a transaction's row.
 func (e *Engine) load(ctx context.Context, txn string, now time.Time) (*state, error) {
 	st := &state{now: now}
-	t, err := e.o.Store.GetTransaction(ctx, txn)
+	t, err := e.db.GetTransaction(ctx, txn)
 	switch {
 	case err == nil:
 		st.t, st.known = t, true
@@ -253,7 +253,7 @@ type pendingAct struct {
 // and deliver. Every act goes through here (perform counts it).
 func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) {
 	ctx = store.WithKeyVersionMemo(ctx) // the key records read once between two commits
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	if !spec.locked {
 		unlock := e.lock(spec.txn)
 		defer unlock()
@@ -456,7 +456,7 @@ func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte
 // were queued, and the act need not wait for the worker.
 func (e *Engine) deliverNow(ctx context.Context, m store.OutboxMessage) error {
 	if id, ok := e.handed.Load(m.TransactionID); ok && id.(int64) < m.ID {
-		if cur, err := e.o.Store.GetOutbox(ctx, id.(int64)); err == nil && cur.Status == store.OutboxPending {
+		if cur, err := e.db.GetOutbox(ctx, id.(int64)); err == nil && cur.Status == store.OutboxPending {
 			_ = e.send(ctx, cur)
 		}
 		e.handed.CompareAndDelete(m.TransactionID, id)
@@ -477,7 +477,7 @@ func (e *Engine) handOn(m store.OutboxMessage) {
 // instance carries back countersigned (handOn), or nil for any other
 // message.
 func (e *Engine) countersignatureOf(objs []*Obj) *Obj {
-	if len(objs) == 1 && objs[0].Type() == protocol.TransactionEvent && objs[0].Org() != e.o.Config().OrganizationID {
+	if len(objs) == 1 && objs[0].Type() == protocol.TransactionEvent && objs[0].Org() != e.org.Config().OrganizationID {
 		return objs[0]
 	}
 	return nil
@@ -489,7 +489,7 @@ func (e *Engine) countersignatureOf(objs []*Obj) *Obj {
 func (e *Engine) Attempt(ctx context.Context, m store.OutboxMessage) {
 	unlock := e.lock(m.TransactionID)
 	defer unlock()
-	cur, err := e.o.Store.GetOutbox(ctx, m.ID)
+	cur, err := e.db.GetOutbox(ctx, m.ID)
 	if err != nil || cur.Status != store.OutboxPending {
 		return // settled meanwhile
 	}
@@ -537,8 +537,8 @@ func (e *Engine) sendOnce(ctx context.Context, m store.OutboxMessage, renew bool
 			// The counterparty holds its part for its principal's
 			// approval; the message is asked again, and the agent is told
 			// why it waits.
-			now := e.o.Clock()
-			if err := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.SetNotice(m.TransactionID, notice(err, now)) }); err != nil {
+			now := e.clock()
+			if err := e.db.Update(ctx, func(tx *store.Txn) error { return tx.SetNotice(m.TransactionID, notice(err, now)) }); err != nil {
 				e.log.Warn("could not note that the counterparty holds an act for approval", "transaction_id", m.TransactionID, "error", err)
 			}
 		}
@@ -580,7 +580,7 @@ func (e *Engine) peerSeen(ctx context.Context, peer string) {
 		e.log.Info("a counterparty answers again", "peer", peer, "away_since", envelope.Timestamp(a.since))
 		e.alert(Alert{Kind: AlertPeerReachable, Counterparty: peer, At: a.since})
 	}
-	n, err := e.o.Store.OutboxDueNow(context.WithoutCancel(ctx), peer, e.o.Clock())
+	n, err := e.db.OutboxDueNow(context.WithoutCancel(ctx), peer, e.clock())
 	if err != nil {
 		e.log.Warn("making the messages that waited for a peer due failed; they go when their back-off ends", "peer", peer, "error", err)
 		return
@@ -764,10 +764,10 @@ func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, g
 // held (the peer rotated one since the last fetch); a failure leaves the
 // check that needs the key to refuse.
 func (e *Engine) learnKeys(ctx context.Context, peer string, raw [][]byte) {
-	if e.o.Trusted == nil {
+	if e.trusted == nil {
 		return
 	}
-	if err := e.o.Trusted.EnsureKnown(ctx, peer, e.signingKeys(raw)); err != nil {
+	if err := e.trusted.EnsureKnown(ctx, peer, e.signingKeys(raw)); err != nil {
 		e.log.Warn("fetching the key records a reply names failed", "peer", peer, "error", err)
 	}
 }
@@ -801,12 +801,12 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 		e.log.Error("a refused message does not decode", "id", m.ID, "error", err)
 		return
 	}
-	now := e.o.Clock()
+	now := e.clock()
 	if ev := e.countersignatureOf(objs); ev != nil {
 		// Not an act: the event is recorded here, countersigned, whatever
 		// the counterparty does with its own copy. Nothing is removed.
 		e.log.Error("the counterparty refused this instance's countersignature of its event", "transaction_id", m.TransactionID, "event_id", ev.ID(), "codes", reason.CodesOf(cause), "error", cause)
-		if err := e.o.Store.Update(ctx, func(tx *store.Txn) error { return tx.Failed(m.ID, cause.Error(), now) }); err != nil {
+		if err := e.db.Update(ctx, func(tx *store.Txn) error { return tx.Failed(m.ID, cause.Error(), now) }); err != nil {
 			e.log.Error("could not mark a refused message failed", "transaction_id", m.TransactionID, "id", m.ID, "error", err)
 		}
 		e.handed.CompareAndDelete(m.TransactionID, m.ID)
@@ -903,11 +903,11 @@ func (e *Engine) renewNow(ctx context.Context, m store.OutboxMessage) (store.Out
 		}
 		return m, err
 	}
-	now := e.o.Clock()
-	if _, err := e.o.Store.LeaseOutbox(ctx, m.ID, now, e.out.Lease()); err != nil {
+	now := e.clock()
+	if _, err := e.db.LeaseOutbox(ctx, m.ID, now, e.out.Lease()); err != nil {
 		return m, err
 	}
-	return e.o.Store.GetOutbox(ctx, m.ID)
+	return e.db.GetOutbox(ctx, m.ID)
 }
 
 // renew decides a refused act again (see refused). If the agent's mandate
@@ -940,7 +940,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		return false, err
 	}
 	req := authority.Request{Mandate: mandate, Act: pa.Document,
-		Actor: authority.Actor{OrganizationID: e.o.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()}}
+		Actor: authority.Actor{OrganizationID: e.org.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()}}
 	if pa.ApprovalID != "" {
 		if apr, ok := e.getTyped(ctx, pa.ApprovalID, protocol.Approval); ok {
 			req.Approval = apr.m
@@ -950,7 +950,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 	// decision for it; the act's old decision is the one bound to the same
 	// action hash.
 	decide := func(req authority.Request, seq int) (*Obj, string, error) {
-		res := e.o.Evaluator().Evaluate(ctx, req)
+		res := e.org.Evaluator().Evaluate(ctx, req)
 		if res.Decision != authority.Allow {
 			return nil, "", res.Err()
 		}
@@ -997,16 +997,16 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		riders = append(riders, rd)
 	}
 	pa.Riders = riders
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	var oldPol, oldEv, ev *Obj
 	var oldRiders, oldDropped []*Obj
 	var row store.Event
 	fresh := make([]*Obj, 0, len(objs))
 	for _, o := range objs {
 		switch {
-		case o.Type() == protocol.PolicyDecision && o.Org() == e.o.Config().OrganizationID && dropped[o.P("action_hash")]:
+		case o.Type() == protocol.PolicyDecision && o.Org() == e.org.Config().OrganizationID && dropped[o.P("action_hash")]:
 			oldDropped = append(oldDropped, o)
-		case o.Type() == protocol.PolicyDecision && o.Org() == e.o.Config().OrganizationID:
+		case o.Type() == protocol.PolicyDecision && o.Org() == e.org.Config().OrganizationID:
 			np, ok := renewed[o.P("action_hash")]
 			if !ok {
 				return false, errf("message %d carries decision %s for an act it does not name", m.ID, o.ID())
@@ -1126,17 +1126,17 @@ func (e *Engine) prepareEvent(st *state, eventType protocol.EventType, data map[
 	if err != nil {
 		return nil, store.Event{}, err
 	}
-	return ev, eventRow(ev, e.o.Config().OrganizationID), nil
+	return ev, eventRow(ev, e.org.Config().OrganizationID), nil
 }
 
 // outcome reads where a transaction stands after an act.
 func (e *Engine) outcome(ctx context.Context, txn string, names map[string]string) (Outcome, error) {
-	t, err := e.o.Store.GetTransaction(ctx, txn)
+	t, err := e.db.GetTransaction(ctx, txn)
 	if err != nil {
 		return Outcome{}, err
 	}
 	out := Outcome{TransactionID: txn, Status: StatusRecorded, State: protocol.State(t.State), Objects: names}
-	msgs, err := e.o.Store.TransactionOutbox(ctx, txn)
+	msgs, err := e.db.TransactionOutbox(ctx, txn)
 	if err != nil {
 		return out, err
 	}

@@ -112,7 +112,7 @@ type ForkView struct {
 // Transaction returns a transaction's record. An unknown transaction is a
 // refusal, never an empty draft.
 func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, error) {
-	t, err := e.o.Store.GetTransaction(ctx, id)
+	t, err := e.db.GetTransaction(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return TransactionView{}, reason.Refuse("transaction " + id + " is unknown to this instance; call list_transactions")
 	}
@@ -121,7 +121,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 	}
 	v := TransactionView{TransactionID: t.ID, Counterparty: t.Counterparty, Role: t.Role, SessionID: t.SessionID, State: t.State,
 		ChainStatus: "intact", Events: []EventView{}, Objects: []ObjectView{}, Obligations: []ObligationView{}, Forks: []ForkView{}, Waiting: []WaitingView{}}
-	evs, err := e.o.Store.Events(ctx, id)
+	evs, err := e.db.Events(ctx, id)
 	if err != nil {
 		return v, err
 	}
@@ -133,7 +133,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		}
 		by := []string{}
 		for _, en := range ev.Signatures() {
-			if k, err := e.o.ResolveKey(ctx, str(en["key_id"])); err == nil {
+			if k, err := e.org.ResolveKey(ctx, str(en["key_id"])); err == nil {
 				by = append(by, k.OrganizationID)
 			} else {
 				by = append(by, str(en["key_id"]))
@@ -155,7 +155,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 			v.Pending = "event " + x.EventType + " waits for " + t.Counterparty + "'s countersignature"
 		}
 	}
-	msgs, err := e.o.Store.TransactionOutbox(ctx, id)
+	msgs, err := e.db.TransactionOutbox(ctx, id)
 	if err != nil {
 		return v, err
 	}
@@ -170,7 +170,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		}
 		v.Waiting = append(v.Waiting, w)
 	}
-	forks, err := e.o.Store.Forks(ctx, id)
+	forks, err := e.db.Forks(ctx, id)
 	if err != nil {
 		return v, err
 	}
@@ -180,7 +180,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 	if len(forks) > 0 && v.ChainStatus == "intact" {
 		v.ChainStatus = "forked"
 	}
-	all, err := e.o.Store.TransactionObjects(ctx, id)
+	all, err := e.db.TransactionObjects(ctx, id)
 	if err != nil {
 		return v, err
 	}
@@ -191,13 +191,13 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		}
 		v.Objects = append(v.Objects, ObjectView{ID: o.ID(), ObjectType: string(o.Type()), CreatedBy: o.Org(), CreatedAt: str(o.m["created_at"])})
 	}
-	obls, err := e.o.Store.ObligationStates(ctx, id)
+	obls, err := e.db.ObligationStates(ctx, id)
 	if err != nil {
 		return v, err
 	}
 	var timing map[string]DueView
 	if !protocol.State(t.State).Terminal() {
-		if timing, _, err = e.dueViews(ctx, id, obls, e.o.Clock()); err != nil {
+		if timing, _, err = e.dueViews(ctx, id, obls, e.clock()); err != nil {
 			return v, err
 		}
 	}
@@ -220,7 +220,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 	if err := e.disputeViews(ctx, t, &v); err != nil {
 		return v, err
 	}
-	if n, err := e.o.Store.Notice(ctx, id); err == nil && n != "" {
+	if n, err := e.db.Notice(ctx, id); err == nil && n != "" {
 		var nt Notice
 		if json.Unmarshal([]byte(n), &nt) == nil {
 			v.Notice = &nt
@@ -262,7 +262,7 @@ type PageLimit int
 // holds, filtered and paged in SQL: the cost of a page does not depend on
 // how many transactions the instance holds.
 func (e *Engine) ListTransactions(ctx context.Context, f ListFilter) (TransactionPage, error) {
-	ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: int(f.Limit), Before: f.Cursor})
+	ts, next, err := e.db.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: int(f.Limit), Before: f.Cursor})
 	if err != nil {
 		return TransactionPage{}, reason.Refuse("list_transactions: " + err.Error())
 	}
@@ -276,7 +276,7 @@ func (e *Engine) ListTransactions(ctx context.Context, f ListFilter) (Transactio
 // Transactions lists every transaction this instance holds (for the
 // command line and tests; agents page with ListTransactions).
 func (e *Engine) Transactions(ctx context.Context) ([]TransactionSummary, error) {
-	ts, err := e.o.Store.Transactions(ctx)
+	ts, err := e.db.Transactions(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ func (e *Engine) Inbox(ctx context.Context, a Actor, mandateID string, limit int
 	if limit <= 0 {
 		limit = store.DefaultPage
 	}
-	now := e.o.Clock()
+	now := e.clock()
 	// The mandate is read once for the page, not once per offer.
 	var mandate map[string]any
 	if mandateID != "" {
@@ -333,7 +333,7 @@ func (e *Engine) Inbox(ctx context.Context, a Actor, mandateID string, limit int
 	// until an offer arrives again.
 	cursor := ""
 	for len(out) < limit {
-		ts, next, err := e.o.Store.ListTransactions(ctx, store.TransactionFilter{OpenOffer: true, Limit: store.MaxPage, Before: cursor})
+		ts, next, err := e.db.ListTransactions(ctx, store.TransactionFilter{OpenOffer: true, Limit: store.MaxPage, Before: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -353,7 +353,7 @@ func (e *Engine) Inbox(ctx context.Context, a Actor, mandateID string, limit int
 				closed = append(closed, t)
 			}
 		}
-		if err := e.o.Store.OffersClosed(ctx, closed); err != nil {
+		if err := e.db.OffersClosed(ctx, closed); err != nil {
 			return nil, err
 		}
 		if next == "" {
@@ -388,7 +388,7 @@ func (e *Engine) inboxItem(ctx context.Context, a Actor, t store.Transaction, ma
 	if last == nil || last.Org() != t.Counterparty || last.expired(now) {
 		return nil, false, nil
 	}
-	if w, err := e.o.Store.Withdrawn(ctx, last.ID()); err != nil {
+	if w, err := e.db.Withdrawn(ctx, last.ID()); err != nil {
 		return unreadable(err)
 	} else if w {
 		return nil, false, nil

@@ -83,7 +83,7 @@ type Disputes struct {
 
 // disputeViews fills v's disputes, determinations and exceptions.
 func (e *Engine) disputeViews(ctx context.Context, t store.Transaction, v *TransactionView) error {
-	d, err := ReadDisputes(ctx, e.o.Store, t.ID)
+	d, err := ReadDisputes(ctx, e.db, t.ID)
 	if err != nil {
 		return err
 	}

@@ -111,17 +111,17 @@ func (e *Engine) receive(ctx context.Context, from, txn string, msg delivery.Mes
 		}
 	}
 	key := delivery.MessageKey(txn, raw)
-	if reply, err := e.o.Store.InboxReply(ctx, from, key); err == nil {
+	if reply, err := e.db.InboxReply(ctx, from, key); err == nil {
 		return reply, nil
 	}
-	if e.o.Trusted != nil {
+	if e.trusted != nil {
 		// The sender's key records, current within KeyRefresh, and fetched
 		// again at once when the message names a key not held: a key the
 		// sender rotated or revoked is judged by its latest record.
-		if err := e.o.Trusted.EnsureKeys(ctx, from); err != nil {
+		if err := e.trusted.EnsureKeys(ctx, from); err != nil {
 			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
 		}
-		if err := e.o.Trusted.EnsureKnown(ctx, from, e.signingKeys(raw)); err != nil {
+		if err := e.trusted.EnsureKnown(ctx, from, e.signingKeys(raw)); err != nil {
 			return nil, fmt.Errorf("%w: key records of %s: %w", delivery.ErrUnavailable, from, err)
 		}
 	}
@@ -130,10 +130,10 @@ func (e *Engine) receive(ctx context.Context, from, txn string, msg delivery.Mes
 		return nil, fmt.Errorf("%w: transaction %s is busy here; try again", delivery.ErrUnavailable, txn)
 	}
 	defer unlock()
-	if reply, err := e.o.Store.InboxReply(ctx, from, key); err == nil {
+	if reply, err := e.db.InboxReply(ctx, from, key); err == nil {
 		return reply, nil // a copy that arrived meanwhile was answered
 	}
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	r := &receipt{from: from, txn: txn, key: key, now: now}
 	for i, b := range raw {
 		if v := msg.Value(i); v != nil { // the carrier's decoding of b
@@ -146,7 +146,7 @@ func (e *Engine) receive(ctx context.Context, from, txn string, msg delivery.Mes
 		}
 		r.objs = append(r.objs, o)
 	}
-	if len(r.objs) == 1 && r.objs[0].Type() == protocol.TransactionEvent && r.objs[0].Org() == e.o.Config().OrganizationID {
+	if len(r.objs) == 1 && r.objs[0].Type() == protocol.TransactionEvent && r.objs[0].Org() == e.org.Config().OrganizationID {
 		// An event of this instance's coming back countersigned.
 		return e.receiveCountersignature(ctx, r)
 	}
@@ -196,7 +196,7 @@ func (e *Engine) signingKeys(raw [][]byte) []string {
 // Reply returns the reply recorded for a message from org (the plain
 // HTTPS binding serves it after its 202).
 func (e *Engine) Reply(ctx context.Context, from, key string) ([][]byte, error) {
-	return e.o.Store.InboxReply(ctx, from, key)
+	return e.db.InboxReply(ctx, from, key)
 }
 
 // receiveEvent is the countersigning side of every event: the position in
@@ -254,7 +254,7 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 		}
 		own = mine
 	}
-	signed, err := e.countersign(ev, protocol.PurposeEventAppend, e.o.Clock())
+	signed, err := e.countersign(ev, protocol.PurposeEventAppend, e.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +298,7 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 			if o.Type() == protocol.TransactionEvent {
 				// This instance's next event, pending until the
 				// counterparty's countersignature comes back.
-				if err := tx.InsertEvent(eventRow(o, e.o.Config().OrganizationID)); err != nil {
+				if err := tx.InsertEvent(eventRow(o, e.org.Config().OrganizationID)); err != nil {
 					return err
 				}
 			}
@@ -321,7 +321,7 @@ func (e *Engine) eventSigned(ctx context.Context, r *receipt, ev *Obj) error {
 	if len(entries) != 1 || str(entries[0]["purpose"]) != protocol.PurposeEventAppend {
 		return refusef(reason.EvidenceSignatureInvalid, "an event arrives with exactly one event_append signature, its appender's")
 	}
-	if k, err := e.o.ResolveKey(ctx, str(entries[0]["key_id"])); err != nil || !isHolder(k.HolderID, "agt_") || k.OrganizationID != r.from {
+	if k, err := e.org.ResolveKey(ctx, str(entries[0]["key_id"])); err != nil || !isHolder(k.HolderID, "agt_") || k.OrganizationID != r.from {
 		return refusef(reason.EvidenceSignatureInvalid, "event %s is not signed by an agent key of %s", ev.ID(), r.from)
 	}
 	return nil
@@ -447,7 +447,7 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 	if err := gateCheck(ev, false); err != nil {
 		return nil, err
 	}
-	x, err := e.o.Store.EventAt(ctx, r.txn, ev.Seq())
+	x, err := e.db.EventAt(ctx, r.txn, ev.Seq())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// It names this instance as its appender, but this instance never
@@ -455,10 +455,10 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 		return nil, refusef(reason.EvidenceSignatureInvalid, "event %s is not an event this instance appended", ev.ID())
 	case err != nil:
 		return nil, err
-	case x.EventID != ev.ID() || x.AppendedBy != e.o.Config().OrganizationID || x.ContentHash != ev.Hash():
+	case x.EventID != ev.ID() || x.AppendedBy != e.org.Config().OrganizationID || x.ContentHash != ev.Hash():
 		return nil, refusef(reason.EvidenceHashMismatch, "event %s is not the event of this instance held at position %d", ev.ID(), ev.Seq())
 	}
-	t, err := e.o.Store.GetTransaction(ctx, r.txn)
+	t, err := e.db.GetTransaction(ctx, r.txn)
 	if err != nil {
 		return nil, err
 	}
@@ -510,7 +510,7 @@ func (e *Engine) keepAnswer(ctx context.Context, r *receipt, reply [][]byte) ([]
 	}
 	err := e.update(ctx, "", func(tx *store.Txn) error { return tx.PutInbox(r.from, r.key, r.txn, ids, r.now) })
 	if errors.Is(err, store.ErrConflict) {
-		return e.o.Store.InboxReply(ctx, r.from, r.key) // a copy answered meanwhile
+		return e.db.InboxReply(ctx, r.from, r.key) // a copy answered meanwhile
 	}
 	if err != nil {
 		return nil, err
@@ -538,10 +538,10 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 	if seq < 1 {
 		return nil, refusef(reason.EvidenceChainGap, "event %s has no sequence", ev.ID()), true
 	}
-	if x, err := e.o.Store.EventAt(ctx, r.txn, seq); err == nil {
+	if x, err := e.db.EventAt(ctx, r.txn, seq); err == nil {
 		switch {
 		case x.ContentHash == ev.Hash() && x.Status == store.EventRecorded:
-			held, err := e.o.Store.GetObject(ctx, x.EventID)
+			held, err := e.db.GetObject(ctx, x.EventID)
 			if err != nil {
 				return nil, err, true
 			}
@@ -561,13 +561,13 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 			})
 			e.log.Warn("fork refused and kept", "transaction_id", r.txn, "sequence", seq, "event_id", ev.ID(), "held", x.EventID)
 			return nil, fmt.Errorf("%w: %w", delivery.ErrConflict, refusef(reason.EvidenceChainGap, "%s", detail)), true
-		case x.AppendedBy == e.o.Config().OrganizationID && ev.EventType() == protocol.EvDeadlineElapsed &&
+		case x.AppendedBy == e.org.Config().OrganizationID && ev.EventType() == protocol.EvDeadlineElapsed &&
 			x.EventType == string(protocol.EvAgreementDirect):
 			// This instance accepted the offer before its deadline and the
 			// acceptance is on its way: the offer did not lapse unaccepted
 			// (deadlines.go), whoever's identifier sorts first.
 			return nil, refusef(reason.StateTransitionDenied, "an acceptance of the offer, made before its deadline, is on its way to %s: the transaction does not expire", r.from), true
-		case x.AppendedBy == e.o.Config().OrganizationID && r.from < e.o.Config().OrganizationID:
+		case x.AppendedBy == e.org.Config().OrganizationID && r.from < e.org.Config().OrganizationID:
 			// Both parties appended at one position at once; the party
 			// whose identifier sorts first keeps its event, on both sides,
 			// so the two copies agree without a round of refusals.
@@ -575,7 +575,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 			return nil, nil, false
 		default:
 			return nil, refusef(reason.SequenceConflict, "an event of %s is pending at position %d of %s; the counterparty's event %s meets it there",
-				e.o.Config().OrganizationID, seq, r.txn, ev.ID()), true
+				e.org.Config().OrganizationID, seq, r.txn, ev.ID()), true
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err, true
@@ -591,7 +591,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 // whose event is eventID, carries (but the approvals, held before it).
 func (e *Engine) pendingActObjects(ctx context.Context, txn, eventID string) map[string]bool {
 	out := map[string]bool{}
-	msgs, err := e.o.Store.TransactionOutbox(ctx, txn)
+	msgs, err := e.db.TransactionOutbox(ctx, txn)
 	if err != nil {
 		return out
 	}
@@ -622,7 +622,7 @@ func (e *Engine) yieldPosition(tx *store.Txn, r *receipt) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := e.o.Store.TransactionOutbox(context.Background(), r.txn)
+	msgs, err := e.db.TransactionOutbox(context.Background(), r.txn)
 	if err != nil {
 		return err
 	}

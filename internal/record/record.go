@@ -154,7 +154,7 @@ import (
 
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/gate"
-	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
@@ -174,7 +174,13 @@ type MandateFetcher interface {
 
 // Engine is one organisation's side of every transaction it takes part in.
 type Engine struct {
-	o *org.Org
+	// org, db, clock, peers and trusted are what the engine holds of its
+	// organisation (Deps).
+	org     Org
+	db      *store.Store
+	clock   func() time.Time
+	peers   *peering.Directory
+	trusted *peering.TrustedKeys
 	// acts is the act table (actTable), indexed.
 	acts acts
 	// views are the views of the bytes this engine parsed (parse).
@@ -282,22 +288,23 @@ type Options struct {
 // payment per ten minutes.
 const DefaultConfirmEvery = 10 * time.Minute
 
-// New returns the engine of o. It delivers through opt.Transport with a
+// New returns the engine of the organisation d comes from (Of). It delivers through opt.Transport with a
 // durable outbox of its own; call Start before serving, then Resume, and
 // run the outbox worker (Outbox) and the loops of packages railwork,
 // releases and deadlines (party serve: daemon.Record).
-func New(o *org.Org, opt Options) *Engine {
+func New(d Deps, opt Options) *Engine {
 	oo := opt.Outbox
 	if oo.Clock == nil {
-		oo.Clock = o.Clock
+		oo.Clock = d.Clock
 	}
-	if oo.Keys == nil && o.Trusted != nil {
-		oo.Keys = o.Trusted
+	if oo.Keys == nil && d.Trusted != nil {
+		oo.Keys = d.Trusted
 	}
 	if oo.Logger == nil {
-		oo.Logger = o.Log
+		oo.Logger = d.Log
 	}
-	e := &Engine{o: o, acts: indexActs(actTable()), fetch: opt.Mandates, rails: opt.Rails, log: o.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1),
+	e := &Engine{org: d.Org, db: d.Store, clock: d.Clock, peers: d.Peers, trusted: d.Trusted,
+		acts: indexActs(actTable()), fetch: opt.Mandates, rails: opt.Rails, log: d.Log, kill: opt.TestingOnlyKill, separateAgreement: opt.TestingOnlySeparateAgreement, offereeCommits: opt.TestingOnlyOffereeCommits, railWake: make(chan struct{}, 1),
 		confirmEvery: opt.ConfirmEvery, meter: opt.Meter}
 	if e.confirmEvery <= 0 {
 		e.confirmEvery = DefaultConfirmEvery
@@ -307,12 +314,17 @@ func New(o *org.Org, opt Options) *Engine {
 	if opt.Rails != nil {
 		gate.RegisterRails(opt.Rails.IDs()...)
 	}
-	e.out = delivery.NewOutbox(o.Store, opt.Transport, e, oo)
+	e.out = delivery.NewOutbox(d.Store, opt.Transport, e, oo)
 	return e
 }
 
-// Org returns the organisation runtime.
-func (e *Engine) Org() *org.Org { return e.o }
+// Store returns the record the engine keeps (the pages read it).
+func (e *Engine) Store() *store.Store { return e.db }
+
+// Mandate returns a mandate held, ours or a counterparty's.
+func (e *Engine) Mandate(ctx context.Context, id string) (map[string]any, error) {
+	return e.org.ResolveMandate(ctx, id)
+}
 
 // Outbox returns the engine's outbox (tests drive its worker by hand).
 func (e *Engine) Outbox() *delivery.Outbox { return e.out }
@@ -325,7 +337,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	// The peers a predecessor's messages wait for: the first word from
 	// one makes them due (peerSeen).
-	peers, err := e.o.Store.PeersWaiting(ctx, e.o.Clock())
+	peers, err := e.db.PeersWaiting(ctx, e.clock())
 	if err != nil {
 		return err
 	}

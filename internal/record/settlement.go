@@ -163,7 +163,7 @@ func (e *Engine) InstructSettlement(ctx context.Context, a Actor, in InstructInp
 			"obligation_id":         obl.ID(),
 			"agreement_id":          obl.P("agreement_id"),
 			"amount":                amount,
-			"payer_organization_id": e.o.Config().OrganizationID,
+			"payer_organization_id": e.org.Config().OrganizationID,
 			"payee_organization_id": obl.PartyOrg("obligor"),
 			"trigger":               map[string]any{"condition_ref": conditionRef(obl), "accepting_act_hash": acceptingHash},
 			"rail":                  in.Rail,
@@ -175,7 +175,7 @@ func (e *Engine) InstructSettlement(ctx context.Context, a Actor, in InstructInp
 		actor: a,
 		name:  protocol.ActSettlementInstruct, txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			cfg := e.o.Config()
+			cfg := e.org.Config()
 			if obl.PartyOrg("obligee") != cfg.OrganizationID {
 				return refusef(reason.SettlementCustodyRefused, "the obligee of %s pays its consideration, to its obligor; this organisation is not its obligee", obl.ID())
 			}
@@ -266,7 +266,7 @@ var errSameInstruction = errors.New("record: the same instruction again")
 // default was taken then). It returns "" when the key names none.
 func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight []string, in InstructInput, obl *Obj) (id string, same bool, err error) {
 	var held *Obj
-	if s, err := e.o.Store.SettlementByKey(ctx, txn, key); err == nil {
+	if s, err := e.db.SettlementByKey(ctx, txn, key); err == nil {
 		var ok bool
 		if held, ok = e.getTyped(ctx, s.InstructionID, protocol.Settlement); !ok {
 			return "", false, errf("instruction %s is not held", s.InstructionID)
@@ -283,7 +283,7 @@ func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight
 		return "", false, nil
 	}
 	p := held.Payload()
-	want := map[string]any{"obligation_id": obl.ID(), "amount": p["amount"], "payer_organization_id": e.o.Config().OrganizationID,
+	want := map[string]any{"obligation_id": obl.ID(), "amount": p["amount"], "payer_organization_id": e.org.Config().OrganizationID,
 		"payee_organization_id": obl.PartyOrg("obligor"), "rail": in.Rail}
 	if in.Amount != nil {
 		want["amount"] = map[string]any{"currency": in.Amount.Currency, "amount": in.Amount.Amount}
@@ -301,12 +301,12 @@ func (e *Engine) applySettlement(tx *store.Txn, ev *Obj, objs []*Obj) error {
 		err := tx.PutSettlement(store.Settlement{
 			InstructionID: o.ID(), TransactionID: o.Txn(), ObligationID: o.P("obligation_id"), Rail: o.P("rail"),
 			IdempotencyKey: o.P("idempotency_key"), Fingerprint: instructionFingerprint(o.Payload()),
-			Ours: o.Org() == e.o.Config().OrganizationID,
+			Ours: o.Org() == e.org.Config().OrganizationID,
 		})
 		if errors.Is(err, store.ErrConflict) {
 			return refusef(reason.SettlementIdempotencyConflict, "%v", err)
 		}
-		if err == nil && o.Org() == e.o.Config().OrganizationID {
+		if err == nil && o.Org() == e.org.Config().OrganizationID {
 			// The rail work of an instruction this instance pays is due
 			// once this commit is: the worker is woken after it.
 			tx.AfterCommit(e.wakeRail)
@@ -333,7 +333,7 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error 
 		return refusef(reason.SettlementTriggerAbsent, "instruction %s names an obligation of this transaction that is not held here", stl.ID())
 	}
 	if stl.P("payer_organization_id") != r.from || obl.PartyOrg("obligee") != r.from ||
-		stl.P("payee_organization_id") != e.o.Config().OrganizationID || obl.PartyOrg("obligor") != e.o.Config().OrganizationID {
+		stl.P("payee_organization_id") != e.org.Config().OrganizationID || obl.PartyOrg("obligor") != e.org.Config().OrganizationID {
 		return refusef(reason.SettlementCustodyRefused, "instruction %s pays from %s to %s; the consideration of %s moves from its obligee %s to its obligor %s, and no one else",
 			stl.ID(), stl.P("payer_organization_id"), stl.P("payee_organization_id"), obl.ID(), obl.PartyOrg("obligee"), obl.PartyOrg("obligor"))
 	}
@@ -356,7 +356,7 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error 
 		stl.P("payer_organization_id"), stl.P("payee_organization_id")); f != nil {
 		return f.Err()
 	}
-	if held, err := e.o.Store.SettlementByKey(ctx, r.txn, stl.P("idempotency_key")); err == nil && held.InstructionID != stl.ID() {
+	if held, err := e.db.SettlementByKey(ctx, r.txn, stl.P("idempotency_key")); err == nil && held.InstructionID != stl.ID() {
 		return refusef(reason.SettlementIdempotencyConflict, "idempotency key %s already names instruction %s", stl.P("idempotency_key"), held.InstructionID)
 	}
 	return nil
@@ -379,11 +379,11 @@ func (e *Engine) RailWake() <-chan struct{} { return e.railWake }
 // engine's clock (Now); ok is false when none waits. The settlement worker
 // sleeps until then.
 func (e *Engine) NextSettlementAttempt(ctx context.Context) (next time.Time, ok bool, err error) {
-	return e.o.Store.NextSettlementAttempt(ctx)
+	return e.db.NextSettlementAttempt(ctx)
 }
 
 // Now is the engine's clock: the organisation's, simulated in tests.
-func (e *Engine) Now() time.Time { return e.o.Clock() }
+func (e *Engine) Now() time.Time { return e.clock() }
 
 // railRegistered reports whether the gate of this process registers rail.
 func railRegistered(rail string) bool { return gate.RailRegistered(rail) }
@@ -398,7 +398,7 @@ func randRead(b []byte) (int, error) { return rand.Read(b) }
 // worker (package railwork) calls it as work falls due; tests with a
 // simulated clock call it directly.
 func (e *Engine) WorkSettlements(ctx context.Context) int {
-	due, err := e.o.Store.DueSettlements(ctx, e.o.Clock())
+	due, err := e.db.DueSettlements(ctx, e.clock())
 	if err != nil {
 		e.log.Error("reading the settlement work failed", "error", err)
 		return 0
@@ -416,7 +416,7 @@ func (e *Engine) WorkSettlements(ctx context.Context) int {
 // workSettlement asks the rail about one instruction (the caller holds the
 // transaction's lock).
 func (e *Engine) workSettlement(ctx context.Context, id string) error {
-	s, err := e.o.Store.Settlement(ctx, id)
+	s, err := e.db.Settlement(ctx, id)
 	// A succeeded payment is asked about again (a confirmation) while its
 	// transaction is open to a reversal (store.DueSettlements).
 	confirm := err == nil && s.State == store.SettlementSucceeded
@@ -431,13 +431,13 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	if !ok {
 		return errf("instruction %s is not held", id)
 	}
-	now := e.o.Clock().UTC().Truncate(time.Second)
+	now := e.clock().UTC().Truncate(time.Second)
 	attempt := s.Attempts + 1
 	if !confirm {
 		// The attempt is counted, durably, before the rail is called. (A
 		// confirmation asks, it moves no money: it is counted only when
 		// its answer becomes a receipt.)
-		if attempt, err = e.o.Store.SettlementAttempt(ctx, id, now.Add(e.out.Backoff(s.Attempts+1)), ""); err != nil {
+		if attempt, err = e.db.SettlementAttempt(ctx, id, now.Add(e.out.Backoff(s.Attempts+1)), ""); err != nil {
 			return err
 		}
 	}
@@ -466,7 +466,7 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	}
 	if confirm && (res.Status == rails.Succeeded || res.Status == rails.Pending) {
 		// It stands: nothing to record; ask again later.
-		return e.o.Store.SettlementConfirmed(ctx, id, now.Add(e.confirmEvery))
+		return e.db.SettlementConfirmed(ctx, id, now.Add(e.confirmEvery))
 	}
 	return e.receipt(ctx, stl, s, in, res, statusCall, now)
 }
@@ -530,7 +530,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	case store.SettlementSucceeded:
 		next = now.Add(e.confirmEvery) // asked again whether it stands
 	}
-	t, err := e.o.Store.GetTransaction(ctx, s.TransactionID)
+	t, err := e.db.GetTransaction(ctx, s.TransactionID)
 	if err != nil {
 		return err
 	}
@@ -573,7 +573,7 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s answers instruction %s under key %s, which %s never issued here",
 			rcp.ID(), rcp.P("settlement_instruction_id"), rcp.P("idempotency_key"), r.from)
 	}
-	held, err := e.o.Store.Settlement(ctx, stl.ID())
+	held, err := e.db.Settlement(ctx, stl.ID())
 	if err != nil {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "instruction %s is not recorded here", stl.ID())
 	}
@@ -647,7 +647,7 @@ func (e *Engine) completionGuard(ctx context.Context, txn string) (string, error
 // 8785 bytes of the transaction id and its events' content hashes, in
 // order (the chain completion seals).
 func (e *Engine) auditBundleHash(ctx context.Context, txn string) (string, error) {
-	evs, err := e.o.Store.Events(ctx, txn)
+	evs, err := e.db.Events(ctx, txn)
 	if err != nil {
 		return "", err
 	}
@@ -751,10 +751,10 @@ type ReceiptView struct {
 
 // SettlementStatus lists a transaction's instructions and their receipts.
 func (e *Engine) SettlementStatus(ctx context.Context, txn string) ([]SettlementView, error) {
-	if _, err := e.o.Store.GetTransaction(ctx, txn); err != nil {
+	if _, err := e.db.GetTransaction(ctx, txn); err != nil {
 		return nil, reason.Refuse("transaction " + txn + " is unknown to this instance; call list_transactions")
 	}
-	rows, err := e.o.Store.Settlements(ctx, txn)
+	rows, err := e.db.Settlements(ctx, txn)
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func (e *Engine) terminationRecordOf(ctx context.Context, st *state) (terminatio
 	if agr == nil {
 		return terminationRecord{}, refusef(reason.StateTransitionDenied, "transaction %s has no agreement to terminate", st.t.ID)
 	}
-	obls, err := e.o.Store.ObligationStates(ctx, st.t.ID)
+	obls, err := e.db.ObligationStates(ctx, st.t.ID)
 	if err != nil {
 		return terminationRecord{}, err
 	}
@@ -122,7 +122,7 @@ func signedRecord(b *builder, hash string) (*Obj, error) {
 		"evidence_type": "signed_document",
 		"claim":         verify.TerminationSignatureClaim,
 		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.o.Config().OrganizationID},
+		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
 		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
 	}, protocol.PurposeObjectIssuance)
 }
@@ -165,7 +165,7 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
 				return err
 			}
-			if mine, err := e.signatureOver(ctx, st.t.ID, e.o.Config().OrganizationID, rec.hash); err != nil || mine != nil {
+			if mine, err := e.signatureOver(ctx, st.t.ID, e.org.Config().OrganizationID, rec.hash); err != nil || mine != nil {
 				if err == nil {
 					err = refusef(reason.StateTransitionDenied, "this organisation proposed termination record %s already (%s); the counterparty agrees to it with agree_termination", rec.hash, mine.ID())
 				}
@@ -280,12 +280,12 @@ func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj)
 	if ev.Data("agreement_id") != rec.agreement.ID() {
 		return refusef(reason.StateTransitionDenied, "termination.agreed names agreement %s; the agreement in force is %s", ev.Data("agreement_id"), rec.agreement.ID())
 	}
-	mine, err := e.signatureOver(ctx, r.txn, e.o.Config().OrganizationID, hash)
+	mine, err := e.signatureOver(ctx, r.txn, e.org.Config().OrganizationID, hash)
 	if err != nil {
 		return err
 	}
 	if mine == nil {
-		return refusef(reason.EvidenceSignatureInvalid, "%s never signed termination record %s: one party's signature is not a consensual termination", e.o.Config().OrganizationID, hash)
+		return refusef(reason.EvidenceSignatureInvalid, "%s never signed termination record %s: one party's signature is not a consensual termination", e.org.Config().OrganizationID, hash)
 	}
 	return nil
 }

@@ -204,7 +204,7 @@ func (f *dueFacts) facts() due.Facts {
 func (f *dueFacts) act(h string) (time.Time, bool) {
 	if f.events == nil {
 		f.events = map[string]string{}
-		rows, err := f.e.o.Store.Events(f.ctx, f.txn)
+		rows, err := f.e.db.Events(f.ctx, f.txn)
 		if err != nil {
 			f.err = err
 			return time.Time{}, false
@@ -256,7 +256,7 @@ func (f *dueFacts) discharged(id string) (time.Time, bool) {
 		if row.ObligationID != id || row.State != string(protocol.OblAccepted) {
 			continue
 		}
-		x, err := f.e.o.Store.EventAt(f.ctx, f.txn, row.UpdatedSeq)
+		x, err := f.e.db.EventAt(f.ctx, f.txn, row.UpdatedSeq)
 		if err != nil {
 			f.err = err
 			return time.Time{}, false
@@ -277,7 +277,7 @@ func (f *dueFacts) discharged(id string) (time.Time, bool) {
 // Timing.UnreachableAfter. It returns how many obligation alerts it
 // raised. Tests with a simulated clock call it directly.
 func (e *Engine) WorkTiming(ctx context.Context) int {
-	now := e.o.Clock()
+	now := e.clock()
 	e.probeAway(ctx, now)
 	e.workUnreachable(ctx, now)
 	return e.workObligations(ctx, now)
@@ -293,7 +293,7 @@ var performing = []protocol.State{protocol.Committed, protocol.InPerformance, pr
 func (e *Engine) workObligations(ctx context.Context, now time.Time) int {
 	n := 0
 	for _, st := range performing {
-		ts, err := e.o.Store.TransactionsInState(ctx, string(st))
+		ts, err := e.db.TransactionsInState(ctx, string(st))
 		if err != nil {
 			e.log.Warn("reading the obligations' deadlines failed", "error", err)
 			return n
@@ -305,7 +305,7 @@ func (e *Engine) workObligations(ctx context.Context, now time.Time) int {
 			if next, ok := e.looked.Load(t.ID); ok && now.Before(next.(time.Time)) {
 				continue
 			}
-			rows, err := e.o.Store.ObligationStates(ctx, t.ID)
+			rows, err := e.db.ObligationStates(ctx, t.ID)
 			if err != nil {
 				continue
 			}
@@ -337,7 +337,7 @@ func (e *Engine) workObligations(ctx context.Context, now time.Time) int {
 // raise records the alert kind of obligation obl once and hands it on: to
 // the agent as a change of the transaction, to the alert subscribers.
 func (e *Engine) raise(ctx context.Context, t store.Transaction, obl, kind string, at time.Time) int {
-	fresh, err := e.o.Store.RaiseAlert(ctx, obl, kind, t.ID, at)
+	fresh, err := e.db.RaiseAlert(ctx, obl, kind, t.ID, at)
 	if err != nil {
 		e.log.Warn("recording an alert failed; it is raised again later", "obligation_id", obl, "kind", kind, "error", err)
 		return 0
@@ -396,7 +396,7 @@ func (e *Engine) probeAway(ctx context.Context, now time.Time) {
 		go func() {
 			defer e.probes.Done()
 			defer a.probing.Store(false)
-			if n, err := e.o.Store.OutboxWaiting(ctx, peer); err == nil && n == 0 {
+			if n, err := e.db.OutboxWaiting(ctx, peer); err == nil && n == 0 {
 				e.away.CompareAndDelete(peer, a) // nothing waits for it: no outage to end
 				return
 			}
@@ -408,7 +408,7 @@ func (e *Engine) probeAway(ctx context.Context, now time.Time) {
 			if err != nil {
 				a.sawDown = true
 			}
-			a.nextProbe = e.o.Clock().Add(min(15*time.Second, max(DeadlineEvery, e.o.Clock().Sub(a.since)/60)))
+			a.nextProbe = e.clock().Add(min(15*time.Second, max(DeadlineEvery, e.clock().Sub(a.since)/60)))
 			a.mu.Unlock()
 			if back {
 				e.peerSeen(ctx, peer)
@@ -421,7 +421,7 @@ func (e *Engine) probeAway(ctx context.Context, now time.Time) {
 // peerAway notes that peer did not answer: what this instance sends it
 // waits out back-offs (peerSeen ends them).
 func (e *Engine) peerAway(peer string) {
-	e.away.LoadOrStore(peer, &away{since: e.o.Clock()})
+	e.away.LoadOrStore(peer, &away{since: e.clock()})
 }
 
 // workUnreachable tells the principal of each counterparty away for
@@ -433,7 +433,7 @@ func (e *Engine) workUnreachable(ctx context.Context, now time.Time) {
 			return true
 		}
 		peer := k.(string)
-		waiting, err := e.o.Store.OutboxWaiting(ctx, peer)
+		waiting, err := e.db.OutboxWaiting(ctx, peer)
 		if err != nil || waiting == 0 {
 			return true
 		}

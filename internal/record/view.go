@@ -229,7 +229,7 @@ func intOf(v any) int {
 
 // get reads one object of the record.
 func (e *Engine) get(ctx context.Context, id string) (*Obj, error) {
-	b, err := e.o.Store.GetObject(ctx, id)
+	b, err := e.db.GetObject(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (e *Engine) getTyped(ctx context.Context, id string, t protocol.ObjectType)
 // ofType reads the objects of one type of a transaction, in storage
 // order, through the (transaction_id, object_type) index.
 func (e *Engine) ofType(ctx context.Context, txn string, t protocol.ObjectType) ([]*Obj, error) {
-	return ofTypeIn(ctx, e.o.Store, txn, t)
+	return ofTypeIn(ctx, e.db, txn, t)
 }
 
 func str(v any) string { s, _ := v.(string); return s }

@@ -111,7 +111,7 @@ func (e *Engine) WaiveObligation(ctx context.Context, a Actor, in WaiveInput) (O
 		actor: a,
 		name:  protocol.ActObligationWaive, txn: obl.Txn(), mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			cfg := e.o.Config()
+			cfg := e.org.Config()
 			if obl.PartyOrg("obligee") != cfg.OrganizationID {
 				return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 			}

@@ -43,7 +43,7 @@ func (e *Engine) WithdrawOffer(ctx context.Context, a Actor, in WithdrawInput) (
 		actor: a,
 		name:  protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			if offer.Org() != e.o.Config().OrganizationID {
+			if offer.Org() != e.org.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
 			}
 			last, err := e.withdrawable(ctx, st)
@@ -53,7 +53,7 @@ func (e *Engine) WithdrawOffer(ctx context.Context, a Actor, in WithdrawInput) (
 			if last.ID() != in.OfferID {
 				return refusef(reason.OfferStale, "offer %s was already superseded", in.OfferID)
 			}
-			if w, _ := e.o.Store.Withdrawn(ctx, in.OfferID); w {
+			if w, _ := e.db.Withdrawn(ctx, in.OfferID); w {
 				return refusef(reason.OfferStale, "offer %s is already withdrawn", in.OfferID)
 			}
 			return nil
@@ -111,7 +111,7 @@ func (e *Engine) withdrawable(ctx context.Context, st *state) (*Obj, error) {
 
 // withdrawn refuses an offer its offeror withdrew (as stale).
 func (e *Engine) withdrawn(ctx context.Context, o *Obj) error {
-	if w, _ := e.o.Store.Withdrawn(ctx, o.ID()); w {
+	if w, _ := e.db.Withdrawn(ctx, o.ID()); w {
 		return refusef(reason.OfferStale, "offer %s was withdrawn by its offeror", o.ID())
 	}
 	return nil

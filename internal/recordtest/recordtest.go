@@ -304,7 +304,7 @@ func NewEngine(t testing.TB, n *orgtest.Node, link *Link, opts ...func(*record.O
 	for _, f := range opts {
 		f(&o)
 	}
-	e := record.New(n.Org, o)
+	e := record.New(record.Of(n.Org), o)
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
