@@ -49,7 +49,7 @@ type sandboxEntry struct {
 }
 
 // NewSandbox returns the sandbox rail id whose ledger is the file path
-// (created when missing). outcomes defaults to [succeeded].
+// (created when missing). outcomes defaults to one outcome, "succeeded".
 func NewSandbox(id string, outcomes []Status, path string, clock func() time.Time) (*Sandbox, error) {
 	if len(outcomes) == 0 {
 		outcomes = []Status{Succeeded}

@@ -22,7 +22,7 @@
 //     allow for that act, signed by the acting agent, at most 60 seconds
 //     old; the state this copy is in, the session's latest offer, a
 //     withdrawal, an outstanding assertion;
-//   - the verifier's own rules (verify.Extend) over the record extended by
+//   - the verifier's own rules ([verify.Extend]) over the record extended by
 //     the message: content hashes and the hashes objects carry, signatures,
 //     purposes and signing parties, the chain link, the transition and its
 //     guard, the event's action_hash against the decision's and the act
@@ -68,6 +68,14 @@
 // the recorded event moves. Receiving ([Engine.Receive]), state
 // derivation and reply settlement dispatch on the table.
 //
+// # What the engine holds
+//
+// [New] takes [Deps]: the record, the clock, the log, the pinned peers
+// and their keys, and [Org], the questions the engine asks of its
+// organisation (configuration, policy, its agents' signers, keys and
+// mandates, approvals to file and find). [Of] takes them from an
+// [org.Org]. Nothing there reaches a principal's signing key.
+//
 // # Delivery and crashes
 //
 // The engine owns its delivery (package delivery provides the outbox
@@ -76,7 +84,7 @@
 // reply, so there is no moment at which an act is stored without its
 // message or a reply is marked delivered but not stored. A message whose
 // first attempt failed waits in the outbox; the worker retries it with
-// back-off and hands it back to the engine (Attempt), which settles its
+// back-off and hands it back to the engine ([Engine.Attempt]), which settles its
 // reply as the act would have. On start the engine voids the leases a dead
 // predecessor held and resumes every transaction with unfinished work.
 //
@@ -133,7 +141,7 @@
 //
 // Every commit that changes a transaction's record goes through one
 // function (update), which, once the commit is durable, tells the
-// subscribers (Subscribe) which transaction changed and the state it is
+// subscribers ([Engine.Subscribe]) which transaction changed and the state it is
 // in. Both sides announce: an instance hears of its own acts, of the
 // counterparty's acts it countersigned, and of the countersignatures it
 // stored. The MCP binding turns these into notifications/resources/updated
@@ -141,7 +149,8 @@
 // because a subscriber only queues what it heard.
 //
 // Mandates travel by pull, like key records: an instance serves its trading
-// mandates to the pinned counterparty they name at MandatesPath.
+// mandates to the pinned counterparty they name (bindings/peer's
+// MandatesPath), and fetches a counterparty's through [MandateFetcher].
 package record
 
 import (

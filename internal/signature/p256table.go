@@ -44,7 +44,7 @@ const (
 	windowSize     = 1<<windowBits - 1                   // 63 multiples each
 )
 
-// p256Table holds, for window i and j in 1..63, j·2^(6i)·Q at [i][j-1].
+// p256Table holds, for window i and j in 1..63, j·2^(6i)·Q at t[i][j-1].
 type p256Table [windows][windowSize]nistec.P256Point
 
 type keyUse struct {
