@@ -55,7 +55,7 @@
 // and the decoder that refuses an unknown member are the same type. The
 // input type is where the member is defined: an act's is the record
 // engine's input (record.OfferInput, ...), a read tool's a small struct
-// here (TransactionArgs, InboxArgs). A record act is actTool(e, Tool{...},
+// here ([TransactionArgs], [InboxArgs]). A record act is actTool(e, Tool{...},
 // e.TheAct), which adds request_id, the write and open-world annotations
 // and the engine's own idempotency.
 //

@@ -27,8 +27,8 @@
 //	{"action_type", "transaction_id", "counterparty_organization_id",
 //	 "proposed_terms", <references>}
 //
-// with members that have no value omitted, never null (ActDocument). Its
-// action_hash is the SHA-256 of its RFC 8785 bytes (ActionHash). The
+// with members that have no value omitted, never null ([ActDocument]). Its
+// action_hash is the SHA-256 of its RFC 8785 bytes ([ActionHash]). The
 // references are members such as agreement_id, obligation_id and
 // assertion_id; a mandate whose scope names categories or geographies is
 // satisfied only by an act carrying the top-level members category and
@@ -134,7 +134,7 @@
 //
 // # Approvals
 //
-// A hold is released only by an approval object (NewApproval) bound to the
+// A hold is released only by an approval object ([NewApproval]) bound to the
 // exact action_hash (else A202-APPROVAL-HASH-MISMATCH) and the act's
 // transaction (else A202-STREAM-MISMATCH, as the reference), signed with
 // object_issuance by the approving principal's own live key (else

@@ -8,7 +8,7 @@
 // for objects that belong to no transaction, such as key records) and one
 // or more objects, each the exact canonical bytes that were hashed and
 // signed. Nothing here parses an object into a value that is used again:
-// received bytes are checked as received (CheckMessage) and handed on
+// received bytes are checked as received ([CheckMessage]) and handed on
 // unchanged.
 //
 // # Sending: the outbox

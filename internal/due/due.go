@@ -1,7 +1,7 @@
 // Package due evaluates an obligation's due condition (obligation §4): when
 // the duty falls due, read from the record alone and the business
 // calendars this instance knows. It is pure: the caller hands it the facts
-// of the record (Facts) and gets back the instant the condition is met, or
+// of the record ([Facts]) and gets back the instant the condition is met, or
 // what it still waits on. Both parties evaluate the same record, so both
 // find the same instant; nothing about it is appended (see
 // docs/record-protocol.md, "Nothing waits forever (issue 39)": due and

@@ -24,7 +24,7 @@
 // determinations, disclosure) has one implementation, package verify's.
 // Package gate does not import verify (verify imports gate), so the set
 // judge is injected: File and Document hand a bundle fixture's objects
-// and its context (ContextFromFixture) to Options.JudgeSet, a SetJudge,
+// and its context ([ContextFromFixture]) to Options.JudgeSet, a SetJudge,
 // and a caller that judges bundles passes verify.JudgeSet, as `party
 // gate` does. With no JudgeSet a bundle is refused, without a code, with
 // a problem saying so; everything else is judged as before.
@@ -32,7 +32,7 @@
 // What gate keeps are the parts a set judge is made of: Envelope (each
 // object's own judgment), SetContext, and the cross-object rules the
 // verifier asks the gate for, rule by rule, over the objects each relates
-// (CheckBindings, CheckConditionCycles, CheckReport).
+// ([CheckBindings], CheckConditionCycles, [CheckReport]).
 //
 // # Two layers
 //

@@ -10,7 +10,7 @@
 //
 // Role scopes §7.1 item 3: each party "presents the refused cases in the
 // bilateral families and observes whether the other refuses with the
-// stated code or guesses". The assessor (Assess) reads the published
+// stated code or guesses". The assessor ([Assess]) reads the published
 // manifest and fixtures from the specification directory, keeps the
 // cases of the sixteen bilateral families (role scopes §4.3: a fixture
 // belongs to the family whose filename pattern it matches, a * not
@@ -86,7 +86,7 @@
 //     exercised; transports: the A202 extension URI both bindings activate,
 //     the carriers the assessment covered.
 //   - dimensions: all five, each established from those of the families
-//     the published bilateral grade fixture reads it from (Dimensions,
+//     the published bilateral grade fixture reads it from ([Dimensions],
 //     with conformance-grade added to E) that were observed: a family with
 //     a failed case, or every refused case of which passed. A family with a
 //     case not presented or inconclusive, or with no refused case

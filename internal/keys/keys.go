@@ -1,6 +1,6 @@
 // Package keys generates, stores and describes the signing keys party uses.
 //
-// A party signs with ECDSA P-256 keys (ES256, decisions.md item 1) and
+// A party signs with ECDSA P-256 keys ([ES256], decisions.md item 1) and
 // verifies ES256 and Ed25519 (EdDSA). This package covers what surrounds a
 // key, not signing itself (package signature does that):
 //

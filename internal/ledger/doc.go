@@ -34,7 +34,7 @@
 //     latest assertion's quantity is what is accepted, the determination
 //     being the act a settlement trigger binds). A partial acceptance's
 //     remainder carries the rest of the consideration
-//     (RemainderConsideration), so the share and the remainder add up to
+//     ([RemainderConsideration]), so the share and the remainder add up to
 //     the consideration exactly, and is owed once it is accepted in turn.
 //   - paid, in flight, failed, reversed: the instructions recorded (a
 //     settlement.instructed event names them; the acting side adds its
@@ -43,7 +43,7 @@
 //     is in flight; the first succeeded or failed is the answer for good;
 //     a later receipt that contradicts it is kept and listed, and changes
 //     nothing, except a failed receipt with error_code "reversed" after a
-//     success (ReversedCode), which reverses it.
+//     success ([ReversedCode]), which reverses it.
 //   - forgone: a settlement adjustment both parties signed (adjust.go).
 //   - outstanding: owed − forgone − paid − in flight, never below zero:
 //     what may still be instructed, whatever the idempotency key.

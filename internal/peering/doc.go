@@ -19,7 +19,7 @@
 // or bearer tokens between instances: a credential that travels can be
 // replayed, a TLS key never leaves its host.
 //
-//   - Calling a peer (ClientTLSConfig, NewHTTPClient, Clients): the
+//   - Calling a peer ([ClientTLSConfig], NewHTTPClient, [Clients]): the
 //     connection is accepted only when the peer's leaf certificate has
 //     exactly the pinned SHA-256 and is within its validity period. The
 //     pin replaces both chain building and the host name check on
@@ -28,7 +28,7 @@
 //     one key the organisation handed us, which is a strictly stronger
 //     statement and keeps working behind a proxy or a renamed host. Only
 //     https URLs are fetched and redirects are not followed.
-//   - Being called (ServerTLSConfig, Directory.Authenticate): the listener
+//   - Being called ([ServerTLSConfig], Directory.Authenticate): the listener
 //     requests a client certificate without requiring or chain-verifying
 //     one, and the HTTP layer maps the presented leaf's SHA-256 to the
 //     organisation whose peer file pins it. TLS 1.3 has already checked
@@ -44,7 +44,7 @@
 //
 // An agent key is trusted only when its key_record (an envelope object of
 // type key_record) is signed, purpose object_issuance, by a principal key
-// of the same organisation that the peer file pins (TrustKeyRecord). A
+// of the same organisation that the peer file pins ([TrustKeyRecord]). A
 // record that claims to be the principal key's own record must carry the
 // pinned key itself. TrustedKeys keeps the trusted keys per organisation,
 // persists the records in the record (store objects, origin = the peer)

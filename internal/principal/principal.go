@@ -22,7 +22,7 @@
 // organisation's runtime (*org.Org, over *instance.Instance) holds the
 // agent's private key and the principal's public key, never the
 // principal's private key: instance.Open does not read keys/principal.pem.
-// This package is the only reader of that file (LoadKey), and what it reads
+// This package is the only reader of that file ([LoadKey]), and what it reads
 // it keeps in a Key, whose fields are unexported and which has no method
 // that signs or hands the private key out. A Surface is built from the two
 // separately, the way golang.org/x/mod's sumdb server is built from a narrow
