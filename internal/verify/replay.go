@@ -71,7 +71,7 @@ func (r *run) step5() {
 		}
 	}
 	rest := r.newItems(len(slots), r.workers(len(slots)))
-	r.parallelW(len(slots), func(w, k int) {
+	r.parallel(len(slots), func(w, k int) {
 		rest.do(w, k, func(c *run) {
 			s, i := slots[k].s, slots[k].i
 			e := s.events[i]
