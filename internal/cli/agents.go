@@ -51,12 +51,9 @@ func runAgent(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	id := c.String("id", "", "the new agent's identifier (add; default a fresh agt_ id)")
 	why := c.String("reason", "", "why (revoke)")
 	asJSON := c.Bool("json", false, "print JSON")
-	pos, code, done := c.parse(args[1:], stdout, stderr)
+	pos, code, done := c.parseDir(args[1:], dir, stdout, stderr)
 	if done {
 		return code
-	}
-	if *dir == "" {
-		return c.usageError(stderr, "--dir is required")
 	}
 	if (sub == "revoke") != (len(pos) == 1) || len(pos) > 1 {
 		return c.usageError(stderr, "revoke takes one AGENT_ID; add and list take none")
@@ -159,13 +156,11 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	revoke := c.Bool("revoke", false, "revoke the old key rather than let it expire (rotate)")
 	why := c.String("reason", "", "why, as plain text")
 	asJSON := c.Bool("json", false, "print JSON")
-	pos, code, done := c.parse(args[1:], stdout, stderr)
+	pos, code, done := c.parseDir(args[1:], dir, stdout, stderr)
 	if done {
 		return code
 	}
 	switch {
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
 	case sub == "rotate" && ((*agentID == "") == !*ofPrincipal || len(pos) > 0):
 		return c.usageError(stderr, "rotate takes one of --agent AGENT_ID or --principal, and no argument")
 	case sub == "revoke" && len(pos) != 1:

@@ -105,6 +105,17 @@ func (c *cmdFlags) usageError(stderr io.Writer, format string, args ...any) int 
 	return 2
 }
 
+// parseDir is parse for a command that needs --dir and judges its
+// positional arguments itself: a missing --dir is a usage mistake, the
+// first one reported after parse's own.
+func (c *cmdFlags) parseDir(args []string, dir *string, stdout, stderr io.Writer) (pos []string, code int, done bool) {
+	pos, code, done = c.parse(args, stdout, stderr)
+	if !done && *dir == "" {
+		return nil, c.usageError(stderr, "--dir is required"), true
+	}
+	return pos, code, done
+}
+
 // parseNoArgs parses the flags of a command that takes no positional
 // argument and needs --dir; done is true when the command must stop and
 // return code (parse), a positional argument, then a missing --dir, being
