@@ -116,6 +116,16 @@ func Sign(obj map[string]any, s Signer, purpose string, signedAt time.Time) erro
 	return SignOver(obj, nil, s, purpose, signedAt)
 }
 
+// Issue seals obj (envelope.Seal) and signs it for object_issuance at
+// signedAt: how an object one party issues alone, an approval or a
+// revocation record, is made ready to hand out.
+func Issue(obj map[string]any, s Signer, signedAt time.Time) error {
+	if err := envelope.Seal(obj); err != nil {
+		return err
+	}
+	return Sign(obj, s, "object_issuance", signedAt)
+}
+
 // SignOver is Sign for a caller that holds obj's hash input, content
 // (canonical.HashInput(obj), as envelope.SealInput returns it): the same
 // checks and the same signature, without encoding obj again. content must
