@@ -145,6 +145,25 @@ func WalkStrings(v any, f func(string)) {
 	}
 }
 
+// Strings returns the members of v, a decoded array of strings, and false
+// when v is not an array or a member is not a string. Mandates' and
+// payloads' lists of ids and names are read this way.
+func Strings(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
 // ErrNotCanonical is DecodeCanonical's refusal of a well-formed document
 // whose bytes are not its canonical form.
 var ErrNotCanonical = errors.New("document is not in canonical form (RFC 8785)")
