@@ -13,7 +13,6 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
-	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/status"
 	"github.com/partyd/party/internal/store"
@@ -73,11 +72,7 @@ func (s *Surface) AddAgent(ctx context.Context, agentID string) (AgentAdded, err
 	if cfg.HasAgent(agentID) {
 		return AgentAdded{}, fmt.Errorf("principal: %s is already an agent of this instance", agentID)
 	}
-	k, err := keys.Generate()
-	if err != nil {
-		return AgentAdded{}, err
-	}
-	kid, err := envelope.NewID("key")
+	k, kid, err := instance.NewKey()
 	if err != nil {
 		return AgentAdded{}, err
 	}
@@ -188,11 +183,7 @@ func (s *Surface) RotateAgentKey(ctx context.Context, agentID string, revoke boo
 	if err != nil {
 		return KeyRotation{}, err
 	}
-	k, err := keys.Generate()
-	if err != nil {
-		return KeyRotation{}, err
-	}
-	kid, err := envelope.NewID("key")
+	k, kid, err := instance.NewKey()
 	if err != nil {
 		return KeyRotation{}, err
 	}
