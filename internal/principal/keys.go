@@ -274,14 +274,10 @@ func (s *Surface) RevokeAgent(ctx context.Context, agentID, why string) error {
 		return err
 	}
 	now := s.o.Clock().UTC().Truncate(time.Second)
-	rec, err := status.NewRevocationRecord(status.RevocationSpec{
+	_, b, err := s.statusRecord(status.RevocationSpec{
 		SubjectType: "agent", SubjectID: agentID, Status: status.Revoked, EffectiveAt: now, Reason: why,
 		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agentID, MandateID: instMandate}, CreatedAt: now,
-	}, s.signer())
-	if err != nil {
-		return err
-	}
-	b, err := canonical.Marshal(rec)
+	})
 	if err != nil {
 		return err
 	}
@@ -359,13 +355,9 @@ func (s *Surface) retireKey(ctx context.Context, keyID string, actor envelope.Ac
 	if !revoke {
 		return id, "", nil
 	}
-	rec, err := status.NewRevocationRecord(status.RevocationSpec{
+	rec, b, err := s.statusRecord(status.RevocationSpec{
 		SubjectType: "key", SubjectID: keyID, Status: status.Revoked, EffectiveAt: now, Reason: why, CreatedBy: actor, CreatedAt: now,
-	}, s.signer())
-	if err != nil {
-		return "", "", err
-	}
-	b, err := canonical.Marshal(rec)
+	})
 	if err != nil {
 		return "", "", err
 	}
