@@ -26,7 +26,8 @@
 // Decoded values are the plain Go shapes: map[string]any, []any, string,
 // bool, nil, and json.Number holding the literal as written. The same shapes
 // are what Marshal accepts, together with ordinary Go values (which it passes
-// through encoding/json first).
+// through encoding/json first). Strings and WalkStrings read those shapes
+// for the packages that look inside decoded documents.
 package canonical
 
 import (
