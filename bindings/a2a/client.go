@@ -13,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/reason"
 )
@@ -60,19 +61,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // extension activated, then the echo and the reply are checked. The reply
 // objects are returned as received, after delivery.CheckMessage.
 func (c *Client) Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) (delivery.Message, error) {
-	hc, info, err := c.cfg.Clients.For(peer)
-	if err != nil {
-		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
-	}
-	log := c.side.Log.With("peer", peer, "transaction_id", transactionID)
-	checkKey := peer + "\x00" + info.AgentCardURL
-	endpoint, err := c.side.Checks.Check(ctx, checkKey, func(ctx context.Context) (string, error) {
+	cardURL := func(info instance.PeerInfo) string { return info.AgentCardURL }
+	reached, err := c.side.CheckPeer(ctx, peer, transactionID, cardURL, func(ctx context.Context, hc *http.Client, info instance.PeerInfo) (string, error) {
 		return checkCard(ctx, hc, info, c.side.Local)
 	})
 	if err != nil {
-		log.Warn("capability check failed; nothing was sent", "code", reason.ExtensionUnsupported, "detail", err)
 		return delivery.Message{}, err
 	}
+	hc, endpoint, checkKey, log := reached.Client, reached.Endpoint, reached.Key, reached.Log
 
 	// message/send as a2a-go's JSON-RPC client sends it, written and its
 	// answer read in one pass (fast.go).

@@ -92,19 +92,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // is sent if it fails), then the POST with the activation header, then
 // the echo is checked and the reply fetched from the 202's Location.
 func (c *Client) Deliver(ctx context.Context, peer, transactionID string, objects [][]byte) (delivery.Message, error) {
-	hc, info, err := c.cfg.Clients.For(peer)
-	if err != nil {
-		return delivery.Message{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
-	}
-	log := c.side.Log.With("peer", peer, "transaction_id", transactionID)
-	base := info.BaseURL()
-	checkKey := peer + "\x00" + base
-	if _, err := c.side.Checks.Check(ctx, checkKey, func(ctx context.Context) (string, error) {
+	reached, err := c.side.CheckPeer(ctx, peer, transactionID, instance.PeerInfo.BaseURL, func(ctx context.Context, hc *http.Client, info instance.PeerInfo) (string, error) {
 		return "", checkPreflight(ctx, hc, info, c.side.Local)
-	}); err != nil {
-		log.Warn("capability check failed; nothing was sent", "code", reason.ExtensionUnsupported, "detail", err)
+	})
+	if err != nil {
 		return delivery.Message{}, err
 	}
+	hc, base, checkKey, log := reached.Client, reached.Address, reached.Key, reached.Log
 	ct, body, err := encodeObjects(objects, false)
 	if err != nil {
 		return delivery.Message{}, err

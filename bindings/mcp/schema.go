@@ -134,23 +134,10 @@ func walkSchema(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
 		return
 	}
 	f(s)
-	for _, sub := range s.Properties {
-		walkSchema(sub, f)
-	}
-	for _, sub := range s.PatternProperties {
-		walkSchema(sub, f)
-	}
-	for _, sub := range s.Defs {
-		walkSchema(sub, f)
-	}
-	for _, sub := range s.Definitions {
-		walkSchema(sub, f)
-	}
-	for _, sub := range s.DependentSchemas {
-		walkSchema(sub, f)
-	}
-	for _, sub := range s.DependencySchemas {
-		walkSchema(sub, f)
+	for _, named := range []map[string]*jsonschema.Schema{s.Properties, s.PatternProperties, s.Defs, s.Definitions, s.DependentSchemas, s.DependencySchemas} {
+		for _, sub := range named {
+			walkSchema(sub, f)
+		}
 	}
 	for _, list := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems, s.ItemsArray} {
 		for _, sub := range list {

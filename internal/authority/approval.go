@@ -144,10 +144,7 @@ func NewApproval(ctx context.Context, req ApprovalRequest, signer signature.Sign
 	if err != nil {
 		return nil, err
 	}
-	if err := envelope.Seal(obj); err != nil {
-		return nil, err
-	}
-	if err := signature.Sign(obj, signer, "object_issuance", created); err != nil {
+	if err := signature.Issue(obj, signer, created); err != nil {
 		return nil, err
 	}
 	// Checked complete, so a malformed approval is never handed out.

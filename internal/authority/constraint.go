@@ -295,7 +295,7 @@ func checkExpected(typ, op string, v any) *fault {
 	case TypeTimestamp:
 		return one(func(x any) bool { _, ok := instantOf(x); return ok }, "an RFC 3339 instant with a zone")
 	case TypeSet:
-		if _, ok := stringSet(v); !ok {
+		if _, ok := canonical.Strings(v); !ok {
 			return constraintFault("%s needs an array of strings, got %s", op, show(v))
 		}
 		if (op == OpOneOf || op == OpNoneOf) && len(v.([]any)) == 0 {
@@ -423,12 +423,12 @@ func compareSet(op string, actual, expected any) (bool, *fault) {
 	var members []string
 	if s, ok := actual.(string); ok {
 		members = []string{s}
-	} else if m, ok := stringSet(actual); ok {
+	} else if m, ok := canonical.Strings(actual); ok {
 		members = m
 	} else {
 		return false, actFault("value %s is not a string or an array of strings", show(actual))
 	}
-	declared, _ := stringSet(expected)
+	declared, _ := canonical.Strings(expected)
 	in := make(map[string]bool, len(declared))
 	for _, d := range declared {
 		in[d] = true
@@ -603,22 +603,6 @@ func instantOf(v any) (time.Time, bool) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t, err == nil
-}
-
-func stringSet(v any) ([]string, bool) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, false
-	}
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		s, ok := x.(string)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
-	}
-	return out, true
 }
 
 var (

@@ -26,7 +26,8 @@
 // Decoded values are the plain Go shapes: map[string]any, []any, string,
 // bool, nil, and json.Number holding the literal as written. The same shapes
 // are what Marshal accepts, together with ordinary Go values (which it passes
-// through encoding/json first).
+// through encoding/json first). Strings and WalkStrings read those shapes
+// for the packages that look inside decoded documents.
 package canonical
 
 import (
@@ -125,6 +126,43 @@ func DecodeObjectWith(data []byte, opt Options) (map[string]any, error) {
 func DecodeWith(data []byte, opt Options) (any, error) {
 	v, _, err := decode(data, opt)
 	return v, err
+}
+
+// WalkStrings calls f on every string value in v, a decoded document, at
+// any depth (member names are not values). The verifier and the grader
+// both look through documents for strings this way.
+func WalkStrings(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case map[string]any:
+		for _, y := range x {
+			WalkStrings(y, f)
+		}
+	case []any:
+		for _, y := range x {
+			WalkStrings(y, f)
+		}
+	}
+}
+
+// Strings returns the members of v, a decoded array of strings, and false
+// when v is not an array or a member is not a string. Mandates' and
+// payloads' lists of ids and names are read this way.
+func Strings(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }
 
 // ErrNotCanonical is DecodeCanonical's refusal of a well-formed document

@@ -41,30 +41,19 @@ Exit status: 0 on success, 1 when the act fails, 2 on a usage error.
 `
 
 func runAgent(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, agentUsage)
-		return 2
+	known := func(sub string) bool { return sub == "add" || sub == "list" || sub == "revoke" }
+	if code, done := pickSubcommand("party agent", agentUsage, args, known, stdout, stderr); done {
+		return code
 	}
 	sub := args[0]
-	if isHelp(sub) {
-		fmt.Fprint(stdout, agentUsage)
-		return 0
-	}
-	if sub != "add" && sub != "list" && sub != "revoke" {
-		fmt.Fprintf(stderr, "party agent: unknown subcommand %q\n\n%s", sub, agentUsage)
-		return 2
-	}
 	c := newFlags("party agent "+sub, agentUsage)
 	dir := c.dirFlag()
 	id := c.String("id", "", "the new agent's identifier (add; default a fresh agt_ id)")
 	why := c.String("reason", "", "why (revoke)")
 	asJSON := c.Bool("json", false, "print JSON")
-	pos, code, done := c.parse(args[1:], stdout, stderr)
+	pos, code, done := c.parseDir(args[1:], dir, stdout, stderr)
 	if done {
 		return code
-	}
-	if *dir == "" {
-		return c.usageError(stderr, "--dir is required")
 	}
 	if (sub == "revoke") != (len(pos) == 1) || len(pos) > 1 {
 		return c.usageError(stderr, "revoke takes one AGENT_ID; add and list take none")
@@ -155,19 +144,11 @@ Exit status: 0 on success, 1 when the act fails, 2 on a usage error.
 `
 
 func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, keyUsage)
-		return 2
+	known := func(sub string) bool { return sub == "rotate" || sub == "revoke" }
+	if code, done := pickSubcommand("party key", keyUsage, args, known, stdout, stderr); done {
+		return code
 	}
 	sub := args[0]
-	if isHelp(sub) {
-		fmt.Fprint(stdout, keyUsage)
-		return 0
-	}
-	if sub != "rotate" && sub != "revoke" {
-		fmt.Fprintf(stderr, "party key: unknown subcommand %q\n\n%s", sub, keyUsage)
-		return 2
-	}
 	c := newFlags("party key "+sub, keyUsage)
 	dir := c.dirFlag()
 	agentID := c.String("agent", "", "the agent whose key to rotate")
@@ -175,13 +156,11 @@ func runKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	revoke := c.Bool("revoke", false, "revoke the old key rather than let it expire (rotate)")
 	why := c.String("reason", "", "why, as plain text")
 	asJSON := c.Bool("json", false, "print JSON")
-	pos, code, done := c.parse(args[1:], stdout, stderr)
+	pos, code, done := c.parseDir(args[1:], dir, stdout, stderr)
 	if done {
 		return code
 	}
 	switch {
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
 	case sub == "rotate" && ((*agentID == "") == !*ofPrincipal || len(pos) > 0):
 		return c.usageError(stderr, "rotate takes one of --agent AGENT_ID or --principal, and no argument")
 	case sub == "revoke" && len(pos) != 1:

@@ -58,13 +58,11 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	dir := c.dirFlag()
 	agentID := c.String("agent", "", "call as this agent of the instance (default its primary agent)")
 	get := c.String("get", "", "print only the value at this dotted PATH of the result")
-	pos, code, done := c.parse(args, stdout, stderr)
-	switch {
-	case done:
+	pos, code, done := c.parseDir(args, dir, stdout, stderr)
+	if done {
 		return code
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case len(pos) == 0:
+	}
+	if len(pos) == 0 {
 		return c.usageError(stderr, "no TOOL named")
 	}
 	tool := pos[0]

@@ -42,19 +42,32 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // names, given the rest of args; no subcommand, a request for help or an
 // unknown one is answered with cmd's usage.
 func runSubcommand(cmd, usage string, subs map[string]func(args []string) int, args []string, stdout, stderr io.Writer) int {
+	known := func(sub string) bool { _, ok := subs[sub]; return ok }
+	if code, done := pickSubcommand(cmd, usage, args, known, stdout, stderr); done {
+		return code
+	}
+	return subs[args[0]](args[1:])
+}
+
+// pickSubcommand answers args of cmd that name no subcommand known to
+// it: none, a request for help, or an unknown one get cmd's usage, and
+// done is true with the exit status. Otherwise args[0] is the
+// subcommand; commands whose subcommands share their flags (party agent,
+// party key) call it directly.
+func pickSubcommand(cmd, usage string, args []string, known func(sub string) bool, stdout, stderr io.Writer) (code int, done bool) {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return 2, true
 	}
 	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
-		return 0
+		return 0, true
 	}
-	if run, ok := subs[args[0]]; ok {
-		return run(args[1:])
+	if !known(args[0]) {
+		fmt.Fprintf(stderr, "%s: unknown subcommand %q\n\n%s", cmd, args[0], usage)
+		return 2, true
 	}
-	fmt.Fprintf(stderr, "%s: unknown subcommand %q\n\n%s", cmd, args[0], usage)
-	return 2
+	return 0, false
 }
 
 // isHelp reports whether arg asks a command for its help, in any of the

@@ -44,13 +44,11 @@ func runDisputes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	txn := c.String("transaction", "", "only this transaction (txn_...)")
 	open := c.Bool("open", false, "only open exceptions and undetermined disputes")
 	asJSON := c.Bool("json", false, "print JSON lines")
-	pos, code, done := c.parse(args, stdout, stderr)
-	switch {
-	case done:
+	pos, code, done := c.parseDir(args, dir, stdout, stderr)
+	if done {
 		return code
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case len(pos) != 0:
+	}
+	if len(pos) != 0 {
 		return c.usageError(stderr, "unexpected arguments %q", pos)
 	}
 	st := openRecord("party disputes", *dir, stderr)

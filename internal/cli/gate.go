@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,13 +73,8 @@ func runGate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	// Parse reports a bad flag itself; help is printed here, on stdout
 	// when asked for and on stderr after a mistake.
 	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		usage(stderr)
-		return 2
+	if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+		return code
 	}
 	if !rules.Known(*version) {
 		fmt.Fprintf(stderr, "party gate: rules version %q is not registered (%s)\n", *version, strings.Join(rules.Versions(), ", "))

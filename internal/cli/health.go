@@ -46,13 +46,11 @@ func loopback(addr string) string {
 func runHealth(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	c := newFlags("party health", healthUsage)
 	dir := c.dirFlag()
-	pos, code, done := c.parse(args, stdout, stderr)
-	switch {
-	case done:
+	pos, code, done := c.parseDir(args, dir, stdout, stderr)
+	if done {
 		return code
-	case *dir == "":
-		return c.usageError(stderr, "--dir is required")
-	case len(pos) != 0:
+	}
+	if len(pos) != 0 {
 		return c.usageError(stderr, "unexpected arguments %q", pos)
 	}
 	cfg, err := instance.LoadConfig(*dir)

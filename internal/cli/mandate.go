@@ -66,13 +66,8 @@ func (c *cmdFlags) printUsage(w io.Writer) {
 func (c *cmdFlags) parse(args []string, stdout, stderr io.Writer) (pos []string, code int, done bool) {
 	c.SetOutput(stderr)
 	for {
-		if err := c.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				c.printUsage(stdout)
-				return nil, 0, true
-			}
-			c.printUsage(stderr)
-			return nil, 2, true
+		if code, done := parseFlags(c.FlagSet, args, c.printUsage, stdout, stderr); done {
+			return nil, code, true
 		}
 		rest := c.Args()
 		if len(rest) == 0 {
@@ -87,11 +82,38 @@ func (c *cmdFlags) parse(args []string, stdout, stderr io.Writer) (pos []string,
 	}
 }
 
+// parseFlags parses args into fs, whose Usage prints nothing, and
+// answers a request for help (usage on stdout, exit status 0) or a
+// mistake (fs reported it; usage on stderr, exit status 2): done is true
+// when the command must stop and return code.
+func parseFlags(fs *flag.FlagSet, args []string, usage func(io.Writer), stdout, stderr io.Writer) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return 0, true
+		}
+		usage(stderr)
+		return 2, true
+	}
+	return 0, false
+}
+
 // usageError reports a mistake in the arguments and returns exit status 2.
 func (c *cmdFlags) usageError(stderr io.Writer, format string, args ...any) int {
 	fmt.Fprintf(stderr, "%s: %s\n\n", c.Name(), fmt.Sprintf(format, args...))
 	c.printUsage(stderr)
 	return 2
+}
+
+// parseDir is parse for a command that needs --dir and judges its
+// positional arguments itself: a missing --dir is a usage mistake, the
+// first one reported after parse's own.
+func (c *cmdFlags) parseDir(args []string, dir *string, stdout, stderr io.Writer) (pos []string, code int, done bool) {
+	pos, code, done = c.parse(args, stdout, stderr)
+	if !done && *dir == "" {
+		return nil, c.usageError(stderr, "--dir is required"), true
+	}
+	return pos, code, done
 }
 
 // parseNoArgs parses the flags of a command that takes no positional

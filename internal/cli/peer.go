@@ -47,23 +47,10 @@ on a usage error.
 const maxPeerFile = 64 << 10
 
 func runPeer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, peerUsage)
-		return 2
-	}
-	if isHelp(args[0]) {
-		fmt.Fprint(stdout, peerUsage)
-		return 0
-	}
-	switch args[0] {
-	case "add":
-		return runPeerAdd(args[1:], stdin, stdout, stderr)
-	case "list":
-		return runPeerList(args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "party peer: unknown subcommand %q\n\n%s", args[0], peerUsage)
-		return 2
-	}
+	return runSubcommand("party peer", peerUsage, map[string]func([]string) int{
+		"add":  func(args []string) int { return runPeerAdd(args, stdin, stdout, stderr) },
+		"list": func(args []string) int { return runPeerList(args, stdout, stderr) },
+	}, args, stdout, stderr)
 }
 
 // peerFlags parses a peer subcommand's flags, which may come before or

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,13 +75,8 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	// Flags may come before or after DIR.
 	var dirs []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				usage(stdout)
-				return 0
-			}
-			usage(stderr)
-			return 2
+		if code, done := parseFlags(fs, args, usage, stdout, stderr); done {
+			return code
 		}
 		if fs.NArg() == 0 {
 			break

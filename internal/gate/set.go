@@ -125,7 +125,7 @@ func CheckConditionCycles(objects []map[string]any) []Problem {
 		}
 		byID[id] = o
 		ids = append(ids, id)
-		edges[id] = dischargeTargets(payloadOf(o)["due_condition"])
+		edges[id] = DischargeTargets(payloadOf(o)["due_condition"])
 	}
 	const (
 		unvisited = iota
@@ -172,8 +172,11 @@ func CheckConditionCycles(objects []map[string]any) []Problem {
 	return ps
 }
 
-// dischargeTargets lists the obligations a due condition waits on.
-func dischargeTargets(v any) []string {
+// DischargeTargets lists the obligations a due condition waits on, in
+// document order: a due_on_discharge leaf, or the leaves of an all_of. The
+// verifier walks the same chains, so the rule of what a condition waits
+// on is here once.
+func DischargeTargets(v any) []string {
 	c, ok := obj(v)
 	if !ok {
 		return nil
@@ -186,7 +189,7 @@ func dischargeTargets(v any) []string {
 	}
 	list, _ := arrAt(c, "conditions")
 	for _, e := range list {
-		out = append(out, dischargeTargets(e)...)
+		out = append(out, DischargeTargets(e)...)
 	}
 	return out
 }

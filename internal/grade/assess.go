@@ -282,7 +282,7 @@ func Assess(ctx context.Context, run Run, cases []Case) (Assessment, error) {
 		log.Debug("case presented", "fixture", c.Fixture, "verdict", r.Verdict)
 		a.Results = append(a.Results, r)
 		if doc, err := canonical.DecodeWith(c.Body, canonical.Options{AllowFloats: true}); err == nil {
-			walkStrings(doc, func(s string) {
+			canonical.WalkStrings(doc, func(s string) {
 				if profilePattern.MatchString(s) && schema.ProfileKnown(s) {
 					profiles[s] = true
 				}
@@ -294,19 +294,4 @@ func Assess(ctx context.Context, run Run, cases []Case) (Assessment, error) {
 	}
 	sort.Strings(a.Profiles)
 	return a, nil
-}
-
-func walkStrings(v any, f func(string)) {
-	switch x := v.(type) {
-	case string:
-		f(x)
-	case map[string]any:
-		for _, y := range x {
-			walkStrings(y, f)
-		}
-	case []any:
-		for _, y := range x {
-			walkStrings(y, f)
-		}
-	}
 }

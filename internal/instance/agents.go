@@ -3,6 +3,7 @@ package instance
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"os"
@@ -199,6 +200,21 @@ func UpdateConfig(dir string, change func(*Config) error) error {
 		return err
 	}
 	return writeConfig(dir, cfg)
+}
+
+// NewKey generates a signing key with its id. Key ids are fresh random
+// identifiers (decisions.md 4): a new key always gets a new id, so an old
+// signature never names a key it was not made with.
+func NewKey() (*ecdsa.PrivateKey, string, error) {
+	k, err := keys.Generate()
+	if err != nil {
+		return nil, "", err
+	}
+	kid, err := envelope.NewID("key")
+	if err != nil {
+		return nil, "", err
+	}
+	return k, kid, nil
 }
 
 // WritePrivateKey writes a private key to the state directory file name,

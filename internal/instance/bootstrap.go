@@ -63,10 +63,7 @@ func bootstrap(ctx context.Context, st *store.Store, cfg Config, principal, agen
 		if err != nil {
 			return err
 		}
-		if err := envelope.Seal(rec); err != nil {
-			return err
-		}
-		if err := signature.Sign(rec, ps, "object_issuance", now); err != nil {
+		if err := signature.Issue(rec, ps, now); err != nil {
 			return err
 		}
 		b, err := canonical.Marshal(rec)

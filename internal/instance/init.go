@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/store"
 )
@@ -142,22 +141,11 @@ func Init(dir string, o InitOptions) (Summary, error) {
 			return Summary{}, err
 		}
 	}
-	principal, err := keys.Generate()
+	principal, pkid, err := NewKey()
 	if err != nil {
 		return Summary{}, err
 	}
-	agent, err := keys.Generate()
-	if err != nil {
-		return Summary{}, err
-	}
-	// Key ids are fresh random identifiers (decisions.md 4); a new key
-	// always gets a new id, so an old signature never names a key it was
-	// not made with.
-	pkid, err := envelope.NewID("key")
-	if err != nil {
-		return Summary{}, err
-	}
-	akid, err := envelope.NewID("key")
+	agent, akid, err := NewKey()
 	if err != nil {
 		return Summary{}, err
 	}

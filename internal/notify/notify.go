@@ -153,11 +153,7 @@ func Open(dir string, cfg instance.Config, opt Options) (*Webhook, error) {
 	if w.SecretFile == "" {
 		return nil, errors.New("notify: principal_webhook names no secret_file")
 	}
-	path := w.SecretFile
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(dir, filepath.FromSlash(path))
-	}
-	secret, err := os.ReadFile(path)
+	_, secret, err := readConfigured(dir, w.SecretFile)
 	if err != nil {
 		return nil, fmt.Errorf("notify: principal_webhook secret: %w", err)
 	}
@@ -168,11 +164,7 @@ func Open(dir string, cfg instance.Config, opt Options) (*Webhook, error) {
 		}
 		opt.Client = &http.Client{Timeout: timeout}
 		if w.CAFile != "" {
-			ca := w.CAFile
-			if !filepath.IsAbs(ca) {
-				ca = filepath.Join(dir, filepath.FromSlash(ca))
-			}
-			pem, err := os.ReadFile(ca)
+			ca, pem, err := readConfigured(dir, w.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("notify: principal_webhook ca_file: %w", err)
 			}
@@ -186,6 +178,18 @@ func Open(dir string, cfg instance.Config, opt Options) (*Webhook, error) {
 		}
 	}
 	return New(w.URL, bytes.TrimSpace(secret), cfg.OrganizationID, opt)
+}
+
+// readConfigured reads a file the configuration names, at path (where
+// it was read from); a relative name is relative to the state directory
+// dir, for the secret and the CA file alike.
+func readConfigured(dir, name string) (path string, data []byte, err error) {
+	path = name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, filepath.FromSlash(path))
+	}
+	data, err = os.ReadFile(path)
+	return path, data, err
 }
 
 // New returns a webhook posting to rawURL, an https:// URL, signing with

@@ -360,52 +360,57 @@ func (o *Org) keyRecords(ctx context.Context) (heldKeyRecords, error) {
 
 func (o *Org) readKeyRecords(ctx context.Context) (heldKeyRecords, error) {
 	out := heldKeyRecords{byID: map[string]heldRecord{}, versions: &sync.Map{}}
-	rows, err := o.Store.ObjectsWithOrigin(ctx, "key_record")
-	if err != nil {
-		return out, err
-	}
-	for _, r := range rows {
-		obj, err := canonical.DecodeObject(r.Body)
-		if err != nil {
-			return out, err
-		}
+	err := o.eachHeld(ctx, "key_record", func(obj map[string]any, origin string) {
 		out.list = append(out.list, obj)
 		if id, _ := obj["id"].(string); id != "" {
 			if _, dup := out.byID[id]; !dup {
 				payload, _ := obj["payload"].(map[string]any)
 				pub, perr := keys.ParseJWK(payload["public_key_jwk"])
-				out.byID[id] = heldRecord{obj: obj, origin: r.Origin, holder: keyHolder(obj), pub: pub, pubErr: perr}
+				out.byID[id] = heldRecord{obj: obj, origin: origin, holder: keyHolder(obj), pub: pub, pubErr: perr}
 			}
 		}
-	}
-	revs, err := o.Store.ObjectsWithOrigin(ctx, "revocation_record")
+	})
 	if err != nil {
 		return out, err
 	}
-	for _, r := range revs {
-		obj, err := canonical.DecodeObject(r.Body)
-		if err != nil {
-			return out, err
-		}
+	err = o.eachHeld(ctx, "revocation_record", func(obj map[string]any, origin string) {
 		p, _ := obj["payload"].(map[string]any)
 		if p["subject_type"] != "mandate" {
 			out.revocations = append(out.revocations, obj)
-			continue
+			return
 		}
 		// A peer's revocation of its own mandate, kept as received
 		// (peering.TrustMandateRevocation). This instance's own mandates'
 		// changes are read from their rows instead (ownStatus).
-		if id, _ := p["subject_id"].(string); r.Origin != "local" && p["status"] == status.Revoked {
+		if id, _ := p["subject_id"].(string); origin != "local" && p["status"] == status.Revoked {
 			if out.mandateRevoked == nil {
 				out.mandateRevoked = map[string]heldRevocation{}
 			}
 			eff, err := envelope.ParseTimestamp(fmt.Sprint(p["effective_at"]))
 			if held, dup := out.mandateRevoked[id]; err == nil && (!dup || eff.Before(held.effective)) {
-				out.mandateRevoked[id] = heldRevocation{obj: obj, origin: r.Origin, effective: eff}
+				out.mandateRevoked[id] = heldRevocation{obj: obj, origin: origin, effective: eff}
 			}
 		}
+	})
+	return out, err
+}
+
+// eachHeld decodes every object of type objectType the store holds and
+// hands it to f with its origin, in the store's order; the first object
+// that does not decode ends the reading with its error.
+func (o *Org) eachHeld(ctx context.Context, objectType string, f func(obj map[string]any, origin string)) error {
+	rows, err := o.Store.ObjectsWithOrigin(ctx, objectType)
+	if err != nil {
+		return err
 	}
-	return out, nil
+	for _, r := range rows {
+		obj, err := canonical.DecodeObject(r.Body)
+		if err != nil {
+			return err
+		}
+		f(obj, r.Origin)
+	}
+	return nil
 }
 
 // heldRevocation is a peer's revocation of one of its mandates, held.

@@ -2,12 +2,14 @@ package peering
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/reason"
 )
 
 // CarrierSide is what each side of each carrier binding (A2A and plain
@@ -57,4 +59,43 @@ func (c CarrierSide) CheckSender(ctx context.Context, org, key string, check fun
 		return check(ctx, hc, p)
 	})
 	return err
+}
+
+// Reached is a peer whose declaration passed the check of the sending
+// side (CheckPeer): a message may now be sent to it.
+type Reached struct {
+	// Client is the pinned client to the peer, and Info what it pins.
+	Client *http.Client
+	Info   instance.PeerInfo
+	// Address is where the declaration was read from (the AgentCard's
+	// URL, the HTTPS base URL); Endpoint is what the check returned.
+	Address, Endpoint string
+	// Key is what the pass is reused under: forget it when the peer turns
+	// out not to activate the extension after all.
+	Key string
+	// Log is the side's logger, with the peer and the transaction.
+	Log *slog.Logger
+}
+
+// CheckPeer is how each binding's sending side starts a delivery to peer:
+// the pinned client to it (a peer it cannot reach that way is
+// delivery.ErrRejected), then check on its declaration, read from
+// address(info), a pass reused under peer and that address. A failed
+// check is logged and returned, and nothing may be sent.
+func (c CarrierSide) CheckPeer(ctx context.Context, peer, transactionID string, address func(instance.PeerInfo) string, check func(context.Context, *http.Client, instance.PeerInfo) (string, error)) (Reached, error) {
+	hc, info, err := c.Clients.For(peer)
+	if err != nil {
+		return Reached{}, fmt.Errorf("%w: %w", delivery.ErrRejected, err)
+	}
+	r := Reached{Client: hc, Info: info, Address: address(info)}
+	r.Log = c.Log.With("peer", peer, "transaction_id", transactionID)
+	r.Key = peer + "\x00" + r.Address
+	r.Endpoint, err = c.Checks.Check(ctx, r.Key, func(ctx context.Context) (string, error) {
+		return check(ctx, hc, info)
+	})
+	if err != nil {
+		r.Log.Warn("capability check failed; nothing was sent", "code", reason.ExtensionUnsupported, "detail", err)
+		return Reached{}, err
+	}
+	return r, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
-	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/status"
 	"github.com/partyd/party/internal/store"
@@ -73,11 +72,7 @@ func (s *Surface) AddAgent(ctx context.Context, agentID string) (AgentAdded, err
 	if cfg.HasAgent(agentID) {
 		return AgentAdded{}, fmt.Errorf("principal: %s is already an agent of this instance", agentID)
 	}
-	k, err := keys.Generate()
-	if err != nil {
-		return AgentAdded{}, err
-	}
-	kid, err := envelope.NewID("key")
+	k, kid, err := instance.NewKey()
 	if err != nil {
 		return AgentAdded{}, err
 	}
@@ -188,11 +183,7 @@ func (s *Surface) RotateAgentKey(ctx context.Context, agentID string, revoke boo
 	if err != nil {
 		return KeyRotation{}, err
 	}
-	k, err := keys.Generate()
-	if err != nil {
-		return KeyRotation{}, err
-	}
-	kid, err := envelope.NewID("key")
+	k, kid, err := instance.NewKey()
 	if err != nil {
 		return KeyRotation{}, err
 	}
@@ -283,14 +274,10 @@ func (s *Surface) RevokeAgent(ctx context.Context, agentID, why string) error {
 		return err
 	}
 	now := s.o.Clock().UTC().Truncate(time.Second)
-	rec, err := status.NewRevocationRecord(status.RevocationSpec{
+	_, b, err := s.statusRecord(status.RevocationSpec{
 		SubjectType: "agent", SubjectID: agentID, Status: status.Revoked, EffectiveAt: now, Reason: why,
 		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agentID, MandateID: instMandate}, CreatedAt: now,
-	}, s.signer())
-	if err != nil {
-		return err
-	}
-	b, err := canonical.Marshal(rec)
+	})
 	if err != nil {
 		return err
 	}
@@ -368,13 +355,9 @@ func (s *Surface) retireKey(ctx context.Context, keyID string, actor envelope.Ac
 	if !revoke {
 		return id, "", nil
 	}
-	rec, err := status.NewRevocationRecord(status.RevocationSpec{
+	rec, b, err := s.statusRecord(status.RevocationSpec{
 		SubjectType: "key", SubjectID: keyID, Status: status.Revoked, EffectiveAt: now, Reason: why, CreatedBy: actor, CreatedAt: now,
-	}, s.signer())
-	if err != nil {
-		return "", "", err
-	}
-	b, err := canonical.Marshal(rec)
+	})
 	if err != nil {
 		return "", "", err
 	}

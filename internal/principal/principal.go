@@ -141,6 +141,20 @@ type Surface struct {
 	key *Key // see signer
 }
 
+// statusRecord is a status (revocation) record for spec, signed with the
+// principal's current key, and the canonical bytes it is stored as.
+func (s *Surface) statusRecord(spec status.RevocationSpec) (map[string]any, []byte, error) {
+	rec, err := status.NewRevocationRecord(spec, s.signer())
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := canonical.Marshal(rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, b, nil
+}
+
 // signer is the principal's signer under the key config.json names now:
 // a principal key rotation made by another process (the CLI, while
 // `party serve` keeps this surface for its approvals page) is picked up
@@ -346,15 +360,11 @@ func (s *Surface) change(ctx context.Context, mandateID, from, to, why string) e
 		why = "status changed by the issuing principal"
 	}
 	now := s.o.Clock()
-	record, err := status.NewRevocationRecord(status.RevocationSpec{
+	_, b, err := s.statusRecord(status.RevocationSpec{
 		SubjectType: "mandate", SubjectID: mandateID, Status: to, EffectiveAt: now, Reason: why,
 		CreatedBy: envelope.Actor{OrganizationID: s.o.Config().OrganizationID, AgentID: agent, MandateID: mandateID},
 		CreatedAt: now,
-	}, s.signer())
-	if err != nil {
-		return err
-	}
-	b, err := canonical.Marshal(record)
+	})
 	if err != nil {
 		return err
 	}

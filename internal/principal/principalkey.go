@@ -97,11 +97,7 @@ func (s *Surface) RotatePrincipalKey(ctx context.Context, revoke bool, why strin
 	}
 	cfg := s.o.Config()
 	out := PrincipalRotation{OldKeyID: cfg.PrincipalKeyID, Retired: map[string]string{}, Mandates: map[string]string{}}
-	k, err := keys.Generate()
-	if err != nil {
-		return out, err
-	}
-	kid, err := envelope.NewID("key")
+	k, kid, err := instance.NewKey()
 	if err != nil {
 		return out, err
 	}

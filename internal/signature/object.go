@@ -116,6 +116,16 @@ func Sign(obj map[string]any, s Signer, purpose string, signedAt time.Time) erro
 	return SignOver(obj, nil, s, purpose, signedAt)
 }
 
+// Issue seals obj (envelope.Seal) and signs it for object_issuance at
+// signedAt: how an object one party issues alone, an approval or a
+// revocation record, is made ready to hand out.
+func Issue(obj map[string]any, s Signer, signedAt time.Time) error {
+	if err := envelope.Seal(obj); err != nil {
+		return err
+	}
+	return Sign(obj, s, "object_issuance", signedAt)
+}
+
 // SignOver is Sign for a caller that holds obj's hash input, content
 // (canonical.HashInput(obj), as envelope.SealInput returns it): the same
 // checks and the same signature, without encoding obj again. content must
@@ -125,13 +135,9 @@ func SignOver(obj map[string]any, content []byte, s Signer, purpose string, sign
 	if !PurposeAllowed(objectType, purpose) {
 		return reason.Refuse(fmt.Sprintf("purpose %q may not sign a %q (allowed: %s)", purpose, objectType, strings.Join(AllowedPurposes(objectType), ", ")), reason.EvidenceSignatureInvalid)
 	}
-	var list []any
-	switch v := obj["signatures"].(type) {
-	case nil:
-	case []any:
-		list = v
-	default:
-		return fmt.Errorf("signature: signatures of %v is a %T, want an array", obj["id"], v)
+	list, ok := signatureList(obj)
+	if !ok {
+		return fmt.Errorf("signature: signatures of %v is a %T, want an array", obj["id"], obj["signatures"])
 	}
 	if content == nil {
 		var err error
@@ -189,15 +195,24 @@ func makeEntry(content []byte, s Signer, purpose, signedAt string) (map[string]a
 	}, nil
 }
 
+// signatureList is obj's signatures array, the one rule Sign and Entries
+// read it by: a missing member is no signatures (nil, true), anything
+// other than an array is not a list (ok false).
+func signatureList(obj map[string]any) (list []any, ok bool) {
+	switch v := obj["signatures"].(type) {
+	case nil:
+		return nil, true
+	case []any:
+		return v, true
+	}
+	return nil, false
+}
+
 // Entries returns obj's signature entries. A missing array is empty; an
 // array that is not one, or an entry that is not an object, is refused.
 func Entries(obj map[string]any) ([]map[string]any, error) {
-	var list []any
-	switch v := obj["signatures"].(type) {
-	case nil:
-	case []any:
-		list = v
-	default:
+	list, ok := signatureList(obj)
+	if !ok {
 		return nil, reason.Refuse(fmt.Sprintf("signatures of %v is not an array", obj["id"]), reason.EvidenceSignatureInvalid)
 	}
 	out := make([]map[string]any, len(list))

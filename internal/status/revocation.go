@@ -79,10 +79,7 @@ func NewRevocationRecord(spec RevocationSpec, signer signature.Signer) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	if err := envelope.Seal(obj); err != nil {
-		return nil, err
-	}
-	if err := signature.Sign(obj, signer, "object_issuance", created); err != nil {
+	if err := signature.Issue(obj, signer, created); err != nil {
 		return nil, err
 	}
 	if err := schema.ValidateEnvelope(obj); err != nil {

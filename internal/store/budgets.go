@@ -116,17 +116,27 @@ func largest(rows *sql.Rows) (decimal.Decimal, error) {
 	defer rows.Close()
 	max := decimal.Zero()
 	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
-			return max, err
-		}
-		d, err := decimal.Parse(a)
+		d, err := scanAmount(rows, "commitment")
 		if err != nil {
-			return max, fmt.Errorf("store: commitment amount %q: %w", a, err)
+			return max, err
 		}
 		max = decimal.Max(max, d)
 	}
 	return max, rows.Err()
+}
+
+// scanAmount reads a row of one decimal amount, the what (commitment,
+// payment) of a spend row.
+func scanAmount(row rowScanner, what string) (decimal.Decimal, error) {
+	var a string
+	if err := row.Scan(&a); err != nil {
+		return decimal.Decimal{}, err
+	}
+	d, err := decimal.Parse(a)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("store: %s amount %q: %w", what, a, err)
+	}
+	return d, nil
 }
 
 // Commit records that act actID (the id of the act's policy decision, an
@@ -271,20 +281,7 @@ func (r budgetReader) PaymentsMade(currency, counterparty string, from, to time.
 	if err != nil {
 		return nil, fmt.Errorf("store: payments: %w", err)
 	}
-	defer rows.Close()
-	var out []decimal.Decimal
-	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
-			return nil, err
-		}
-		d, err := decimal.Parse(a)
-		if err != nil {
-			return nil, fmt.Errorf("store: payment amount %q: %w", a, err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return collect(rows, func(row rowScanner) (decimal.Decimal, error) { return scanAmount(row, "payment") })
 }
 
 // decimalList reads a JSON array of decimal strings (json_group_array).

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/protocol"
 )
 
@@ -131,7 +132,7 @@ func (r *run) decidedAct(name, org, txn string, terms, refs map[string]any, cand
 				continue
 			}
 			dby, _ := objAt(d.val, "created_by")
-			mids, _ := stringsOf(d.payload["mandate_ids"])
+			mids, _ := canonical.Strings(d.payload["mandate_ids"])
 			at, ok := timeAt(d.payload, "evaluated_at")
 			if str(dby, "organization_id") == org && len(mids) > 0 && mids[0] == m.id && ok {
 				a.matches = true

@@ -22,8 +22,7 @@ func (r *run) step3() {
 		r.add(3, "id_unique", o.subject, Failed, reason.EvidenceChainGap,
 			"another, different object in the bundle has the same id: two objects claim one identity")
 	}
-	successors := map[string][]*object{}
-	var order []string
+	var successors claims
 	for _, o := range r.objs {
 		version, vok := intAt(o.val, "version")
 		prevV, present := o.val["previous_version_id"]
@@ -37,22 +36,13 @@ func (r *run) step3() {
 			r.add(3, "version_chain", o.subject, Failed, reason.EvidenceChainGap, fmt.Sprintf("version %d names no predecessor", version))
 		}
 		if hasPrev {
-			if _, seen := successors[prev]; !seen {
-				order = append(order, prev)
-			}
-			successors[prev] = append(successors[prev], o)
+			successors.add(prev, o)
 		}
 	}
-	for _, prev := range order {
-		s := successors[prev]
-		if len(s) > 1 {
-			for _, o := range s {
-				r.add(3, "version_chain_fork", o.subject, Failed, reason.EvidenceChainGap,
-					fmt.Sprintf("%s has %d successors: two objects claim to be its current version", prev, len(s)))
-			}
-			continue
-		}
-		o := s[0]
+	forked := func(prev string, n int) string {
+		return fmt.Sprintf("%s has %d successors: two objects claim to be its current version", prev, n)
+	}
+	r.unforked(successors, "version_chain_fork", reason.EvidenceChainGap, forked, func(prev string, o *object) {
 		version, _ := intAt(o.val, "version")
 		p, held := r.byID[prev]
 		switch {
@@ -71,10 +61,9 @@ func (r *run) step3() {
 				r.add(3, "version_chain", o.subject, Verified, "", fmt.Sprintf("version %d follows version %d, %s", version, pv, prev))
 			}
 		}
-	}
+	})
 
-	superseded := map[string][]*object{}
-	var targets []string
+	var superseded claims
 	for _, o := range r.objs {
 		if o.typ != "determination" {
 			continue
@@ -83,29 +72,55 @@ func (r *run) step3() {
 		if !ok {
 			continue
 		}
-		t := str(s, "determination_id")
-		if _, seen := superseded[t]; !seen {
-			targets = append(targets, t)
-		}
-		superseded[t] = append(superseded[t], o)
+		superseded.add(str(s, "determination_id"), o)
 	}
-	for _, t := range targets {
-		s := superseded[t]
+	forked = func(t string, n int) string {
+		return fmt.Sprintf("%d determinations supersede %s: two claim to be current on one question", n, t)
+	}
+	r.unforked(superseded, "supersession_fork", reason.DeterminationSupersessionForked, forked, func(t string, o *object) {
+		if d, held := r.byID[t]; !held {
+			r.add(3, "supersession_chain", o.subject, NotCheckable, "", t+" is not in the bundle")
+			r.missing(t)
+		} else if d.typ != "determination" {
+			r.add(3, "supersession_chain", o.subject, Failed, reason.DeterminationSupersessionForked, fmt.Sprintf("%s is a %s, not a determination", t, d.typ))
+		} else {
+			r.add(3, "supersession_chain", o.subject, Verified, "", "the only determination superseding "+t)
+		}
+	})
+}
+
+// claims collects the objects that claim to follow one id (its successor
+// versions, the determinations superseding it), the ids in the order
+// first claimed, so that checks come out in bundle order.
+type claims struct {
+	ids []string
+	by  map[string][]*object
+}
+
+func (c *claims) add(id string, o *object) {
+	if c.by == nil {
+		c.by = map[string][]*object{}
+	}
+	if _, seen := c.by[id]; !seen {
+		c.ids = append(c.ids, id)
+	}
+	c.by[id] = append(c.by[id], o)
+}
+
+// unforked applies the no-forks rule of both chains: an id that several
+// objects claim to follow is a fork, check failed with code on each of
+// them (why says it, given the id and how many claim it); every other id
+// is handed to f with its one claimant, in the order first claimed.
+func (r *run) unforked(c claims, check string, code reason.Code, why func(id string, n int) string, f func(id string, o *object)) {
+	for _, id := range c.ids {
+		s := c.by[id]
 		if len(s) > 1 {
 			for _, o := range s {
-				r.add(3, "supersession_fork", o.subject, Failed, reason.DeterminationSupersessionForked,
-					fmt.Sprintf("%d determinations supersede %s: two claim to be current on one question", len(s), t))
+				r.add(3, check, o.subject, Failed, code, why(id, len(s)))
 			}
 			continue
 		}
-		if d, held := r.byID[t]; !held {
-			r.add(3, "supersession_chain", s[0].subject, NotCheckable, "", t+" is not in the bundle")
-			r.missing(t)
-		} else if d.typ != "determination" {
-			r.add(3, "supersession_chain", s[0].subject, Failed, reason.DeterminationSupersessionForked, fmt.Sprintf("%s is a %s, not a determination", t, d.typ))
-		} else {
-			r.add(3, "supersession_chain", s[0].subject, Verified, "", "the only determination superseding "+t)
-		}
+		f(id, s[0])
 	}
 }
 

@@ -328,6 +328,20 @@ func (r *run) remediationGuard(v *verdict, s *stream, i int, e *object, data map
 		v.fail("the remediation names %s, but the agreement in force is %s", agr.id, inForce)
 	}
 	oblID := str(exc.payload, "obligation_id")
+	// Both kinds of remediation are checked against the hash of one
+	// record: what is owed again, and by when ("" for a remainder).
+	checkHash := func(quantity, unitCode, due string) {
+		got, err := RemediationHash(str(e.val, "transaction_id"), agr.id, exc.id, str(e.payload, "previous_event_hash"), oblID,
+			quantity, unitCode, due)
+		switch {
+		case err != nil:
+			v.fail("the remediation record has no canonical form: %v", err)
+		case got != hash:
+			v.fail("remediation_hash %s is not the hash of the record of this remediation (%s)", short(hash), short(got))
+		default:
+			v.pass("remediation_hash is the hash of the record of this remediation")
+		}
+	}
 	orig, held := r.heldAs(oblID, "obligation")
 	switch {
 	case !held:
@@ -341,16 +355,7 @@ func (r *run) remediationGuard(v *verdict, s *stream, i int, e *object, data map
 		} else {
 			v.pass("%s, still owed, is performed", oblID)
 		}
-		got, err := RemediationHash(str(e.val, "transaction_id"), agr.id, exc.id, str(e.payload, "previous_event_hash"), oblID,
-			str(orig.payload, "quantity"), str(orig.payload, "unit_code"), "")
-		switch {
-		case err != nil:
-			v.fail("the remediation record has no canonical form: %v", err)
-		case got != hash:
-			v.fail("remediation_hash %s is not the hash of the record of this remediation (%s)", short(hash), short(got))
-		default:
-			v.pass("remediation_hash is the hash of the record of this remediation")
-		}
+		checkHash(str(orig.payload, "quantity"), str(orig.payload, "unit_code"), "")
 	default:
 		rp, op := rem.payload, orig.payload
 		due, _ := objAt(rp, "due_condition")
@@ -370,16 +375,7 @@ func (r *run) remediationGuard(v *verdict, s *stream, i int, e *object, data map
 		default:
 			v.pass("%s performs %s again, with no consideration of its own", rem.subject, oblID)
 		}
-		got, err := RemediationHash(str(e.val, "transaction_id"), agr.id, exc.id, str(e.payload, "previous_event_hash"), oblID,
-			str(rp, "quantity"), str(rp, "unit_code"), str(due, "at"))
-		switch {
-		case err != nil:
-			v.fail("the remediation record has no canonical form: %v", err)
-		case got != hash:
-			v.fail("remediation_hash %s is not the hash of the record of this remediation (%s)", short(hash), short(got))
-		default:
-			v.pass("remediation_hash is the hash of the record of this remediation")
-		}
+		checkHash(str(rp, "quantity"), str(rp, "unit_code"), str(due, "at"))
 	}
 	r.pairSignatures(e, agr, hash, "remediation_signatures")
 }
@@ -493,16 +489,10 @@ func sameJSON(a, b any) bool {
 // the remediation, which no id names, so it is not unreferenced evidence
 // (step 7).
 func (r *run) remediationSignature(o *object) {
-	if str(o.payload, "evidence_type") != "signed_document" {
+	txn, at, s, want, ok := r.signedRecord(o)
+	if !ok {
 		return
 	}
-	txn := str(o.val, "transaction_id")
-	at, ok := timeAt(o.val, "created_at")
-	s, disclosed := r.streamBy["transaction:"+txn]
-	if !ok || !disclosed {
-		return
-	}
-	want := str(o.payload, "artifact_hash")
 	// The remediation of an outstanding remainder names no due time ("").
 	dues := []string{at.Add(RemediationDelay).UTC().Format(time.RFC3339), ""}
 	for _, x := range r.objs {
@@ -512,11 +502,8 @@ func (r *run) remediationSignature(o *object) {
 			}
 		}
 	}
-	for k := len(s.events) - 1; k >= 0; k-- {
+	for k := range signableEvents(s, at) {
 		e := s.events[k]
-		if t, ok := timeAt(e.payload, "occurred_at"); !ok || t.After(at) || e.hashErr != nil {
-			continue
-		}
 		excID, agr := exceptionInForce(s, k+1), agreementInForce(s, k+1)
 		exc, held := r.heldAs(excID, "exception")
 		if !held || agr == "" {

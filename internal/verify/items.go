@@ -134,7 +134,7 @@ func (r *run) joinItems(lists ...*items) {
 	}
 }
 
-// workers is how many goroutines parallel and parallelW use for n items.
+// workers is how many goroutines parallel uses for n items.
 func (r *run) workers(n int) int {
 	w := r.opt.Workers
 	if w <= 0 {
@@ -143,9 +143,9 @@ func (r *run) workers(n int) int {
 	return max(min(w, n), 1)
 }
 
-// parallelW is parallel, telling f which worker (0 to workers(n)-1) runs
-// each item.
-func (r *run) parallelW(n int, f func(w, i int)) {
+// parallel calls f(w, i) for every i in 0..n-1 across the configured
+// number of workers; w (0 to workers(n)-1) is the worker that runs item i.
+func (r *run) parallel(n int, f func(w, i int)) {
 	workers := r.workers(n)
 	if workers <= 1 {
 		for i := 0; i < n; i++ {

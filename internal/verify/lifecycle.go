@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 	"strings"
 	"time"
@@ -398,22 +399,13 @@ func (r *run) waiverState(o *object) {
 // termination it proposes or agrees to, which no id names, so it is not
 // unreferenced evidence (step 7).
 func (r *run) recordSignature(o *object) {
-	if str(o.payload, "evidence_type") != "signed_document" {
+	txn, at, s, want, ok := r.signedRecord(o)
+	if !ok {
 		return
 	}
-	txn := str(o.val, "transaction_id")
-	at, ok := timeAt(o.val, "created_at")
-	s, disclosed := r.streamBy["transaction:"+txn]
-	if !ok || !disclosed {
-		return
-	}
-	want := str(o.payload, "artifact_hash")
 	open := r.openAt(txn, at)
-	for k := len(s.events) - 1; k >= 0; k-- {
+	for k := range signableEvents(s, at) {
 		e := s.events[k]
-		if t, ok := timeAt(e.payload, "occurred_at"); !ok || t.After(at) || e.hashErr != nil {
-			continue
-		}
 		agr := agreementInForce(s, k+1)
 		if agr == "" {
 			continue
@@ -422,6 +414,42 @@ func (r *run) recordSignature(o *object) {
 			r.referenced[o.id] = true
 			r.add(5, "termination_signature", o.subject, Verified, "", fmt.Sprintf("%s signs the termination record of %s after event %d (%s)", createdBy(o), txn, k+1, short(want)))
 			return
+		}
+	}
+}
+
+// signedRecord reads o as a signed_document over a record of its
+// transaction after some event of the transaction stream (a termination
+// record, recordSignature; a remediation record, remediationSignature):
+// the transaction, when o was signed, the stream, and the artifact_hash
+// signed. ok is false when o is no signed_document, states no time, or
+// its transaction's stream is not disclosed.
+func (r *run) signedRecord(o *object) (txn string, at time.Time, s *stream, want string, ok bool) {
+	if str(o.payload, "evidence_type") != "signed_document" {
+		return "", time.Time{}, nil, "", false
+	}
+	txn = str(o.val, "transaction_id")
+	at, hasAt := timeAt(o.val, "created_at")
+	s, disclosed := r.streamBy["transaction:"+txn]
+	if !hasAt || !disclosed {
+		return "", time.Time{}, nil, "", false
+	}
+	return txn, at, s, str(o.payload, "artifact_hash"), true
+}
+
+// signableEvents yields, latest first, the index of each event of s that
+// occurred by at and whose hash is known: the events a record signed at
+// at can stand after.
+func signableEvents(s *stream, at time.Time) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for k := len(s.events) - 1; k >= 0; k-- {
+			e := s.events[k]
+			if t, ok := timeAt(e.payload, "occurred_at"); !ok || t.After(at) || e.hashErr != nil {
+				continue
+			}
+			if !yield(k) {
+				return
+			}
 		}
 	}
 }

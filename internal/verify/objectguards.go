@@ -56,7 +56,7 @@ func (r *run) objectGuards() {
 			r.commitmentAgreement(o)
 		case "obligation":
 			r.obligationAgreement(o)
-			if len(dischargeTargets(o.payload["due_condition"])) > 0 {
+			if len(gate.DischargeTargets(o.payload["due_condition"])) > 0 {
 				if cyclic == nil {
 					cyclic = map[string][]gate.Problem{}
 					for _, p := range gate.CheckConditionCycles(r.values()) {
@@ -165,7 +165,7 @@ func (r *run) acyclic(o *object, cycle []gate.Problem) {
 		return
 	}
 	seen := map[string]bool{o.id: true}
-	queue := dischargeTargets(o.payload["due_condition"])
+	queue := gate.DischargeTargets(o.payload["due_condition"])
 	direct := strings.Join(queue, ", ")
 	var absent []string
 	for len(queue) > 0 {
@@ -181,7 +181,7 @@ func (r *run) acyclic(o *object, cycle []gate.Problem) {
 			r.missing(id)
 			continue
 		}
-		queue = append(queue, dischargeTargets(t.payload["due_condition"])...)
+		queue = append(queue, gate.DischargeTargets(t.payload["due_condition"])...)
 	}
 	if len(absent) > 0 {
 		r.add(5, "due_condition_acyclic", o.subject, NotCheckable, "", fmt.Sprintf("it waits on the discharge of %s; %s not in the bundle, so a cycle through %s is not excluded",
@@ -196,26 +196,6 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// dischargeTargets lists the obligations a due condition waits on, in
-// document order: a due_on_discharge leaf, or the leaves of an all_of.
-func dischargeTargets(v any) []string {
-	c, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	var out []string
-	if str(c, "type") == "due_on_discharge" {
-		if id, ok := strAt(c, "obligation_id"); ok {
-			out = append(out, id)
-		}
-	}
-	list, _ := arrAt(c, "conditions")
-	for _, e := range list {
-		out = append(out, dischargeTargets(e)...)
-	}
-	return out
 }
 
 func (r *run) remainder(o *object) {

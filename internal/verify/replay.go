@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -71,7 +72,7 @@ func (r *run) step5() {
 		}
 	}
 	rest := r.newItems(len(slots), r.workers(len(slots)))
-	r.parallelW(len(slots), func(w, k int) {
+	r.parallel(len(slots), func(w, k int) {
 		rest.do(w, k, func(c *run) {
 			s, i := slots[k].s, slots[k].i
 			e := s.events[i]
@@ -528,7 +529,7 @@ func (r *run) authority(e *object, a act) {
 	}
 	if name, ok := r.actFor(e, org); !ok {
 		v.unsure("no act name is registered for %s by %s (decisions.md item 6)", str(e.payload, "event_type"), org)
-	} else if actions, _ := stringsOf(m.val["actions"]); !contains(actions, name) {
+	} else if actions, _ := canonical.Strings(m.val["actions"]); !contains(actions, name) {
 		v.fail("%s does not list %s", mid, name)
 	} else {
 		v.pass("%s lists %s", mid, name)
@@ -588,7 +589,7 @@ func (r *run) authority(e *object, a act) {
 func (r *run) scope(v *verdict, m *mandate, e *object, org string, a act) {
 	scope, _ := objAt(m.val, "scope")
 	txn := str(e.val, "transaction_id")
-	if ids, ok := stringsOf(scope["transaction_ids"]); ok {
+	if ids, ok := canonical.Strings(scope["transaction_ids"]); ok {
 		if !contains(ids, txn) {
 			v.fail("%s is not scoped to %s", m.id, txn)
 		} else {
@@ -604,14 +605,14 @@ func (r *run) scope(v *verdict, m *mandate, e *object, org string, a act) {
 			v.unsure("%s is scoped by %s, and the act's %s is not established: %s", m.id, ax.axis, ax.member, a.why)
 			continue
 		}
-		allowed, _ := stringsOf(raw)
+		allowed, _ := canonical.Strings(raw)
 		if got, ok := a.doc[ax.member].(string); ok && contains(allowed, got) {
 			v.pass("the act, rebuilt to its action hash, names %s %s, within the %s of %s", ax.member, got, ax.axis, m.id)
 		} else {
 			v.fail("the act, rebuilt to its action hash, names %s %s, outside the %s of %s", ax.member, show(a.doc[ax.member]), ax.axis, m.id)
 		}
 	}
-	if cps, ok := stringsOf(scope["counterparty_organization_ids"]); ok {
+	if cps, ok := canonical.Strings(scope["counterparty_organization_ids"]); ok {
 		if other := r.counterparty(txn, org); other == "" {
 			v.unsure("the counterparty of %s on %s is not established from the bundle", org, txn)
 		} else if !contains(cps, other) {
@@ -733,7 +734,7 @@ func (r *run) decision(e *object) {
 	if str(dby, "organization_id") != org {
 		v.fail("%s was made by %s, not by the acting party %s: a party decides only its own acts", pid, str(dby, "organization_id"), org)
 	}
-	if mids, _ := stringsOf(d.payload["mandate_ids"]); !contains(mids, str(by, "mandate_id")) {
+	if mids, _ := canonical.Strings(d.payload["mandate_ids"]); !contains(mids, str(by, "mandate_id")) {
 		v.fail("%s does not name the mandate %s the event was appended under", pid, str(by, "mandate_id"))
 	}
 	r.decisionPosition(&v, d, e)

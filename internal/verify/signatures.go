@@ -205,6 +205,18 @@ func (r *run) signerParty(o *object) {
 	code := reason.EvidenceSignatureInvalid
 	var want []string
 	role := ""
+	// named is the object of type typ (what, in words) that o names by
+	// member; one the bundle does not hold leaves who may sign o unknown.
+	named := func(member, typ, what string) (*object, bool) {
+		id := str(o.payload, member)
+		x, held := r.byID[id]
+		if !held || x.typ != typ {
+			r.add(2, "signer_party", o.subject, NotCheckable, "", fmt.Sprintf("the %s %s is not in the bundle, so who may sign %s is unknown", what, orNone(id), o.subject))
+			r.missing(id)
+			return nil, false
+		}
+		return x, true
+	}
 	switch o.typ {
 	case "offer":
 		want, role = []string{partyOrg(o.payload, "offeror")}, "the offeror"
@@ -217,20 +229,14 @@ func (r *run) signerParty(o *object) {
 	case "adapter_receipt":
 		// Bilaterally the payer's instance runs the adapter and signs what
 		// the rail answered (docs/record-protocol.md, settlement).
-		id := str(o.payload, "settlement_instruction_id")
-		stl, held := r.byID[id]
-		if !held || stl.typ != "settlement_instruction" {
-			r.add(2, "signer_party", o.subject, NotCheckable, "", fmt.Sprintf("the instruction %s is not in the bundle, so who may sign %s is unknown", orNone(id), o.subject))
-			r.missing(id)
+		stl, held := named("settlement_instruction_id", "settlement_instruction", "instruction")
+		if !held {
 			return
 		}
 		want, role = []string{str(stl.payload, "payer_organization_id")}, "the payer running the adapter"
 	case "performance_event", "obligation_response":
-		id := str(o.payload, "obligation_id")
-		obl, held := r.byID[id]
-		if !held || obl.typ != "obligation" {
-			r.add(2, "signer_party", o.subject, NotCheckable, "", fmt.Sprintf("the obligation %s is not in the bundle, so who may sign %s is unknown", orNone(id), o.subject))
-			r.missing(id)
+		obl, held := named("obligation_id", "obligation", "obligation")
+		if !held {
 			return
 		}
 		if o.typ == "performance_event" {

@@ -108,21 +108,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-// stringsOf returns the string members of a JSON array, and false if the
-// value is not an array of strings.
-func stringsOf(v any) ([]string, bool) {
-	a, ok := v.([]any)
-	if !ok {
-		return nil, false
-	}
-	out := make([]string, 0, len(a))
-	for _, e := range a {
-		s, ok := e.(string)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
-	}
-	return out, true
-}

@@ -5,10 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/partyd/party/internal/bundle"
@@ -293,7 +290,7 @@ func (r *run) prepare() {
 		r.mandates = append(r.mandates, m)
 	}
 
-	r.parallel(len(r.objs)+len(r.mandates), func(i int) {
+	r.parallel(len(r.objs)+len(r.mandates), func(_, i int) {
 		if i < len(r.objs) {
 			r.examine(r.objs[i])
 		} else {
@@ -363,7 +360,7 @@ func (r *run) fork() *run {
 // they found in item order (items.go).
 func (r *run) forEach(n int, f func(c *run, i int)) {
 	it := r.newItems(n, r.workers(n))
-	r.parallelW(n, func(w, i int) { it.do(w, i, func(c *run) { f(c, i) }) })
+	r.parallel(n, func(w, i int) { it.do(w, i, func(c *run) { f(c, i) }) })
 	r.joinItems(it)
 }
 
@@ -373,39 +370,6 @@ func sameDocument(a, b map[string]any) bool {
 	x, err1 := canonical.Marshal(a)
 	y, err2 := canonical.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
-}
-
-// parallel calls f(0..n-1) across the configured number of workers.
-func (r *run) parallel(n int, f func(int)) {
-	workers := r.opt.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	if workers > n {
-		workers = n
-	}
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			f(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // examine computes o's content hash and verifies each of its signatures.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/pattern"
 	"github.com/partyd/party/internal/protocol"
@@ -139,10 +140,10 @@ func Gather(ctx context.Context, r Reader, tip Tip, news []map[string]any) (Exte
 		if depth >= 3 {
 			return
 		}
-		walkStrings(o["payload"], func(s string) { addID(s, depth+1) })
+		canonical.WalkStrings(o["payload"], func(s string) { addID(s, depth+1) })
 	}
 	for _, o := range news {
-		walkStrings(o["payload"], func(s string) { addID(s, 1) })
+		canonical.WalkStrings(o["payload"], func(s string) { addID(s, 1) })
 	}
 	addAll := func(list []map[string]any) {
 		for _, o := range list {
@@ -194,7 +195,7 @@ func Gather(ctx context.Context, r Reader, tip Tip, news []map[string]any) (Exte
 			seen[ev.ID] = true
 			x.Held = append(x.Held, o)
 			p, _ := objAt(o, "payload")
-			walkStrings(p["data"], func(s string) { addID(s, 2) })
+			canonical.WalkStrings(p["data"], func(s string) { addID(s, 2) })
 		}
 	}
 	types := []protocol.ObjectType{protocol.Offer, protocol.Approval, protocol.Obligation, protocol.ObligationResponse}
@@ -305,7 +306,7 @@ func mandatesNamed(m map[string]any, named map[string]bool) {
 	if id := str(by, "mandate_id"); id != "" {
 		named[id] = true
 	}
-	walkStrings(m["payload"], func(s string) {
+	canonical.WalkStrings(m["payload"], func(s string) {
 		if len(s) > 4 && s[:4] == "mnd_" {
 			named[s] = true
 		}
@@ -410,20 +411,4 @@ func wholeChain(t string) bool {
 		return true
 	}
 	return false
-}
-
-// walkStrings calls f on every string in v, at any depth.
-func walkStrings(v any, f func(string)) {
-	switch x := v.(type) {
-	case string:
-		f(x)
-	case map[string]any:
-		for _, y := range x {
-			walkStrings(y, f)
-		}
-	case []any:
-		for _, y := range x {
-			walkStrings(y, f)
-		}
-	}
 }
