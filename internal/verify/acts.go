@@ -56,7 +56,7 @@ type act struct {
 func (r *run) eventAct(e *object, m *mandate) act {
 	by, _ := objAt(e.val, "created_by")
 	org := str(by, "organization_id")
-	event := str(e.payload, "event_type")
+	event := eventType(e.payload)
 	name, ok := r.actFor(e, org)
 	if !ok {
 		return act{why: fmt.Sprintf("no act name is registered for %s by %s", event, orNone(org))}
@@ -75,7 +75,7 @@ func (r *run) eventAct(e *object, m *mandate) act {
 			name, short(a.hash), short(bound))
 		return a
 	}
-	if d, held := r.byID[str(e.payload, "policy_decision_id")]; held && d.typ == "policy_decision" {
+	if d, held := r.byID[str(e.payload, "policy_decision_id")]; held && d.typ == protocol.PolicyDecision {
 		if dh := str(d.payload, "action_hash"); dh != a.hash {
 			a.why = fmt.Sprintf("the %s act rebuilt from the record hashes to the event's action hash, but the policy decision %s binds %s", name, d.id, short(dh))
 			return a
@@ -102,7 +102,7 @@ func (r *run) buildAct(name, org, txn string, terms, refs map[string]any, m *man
 // actMembers returns the proposed terms and references of the act behind
 // an event, from the objects the event names (authority.EventActMembers,
 // the table every party rebuilds acts by), or why they are not held.
-func (r *run) actMembers(event string, e *object) (terms, refs map[string]any, why string) {
+func (r *run) actMembers(event protocol.EventType, e *object) (terms, refs map[string]any, why string) {
 	data, _ := objAt(e.payload, "data")
 	return authority.EventActMembers(protocol.EventType(event), data, r.lookup)
 }
@@ -128,7 +128,7 @@ func (r *run) decidedAct(name, org, txn string, terms, refs map[string]any, cand
 			continue
 		}
 		for _, d := range r.objs {
-			if d.typ != "policy_decision" || str(d.payload, "action_hash") != a.hash || str(d.payload, "decision") != "allow" {
+			if d.typ != protocol.PolicyDecision || str(d.payload, "action_hash") != a.hash || str(d.payload, "decision") != "allow" {
 				continue
 			}
 			dby, _ := objAt(d.val, "created_by")

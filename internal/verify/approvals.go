@@ -163,7 +163,7 @@ func (r *run) approvalFor(ru rule, a act, org, txn string, at time.Time) outcome
 	var bound []*object
 	var others []string
 	for _, o := range r.objs {
-		if o.typ != "approval" {
+		if o.typ != protocol.Approval {
 			continue
 		}
 		if str(o.payload, "action_hash") == a.hash {
@@ -363,7 +363,7 @@ func (r *run) formationApprovals(v *verdict, s *stream, i int, e *object, agr *o
 	txn := str(e.val, "transaction_id")
 	events := []*object{e}
 	for j := i - 1; j >= 0; j-- {
-		if str(s.events[j].payload, "event_type") == "agreement.direct" {
+		if eventType(s.events[j].payload) == protocol.EvAgreementDirect {
 			events = append(events, s.events[j])
 			break
 		}
@@ -384,7 +384,7 @@ func (r *run) formationApprovals(v *verdict, s *stream, i int, e *object, agr *o
 
 	// The offeror's offer.submit, under the mandate the offer names.
 	offerID := str(agr.payload, "accepted_offer_id")
-	if offer, held := r.byID[offerID]; !held || offer.typ != "offer" {
+	if offer, held := r.byID[offerID]; !held || offer.typ != protocol.Offer {
 		v.unsure("the offer %s is not in the bundle, so the approvals the offeror's act called for are unknown", orNone(offerID))
 	} else {
 		by, _ := objAt(offer.val, "created_by")
@@ -498,9 +498,9 @@ func (r *run) standaloneApproval(o *object, name, refName string) {
 		}
 		terms, _ := objAt(x.payload, "terms")
 		switch x.typ {
-		case "agreement":
+		case protocol.Agreement:
 			cands = append(cands, candidate{terms, map[string]any{"agreement_id": x.id, refName: ref}})
-		case "offer":
+		case protocol.Offer:
 			cands = append(cands, candidate{terms, map[string]any{refName: ref}})
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -65,7 +66,7 @@ func (r *run) step3() {
 
 	var superseded claims
 	for _, o := range r.objs {
-		if o.typ != "determination" {
+		if o.typ != protocol.Determination {
 			continue
 		}
 		s, ok := objAt(o.payload, "supersedes")
@@ -81,7 +82,7 @@ func (r *run) step3() {
 		if d, held := r.byID[t]; !held {
 			r.add(3, "supersession_chain", o.subject, NotCheckable, "", t+" is not in the bundle")
 			r.missing(t)
-		} else if d.typ != "determination" {
+		} else if d.typ != protocol.Determination {
 			r.add(3, "supersession_chain", o.subject, Failed, reason.DeterminationSupersessionForked, fmt.Sprintf("%s is a %s, not a determination", t, d.typ))
 		} else {
 			r.add(3, "supersession_chain", o.subject, Verified, "", "the only determination superseding "+t)
@@ -141,7 +142,7 @@ type stream struct {
 // is inferred across streams.
 func (r *run) step4() {
 	for _, o := range r.objs {
-		if o.typ != "transaction_event" {
+		if o.typ != protocol.TransactionEvent {
 			continue
 		}
 		sm, ok := objAt(o.payload, "stream")
@@ -212,7 +213,7 @@ func (r *run) streamStart(s *stream) {
 			return
 		}
 		switch {
-		case t.typ != "transaction_event":
+		case t.typ != protocol.TransactionEvent:
 			r.add(4, "stream_start", s.key, Failed, reason.EvidenceChainGap, fmt.Sprintf("%s names %s, a %s, as its predecessor", e.subject, t.subject, t.typ))
 		case r.streamOf(t) != s.key:
 			r.add(4, "stream_start", s.key, Failed, reason.EvidenceChainGap,

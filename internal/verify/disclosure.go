@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -27,13 +28,13 @@ import (
 func (r *run) statements() {
 	for _, o := range r.objs {
 		switch o.typ {
-		case "obligation_response":
+		case protocol.ObligationResponse:
 			if id := str(o.payload, "assertion_id"); id != "" {
-				r.disclosed(o, "assertion", id, "performance_event")
+				r.disclosed(o, "assertion", id, protocol.PerformanceEvent)
 			}
-		case "determination":
+		case protocol.Determination:
 			if id := str(o.payload, "dispute_id"); id != "" {
-				r.disclosed(o, "dispute", id, "dispute")
+				r.disclosed(o, "dispute", id, protocol.Dispute)
 			}
 		}
 	}
@@ -47,7 +48,7 @@ func (r *run) statements() {
 // which has no identifier of its own.
 const StatedReportSubject = "stated_report"
 
-func (r *run) disclosed(o *object, what, id, typ string) {
+func (r *run) disclosed(o *object, what, id string, typ protocol.ObjectType) {
 	if _, held := r.heldAs(id, typ); held {
 		r.add(7, "disclosure_complete", o.subject, Verified, "", fmt.Sprintf("the %s %s it is verified against is disclosed", what, id))
 		return

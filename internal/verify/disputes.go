@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/protocol"
 
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/reason"
@@ -56,9 +57,9 @@ import (
 func (r *run) step6() {
 	for _, o := range r.objs {
 		switch o.typ {
-		case "dispute":
+		case protocol.Dispute:
 			r.dispute(o)
-		case "determination":
+		case protocol.Determination:
 			r.determination(o)
 		}
 	}
@@ -133,7 +134,7 @@ func (r *run) determination(o *object) {
 	question, _ := objAt(p, "question")
 
 	dspID := str(p, "dispute_id")
-	if dsp, held := r.heldAs(dspID, "dispute"); held {
+	if dsp, held := r.heldAs(dspID, protocol.Dispute); held {
 		ps := r.bindings([]map[string]any{o.val, dsp.val}, o.id, reason.DisputeSubjectUnreferenced)
 		r.fromGate(6, "determination_question", o.subject, ps, fmt.Sprintf("the question's subject type, hash and id are those of %s", dspID))
 	} else {
@@ -173,7 +174,7 @@ func (r *run) determination(o *object) {
 	if sup, ok := objAt(p, "supersedes"); ok {
 		ps := withCode(static, reason.DeterminationSupersessionUnreasoned)
 		targetID := str(sup, "determination_id")
-		target, held := r.heldAs(targetID, "determination")
+		target, held := r.heldAs(targetID, protocol.Determination)
 		if held {
 			ps = append(ps, r.bindings([]map[string]any{o.val, target.val}, o.id, reason.DisputeSubjectUnreferenced)...)
 		}
@@ -241,7 +242,7 @@ func (r *run) determinationFinding(o *object) {
 	question, _ := objAt(p, "question")
 	outcome, _ := objAt(p, "outcome")
 	var missing []string
-	dsp, okD := r.heldAs(str(p, "dispute_id"), "dispute")
+	dsp, okD := r.heldAs(str(p, "dispute_id"), protocol.Dispute)
 	if !okD {
 		missing = append(missing, "the dispute "+orNone(str(p, "dispute_id")))
 	}
@@ -254,7 +255,7 @@ func (r *run) determinationFinding(o *object) {
 	for _, x := range evs {
 		ref, _ := x.(map[string]any)
 		id := str(ref, "evidence_id")
-		e, held := r.heldAs(id, "evidence")
+		e, held := r.heldAs(id, protocol.Evidence)
 		if !held {
 			missing = append(missing, "the evidence "+orNone(id))
 			continue
@@ -263,7 +264,7 @@ func (r *run) determinationFinding(o *object) {
 	}
 	var superseded *InputRef
 	if sup, ok := objAt(p, "supersedes"); ok {
-		t, held := r.heldAs(str(sup, "determination_id"), "determination")
+		t, held := r.heldAs(str(sup, "determination_id"), protocol.Determination)
 		if !held {
 			missing = append(missing, "the determination superseded "+orNone(str(sup, "determination_id")))
 		} else {
@@ -309,7 +310,7 @@ func (r *run) determinationFinding(o *object) {
 // if the subject is an event the bundle holds, else the version stated
 // for the record.
 func (r *run) subjectRules(hash string) (version, basis string) {
-	if s := r.subjectOf(hash); s != nil && s.typ == "transaction_event" {
+	if s := r.subjectOf(hash); s != nil && s.typ == protocol.TransactionEvent {
 		return r.rulesFor(s.id), "the version stated for " + s.subject
 	}
 	return r.opt.RulesVersion, "the version stated for the record"

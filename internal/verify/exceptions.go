@@ -183,7 +183,7 @@ const TerminatedSignatureClaim = "Ends the transaction through its open exceptio
 func exceptionInForce(s *stream, i int) string {
 	for j := i - 1; j >= 0; j-- {
 		p := s.events[j].payload
-		if str(p, "event_type") == "exception.opened" {
+		if eventType(p) == protocol.EvExceptionOpened {
 			d, _ := objAt(p, "data")
 			return str(d, "exception_id")
 		}
@@ -198,7 +198,7 @@ func (r *run) evidenceHeld(v *verdict, refs []any) []*object {
 	for _, ref := range refs {
 		m, _ := ref.(map[string]any)
 		id := str(m, "evidence_id")
-		o, held := r.heldAs(id, "evidence")
+		o, held := r.heldAs(id, protocol.Evidence)
 		switch {
 		case !held:
 			v.unsure("the evidence %s is not in the bundle", orNone(id))
@@ -215,7 +215,7 @@ func (r *run) evidenceHeld(v *verdict, refs []any) []*object {
 }
 
 func (r *run) exceptionOpenedGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
-	exc := r.held(v, data, "exception_id", "exception")
+	exc := r.held(v, data, "exception_id", protocol.Exception)
 	if exc == nil {
 		return
 	}
@@ -232,7 +232,7 @@ func (r *run) exceptionOpenedGuard(v *verdict, s *stream, i int, e *object, data
 	if str(data, "obligation_id") != oblID {
 		v.fail("the event names obligation %s, the exception %s", orNone(str(data, "obligation_id")), oblID)
 	}
-	if obl, held := r.heldAs(oblID, "obligation"); !held {
+	if obl, held := r.heldAs(oblID, protocol.Obligation); !held {
 		v.unsure("the obligation %s is not in the bundle", oblID)
 		r.missing(oblID)
 	} else if str(obl.val, "transaction_id") != txn {
@@ -246,8 +246,8 @@ func (r *run) exceptionOpenedGuard(v *verdict, s *stream, i int, e *object, data
 		if str(data, "settlement_instruction_id") != stlID || str(data, "adapter_receipt_id") != adpID {
 			v.fail("the event names another instruction or receipt than the exception")
 		}
-		stl, okS := r.heldAs(stlID, "settlement_instruction")
-		adp, okA := r.heldAs(adpID, "adapter_receipt")
+		stl, okS := r.heldAs(stlID, protocol.Settlement)
+		adp, okA := r.heldAs(adpID, protocol.AdapterReceipt)
 		if !okS || !okA {
 			v.unsure("the instruction %s or its receipt %s is not in the bundle", stlID, adpID)
 			r.missing(stlID)
@@ -278,7 +278,7 @@ func (r *run) exceptionOpenedGuard(v *verdict, s *stream, i int, e *object, data
 		if str(data, "dispute_id") != dspID {
 			v.fail("the event names dispute %s, the exception %s", orNone(str(data, "dispute_id")), dspID)
 		}
-		dsp, held := r.heldAs(dspID, "dispute")
+		dsp, held := r.heldAs(dspID, protocol.Dispute)
 		if !held {
 			v.unsure("the dispute %s is not in the bundle", dspID)
 			r.missing(dspID)
@@ -312,12 +312,12 @@ func (r *run) exceptionOpenedGuard(v *verdict, s *stream, i int, e *object, data
 
 func (r *run) remediationGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
 	exc := r.inForce(v, s, i, data)
-	rem := r.held(v, data, "obligation_id", "obligation")
+	rem := r.held(v, data, "obligation_id", protocol.Obligation)
 	hash, ok := strAt(data, "remediation_hash")
 	if !ok {
 		v.fail("the event names no remediation record")
 	}
-	agr := r.held(v, data, "agreement_id", "agreement")
+	agr := r.held(v, data, "agreement_id", protocol.Agreement)
 	if exc == nil || rem == nil || agr == nil || !ok {
 		if ok && agr != nil {
 			r.pairSignatures(e, agr, hash, "remediation_signatures")
@@ -342,7 +342,7 @@ func (r *run) remediationGuard(v *verdict, s *stream, i int, e *object, data map
 			v.pass("remediation_hash is the hash of the record of this remediation")
 		}
 	}
-	orig, held := r.heldAs(oblID, "obligation")
+	orig, held := r.heldAs(oblID, protocol.Obligation)
 	switch {
 	case !held:
 		v.unsure("the obligation %s the exception is about is not in the bundle", oblID)
@@ -383,7 +383,7 @@ func (r *run) remediationGuard(v *verdict, s *stream, i int, e *object, data map
 // inForce returns the exception the event names, which must be the one in
 // force at position i.
 func (r *run) inForce(v *verdict, s *stream, i int, data map[string]any) *object {
-	exc := r.held(v, data, "exception_id", "exception")
+	exc := r.held(v, data, "exception_id", protocol.Exception)
 	if exc == nil {
 		return nil
 	}
@@ -415,7 +415,7 @@ func (r *run) resolvedGuard(v *verdict, s *stream, i int, e *object, data map[st
 	dspID := str(exc.payload, "dispute_id")
 	occurred, _ := timeAt(e.payload, "occurred_at")
 	for _, o := range r.objs {
-		if o.typ == "determination" && str(o.payload, "dispute_id") == dspID && createdNoLater(o, occurred) {
+		if o.typ == protocol.Determination && str(o.payload, "dispute_id") == dspID && createdNoLater(o, occurred) {
 			v.pass("%s determined the dispute %s before it", o.subject, dspID)
 			return
 		}
@@ -448,7 +448,7 @@ func (r *run) terminatedGuard(v *verdict, s *stream, i int, e *object, data map[
 func (r *run) signatureOver(org, hash string) (Result, string) {
 	res, detail := Failed, fmt.Sprintf("no signed_document over %s is signed by %s", short(hash), orNone(org))
 	for _, o := range r.objs {
-		if o.typ != "evidence" || str(o.payload, "evidence_type") != "signed_document" || str(o.payload, "artifact_hash") != hash || createdBy(o) != org {
+		if o.typ != protocol.Evidence || str(o.payload, "evidence_type") != "signed_document" || str(o.payload, "artifact_hash") != hash || createdBy(o) != org {
 			continue
 		}
 		issuer, _ := objAt(o.payload, "issuer")
@@ -496,7 +496,7 @@ func (r *run) remediationSignature(o *object) {
 	// The remediation of an outstanding remainder names no due time ("").
 	dues := []string{at.Add(RemediationDelay).UTC().Format(time.RFC3339), ""}
 	for _, x := range r.objs {
-		if x.typ == "obligation" && str(x.val, "transaction_id") == txn {
+		if x.typ == protocol.Obligation && str(x.val, "transaction_id") == txn {
 			if d, ok := objAt(x.payload, "due_condition"); ok && str(d, "type") == "due_at_time" {
 				dues = append(dues, str(d, "at"))
 			}
@@ -505,11 +505,11 @@ func (r *run) remediationSignature(o *object) {
 	for k := range signableEvents(s, at) {
 		e := s.events[k]
 		excID, agr := exceptionInForce(s, k+1), agreementInForce(s, k+1)
-		exc, held := r.heldAs(excID, "exception")
+		exc, held := r.heldAs(excID, protocol.Exception)
 		if !held || agr == "" {
 			continue
 		}
-		obl, held := r.heldAs(str(exc.payload, "obligation_id"), "obligation")
+		obl, held := r.heldAs(str(exc.payload, "obligation_id"), protocol.Obligation)
 		if !held {
 			continue
 		}
@@ -533,7 +533,7 @@ func (r *run) outstandingGuard(v *verdict, s *stream, i int, e *object, oblID st
 	occurred, _ := timeAt(e.payload, "occurred_at")
 	var resp *object
 	for _, o := range r.objs {
-		if o.typ == "obligation_response" && str(o.payload, "response_type") == "accept" && str(o.payload, "remainder_obligation_id") == oblID &&
+		if o.typ == protocol.ObligationResponse && str(o.payload, "response_type") == "accept" && str(o.payload, "remainder_obligation_id") == oblID &&
 			createdNoLater(o, occurred) {
 			resp = o
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -144,7 +145,7 @@ func Extend(x Extension, opt Options) Outcome {
 		if id, ok := o["id"].(string); ok {
 			newIDs[id] = true
 			delete(checked, id)
-			if o["object_type"] == "transaction_event" {
+			if objectType(o) == protocol.TransactionEvent {
 				event = id
 			}
 		}

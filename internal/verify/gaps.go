@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/schema"
 )
 
@@ -44,7 +45,7 @@ func (r *run) step7() {
 	r.statements()
 	for _, o := range r.objs {
 		switch o.typ {
-		case "policy_decision":
+		case protocol.PolicyDecision:
 			// A decision names the stream it was made for; one the bundle
 			// does not disclose (the peer's own decision stream, say) is
 			// a stream referenced and withheld. A session identifier on an
@@ -56,11 +57,11 @@ func (r *run) step7() {
 					r.undisclosed[key] = true
 				}
 			}
-		case "evidence":
+		case protocol.Evidence:
 			r.evidenceType(str(o.payload, "evidence_type"))
-		case "obligation":
+		case protocol.Obligation:
 			r.conditionTypes(o.payload["due_condition"], 0)
-		case "offer", "agreement":
+		case protocol.Offer, protocol.Agreement:
 			if terms, ok := objAt(o.payload, "terms"); ok {
 				if p, ok := strAt(terms, "profile"); !ok || !schema.ProfileKnown(p) {
 					r.unregistered["profile "+show(terms["profile"])] = true
@@ -89,7 +90,7 @@ func (r *run) step7() {
 	}
 	var unreferenced []string
 	for _, o := range r.objs {
-		if o.typ == "evidence" && o.id != "" && !r.referenced[o.id] {
+		if o.typ == protocol.Evidence && o.id != "" && !r.referenced[o.id] {
 			unreferenced = append(unreferenced, o.id)
 		}
 	}

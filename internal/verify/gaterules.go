@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -120,7 +121,7 @@ func (r *run) values() []map[string]any {
 }
 
 // heldAs returns the object with id if the bundle holds one of type typ.
-func (r *run) heldAs(id, typ string) (*object, bool) {
+func (r *run) heldAs(id string, typ protocol.ObjectType) (*object, bool) {
 	o, held := r.byID[id]
 	if !held || o.typ != typ {
 		return nil, false

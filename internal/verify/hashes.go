@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -31,25 +32,25 @@ func (r *run) step1() {
 	for _, o := range r.objs {
 		p := o.payload
 		switch o.typ {
-		case "acceptance":
-			r.bindObject(o, "offer_hash_binding", reason.AgreementHashMismatch, p["offer_hash"], p["offer_id"], "offer")
-		case "agreement":
+		case protocol.Acceptance:
+			r.bindObject(o, "offer_hash_binding", reason.AgreementHashMismatch, p["offer_hash"], p["offer_id"], protocol.Offer)
+		case protocol.Agreement:
 			r.termsHash(o)
-			r.bindObject(o, "accepted_offer_hash", reason.AgreementHashMismatch, p["accepted_offer_hash"], p["accepted_offer_id"], "offer")
+			r.bindObject(o, "accepted_offer_hash", reason.AgreementHashMismatch, p["accepted_offer_hash"], p["accepted_offer_id"], protocol.Offer)
 			r.offerTerms(o)
-		case "obligation":
+		case protocol.Obligation:
 			r.subjectTerms(o, reason.ObligationSubjectUnreferenced)
-		case "commitment":
+		case protocol.Commitment:
 			r.subjectTerms(o, reason.EvidenceHashMismatch)
-		case "obligation_response":
+		case protocol.ObligationResponse:
 			if _, named := p["assertion_id"]; named {
-				r.bindObject(o, "assertion_hash_binding", reason.ObligationResponseHashMismatch, p["assertion_hash"], p["assertion_id"], "performance_event")
+				r.bindObject(o, "assertion_hash_binding", reason.ObligationResponseHashMismatch, p["assertion_hash"], p["assertion_id"], protocol.PerformanceEvent)
 			}
-		case "determination":
+		case protocol.Determination:
 			if s, ok := objAt(p, "supersedes"); ok {
-				r.bindObject(o, "supersedes_hash_binding", reason.EvidenceHashMismatch, s["determination_hash"], s["determination_id"], "determination")
+				r.bindObject(o, "supersedes_hash_binding", reason.EvidenceHashMismatch, s["determination_hash"], s["determination_id"], protocol.Determination)
 			}
-		case "dispute":
+		case protocol.Dispute:
 			r.subjectHash(o)
 		}
 	}
@@ -97,7 +98,7 @@ func (r *run) contentHash(o *object) {
 
 // bindObject checks that carried is the content hash of the bytes of the
 // object targetID names, which must be of type typ.
-func (r *run) bindObject(o *object, name string, code reason.Code, carried, targetID any, typ string) {
+func (r *run) bindObject(o *object, name string, code reason.Code, carried, targetID any, typ protocol.ObjectType) {
 	h, ok := carried.(string)
 	if !ok {
 		r.add(1, name, o.subject, Failed, code, fmt.Sprintf("the carried hash is %s, not a string", show(carried)))
@@ -167,7 +168,7 @@ func (r *run) offerTerms(o *object) {
 		r.add(1, "agreement_offer_terms", o.subject, NotCheckable, "", fmt.Sprintf("the accepted offer %s is not in the bundle, so its terms cannot be compared", id))
 		r.missing(id)
 		return
-	case offer.typ != "offer":
+	case offer.typ != protocol.Offer:
 		r.add(1, "agreement_offer_terms", o.subject, Failed, reason.AgreementHashMismatch, fmt.Sprintf("%s is a %s, not an offer", id, offer.typ))
 		return
 	}
@@ -192,7 +193,7 @@ func (r *run) offerTerms(o *object) {
 // the bundle holds them.
 func (r *run) agreementTermsHash(id string) (string, *object, bool) {
 	a, held := r.byID[id]
-	if !held || a.typ != "agreement" {
+	if !held || a.typ != protocol.Agreement {
 		return "", a, false
 	}
 	terms, ok := objAt(a.payload, "terms")
@@ -221,7 +222,7 @@ func (r *run) subjectTerms(o *object, code reason.Code) {
 		r.add(1, "subject_terms_hash", o.subject, NotCheckable, "", agr+" is not in the bundle")
 		r.missing(agr)
 		return
-	} else if a.typ != "agreement" {
+	} else if a.typ != protocol.Agreement {
 		r.add(1, "subject_terms_hash", o.subject, Failed, code, fmt.Sprintf("%s is a %s, not an agreement", agr, a.typ))
 		return
 	}
@@ -302,7 +303,7 @@ func (r *run) evidenceRef(subject string, ref any) {
 		case !held:
 			r.add(1, "evidence_ref", subject, NotCheckable, "", fmt.Sprintf("short-form reference %s: the evidence is not in the bundle", x))
 			r.missing(x)
-		case e.typ != "evidence":
+		case e.typ != protocol.Evidence:
 			r.add(1, "evidence_ref", subject, Failed, reason.EvidenceHashMismatch, fmt.Sprintf("short-form reference %s names a %s, not evidence", x, e.typ))
 		default:
 			r.add(1, "evidence_ref", subject, Verified, "", fmt.Sprintf("short-form reference %s resolves to the evidence held in this bundle, which is checked as an object in its own right", x))
@@ -327,7 +328,7 @@ func (r *run) evidenceRef(subject string, ref any) {
 		case !held:
 			r.add(1, "evidence_ref", subject, NotCheckable, "", fmt.Sprintf("%s is not in the bundle", id))
 			r.missing(id)
-		case e.typ != "evidence":
+		case e.typ != protocol.Evidence:
 			r.add(1, "evidence_ref", subject, Failed, reason.EvidenceHashMismatch, fmt.Sprintf("%s is a %s, not evidence", id, e.typ))
 		case e.hashErr != nil || h != e.recomputed:
 			r.add(1, "evidence_ref", subject, Failed, reason.EvidenceHashMismatch,

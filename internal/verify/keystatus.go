@@ -8,6 +8,7 @@ import (
 
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/protocol"
 )
 
 // Key status (canonical model §4 rules 6–7). A key's status is what its
@@ -74,7 +75,7 @@ func KeyChainOf(records []map[string]any, keyID string) []int {
 	byID := map[string]int{}
 	succ := map[string][]int{}
 	for i, o := range records {
-		if str(o, "object_type") != "key_record" {
+		if objectType(o) != protocol.KeyRecord {
 			continue
 		}
 		if _, dup := byID[str(o, "id")]; !dup {
@@ -154,12 +155,12 @@ func (r *run) chain(keyID string) *keyChain {
 		r.keyChains[keyID] = c
 	}
 	root, held := r.byID[keyID]
-	if !held || root.typ != "key_record" {
+	if !held || root.typ != protocol.KeyRecord {
 		return c
 	}
 	if r.keyRecs == nil {
 		for _, o := range r.objs {
-			if o.typ == "key_record" {
+			if o.typ == protocol.KeyRecord {
 				r.keyRecs = append(r.keyRecs, o)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/protocol"
 )
 
 // The ledger: party's own rules, kept apart from the seven steps.
@@ -69,7 +70,7 @@ func (r *run) ledgerRecord(txn string) ledger.Record {
 		return str(v, "content_hash")
 	}}
 	for _, o := range r.objs {
-		if o.typ != "transaction_event" && str(o.val, "transaction_id") == txn {
+		if o.typ != protocol.TransactionEvent && str(o.val, "transaction_id") == txn {
 			rec.Objects = append(rec.Objects, o.val)
 		}
 	}
@@ -88,7 +89,7 @@ func (r *run) ledgers() LedgerReport {
 	seen := map[string]bool{}
 	var txns []string
 	for _, o := range r.objs {
-		if txn := str(o.val, "transaction_id"); txn != "" && !seen[txn] && o.typ == "obligation" {
+		if txn := str(o.val, "transaction_id"); txn != "" && !seen[txn] && o.typ == protocol.Obligation {
 			seen[txn] = true
 			txns = append(txns, txn)
 		}

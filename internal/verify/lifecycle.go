@@ -98,7 +98,7 @@ func createdNoLater(o *object, t time.Time) bool {
 func (r *run) obligationsAt(txn string, t time.Time) []*object {
 	var out []*object
 	for _, o := range r.objs {
-		if o.typ != "obligation" || str(o.val, "transaction_id") != txn || !createdNoLater(o, t) {
+		if o.typ != protocol.Obligation || str(o.val, "transaction_id") != txn || !createdNoLater(o, t) {
 			continue
 		}
 		if _, versioned := strAt(o.val, "previous_version_id"); versioned {
@@ -114,7 +114,7 @@ func (r *run) obligationsAt(txn string, t time.Time) []*object {
 func (r *run) responseOf(obl *object, rt string, t time.Time) *object {
 	obligee := partyOrg(obl.payload, "obligee")
 	for _, o := range r.objs {
-		if o.typ == "obligation_response" && str(o.payload, "obligation_id") == obl.id && str(o.payload, "response_type") == rt &&
+		if o.typ == protocol.ObligationResponse && str(o.payload, "obligation_id") == obl.id && str(o.payload, "response_type") == rt &&
 			createdBy(o) == obligee && createdNoLater(o, t) {
 			return o
 		}
@@ -139,8 +139,8 @@ func (r *run) openAt(txn string, t time.Time) []string {
 func agreementInForce(s *stream, i int) string {
 	for j := i - 1; j >= 0; j-- {
 		p := s.events[j].payload
-		switch str(p, "event_type") {
-		case "agreement.committed", "agreement.amended":
+		switch eventType(p) {
+		case protocol.EvAgreementCommitted, protocol.EvAgreementAmended:
 			d, _ := objAt(p, "data")
 			return str(d, "agreement_id")
 		}
@@ -149,7 +149,7 @@ func agreementInForce(s *stream, i int) string {
 }
 
 func (r *run) cancelledGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
-	offer := r.held(v, data, "offer_id", "offer")
+	offer := r.held(v, data, "offer_id", protocol.Offer)
 	if offer != nil {
 		if str(offer.val, "transaction_id") != str(e.val, "transaction_id") {
 			v.fail("%s belongs to another transaction", offer.subject)
@@ -158,7 +158,7 @@ func (r *run) cancelledGuard(v *verdict, s *stream, i int, e *object, data map[s
 		}
 	}
 	for j := 0; j < i; j++ {
-		if str(s.events[j].payload, "event_type") == "agreement.committed" {
+		if eventType(s.events[j].payload) == protocol.EvAgreementCommitted {
 			v.fail("an agreement was committed at position %d: a committed transaction is not cancelled", j+1)
 			return
 		}
@@ -183,9 +183,9 @@ func (r *run) cancelledGuard(v *verdict, s *stream, i int, e *object, data map[s
 // withdrawal this verifier recognises is unsure, not failed: another
 // implementation may build its withdrawal act in a shape not rebuilt here.
 func (r *run) expiredGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
-	offer := r.held(v, data, "offer_id", "offer")
+	offer := r.held(v, data, "offer_id", protocol.Offer)
 	for j := 0; j < i; j++ {
-		if str(s.events[j].payload, "event_type") == "agreement.direct" {
+		if eventType(s.events[j].payload) == protocol.EvAgreementDirect {
 			v.fail("the offer was accepted at position %d: an accepted offer does not lapse", j+1)
 			return
 		}
@@ -242,7 +242,7 @@ func (r *run) terminationRecord(v *verdict, s *stream, i int, e *object, data ma
 		v.fail("the event names no termination record")
 		return "", nil
 	}
-	agr := r.held(v, data, "agreement_id", "agreement")
+	agr := r.held(v, data, "agreement_id", protocol.Agreement)
 	occurred, okT := timeAt(e.payload, "occurred_at")
 	if !okT {
 		v.fail("occurred_at is not a timestamp")
@@ -281,7 +281,7 @@ func (r *run) terminationSignatures(e *object, agr *object, hash string) {
 }
 
 func (r *run) amendedGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
-	agr := r.held(v, data, "agreement_id", "agreement")
+	agr := r.held(v, data, "agreement_id", protocol.Agreement)
 	if agr == nil {
 		return
 	}
@@ -297,7 +297,7 @@ func (r *run) amendedGuard(v *verdict, s *stream, i int, e *object, data map[str
 	default:
 		v.pass("%s supersedes the agreement in force %s", agr.subject, prevID)
 	}
-	if prev, held := r.byID[prevID]; held && prev.typ == "agreement" {
+	if prev, held := r.byID[prevID]; held && prev.typ == protocol.Agreement {
 		pv, _ := intAt(prev.val, "version")
 		av, _ := intAt(agr.val, "version")
 		if av != pv+1 {
@@ -312,8 +312,8 @@ func (r *run) amendedGuard(v *verdict, s *stream, i int, e *object, data map[str
 		v.unsure("%s is not in the bundle", prevID)
 		r.missing(prevID)
 	}
-	offer := r.held(v, data, "offer_id", "offer")
-	acc := r.held(v, data, "acceptance_id", "acceptance")
+	offer := r.held(v, data, "offer_id", protocol.Offer)
+	acc := r.held(v, data, "acceptance_id", protocol.Acceptance)
 	if offer != nil && str(agr.payload, "accepted_offer_id") != offer.id {
 		v.fail("%s is formed on %s, the event names %s", agr.subject, str(agr.payload, "accepted_offer_id"), offer.id)
 	}
@@ -352,7 +352,7 @@ func (r *run) amendedGuard(v *verdict, s *stream, i int, e *object, data map[str
 // top of this file).
 func (r *run) waiverState(o *object) {
 	oblID := str(o.payload, "obligation_id")
-	obl, held := r.heldAs(oblID, "obligation")
+	obl, held := r.heldAs(oblID, protocol.Obligation)
 	if !held {
 		r.add(5, "waiver_state", o.subject, NotCheckable, "", fmt.Sprintf("the obligation %s is not in the bundle", orNone(oblID)))
 		r.missing(oblID)
@@ -368,7 +368,7 @@ func (r *run) waiverState(o *object) {
 		return
 	}
 	for _, w := range r.objs {
-		if w != o && w.typ == "obligation_response" && str(w.payload, "obligation_id") == oblID && str(w.payload, "response_type") == "waive" && createdNoLater(w, at) && w.pos < o.pos {
+		if w != o && w.typ == protocol.ObligationResponse && str(w.payload, "obligation_id") == oblID && str(w.payload, "response_type") == "waive" && createdNoLater(w, at) && w.pos < o.pos {
 			r.add(5, "waiver_state", o.subject, Failed, reason.EvidenceTransitionIllegal, fmt.Sprintf("%s was waived already by %s", oblID, w.id))
 			return
 		}
@@ -379,7 +379,7 @@ func (r *run) waiverState(o *object) {
 			continue
 		}
 		for _, e := range s.events {
-			if et := str(e.payload, "event_type"); et != "termination.agreed" && et != "transaction.terminated" {
+			if et := eventType(e.payload); et != protocol.EvTerminationAgreed && et != protocol.EvTransactionTerminated {
 				continue
 			}
 			if t, ok := timeAt(e.payload, "occurred_at"); ok && !t.After(at) {

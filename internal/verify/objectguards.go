@@ -6,6 +6,7 @@ import (
 
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -50,11 +51,11 @@ func (r *run) objectGuards() {
 	var cyclic map[string][]gate.Problem
 	for _, o := range r.objs {
 		switch o.typ {
-		case "agreement":
+		case protocol.Agreement:
 			r.amendment(o)
-		case "commitment":
+		case protocol.Commitment:
 			r.commitmentAgreement(o)
-		case "obligation":
+		case protocol.Obligation:
 			r.obligationAgreement(o)
 			if len(gate.DischargeTargets(o.payload["due_condition"])) > 0 {
 				if cyclic == nil {
@@ -65,15 +66,15 @@ func (r *run) objectGuards() {
 				}
 				r.acyclic(o, cyclic[o.id])
 			}
-		case "evidence":
+		case protocol.Evidence:
 			r.recordSignature(o)
 			r.remediationSignature(o)
 			r.adjustmentSignature(o)
-		case "dispute":
+		case protocol.Dispute:
 			r.standaloneApproval(o, "dispute.raise", "subject_id")
-		case "determination":
+		case protocol.Determination:
 			r.standaloneApproval(o, "determination.issue", "dispute_id")
-		case "obligation_response":
+		case protocol.ObligationResponse:
 			switch str(o.payload, "response_type") {
 			case "accept":
 				r.remainder(o)
@@ -96,7 +97,7 @@ func (r *run) amendment(o *object) {
 			prevID+" is not in the bundle: whether this version reuses its offer or acceptance is not established")
 		r.missing(prevID)
 		return
-	case prev.typ != "agreement":
+	case prev.typ != protocol.Agreement:
 		return // the version chain check says why
 	}
 	ps := r.bindings([]map[string]any{o.val, prev.val}, o.id, reason.AgreementAmendmentUnaccepted)
@@ -136,7 +137,7 @@ func (r *run) agreementOf(o *object, rules ...string) (agr *object, agrID string
 		}
 		r.missing(agrID)
 		return nil, agrID, false
-	case agr.typ != "agreement":
+	case agr.typ != protocol.Agreement:
 		return nil, agrID, false
 	}
 	return agr, agrID, true
@@ -175,7 +176,7 @@ func (r *run) acyclic(o *object, cycle []gate.Problem) {
 			continue
 		}
 		seen[id] = true
-		t, held := r.heldAs(id, "obligation")
+		t, held := r.heldAs(id, protocol.Obligation)
 		if !held {
 			absent = append(absent, id)
 			r.missing(id)
@@ -201,7 +202,7 @@ func plural(n int, one, many string) string {
 func (r *run) remainder(o *object) {
 	p := o.payload
 	oblID := str(p, "obligation_id")
-	obl, held := r.heldAs(oblID, "obligation")
+	obl, held := r.heldAs(oblID, protocol.Obligation)
 	if !held {
 		r.add(5, "acceptance_remainder", o.subject, NotCheckable, "", fmt.Sprintf("the obligation %s is not in the bundle, so the quantity owed is not known", orNone(oblID)))
 		r.missing(oblID)
@@ -209,7 +210,7 @@ func (r *run) remainder(o *object) {
 	}
 	set := []map[string]any{o.val, obl.val}
 	remID, named := strAt(p, "remainder_obligation_id")
-	rem, remHeld := r.heldAs(remID, "obligation")
+	rem, remHeld := r.heldAs(remID, protocol.Obligation)
 	if remHeld {
 		set = append(set, rem.val)
 	}

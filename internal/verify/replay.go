@@ -92,13 +92,13 @@ func (r *run) step5() {
 // state is tracked under: a session stream's events move the session; a
 // transaction stream's move the aggregate, except an event whose data
 // names an obligation and whose states are obligation states.
-func machineFor(s *stream, p map[string]any, version, from, event, to string) (rules.Machine, string, bool) {
+func machineFor(s *stream, p map[string]any, version, from string, event protocol.EventType, to string) (rules.Machine, string, bool) {
 	switch s.kind {
 	case "session":
 		return rules.Session, "session", true
 	case "transaction":
 		data, _ := objAt(p, "data")
-		if obl, ok := strAt(data, "obligation_id"); ok && !rules.Legal(version, rules.Aggregate, from, event, to) &&
+		if obl, ok := strAt(data, "obligation_id"); ok && !rules.Legal(version, rules.Aggregate, from, string(event), to) &&
 			(from == "" || rules.IsState(rules.Obligation, from)) && rules.IsState(rules.Obligation, to) {
 			return rules.Obligation, "obligation/" + obl, true
 		}
@@ -110,7 +110,7 @@ func machineFor(s *stream, p map[string]any, version, from, event, to string) (r
 func (r *run) legality(s *stream, i int, e *object, state map[string]string) {
 	p := e.payload
 	version := r.rulesFor(e.id)
-	event := str(p, "event_type")
+	event := eventType(p)
 	from, fromOK := strAt(p, "from_state")
 	to, toOK := strAt(p, "to_state")
 	switch {
@@ -141,9 +141,9 @@ func (r *run) legality(s *stream, i int, e *object, state map[string]string) {
 		expected = state[key]
 	}
 	state[key] = to
-	if !rules.Legal(version, machine, from, event, to) {
+	if !rules.Legal(version, machine, from, string(event), to) {
 		detail := fmt.Sprintf("%s --%s--> %s is not a %s transition under rules %s", orNone(from), event, to, machine, version)
-		if since := rules.Since(machine, from, event); since != "" {
+		if since := rules.Since(machine, from, string(event)); since != "" {
 			detail += " (it is registered from " + since + ")"
 		}
 		r.add(5, "transition_legality", e.subject, Failed, reason.EvidenceTransitionIllegal, detail)
@@ -167,57 +167,57 @@ func orNone(s string) string {
 // guards states, for the transitions whose guards concern objects no
 // bundle carries, what the guard is, so that a not_checkable says what was
 // not established (pilot state machine §5).
-var guards = map[string]string{
-	"approval.requested":     "an approval rule matched",
-	"approval.rejected":      "the approval binds the selected offer hash",
-	"acceptance.withdrawn":   "the withdrawal is authorised and before commitment",
-	"deadline.elapsed":       "the authoritative clock is past the deadline",
-	"exception.opened":       "the exception's type, scope and evidence are supplied",
-	"remediation.accepted":   "the parties accept the remediation hash",
-	"exception.resolved":     "the resolution conditions are met",
-	"transaction.terminated": "termination authority and evidence are valid",
+var guards = map[protocol.EventType]string{
+	"approval.requested":             "an approval rule matched",
+	"approval.rejected":              "the approval binds the selected offer hash",
+	"acceptance.withdrawn":           "the withdrawal is authorised and before commitment",
+	protocol.EvDeadlineElapsed:       "the authoritative clock is past the deadline",
+	protocol.EvExceptionOpened:       "the exception's type, scope and evidence are supplied",
+	protocol.EvRemediationAccepted:   "the parties accept the remediation hash",
+	protocol.EvExceptionResolved:     "the resolution conditions are met",
+	protocol.EvTransactionTerminated: "termination authority and evidence are valid",
 }
 
 // guard checks what the bundle can show of the event's guard.
 func (r *run) guard(s *stream, i int, e *object, session bool) {
 	p := e.payload
-	event := str(p, "event_type")
+	event := eventType(p)
 	data, _ := objAt(p, "data")
 	var v verdict
 	switch event {
-	case "agreement.direct":
+	case protocol.EvAgreementDirect:
 		r.directGuard(&v, e, data, session)
-	case "agreement.committed":
+	case protocol.EvAgreementCommitted:
 		r.commitGuard(&v, s, i, e, data)
-	case "obligation.activated":
+	case protocol.EvObligationActivated:
 		r.activationGuard(&v, e, data)
-	case "performance.declared":
+	case protocol.EvPerformanceDeclared:
 		r.declarationGuard(&v, data)
-	case "acceptance.granted", "acceptance.rejected":
+	case protocol.EvAcceptanceGranted, protocol.EvAcceptanceRejected:
 		r.responseGuard(&v, event, data)
-	case "settlement.instructed":
+	case protocol.EvSettlementInstructed:
 		r.instructedGuard(&v, s, i, e, data)
-	case "transaction.completed":
+	case protocol.EvTransactionCompleted:
 		r.completedGuard(&v, s, i, e, data)
-	case "transaction.cancelled":
+	case protocol.EvTransactionCancelled:
 		r.cancelledGuard(&v, s, i, e, data)
-	case "deadline.elapsed":
+	case protocol.EvDeadlineElapsed:
 		if s.kind != "transaction" {
 			v.unsure("the guard of deadline.elapsed on a %s stream (the session's deadline) is not established from the objects of a bundle", s.kind)
 			break
 		}
 		r.expiredGuard(&v, s, i, e, data)
-	case "termination.agreed":
+	case protocol.EvTerminationAgreed:
 		r.terminationGuard(&v, s, i, e, data)
-	case "agreement.amended":
+	case protocol.EvAgreementAmended:
 		r.amendedGuard(&v, s, i, e, data)
-	case "exception.opened":
+	case protocol.EvExceptionOpened:
 		r.exceptionOpenedGuard(&v, s, i, e, data)
-	case "remediation.accepted":
+	case protocol.EvRemediationAccepted:
 		r.remediationGuard(&v, s, i, e, data)
-	case "exception.resolved":
+	case protocol.EvExceptionResolved:
 		r.resolvedGuard(&v, s, i, e, data)
-	case "transaction.terminated":
+	case protocol.EvTransactionTerminated:
 		r.terminatedGuard(&v, s, i, e, data)
 	default:
 		if g, ok := guards[event]; ok {
@@ -232,10 +232,10 @@ func (r *run) guard(s *stream, i int, e *object, session bool) {
 	r.add(5, "transition_guard", e.subject, res, reason.EvidenceTransitionIllegal, detail)
 }
 
-func operated(event string) bool {
+func operated(event protocol.EventType) bool {
 	for _, m := range []rules.Machine{rules.Aggregate, rules.Session} {
 		for _, t := range rules.Table(rules.Latest(), m) {
-			if t.Event == event && t.Operated {
+			if t.Event == string(event) && t.Operated {
 				return true
 			}
 		}
@@ -245,7 +245,7 @@ func operated(event string) bool {
 
 // held returns the object data[member] names, if the bundle holds one of
 // type typ; otherwise it records why in v and returns nil.
-func (r *run) held(v *verdict, data map[string]any, member, typ string) *object {
+func (r *run) held(v *verdict, data map[string]any, member string, typ protocol.ObjectType) *object {
 	id, ok := strAt(data, member)
 	if !ok {
 		v.unsure("the event's data names no %s", member)
@@ -302,8 +302,8 @@ func (r *run) directGuard(v *verdict, e *object, data map[string]any, session bo
 	} else {
 		v.pass("no session stream")
 	}
-	offer := r.held(v, data, "offer_id", "offer")
-	acc := r.held(v, data, "acceptance_id", "acceptance")
+	offer := r.held(v, data, "offer_id", protocol.Offer)
+	acc := r.held(v, data, "acceptance_id", protocol.Acceptance)
 	occurred, okT := timeAt(e.payload, "occurred_at")
 	if offer != nil {
 		until, okU := timeAt(offer.payload, "valid_until")
@@ -319,7 +319,7 @@ func (r *run) directGuard(v *verdict, e *object, data map[string]any, session bo
 			v.pass("%s was current", offer.subject)
 		}
 		for _, o := range r.objs {
-			if o.typ == "offer" && str(o.payload, "supersedes_offer_id") == offer.id {
+			if o.typ == protocol.Offer && str(o.payload, "supersedes_offer_id") == offer.id {
 				v.fail("%s is superseded by %s", offer.subject, o.subject)
 			}
 		}
@@ -348,14 +348,14 @@ func (r *run) directGuard(v *verdict, e *object, data map[string]any, session bo
 // commitGuard: approvals complete (formationApprovals); the agreement
 // names the acceptance; both parties sign the same hash.
 func (r *run) commitGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
-	agr := r.held(v, data, "agreement_id", "agreement")
+	agr := r.held(v, data, "agreement_id", protocol.Agreement)
 	if agr == nil {
 		return
 	}
 	accID := str(agr.payload, "acceptance_id")
 	for j := i - 1; j >= 0; j-- {
 		ep := s.events[j].payload
-		if str(ep, "event_type") == "agreement.direct" {
+		if eventType(ep) == protocol.EvAgreementDirect {
 			d, _ := objAt(ep, "data")
 			if named := str(d, "acceptance_id"); named != accID {
 				v.fail("%s names acceptance %s, but the record formed on %s", agr.subject, accID, named)
@@ -363,7 +363,7 @@ func (r *run) commitGuard(v *verdict, s *stream, i int, e *object, data map[stri
 			break
 		}
 	}
-	if acc, held := r.byID[accID]; held && acc.typ == "acceptance" {
+	if acc, held := r.byID[accID]; held && acc.typ == protocol.Acceptance {
 		if str(acc.payload, "offer_id") != str(agr.payload, "accepted_offer_id") {
 			v.fail("%s accepts %s, not the agreement's offer %s", accID, str(acc.payload, "offer_id"), str(agr.payload, "accepted_offer_id"))
 		} else {
@@ -384,7 +384,7 @@ func (r *run) commitGuard(v *verdict, s *stream, i int, e *object, data map[stri
 
 // activationGuard: the obligation derives from the agreement.
 func (r *run) activationGuard(v *verdict, e *object, data map[string]any) {
-	obl := r.held(v, data, "obligation_id", "obligation")
+	obl := r.held(v, data, "obligation_id", protocol.Obligation)
 	if obl == nil {
 		return
 	}
@@ -420,7 +420,7 @@ func (r *run) activationGuard(v *verdict, e *object, data map[string]any) {
 // control-plane object (spec-map C15); the bilateral reading is the
 // assertion's own evidence references.
 func (r *run) declarationGuard(v *verdict, data map[string]any) {
-	prf := r.held(v, data, "performance_event_id", "performance_event")
+	prf := r.held(v, data, "performance_event_id", protocol.PerformanceEvent)
 	if prf == nil {
 		return
 	}
@@ -433,7 +433,7 @@ func (r *run) declarationGuard(v *verdict, data map[string]any) {
 	} else {
 		v.pass("%s carries %d evidence reference(s)", prf.subject, len(refs))
 	}
-	if obl, held := r.byID[oblID]; held && obl.typ == "obligation" {
+	if obl, held := r.byID[oblID]; held && obl.typ == protocol.Obligation {
 		v.take(r.signedBy(prf, partyOrg(obl.payload, "obligor")))
 	} else {
 		v.unsure("the obligation %s is not in the bundle, so its obligor is unknown", oblID)
@@ -443,13 +443,13 @@ func (r *run) declarationGuard(v *verdict, data map[string]any) {
 
 // responseGuard: the obligee's response of the right type, over the exact
 // assertion.
-func (r *run) responseGuard(v *verdict, event string, data map[string]any) {
-	obr := r.held(v, data, "obligation_response_id", "obligation_response")
+func (r *run) responseGuard(v *verdict, event protocol.EventType, data map[string]any) {
+	obr := r.held(v, data, "obligation_response_id", protocol.ObligationResponse)
 	if obr == nil {
 		return
 	}
 	want := "accept"
-	if event == "acceptance.rejected" {
+	if event == protocol.EvAcceptanceRejected {
 		want = "reject"
 	}
 	if got := str(obr.payload, "response_type"); got != want {
@@ -460,7 +460,7 @@ func (r *run) responseGuard(v *verdict, event string, data map[string]any) {
 		v.fail("%s responds on %s, not %s", obr.subject, oblID, named)
 	}
 	prfID := str(obr.payload, "assertion_id")
-	if prf, held := r.byID[prfID]; held && prf.typ == "performance_event" {
+	if prf, held := r.byID[prfID]; held && prf.typ == protocol.PerformanceEvent {
 		if str(obr.payload, "assertion_hash") != prf.recomputed || prf.hashErr != nil {
 			v.fail("%s is not over the exact bytes of %s", obr.subject, prfID)
 		} else {
@@ -470,7 +470,7 @@ func (r *run) responseGuard(v *verdict, event string, data map[string]any) {
 		v.unsure("the assertion %s is not in the bundle", prfID)
 		r.missing(prfID)
 	}
-	if obl, held := r.byID[oblID]; held && obl.typ == "obligation" {
+	if obl, held := r.byID[oblID]; held && obl.typ == protocol.Obligation {
 		v.take(r.signedBy(obr, partyOrg(obl.payload, "obligee")))
 	} else {
 		v.unsure("the obligation %s is not in the bundle, so its obligee is unknown", oblID)
@@ -483,7 +483,7 @@ func (r *run) responseGuard(v *verdict, event string, data map[string]any) {
 // or the offeror's submission, by which party appended it.
 func (r *run) actFor(e *object, org string) (string, bool) {
 	data, _ := objAt(e.payload, "data")
-	a, ok := authority.EventActName(protocol.EventType(str(e.payload, "event_type")), data, org, r.lookup)
+	a, ok := authority.EventActName(protocol.EventType(eventType(e.payload)), data, org, r.lookup)
 	return string(a), ok
 }
 
@@ -528,7 +528,7 @@ func (r *run) authority(e *object, a act) {
 		v.fail("%s represents %s, not %s", mid, str(m.val, "represented_organization_id"), org)
 	}
 	if name, ok := r.actFor(e, org); !ok {
-		v.unsure("no act name is registered for %s by %s (decisions.md item 6)", str(e.payload, "event_type"), org)
+		v.unsure("no act name is registered for %s by %s (decisions.md item 6)", eventType(e.payload), org)
 	} else if actions, _ := canonical.Strings(m.val["actions"]); !contains(actions, name) {
 		v.fail("%s does not list %s", mid, name)
 	} else {
@@ -713,7 +713,7 @@ func (r *run) decision(e *object) {
 		r.missing(pid)
 		return
 	}
-	if d.typ != "policy_decision" {
+	if d.typ != protocol.PolicyDecision {
 		r.add(5, "policy_decision", e.subject, Failed, reason.EvidenceTransitionIllegal, fmt.Sprintf("%s is a %s, not a policy decision", pid, d.typ))
 		return
 	}
@@ -775,7 +775,7 @@ func (r *run) decisionPosition(v *verdict, d, e *object) {
 // versions record against the obligation table.
 func (r *run) obligationVersions() {
 	for _, o := range r.objs {
-		if o.typ != "obligation" {
+		if o.typ != protocol.Obligation {
 			continue
 		}
 		prevID, ok := strAt(o.val, "previous_version_id")
@@ -783,7 +783,7 @@ func (r *run) obligationVersions() {
 			continue
 		}
 		p, held := r.byID[prevID]
-		if !held || p.typ != "obligation" {
+		if !held || p.typ != protocol.Obligation {
 			continue // the version chain check says why
 		}
 		from, to := str(p.payload, "state"), str(o.payload, "state")

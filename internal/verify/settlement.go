@@ -7,6 +7,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/protocol"
 )
 
 // The guards of settlement.instructed and transaction.completed (pilot
@@ -52,14 +53,14 @@ func (r *run) accepted(s *stream, i int) (accepted map[string]bool, responses ma
 	for j := 0; j < i; j++ {
 		p := s.events[j].payload
 		data, _ := objAt(p, "data")
-		switch str(p, "event_type") {
-		case "obligation.activated":
+		switch eventType(p) {
+		case protocol.EvObligationActivated:
 			issued[str(data, "obligation_id")] = true
-		case "acceptance.granted", "acceptance.rejected":
+		case protocol.EvAcceptanceGranted, protocol.EvAcceptanceRejected:
 			if at, ok := timeAt(p, "occurred_at"); ok {
 				lastResponse, seenResponse = at, true
 			}
-			if str(p, "event_type") != "acceptance.granted" {
+			if eventType(p) != protocol.EvAcceptanceGranted {
 				continue
 			}
 			obl := str(data, "obligation_id")
@@ -93,7 +94,7 @@ func (r *run) accepted(s *stream, i int) (accepted map[string]bool, responses ma
 }
 
 func (r *run) instructedGuard(v *verdict, s *stream, i int, e *object, data map[string]any) {
-	stl := r.held(v, data, "settlement_instruction_id", "settlement_instruction")
+	stl := r.held(v, data, "settlement_instruction_id", protocol.Settlement)
 	if stl == nil {
 		return
 	}
@@ -103,7 +104,7 @@ func (r *run) instructedGuard(v *verdict, s *stream, i int, e *object, data map[
 		v.fail("%s pays %s, the event names %s", stl.subject, oblID, named)
 	}
 	obl, held := r.byID[oblID]
-	if !held || obl.typ != "obligation" {
+	if !held || obl.typ != protocol.Obligation {
 		v.unsure("the obligation %s is not in the bundle", oblID)
 		r.missing(oblID)
 		return
@@ -163,7 +164,7 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 	instructed := map[string][]string{} // obligation → instructions recorded before
 	for j := 0; j < i; j++ {
 		p := s.events[j].payload
-		if str(p, "event_type") != "settlement.instructed" {
+		if eventType(p) != protocol.EvSettlementInstructed {
 			continue
 		}
 		d, _ := objAt(p, "data")
@@ -175,7 +176,7 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 	n := 0
 	var determined *ledger.Ledger // read once, only when an acceptance was determined
 	for _, o := range r.objs {
-		if o.typ != "obligation" || str(o.val, "transaction_id") != txn {
+		if o.typ != protocol.Obligation || str(o.val, "transaction_id") != txn {
 			continue
 		}
 		if !issued[o.id] {
@@ -200,7 +201,7 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 		paid := false
 		for _, stl := range instructed[o.id] {
 			for _, rc := range r.objs {
-				if rc.typ == "adapter_receipt" && str(rc.payload, "settlement_instruction_id") == stl && str(rc.payload, "status") == "succeeded" {
+				if rc.typ == protocol.AdapterReceipt && str(rc.payload, "settlement_instruction_id") == stl && str(rc.payload, "status") == "succeeded" {
 					paid = true
 				}
 			}
@@ -235,7 +236,7 @@ func (r *run) completedGuard(v *verdict, s *stream, i int, e *object, data map[s
 		}
 	}
 	if id, ok := strAt(data, "adapter_receipt_id"); ok {
-		if rc, held := r.byID[id]; !held || rc.typ != "adapter_receipt" || str(rc.payload, "status") != "succeeded" {
+		if rc, held := r.byID[id]; !held || rc.typ != protocol.AdapterReceipt || str(rc.payload, "status") != "succeeded" {
 			v.fail("%s names %s, which is not a succeeded receipt of the bundle", e.subject, id)
 		}
 	}

@@ -89,7 +89,7 @@ func (r *run) objectSignatures(o *object) {
 	r.signatureCount(o)
 	r.signerParty(o)
 	r.creator(o)
-	if o.typ == "transaction_event" && !r.opt.SingleSignedEvents && !r.opt.awaiting[o.id] {
+	if o.typ == protocol.TransactionEvent && !r.opt.SingleSignedEvents && !r.opt.awaiting[o.id] {
 		res, detail := r.countersignature(o)
 		r.add(2, "countersignature", o.subject, res, reason.EvidenceSignatureInvalid, detail)
 	}
@@ -115,7 +115,7 @@ func (r *run) creator(o *object) {
 // signatureCount checks the kernel minimum (agreement two, act types one)
 // counting only signatures that verified, by distinct keys.
 func (r *run) signatureCount(o *object) {
-	need := signature.MinSignatures(o.typ)
+	need := signature.MinSignatures(string(o.typ))
 	if need == 0 {
 		return
 	}
@@ -207,7 +207,7 @@ func (r *run) signerParty(o *object) {
 	role := ""
 	// named is the object of type typ (what, in words) that o names by
 	// member; one the bundle does not hold leaves who may sign o unknown.
-	named := func(member, typ, what string) (*object, bool) {
+	named := func(member string, typ protocol.ObjectType, what string) (*object, bool) {
 		id := str(o.payload, member)
 		x, held := r.byID[id]
 		if !held || x.typ != typ {
@@ -218,28 +218,28 @@ func (r *run) signerParty(o *object) {
 		return x, true
 	}
 	switch o.typ {
-	case "offer":
+	case protocol.Offer:
 		want, role = []string{partyOrg(o.payload, "offeror")}, "the offeror"
-	case "acceptance":
+	case protocol.Acceptance:
 		want, role = []string{partyOrg(o.payload, "accepting_party")}, "the accepting party"
-	case "agreement":
+	case protocol.Agreement:
 		want, role = []string{partyOrg(o.payload, "buyer"), partyOrg(o.payload, "supplier")}, "buyer and supplier"
-	case "settlement_instruction":
+	case protocol.Settlement:
 		want, role = []string{str(o.payload, "payer_organization_id")}, "the payer"
-	case "adapter_receipt":
+	case protocol.AdapterReceipt:
 		// Bilaterally the payer's instance runs the adapter and signs what
 		// the rail answered (docs/record-protocol.md, settlement).
-		stl, held := named("settlement_instruction_id", "settlement_instruction", "instruction")
+		stl, held := named("settlement_instruction_id", protocol.Settlement, "instruction")
 		if !held {
 			return
 		}
 		want, role = []string{str(stl.payload, "payer_organization_id")}, "the payer running the adapter"
-	case "performance_event", "obligation_response":
-		obl, held := named("obligation_id", "obligation", "obligation")
+	case protocol.PerformanceEvent, protocol.ObligationResponse:
+		obl, held := named("obligation_id", protocol.Obligation, "obligation")
 		if !held {
 			return
 		}
-		if o.typ == "performance_event" {
+		if o.typ == protocol.PerformanceEvent {
 			want, role = []string{partyOrg(obl.payload, "obligor")}, "the obligor"
 		} else {
 			want, role, code = []string{partyOrg(obl.payload, "obligee")}, "the obligee", reason.ObligationResponseUnauthorized

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/protocol"
 )
 
 // Accessors over decoded JSON. A bundle is hostile input: every member may
@@ -27,6 +28,17 @@ func strAt(m map[string]any, k string) (string, bool) {
 func str(m map[string]any, k string) string {
 	v, _ := m[k].(string)
 	return v
+}
+
+// objectType and eventType read an object's type and an event's type as
+// the protocol's named types, so that a comparison with one names a
+// protocol constant; "" when absent or not a string.
+func objectType(o map[string]any) protocol.ObjectType {
+	return protocol.ObjectType(str(o, "object_type"))
+}
+
+func eventType(payload map[string]any) protocol.EventType {
+	return protocol.EventType(str(payload, "event_type"))
 }
 
 func arrAt(m map[string]any, k string) ([]any, bool) {

@@ -12,6 +12,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/signature"
@@ -135,7 +136,7 @@ type object struct {
 	pos     int
 	val     map[string]any
 	id      string
-	typ     string
+	typ     protocol.ObjectType
 	subject string
 	payload map[string]any
 
@@ -256,7 +257,7 @@ func (r *run) prepare() {
 		}
 		o := &object{pos: i, val: v}
 		o.id, _ = strAt(v, "id")
-		o.typ, _ = strAt(v, "object_type")
+		o.typ = objectType(v)
 		o.payload, _ = objAt(v, "payload")
 		o.subject = o.id
 		if o.subject == "" {
@@ -322,15 +323,15 @@ func (r *run) prepare() {
 				r.byDeclared[o.declared] = o
 			}
 		}
-		if o.typ == "revocation_record" {
+		if o.typ == protocol.RevocationRecord {
 			r.revocations = append(r.revocations, o)
 		}
 	}
 	// The two parties of each transaction, from its first agreement, else
 	// its first offer: what a mandate's counterparty scope is read against.
-	for _, typ := range []string{"agreement", "offer"} {
+	for _, typ := range []protocol.ObjectType{protocol.Agreement, protocol.Offer} {
 		a, b := "buyer", "supplier"
-		if typ == "offer" {
+		if typ == protocol.Offer {
 			a, b = "offeror", "offeree"
 		}
 		for _, o := range r.objs {
@@ -471,7 +472,7 @@ func (r *run) precheck(o *object, e any) (sigCheck, crypto.PublicKey) {
 			return sc, nil
 		}
 	}
-	if allowed := purposesRefusing(o.typ, sc.purpose); allowed != nil {
+	if allowed := purposesRefusing(string(o.typ), sc.purpose); allowed != nil {
 		// A signature valid over the bytes but issued for another act does
 		// not count for this one (§4 step 2 item 2), whatever its value.
 		sc.result, sc.detail = Failed, fmt.Sprintf("purpose %q may not sign a %s (allowed: %v)", sc.purpose, o.typ, allowed)
@@ -578,7 +579,7 @@ func (r *run) report() *Report {
 			rep.Scope.Objects = append(rep.Scope.Objects, o.subject)
 		}
 		note(timeAt(o.val, "created_at"))
-		if o.typ == "transaction_event" {
+		if o.typ == protocol.TransactionEvent {
 			note(timeAt(o.payload, "occurred_at"))
 		}
 	}
@@ -622,7 +623,7 @@ func (r *run) report() *Report {
 	rep.UnregisteredTypes = sortedSet(r.unregistered)
 	rep.UnreferencedEvidence = []string{}
 	for _, o := range r.objs {
-		if o.typ == "evidence" && o.id != "" && !r.referenced[o.id] && !contains(rep.UnreferencedEvidence, o.id) {
+		if o.typ == protocol.Evidence && o.id != "" && !r.referenced[o.id] && !contains(rep.UnreferencedEvidence, o.id) {
 			rep.UnreferencedEvidence = append(rep.UnreferencedEvidence, o.id)
 		}
 	}

@@ -155,7 +155,7 @@ func Gather(ctx context.Context, r Reader, tip Tip, news []map[string]any) (Exte
 	}
 	event := ""
 	for _, o := range news {
-		if str(o, "object_type") == string(protocol.TransactionEvent) {
+		if objectType(o) == protocol.TransactionEvent {
 			p, _ := objAt(o, "payload")
 			event = str(p, "event_type")
 		}
@@ -233,7 +233,7 @@ func Gather(ctx context.Context, r Reader, tip Tip, news []map[string]any) (Exte
 	// (a supersession fork is seen across them) and with its subject,
 	// which may be an event.
 	for _, o := range news {
-		t := protocol.ObjectType(str(o, "object_type"))
+		t := protocol.ObjectType(objectType(o))
 		if t != protocol.Dispute && t != protocol.Determination {
 			continue
 		}
@@ -366,7 +366,7 @@ func ledgerReads(news []map[string]any) int {
 	level := ledgerNone
 	for _, o := range news {
 		p, _ := objAt(o, "payload")
-		switch protocol.ObjectType(str(o, "object_type")) {
+		switch protocol.ObjectType(objectType(o)) {
 		case protocol.Settlement:
 			return ledgerBalances
 		case protocol.Evidence:
@@ -374,7 +374,7 @@ func ledgerReads(news []map[string]any) int {
 				return ledgerBalances
 			}
 		case protocol.TransactionEvent:
-			if t := protocol.EventType(str(p, "event_type")); t == protocol.EvSettlementInstructed || t == protocol.EvTransactionCompleted {
+			if t := protocol.EventType(eventType(p)); t == protocol.EvSettlementInstructed || t == protocol.EvTransactionCompleted {
 				return ledgerBalances
 			}
 		case protocol.AdapterReceipt:
