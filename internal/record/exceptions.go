@@ -362,11 +362,7 @@ func (e *Engine) openOutstanding(ctx context.Context, a Actor, in ExceptionInput
 			if err != nil {
 				return err
 			}
-			evd, err := b.add(protocol.Evidence, map[string]any{
-				"evidence_type": "signed_document", "claim": verify.OutstandingEvidenceClaim, "artifact_hash": resp.Hash(),
-				"issuer":       map[string]any{"organization_id": e.org.Config().OrganizationID},
-				"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-			}, protocol.PurposeObjectIssuance)
+			evd, err := signRecord(b, verify.OutstandingEvidenceClaim, resp.Hash())
 			if err != nil {
 				return err
 			}
@@ -448,25 +444,6 @@ func (e *Engine) remediationOf(ctx context.Context, st *state, offeredAt string)
 	return remediation{exc: exc, obl: obl, agr: agr, due: due, hash: h}, nil
 }
 
-// remediationSignature issues this organisation's signature over a
-// remediation record.
-func remediationSignature(b *builder, hash string) (*Obj, error) {
-	return b.add(protocol.Evidence, map[string]any{
-		"evidence_type": "signed_document",
-		"claim":         verify.RemediationSignatureClaim,
-		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
-		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, protocol.PurposeObjectIssuance)
-}
-
-// isRemediationSignature reports whether o is org's signature over a
-// remediation record.
-func isRemediationSignature(o *Obj, org string) bool {
-	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
-		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == verify.RemediationSignatureClaim
-}
-
 // remediationOffer returns org's offer to remedy that is current on st's
 // copy (its record is the record after the head), and the record.
 func (e *Engine) remediationOffer(ctx context.Context, st *state, org string) (*Obj, remediation, error) {
@@ -476,7 +453,7 @@ func (e *Engine) remediationOffer(ctx context.Context, st *state, org string) (*
 	}
 	for i := len(list) - 1; i >= 0; i-- {
 		o := list[i]
-		if !isRemediationSignature(o, org) {
+		if !isSignature(o, org, verify.RemediationSignatureClaim) {
 			continue
 		}
 		rec, err := e.remediationOf(ctx, st, str(o.m["created_at"]))
@@ -517,7 +494,7 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 			return e.transactionAct(ctx, st.t.ID, "", "")
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := remediationSignature(b, rec.hash)
+			evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
 			if err != nil {
 				return err
 			}
@@ -537,7 +514,7 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 // stands, and its decision, checked like any act.
 func remediationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 	evd := r.one(protocol.Evidence)
-	if !isRemediationSignature(evd, r.from) {
+	if !isSignature(evd, r.from, verify.RemediationSignatureClaim) {
 		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a record", evd.ID(), r.from))
 	}
 	rec, err := e.remediationOf(ctx, r.st, str(evd.m["created_at"]))
@@ -601,7 +578,7 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 			return e.transactionAct(ctx, st.t.ID, "", "")
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := remediationSignature(b, rec.hash)
+			evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
 			if err != nil {
 				return err
 			}
@@ -630,7 +607,7 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	evd, obl := r.one(protocol.Evidence), r.one(protocol.Obligation)
 	hash := ev.Data("remediation_hash")
-	if evd == nil || !isRemediationSignature(evd, r.from) || evd.P("artifact_hash") != hash {
+	if evd == nil || !isSignature(evd, r.from, verify.RemediationSignatureClaim) || evd.P("artifact_hash") != hash {
 		return refusef(reason.EvidenceSignatureInvalid, "remediation.accepted travels with %s's signed_document over the remediation record %s it binds", r.from, hash)
 	}
 	mine, rec, err := e.remediationOffer(ctx, r.st, e.org.Config().OrganizationID)
@@ -736,18 +713,6 @@ func checkExceptionResolved(ctx context.Context, e *Engine, r *receipt, ev *Obj)
 	return nil
 }
 
-// terminatedSignature issues this organisation's signature over the
-// termination record of transaction.terminated.
-func terminatedSignature(b *builder, hash string) (*Obj, error) {
-	return b.add(protocol.Evidence, map[string]any{
-		"evidence_type": "signed_document",
-		"claim":         verify.TerminatedSignatureClaim,
-		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
-		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, protocol.PurposeObjectIssuance)
-}
-
 // TerminateTransaction ends a transaction through its open exception:
 // transaction.terminated (exception_open → terminated), every open
 // obligation released.
@@ -770,7 +735,7 @@ func (e *Engine) TerminateTransaction(ctx context.Context, a Actor, in Exception
 			return e.transactionAct(ctx, st.t.ID, "", "")
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := terminatedSignature(b, rec.hash)
+			evd, err := signRecord(b, verify.TerminatedSignatureClaim, rec.hash)
 			if err != nil {
 				return err
 			}

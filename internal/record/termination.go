@@ -115,40 +115,6 @@ func terminable(st *state) error {
 	return nil
 }
 
-// signedRecord issues this organisation's signature over a termination
-// record: a signed_document whose artifact_hash is the record's hash.
-func signedRecord(b *builder, hash string) (*Obj, error) {
-	return b.add(protocol.Evidence, map[string]any{
-		"evidence_type": "signed_document",
-		"claim":         verify.TerminationSignatureClaim,
-		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
-		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, protocol.PurposeObjectIssuance)
-}
-
-// signatureOver returns the signed_document over hash that org issued on
-// txn, or nil.
-func (e *Engine) signatureOver(ctx context.Context, txn, org, hash string) (*Obj, error) {
-	list, err := e.ofType(ctx, txn, protocol.Evidence)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range list {
-		if isRecordSignature(o, org) && o.P("artifact_hash") == hash {
-			return o, nil
-		}
-	}
-	return nil, nil
-}
-
-// isRecordSignature reports whether o is a termination record signature
-// issued by org.
-func isRecordSignature(o *Obj, org string) bool {
-	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
-		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == verify.TerminationSignatureClaim
-}
-
 // ProposeTermination signs the termination record of the transaction as
 // it stands and sends the signature to the counterparty, which agrees to
 // it with AgreeTermination.
@@ -165,7 +131,7 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
 				return err
 			}
-			if mine, err := e.signatureOver(ctx, st.t.ID, e.org.Config().OrganizationID, rec.hash); err != nil || mine != nil {
+			if mine, err := e.heldSignature(ctx, st.t.ID, e.org.Config().OrganizationID, verify.TerminationSignatureClaim, rec.hash); err != nil || mine != nil {
 				if err == nil {
 					err = refusef(reason.StateTransitionDenied, "this organisation proposed termination record %s already (%s); the counterparty agrees to it with agree_termination", rec.hash, mine.ID())
 				}
@@ -177,7 +143,7 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signedRecord(b, rec.hash)
+			evd, err := signRecord(b, verify.TerminationSignatureClaim, rec.hash)
 			if err != nil {
 				return err
 			}
@@ -193,7 +159,7 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 // record of this copy as it stands, and its decision, checked like any act.
 func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 	evd := r.one(protocol.Evidence)
-	if !isRecordSignature(evd, r.from) {
+	if !isSignature(evd, r.from, verify.TerminationSignatureClaim) {
 		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a termination record", evd.ID(), r.from))
 	}
 	if err := terminable(r.st); err != nil {
@@ -230,7 +196,7 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
 				return err
 			}
-			theirs, err := e.signatureOver(ctx, st.t.ID, st.t.Counterparty, rec.hash)
+			theirs, err := e.heldSignature(ctx, st.t.ID, st.t.Counterparty, verify.TerminationSignatureClaim, rec.hash)
 			if err != nil {
 				return err
 			}
@@ -244,7 +210,7 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signedRecord(b, rec.hash)
+			evd, err := signRecord(b, verify.TerminationSignatureClaim, rec.hash)
 			if err != nil {
 				return err
 			}
@@ -266,7 +232,7 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	evd := r.one(protocol.Evidence)
 	hash := ev.Data("termination_record_hash")
-	if evd == nil || !isRecordSignature(evd, r.from) || evd.P("artifact_hash") != hash {
+	if evd == nil || !isSignature(evd, r.from, verify.TerminationSignatureClaim) || evd.P("artifact_hash") != hash {
 		return refusef(reason.EvidenceSignatureInvalid, "termination.agreed travels with %s's signed_document over the termination record %s it binds", r.from, hash)
 	}
 	rec, err := e.terminationRecordOf(ctx, r.st)
@@ -280,7 +246,7 @@ func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj)
 	if ev.Data("agreement_id") != rec.agreement.ID() {
 		return refusef(reason.StateTransitionDenied, "termination.agreed names agreement %s; the agreement in force is %s", ev.Data("agreement_id"), rec.agreement.ID())
 	}
-	mine, err := e.signatureOver(ctx, r.txn, e.org.Config().OrganizationID, hash)
+	mine, err := e.heldSignature(ctx, r.txn, e.org.Config().OrganizationID, verify.TerminationSignatureClaim, hash)
 	if err != nil {
 		return err
 	}
@@ -321,7 +287,7 @@ func (e *Engine) terminationProposals(ctx context.Context, t store.Transaction) 
 		rec = &x
 	}
 	for _, o := range list {
-		if !isRecordSignature(o, o.Org()) {
+		if !isSignature(o, o.Org(), verify.TerminationSignatureClaim) {
 			continue
 		}
 		v := TerminationView{ProposedBy: o.Org(), SignatureID: o.ID(), TerminationRecordHash: o.P("artifact_hash"), ProposedAt: str(o.m["created_at"])}
