@@ -735,13 +735,10 @@ func (e *Engine) TerminateTransaction(ctx context.Context, a Actor, in Exception
 			return e.transactionAct(ctx, st.t.ID, "", "")
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signRecord(b, verify.TerminatedSignatureClaim, rec.hash)
-			if err != nil {
+			if err := rec.sign(b, verify.TerminatedSignatureClaim); err != nil {
 				return err
 			}
 			b.data = map[string]any{"agreement_id": rec.agreement.ID(), "exception_id": exc.ID(), "termination_record_hash": rec.hash}
-			b.name("termination_signature", evd.ID())
-			b.name("termination_record_hash", rec.hash)
 			return nil
 		},
 	})

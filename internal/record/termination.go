@@ -115,6 +115,35 @@ func terminable(st *state) error {
 	return nil
 }
 
+// terminableRecord is the termination record of st's copy, refused where
+// the rules give no termination.agreed: what a proposal and an agreement,
+// made here or received, are both over.
+func (e *Engine) terminableRecord(ctx context.Context, st *state) (terminationRecord, error) {
+	if err := terminable(st); err != nil {
+		return terminationRecord{}, err
+	}
+	return e.terminationRecordOf(ctx, st)
+}
+
+// act is the act document a termination by agreement is decided on: the
+// terms of the agreement in force, which it references. The pointer
+// receiver lets an actSpec take rec.act before check has computed rec.
+func (rec *terminationRecord) act(context.Context, *state) (terms, refs map[string]any, err error) {
+	return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
+}
+
+// sign issues this organisation's signature over rec (the claim says which
+// event it is for) and names it, with the record's hash, in the outcome.
+func (rec *terminationRecord) sign(b *builder, claim string) error {
+	evd, err := signRecord(b, claim, rec.hash)
+	if err != nil {
+		return err
+	}
+	b.name("termination_signature", evd.ID())
+	b.name("termination_record_hash", rec.hash)
+	return nil
+}
+
 // ProposeTermination signs the termination record of the transaction as
 // it stands and sends the signature to the counterparty, which agrees to
 // it with AgreeTermination.
@@ -124,11 +153,8 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 		actor: a,
 		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			if err := terminable(st); err != nil {
-				return err
-			}
 			var err error
-			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
+			if rec, err = e.terminableRecord(ctx, st); err != nil {
 				return err
 			}
 			if mine, err := e.heldSignature(ctx, st.t.ID, e.org.Config().OrganizationID, verify.TerminationSignatureClaim, rec.hash); err != nil || mine != nil {
@@ -139,17 +165,9 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 			}
 			return nil
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
-		},
+		act: rec.act,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signRecord(b, verify.TerminationSignatureClaim, rec.hash)
-			if err != nil {
-				return err
-			}
-			b.name("termination_signature", evd.ID())
-			b.name("termination_record_hash", rec.hash)
-			return nil
+			return rec.sign(b, verify.TerminationSignatureClaim)
 		},
 	})
 }
@@ -162,10 +180,7 @@ func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectA
 	if !isSignature(evd, r.from, verify.TerminationSignatureClaim) {
 		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a termination record", evd.ID(), r.from))
 	}
-	if err := terminable(r.st); err != nil {
-		return objectAct{}, err
-	}
-	rec, err := e.terminationRecordOf(ctx, r.st)
+	rec, err := e.terminableRecord(ctx, r.st)
 	if err != nil {
 		return objectAct{}, err
 	}
@@ -173,8 +188,9 @@ func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectA
 		return objectAct{}, refusef(reason.StateTransitionDenied, "the proposed termination record %s is not this record's (%s): it must follow event %d and name the disposition of every open obligation (%v)",
 			evd.P("artifact_hash"), rec.hash, r.st.t.HeadSequence, rec.open)
 	}
+	terms, refs, _ := rec.act(ctx, r.st)
 	return objectAct{over: evd,
-		doc:  actDoc{name: protocol.ActTerminationAgree, terms: rec.agreement.Terms(), refs: map[string]any{"agreement_id": rec.agreement.ID()}},
+		doc:  actDoc{name: protocol.ActTerminationAgree, terms: terms, refs: refs},
 		what: "termination proposed by the counterparty", key: "termination_record_hash", id: rec.hash}, nil
 }
 
@@ -189,11 +205,8 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTerminationAgreed,
 		check: func(ctx context.Context, st *state) error {
-			if err := terminable(st); err != nil {
-				return err
-			}
 			var err error
-			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
+			if rec, err = e.terminableRecord(ctx, st); err != nil {
 				return err
 			}
 			theirs, err := e.heldSignature(ctx, st.t.ID, st.t.Counterparty, verify.TerminationSignatureClaim, rec.hash)
@@ -206,17 +219,12 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 			}
 			return nil
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
-		},
+		act: rec.act,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signRecord(b, verify.TerminationSignatureClaim, rec.hash)
-			if err != nil {
+			if err := rec.sign(b, verify.TerminationSignatureClaim); err != nil {
 				return err
 			}
 			b.data = map[string]any{"agreement_id": rec.agreement.ID(), "termination_record_hash": rec.hash}
-			b.name("termination_signature", evd.ID())
-			b.name("termination_record_hash", rec.hash)
 			return nil
 		},
 	})
