@@ -109,21 +109,34 @@ func exceptionPayload(kind protocol.ExceptionType, obligation string, dispute, s
 // state opens: the exception, the event's data, and the dispute riding
 // with its own decision (act dispute.raise over terms and refs).
 func (e *Engine) buildDisputeException(ctx context.Context, st *state, b *builder, dsp, subject *Obj, terms, refs map[string]any) error {
-	_, agr, err := e.termsInForce(ctx, st.t.ID)
-	if err != nil {
-		return err
-	}
-	exc, err := b.add(protocol.Exception, exceptionPayload(protocol.ExceptionObligationDisputed, subject.P("obligation_id"), dsp.ID(), nil, nil,
-		anyList(dsp.Payload()["evidence_refs"])), protocol.PurposeObjectIssuance)
+	exc, err := e.addException(ctx, st, b, exceptionPayload(protocol.ExceptionObligationDisputed, subject.P("obligation_id"), dsp.ID(), nil, nil,
+		anyList(dsp.Payload()["evidence_refs"])))
 	if err != nil {
 		return err
 	}
 	if problems := verify.CheckException(exc.Payload()); len(problems) > 0 {
 		return errf("own exception %s: %v", exc.ID(), problems)
 	}
-	b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": subject.P("obligation_id"), "dispute_id": dsp.ID()}
-	b.name("exception", exc.ID())
+	b.data["dispute_id"] = dsp.ID()
 	return b.rideAct(ctx, protocol.ActDisputeRaise, terms, refs)
+}
+
+// addException issues the exception payload describes (exceptionPayload)
+// and makes it the act's: exception.opened names it, the agreement in
+// force and the obligation it is about; each kind adds to b.data what
+// else its event names.
+func (e *Engine) addException(ctx context.Context, st *state, b *builder, payload map[string]any) (*Obj, error) {
+	_, agr, err := e.termsInForce(ctx, st.t.ID)
+	if err != nil {
+		return nil, err
+	}
+	exc, err := b.add(protocol.Exception, payload, protocol.PurposeObjectIssuance)
+	if err != nil {
+		return nil, err
+	}
+	b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": payload["obligation_id"]}
+	b.name("exception", exc.ID())
+	return exc, nil
 }
 
 // failedSettlement finds the instruction of txn that failed or was
@@ -156,45 +169,56 @@ func (e *Engine) failedSettlement(ctx context.Context, txn, id string) (stl, rcp
 // (free text).
 const receiptEvidenceClaim = "The adapter receipt whose content hash is this artifact_hash reports the settlement failed"
 
-// OpenException opens an exception over a failed settlement (see the top
-// of this file): exception.opened, committed…settlement_pending →
-// exception_open.
+// OpenException opens an exception (see the top of this file):
+// exception.opened, committed…settlement_pending → exception_open. Over a
+// failed settlement by default; with an obligation_id, over a partial
+// acceptance's remainder still owed (obligation_outstanding), its evidence
+// a signed_document over the partial acceptance, from settlement_pending;
+// the obligor then offers to perform (propose_remediation) and the obligee
+// accepts, which returns the transaction to in_performance with the
+// remainder itself to perform. Either party opens either.
 func (e *Engine) OpenException(ctx context.Context, a Actor, in ExceptionInput) (Outcome, error) {
-	if in.ObligationID != "" {
-		return e.openOutstanding(ctx, a, in)
-	}
-	var stl, rcp *Obj
+	outstanding := in.ObligationID != ""
+	var stl, rcp, resp *Obj
 	return e.perform(ctx, actSpec{
 		actor: a,
 		name:  protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			if in.SettlementInstructionID != "" && in.ObligationID != "" {
+			if in.SettlementInstructionID != "" && outstanding {
 				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
 			}
 			var err error
-			stl, rcp, err = e.failedSettlement(ctx, st.t.ID, in.SettlementInstructionID)
+			if outstanding {
+				resp, err = e.outstandingRemainder(ctx, st, in.ObligationID)
+			} else {
+				stl, rcp, err = e.failedSettlement(ctx, st.t.ID, in.SettlementInstructionID)
+			}
 			return err
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			_, agr, err := e.termsInForce(ctx, st.t.ID)
-			if err != nil {
-				return err
+			if outstanding {
+				evd, err := signRecord(b, verify.OutstandingEvidenceClaim, resp.Hash())
+				if err != nil {
+					return err
+				}
+				exc, err := e.addException(ctx, st, b, exceptionPayload(protocol.ExceptionObligationOutstanding, in.ObligationID, nil, nil, nil, []any{evidenceRef(evd, "")}))
+				if err != nil {
+					return err
+				}
+				if problems := verify.CheckException(exc.Payload()); len(problems) > 0 {
+					return errf("own exception %s: %v", exc.ID(), problems)
+				}
+				return nil
 			}
 			ref, err := b.evidence(EvidenceInput{EvidenceType: "adapter_receipt", Claim: receiptEvidenceClaim, ArtifactHash: rcp.Hash()})
 			if err != nil {
 				return err
 			}
-			exc, err := b.add(protocol.Exception, exceptionPayload(protocol.ExceptionSettlementFailed, stl.P("obligation_id"), nil, stl.ID(), rcp.ID(), []any{ref}),
-				protocol.PurposeObjectIssuance)
-			if err != nil {
+			if _, err := e.addException(ctx, st, b, exceptionPayload(protocol.ExceptionSettlementFailed, stl.P("obligation_id"), nil, stl.ID(), rcp.ID(), []any{ref})); err != nil {
 				return err
 			}
-			b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": stl.P("obligation_id"),
-				"settlement_instruction_id": stl.ID(), "adapter_receipt_id": rcp.ID()}
-			b.name("exception", exc.ID())
+			b.data["settlement_instruction_id"], b.data["adapter_receipt_id"] = stl.ID(), rcp.ID()
 			return nil
 		},
 	})
@@ -334,53 +358,6 @@ func (e *Engine) outstandingRemainder(ctx context.Context, st *state, obl string
 	return resp, nil
 }
 
-// openOutstanding opens an exception over a partial acceptance's
-// remainder still owed (obligation_outstanding), its evidence a
-// signed_document over the partial acceptance: exception.opened,
-// settlement_pending → exception_open. Either party opens it; the obligor
-// then offers to perform (propose_remediation) and the obligee accepts,
-// which returns the transaction to in_performance with the remainder
-// itself to perform.
-func (e *Engine) openOutstanding(ctx context.Context, a Actor, in ExceptionInput) (Outcome, error) {
-	var resp *Obj
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
-		check: func(ctx context.Context, st *state) error {
-			if in.SettlementInstructionID != "" {
-				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
-			}
-			var err error
-			resp, err = e.outstandingRemainder(ctx, st, in.ObligationID)
-			return err
-		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
-		build: func(ctx context.Context, st *state, b *builder) error {
-			_, agr, err := e.termsInForce(ctx, st.t.ID)
-			if err != nil {
-				return err
-			}
-			evd, err := signRecord(b, verify.OutstandingEvidenceClaim, resp.Hash())
-			if err != nil {
-				return err
-			}
-			exc, err := b.add(protocol.Exception, exceptionPayload(protocol.ExceptionObligationOutstanding, in.ObligationID, nil, nil, nil, []any{evidenceRef(evd, "")}),
-				protocol.PurposeObjectIssuance)
-			if err != nil {
-				return err
-			}
-			if problems := verify.CheckException(exc.Payload()); len(problems) > 0 {
-				return errf("own exception %s: %v", exc.ID(), problems)
-			}
-			b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": in.ObligationID}
-			b.name("exception", exc.ID())
-			return nil
-		},
-	})
-}
-
 // openException returns the exception in force on st's transaction: the
 // one the last exception.opened names, with the obligation it is about.
 func (e *Engine) openException(ctx context.Context, st *state) (exc, obl *Obj, err error) {
@@ -490,9 +467,7 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 			}
 			return nil
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
 			evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
 			if err != nil {
@@ -574,9 +549,7 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 			}
 			return nil
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
 			evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
 			if err != nil {
@@ -656,9 +629,7 @@ func (e *Engine) ResolveException(ctx context.Context, a Actor, in ExceptionActI
 			exc, err = e.resolvable(ctx, st, e.org.Config().OrganizationID)
 			return err
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
 			_, agr, err := e.termsInForce(ctx, st.t.ID)
 			if err != nil {
@@ -731,9 +702,7 @@ func (e *Engine) TerminateTransaction(ctx context.Context, a Actor, in Exception
 			rec, err = e.terminationRecordOf(ctx, st)
 			return err
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
 			if err := rec.sign(b, verify.TerminatedSignatureClaim); err != nil {
 				return err
