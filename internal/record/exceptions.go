@@ -395,6 +395,18 @@ type remediation struct {
 	hash          string
 }
 
+// sign issues this organisation's signature over rec, an offer to remedy
+// or its acceptance, and names it, with the record's hash, in the outcome.
+func (rec *remediation) sign(b *builder) (*Obj, error) {
+	evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
+	if err != nil {
+		return nil, err
+	}
+	b.name("remediation_signature", evd.ID())
+	b.name("remediation_hash", rec.hash)
+	return evd, nil
+}
+
 // remediationOf computes the remediation record of st's copy for an offer
 // to remedy made at offeredAt.
 func (e *Engine) remediationOf(ctx context.Context, st *state, offeredAt string) (remediation, error) {
@@ -469,15 +481,13 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 		},
 		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
+			evd, err := rec.sign(b)
 			if err != nil {
 				return err
 			}
 			if str(evd.m["created_at"]) != envelope.Timestamp(st.now) {
 				return errf("the offer to remedy is dated %v, its record %s", evd.m["created_at"], envelope.Timestamp(st.now))
 			}
-			b.name("remediation_signature", evd.ID())
-			b.name("remediation_hash", rec.hash)
 			return nil
 		},
 	})
@@ -551,10 +561,10 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 		},
 		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
-			if err != nil {
+			if _, err := rec.sign(b); err != nil {
 				return err
 			}
+			var err error
 			obl := rec.obl // an outstanding remainder is itself what is performed
 			if rec.exc.P("exception_type") != string(protocol.ExceptionObligationOutstanding) {
 				if obl, err = b.add(protocol.Obligation, remediationObligation(rec.obl, rec.due), protocol.PurposeObjectIssuance); err != nil {
@@ -562,8 +572,6 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 				}
 			}
 			b.data = map[string]any{"agreement_id": rec.agr.ID(), "exception_id": rec.exc.ID(), "obligation_id": obl.ID(), "remediation_hash": rec.hash}
-			b.name("remediation_signature", evd.ID())
-			b.name("remediation_hash", rec.hash)
 			b.name("obligation", obl.ID())
 			return nil
 		},
