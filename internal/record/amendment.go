@@ -51,7 +51,6 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/protocol"
@@ -443,21 +442,15 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	}
 	prev := str(v2.m["previous_version_id"])
 	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementAmend, r.txn, r.from, v2.Terms(), map[string]any{"agreement_id": prev}, nil, ev.Seq())
-	if req := heldRequest(err); req != "" && !e.rejected(ctx, req) {
-		// Held for this instance's principal (issue 16), as its signature
-		// of an agreement is: the counterparty asks again, and the first
-		// attempt after the approval is signed, the approval with it.
-		e.log.Info("signing the amendment waits for the principal's approval", "transaction_id", r.txn, "agreement_id", v2.ID(), "approval_request_id", req)
-		return nil, nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable,
-			refusef(reason.ApprovalRequired, "the counterparty holds its signature on amendment %s for its principal's approval; ask again", v2.ID()))
-	}
 	if err != nil {
-		e.log.Info("own policy does not allow signing the amendment", "transaction_id", r.txn, "codes", reason.CodesOf(err))
-		told := refusef(reason.PolicyDenied, "your own policy does not allow signing amendment %s (%v)", v2.ID(), reason.CodesOf(err))
-		if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
-			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
+		// Held for this instance's principal, or denied, as its signature
+		// of an agreement is; an approved one is signed with its approval.
+		if waits := e.signatureWaits(ctx, r, err, "amendment", v2); waits != nil {
+			return nil, nil, waits
 		}
-		return nil, nil, refusef(reason.PolicyDenied, "the counterparty does not sign this amendment")
+		return nil, nil, e.ownDenial(ctx, r, err, "amendment",
+			refusef(reason.PolicyDenied, "your own policy does not allow signing amendment %s (%v)", v2.ID(), reason.CodesOf(err)),
+			refusef(reason.PolicyDenied, "the counterparty does not sign this amendment"))
 	}
 	signed, err := e.countersign(v2, protocol.PurposeAgreementCommitment, r.now)
 	if err != nil {
