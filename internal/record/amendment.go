@@ -206,16 +206,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 			return offer.Terms(), map[string]any{"agreement_id": prev.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.org.Config()
-			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
-				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", offer.ID(), to, b.agent)
-			}
-			acc, err := b.add(protocol.Acceptance, map[string]any{
-				"offer_id":        offer.ID(),
-				"offer_hash":      offer.Hash(),
-				"session_id":      offer.P("session_id"),
-				"accepting_party": party(cfg.OrganizationID, b.agent),
-			}, protocol.PurposeOfferAcceptance)
+			acc, err := b.acceptance(offer)
 			if err != nil {
 				return err
 			}
@@ -432,11 +423,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 // transaction's notice.
 func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, []*Obj, error) {
 	v2 := r.find(ev.Data("agreement_id"))
-	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
-	if !ok {
-		return nil, nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
-	}
-	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
+	mandate, err := e.amendmentMandate(ctx, v2)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -463,6 +450,17 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	return []*Obj{signed}, own, nil
 }
 
+// amendmentMandate is the mandate the offeror's policy decides its
+// signature of the new version v2 under, when it signs it and when it
+// answers again: the one it offered the amendment under.
+func (e *Engine) amendmentMandate(ctx context.Context, v2 *Obj) (map[string]any, error) {
+	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
+	if !ok {
+		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
+	}
+	return e.ownMandate(ctx, instanceActor, offer.Mandate())
+}
+
 // amendmentAnswer rebuilds the offeror's answer to an amendment it
 // countersigned before: the new version as signed by both, and its
 // decision to sign it.
@@ -471,11 +469,7 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 	if !ok {
 		return nil, errf("agreement %s is not held", ev.Data("agreement_id"))
 	}
-	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
-	if !ok {
-		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
-	}
-	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
+	mandate, err := e.amendmentMandate(ctx, v2)
 	if err != nil {
 		return nil, err
 	}

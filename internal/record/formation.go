@@ -398,18 +398,7 @@ func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outc
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.org.Config()
-			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
-				// The acceptance is by the offeree the offer names
-				// (canonical model §10 step 3).
-				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", in.OfferID, to, b.agent)
-			}
-			acc, err := b.add(protocol.Acceptance, map[string]any{
-				"offer_id":        in.OfferID,
-				"offer_hash":      offer.Hash(),
-				"session_id":      offer.P("session_id"),
-				"accepting_party": party(cfg.OrganizationID, b.agent),
-			}, protocol.PurposeOfferAcceptance)
+			acc, err := b.acceptance(offer)
 			if err != nil {
 				return err
 			}
@@ -1124,6 +1113,21 @@ func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr, offer, acc 
 		return refusef(reason.AgreementHashMismatch, "commitment id %v is already in use", ids[0])
 	}
 	return nil
+}
+
+// acceptance issues the acting party's acceptance of offer, over its
+// exact hash. The acceptance is by the offeree agent the offer names
+// (canonical model §10 step 3), a first offer's or an amendment's alike.
+func (b *builder) acceptance(offer *Obj) (*Obj, error) {
+	if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
+		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", offer.ID(), to, b.agent)
+	}
+	return b.add(protocol.Acceptance, map[string]any{
+		"offer_id":        offer.ID(),
+		"offer_hash":      offer.Hash(),
+		"session_id":      offer.P("session_id"),
+		"accepting_party": party(b.e.org.Config().OrganizationID, b.agent),
+	}, protocol.PurposeOfferAcceptance)
 }
 
 // signatureWaits settles a decision to sign agr (what: an agreement or an
