@@ -37,7 +37,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
@@ -140,9 +139,9 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 // decision, checked like any act; then the verifier's rules (the ledger's
 // adjustment_signature among them) over the record with it.
 func adjustmentAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
-	evd := r.one(protocol.Evidence)
-	if !isSignature(evd, r.from, ledger.AdjustmentClaim) {
-		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's own signature over a record", evd.ID(), r.from))
+	evd, err := r.signature(ledger.AdjustmentClaim, "own signature over a record")
+	if err != nil {
+		return objectAct{}, err
 	}
 	if r.st.State() != protocol.SettlementPending {
 		return objectAct{}, refusef(reason.StateTransitionDenied, "transaction %s is %s: an obligation is settled short in settlement_pending", r.txn, r.st.t.State)

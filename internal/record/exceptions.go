@@ -66,7 +66,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
@@ -498,9 +497,9 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 // the obligor's signature over the remediation record of this copy as it
 // stands, and its decision, checked like any act.
 func remediationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
-	evd := r.one(protocol.Evidence)
-	if !isSignature(evd, r.from, verify.RemediationSignatureClaim) {
-		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a record", evd.ID(), r.from))
+	evd, err := r.signature(verify.RemediationSignatureClaim, "signature over a record")
+	if err != nil {
+		return objectAct{}, err
 	}
 	rec, err := e.remediationOf(ctx, r.st, str(evd.m["created_at"]))
 	if err != nil {

@@ -2,8 +2,10 @@ package record
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/reason"
 )
 
 // Signatures over records. A termination, a remediation, a transaction
@@ -52,4 +54,16 @@ func (e *Engine) heldSignature(ctx context.Context, txn, org, claim, hash string
 		}
 	}
 	return nil, nil
+}
+
+// signature is the evidence a message recording an act by a signature
+// alone carries (acts.go, signatureOver): it must be the sender's own
+// signature over a record of the kind claim names; what says so in the
+// refusal.
+func (r *receipt) signature(claim, what string) (*Obj, error) {
+	evd := r.one(protocol.Evidence)
+	if !isSignature(evd, r.from, claim) {
+		return nil, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's %s", evd.ID(), r.from, what))
+	}
+	return evd, nil
 }

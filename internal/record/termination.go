@@ -49,7 +49,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -176,9 +175,9 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 // (receiveObjects): the proposer's signature over the termination record, which must be the
 // record of this copy as it stands, and its decision, checked like any act.
 func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
-	evd := r.one(protocol.Evidence)
-	if !isSignature(evd, r.from, verify.TerminationSignatureClaim) {
-		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a termination record", evd.ID(), r.from))
+	evd, err := r.signature(verify.TerminationSignatureClaim, "signature over a termination record")
+	if err != nil {
+		return objectAct{}, err
 	}
 	rec, err := e.terminableRecord(ctx, r.st)
 	if err != nil {
