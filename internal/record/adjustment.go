@@ -37,7 +37,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
@@ -94,11 +93,11 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 				return f.Err()
 			}
 			hash, forgone = h, rec["forgone"]
-			mine, err := e.adjustmentSignature(ctx, txn, org, hash)
+			mine, err := e.heldSignature(ctx, txn, org, ledger.AdjustmentClaim, hash)
 			if err != nil {
 				return err
 			}
-			theirs, err := e.adjustmentSignature(ctx, txn, st.t.Counterparty, hash)
+			theirs, err := e.heldSignature(ctx, txn, st.t.Counterparty, ledger.AdjustmentClaim, hash)
 			if err != nil {
 				return err
 			}
@@ -117,13 +116,7 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 			return map[string]any{"core": map[string]any{"total": forgone}}, map[string]any{"agreement_id": obl.P("agreement_id"), "obligation_id": obl.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := b.add(protocol.Evidence, map[string]any{
-				"evidence_type": "signed_document",
-				"claim":         ledger.AdjustmentClaim,
-				"artifact_hash": hash,
-				"issuer":        map[string]any{"organization_id": e.org.Config().OrganizationID},
-				"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-			}, protocol.PurposeObjectIssuance)
+			evd, err := signRecord(b, ledger.AdjustmentClaim, hash)
 			if err != nil {
 				return err
 			}
@@ -139,28 +132,6 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 	})
 }
 
-// adjustmentSignature returns org's signature over the adjustment record
-// hash held on txn, or nil.
-func (e *Engine) adjustmentSignature(ctx context.Context, txn, org, hash string) (*Obj, error) {
-	list, err := e.ofType(ctx, txn, protocol.Evidence)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range list {
-		if isAdjustmentSignature(o, org) && o.P("artifact_hash") == hash {
-			return o, nil
-		}
-	}
-	return nil, nil
-}
-
-// isAdjustmentSignature reports whether o is org's own signature over a
-// settlement adjustment record.
-func isAdjustmentSignature(o *Obj, org string) bool {
-	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
-		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == ledger.AdjustmentClaim
-}
-
 // adjustmentAct is the other party's side of either act (receiveObjects):
 // the sender's
 // signature over a settlement adjustment record this copy draws at the
@@ -168,9 +139,9 @@ func isAdjustmentSignature(o *Obj, org string) bool {
 // decision, checked like any act; then the verifier's rules (the ledger's
 // adjustment_signature among them) over the record with it.
 func adjustmentAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
-	evd := r.one(protocol.Evidence)
-	if !isAdjustmentSignature(evd, r.from) {
-		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's own signature over a record", evd.ID(), r.from))
+	evd, err := r.signature(ledger.AdjustmentClaim, "own signature over a record")
+	if err != nil {
+		return objectAct{}, err
 	}
 	if r.st.State() != protocol.SettlementPending {
 		return objectAct{}, refusef(reason.StateTransitionDenied, "transaction %s is %s: an obligation is settled short in settlement_pending", r.txn, r.st.t.State)

@@ -51,7 +51,6 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/protocol"
@@ -207,16 +206,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 			return offer.Terms(), map[string]any{"agreement_id": prev.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.org.Config()
-			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
-				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", offer.ID(), to, b.agent)
-			}
-			acc, err := b.add(protocol.Acceptance, map[string]any{
-				"offer_id":        offer.ID(),
-				"offer_hash":      offer.Hash(),
-				"session_id":      offer.P("session_id"),
-				"accepting_party": party(cfg.OrganizationID, b.agent),
-			}, protocol.PurposeOfferAcceptance)
+			acc, err := b.acceptance(offer)
 			if err != nil {
 				return err
 			}
@@ -433,31 +423,21 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 // transaction's notice.
 func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, []*Obj, error) {
 	v2 := r.find(ev.Data("agreement_id"))
-	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
-	if !ok {
-		return nil, nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
-	}
-	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
+	mandate, err := e.amendmentMandate(ctx, v2)
 	if err != nil {
 		return nil, nil, err
 	}
 	prev := str(v2.m["previous_version_id"])
 	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementAmend, r.txn, r.from, v2.Terms(), map[string]any{"agreement_id": prev}, nil, ev.Seq())
-	if req := heldRequest(err); req != "" && !e.rejected(ctx, req) {
-		// Held for this instance's principal (issue 16), as its signature
-		// of an agreement is: the counterparty asks again, and the first
-		// attempt after the approval is signed, the approval with it.
-		e.log.Info("signing the amendment waits for the principal's approval", "transaction_id", r.txn, "agreement_id", v2.ID(), "approval_request_id", req)
-		return nil, nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable,
-			refusef(reason.ApprovalRequired, "the counterparty holds its signature on amendment %s for its principal's approval; ask again", v2.ID()))
-	}
 	if err != nil {
-		e.log.Info("own policy does not allow signing the amendment", "transaction_id", r.txn, "codes", reason.CodesOf(err))
-		told := refusef(reason.PolicyDenied, "your own policy does not allow signing amendment %s (%v)", v2.ID(), reason.CodesOf(err))
-		if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
-			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
+		// Held for this instance's principal, or denied, as its signature
+		// of an agreement is; an approved one is signed with its approval.
+		if waits := e.signatureWaits(ctx, r, err, "amendment", v2); waits != nil {
+			return nil, nil, waits
 		}
-		return nil, nil, refusef(reason.PolicyDenied, "the counterparty does not sign this amendment")
+		return nil, nil, e.ownDenial(ctx, r, err, "amendment",
+			refusef(reason.PolicyDenied, "your own policy does not allow signing amendment %s (%v)", v2.ID(), reason.CodesOf(err)),
+			refusef(reason.PolicyDenied, "the counterparty does not sign this amendment"))
 	}
 	signed, err := e.countersign(v2, protocol.PurposeAgreementCommitment, r.now)
 	if err != nil {
@@ -470,6 +450,17 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	return []*Obj{signed}, own, nil
 }
 
+// amendmentMandate is the mandate the offeror's policy decides its
+// signature of the new version v2 under, when it signs it and when it
+// answers again: the one it offered the amendment under.
+func (e *Engine) amendmentMandate(ctx context.Context, v2 *Obj) (map[string]any, error) {
+	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
+	if !ok {
+		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
+	}
+	return e.ownMandate(ctx, instanceActor, offer.Mandate())
+}
+
 // amendmentAnswer rebuilds the offeror's answer to an amendment it
 // countersigned before: the new version as signed by both, and its
 // decision to sign it.
@@ -478,11 +469,7 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 	if !ok {
 		return nil, errf("agreement %s is not held", ev.Data("agreement_id"))
 	}
-	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
-	if !ok {
-		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
-	}
-	mandate, err := e.ownMandate(ctx, instanceActor, offer.Mandate())
+	mandate, err := e.amendmentMandate(ctx, v2)
 	if err != nil {
 		return nil, err
 	}

@@ -51,21 +51,34 @@ func (e *Engine) CancelTransaction(ctx context.Context, a Actor, in CancelInput)
 					"a committed one ends by termination (propose_termination)", in.TransactionID, st.t.State)
 			}
 			var err error
-			if offer, err = e.latestOffer(ctx, in.TransactionID); err != nil {
-				return err
-			}
-			if offer == nil {
-				return refusef(reason.StateTransitionDenied, "transaction %s holds no offer", in.TransactionID)
-			}
-			return nil
+			offer, err = e.endingOffer(ctx, in.TransactionID)
+			return err
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
-		build: func(ctx context.Context, st *state, b *builder) error {
-			b.data = map[string]any{"offer_id": offer.ID()}
-			b.name("offer", offer.ID())
-			return nil
-		},
+		act:   func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
+		build: func(_ context.Context, _ *state, b *builder) error { return namesOffer(b, offer) },
 	})
+}
+
+// endingOffer is the offer an event ending a draft names (cancellation,
+// expiry): the transaction's latest, refused when it holds none.
+func (e *Engine) endingOffer(ctx context.Context, txn string) (*Obj, error) {
+	offer, err := e.latestOffer(ctx, txn)
+	if err != nil {
+		return nil, err
+	}
+	if offer == nil {
+		return nil, refusef(reason.StateTransitionDenied, "transaction %s holds no offer", txn)
+	}
+	return offer, nil
+}
+
+// namesOffer makes the event ending a draft name the offer it ends
+// (endingOffer): references only, as every party derives the rest from
+// the offer it holds (namedLatestOffer checks it).
+func namesOffer(b *builder, offer *Obj) error {
+	b.data = map[string]any{"offer_id": offer.ID()}
+	b.name("offer", offer.ID())
+	return nil
 }
 
 // checkCancelled is the live part of the countersigner's guard of

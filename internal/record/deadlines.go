@@ -93,11 +93,8 @@ func (e *Engine) Expire(ctx context.Context, a Actor, in ExpireInput) (Outcome, 
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s: only a draft transaction expires by its offer's deadline", in.TransactionID, st.t.State)
 			}
 			var err error
-			if offer, err = e.latestOffer(ctx, in.TransactionID); err != nil {
+			if offer, err = e.endingOffer(ctx, in.TransactionID); err != nil {
 				return err
-			}
-			if offer == nil {
-				return refusef(reason.StateTransitionDenied, "transaction %s holds no offer", in.TransactionID)
 			}
 			if deadline, err = e.offerDeadline(ctx, offer); err != nil {
 				return err
@@ -109,13 +106,9 @@ func (e *Engine) Expire(ctx context.Context, a Actor, in ExpireInput) (Outcome, 
 			return nil
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
-		build: func(ctx context.Context, st *state, b *builder) error {
-			// References only (gate): every party derives the deadline
-			// from the offer and any withdrawal of it it holds.
-			b.data = map[string]any{"offer_id": offer.ID()}
-			b.name("offer", offer.ID())
-			return nil
-		},
+		// References only (gate): every party derives the deadline from
+		// the offer and any withdrawal of it it holds.
+		build: func(_ context.Context, _ *state, b *builder) error { return namesOffer(b, offer) },
 	})
 }
 

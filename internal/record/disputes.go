@@ -204,6 +204,12 @@ func (e *Engine) transactionAct(ctx context.Context, txn, refName, refValue stri
 	return terms, refs, nil
 }
 
+// inForceAct is transactionAct for an act over the transaction as a
+// whole, naming nothing else (an actSpec's act).
+func (e *Engine) inForceAct(ctx context.Context, st *state) (terms, refs map[string]any, err error) {
+	return e.transactionAct(ctx, st.t.ID, "", "")
+}
+
 // pilotRules is the rule set every act here is appended under, and so the
 // one in force at every subject act of a record this instance holds.
 func pilotRules() (rules.RuleSet, map[string]any) {
@@ -470,7 +476,7 @@ func (e *Engine) RaiseDispute(ctx context.Context, a Actor, in DisputeInput) (Ou
 			}
 			if viaException {
 				// The lead act is the exception's; the dispute rides it.
-				return e.transactionAct(ctx, st.t.ID, "", "")
+				return e.inForceAct(ctx, st)
 			}
 			return terms, refs, nil
 		},

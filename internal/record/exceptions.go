@@ -66,7 +66,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
@@ -109,21 +108,34 @@ func exceptionPayload(kind protocol.ExceptionType, obligation string, dispute, s
 // state opens: the exception, the event's data, and the dispute riding
 // with its own decision (act dispute.raise over terms and refs).
 func (e *Engine) buildDisputeException(ctx context.Context, st *state, b *builder, dsp, subject *Obj, terms, refs map[string]any) error {
-	_, agr, err := e.termsInForce(ctx, st.t.ID)
-	if err != nil {
-		return err
-	}
-	exc, err := b.add(protocol.Exception, exceptionPayload(protocol.ExceptionObligationDisputed, subject.P("obligation_id"), dsp.ID(), nil, nil,
-		anyList(dsp.Payload()["evidence_refs"])), protocol.PurposeObjectIssuance)
+	exc, err := e.addException(ctx, st, b, exceptionPayload(protocol.ExceptionObligationDisputed, subject.P("obligation_id"), dsp.ID(), nil, nil,
+		anyList(dsp.Payload()["evidence_refs"])))
 	if err != nil {
 		return err
 	}
 	if problems := verify.CheckException(exc.Payload()); len(problems) > 0 {
 		return errf("own exception %s: %v", exc.ID(), problems)
 	}
-	b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": subject.P("obligation_id"), "dispute_id": dsp.ID()}
-	b.name("exception", exc.ID())
+	b.data["dispute_id"] = dsp.ID()
 	return b.rideAct(ctx, protocol.ActDisputeRaise, terms, refs)
+}
+
+// addException issues the exception payload describes (exceptionPayload)
+// and makes it the act's: exception.opened names it, the agreement in
+// force and the obligation it is about; each kind adds to b.data what
+// else its event names.
+func (e *Engine) addException(ctx context.Context, st *state, b *builder, payload map[string]any) (*Obj, error) {
+	_, agr, err := e.termsInForce(ctx, st.t.ID)
+	if err != nil {
+		return nil, err
+	}
+	exc, err := b.add(protocol.Exception, payload, protocol.PurposeObjectIssuance)
+	if err != nil {
+		return nil, err
+	}
+	b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": payload["obligation_id"]}
+	b.name("exception", exc.ID())
+	return exc, nil
 }
 
 // failedSettlement finds the instruction of txn that failed or was
@@ -156,45 +168,56 @@ func (e *Engine) failedSettlement(ctx context.Context, txn, id string) (stl, rcp
 // (free text).
 const receiptEvidenceClaim = "The adapter receipt whose content hash is this artifact_hash reports the settlement failed"
 
-// OpenException opens an exception over a failed settlement (see the top
-// of this file): exception.opened, committed…settlement_pending →
-// exception_open.
+// OpenException opens an exception (see the top of this file):
+// exception.opened, committed…settlement_pending → exception_open. Over a
+// failed settlement by default; with an obligation_id, over a partial
+// acceptance's remainder still owed (obligation_outstanding), its evidence
+// a signed_document over the partial acceptance, from settlement_pending;
+// the obligor then offers to perform (propose_remediation) and the obligee
+// accepts, which returns the transaction to in_performance with the
+// remainder itself to perform. Either party opens either.
 func (e *Engine) OpenException(ctx context.Context, a Actor, in ExceptionInput) (Outcome, error) {
-	if in.ObligationID != "" {
-		return e.openOutstanding(ctx, a, in)
-	}
-	var stl, rcp *Obj
+	outstanding := in.ObligationID != ""
+	var stl, rcp, resp *Obj
 	return e.perform(ctx, actSpec{
 		actor: a,
 		name:  protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			if in.SettlementInstructionID != "" && in.ObligationID != "" {
+			if in.SettlementInstructionID != "" && outstanding {
 				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
 			}
 			var err error
-			stl, rcp, err = e.failedSettlement(ctx, st.t.ID, in.SettlementInstructionID)
+			if outstanding {
+				resp, err = e.outstandingRemainder(ctx, st, in.ObligationID)
+			} else {
+				stl, rcp, err = e.failedSettlement(ctx, st.t.ID, in.SettlementInstructionID)
+			}
 			return err
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			_, agr, err := e.termsInForce(ctx, st.t.ID)
-			if err != nil {
-				return err
+			if outstanding {
+				evd, err := signRecord(b, verify.OutstandingEvidenceClaim, resp.Hash())
+				if err != nil {
+					return err
+				}
+				exc, err := e.addException(ctx, st, b, exceptionPayload(protocol.ExceptionObligationOutstanding, in.ObligationID, nil, nil, nil, []any{evidenceRef(evd, "")}))
+				if err != nil {
+					return err
+				}
+				if problems := verify.CheckException(exc.Payload()); len(problems) > 0 {
+					return errf("own exception %s: %v", exc.ID(), problems)
+				}
+				return nil
 			}
 			ref, err := b.evidence(EvidenceInput{EvidenceType: "adapter_receipt", Claim: receiptEvidenceClaim, ArtifactHash: rcp.Hash()})
 			if err != nil {
 				return err
 			}
-			exc, err := b.add(protocol.Exception, exceptionPayload(protocol.ExceptionSettlementFailed, stl.P("obligation_id"), nil, stl.ID(), rcp.ID(), []any{ref}),
-				protocol.PurposeObjectIssuance)
-			if err != nil {
+			if _, err := e.addException(ctx, st, b, exceptionPayload(protocol.ExceptionSettlementFailed, stl.P("obligation_id"), nil, stl.ID(), rcp.ID(), []any{ref})); err != nil {
 				return err
 			}
-			b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": stl.P("obligation_id"),
-				"settlement_instruction_id": stl.ID(), "adapter_receipt_id": rcp.ID()}
-			b.name("exception", exc.ID())
+			b.data["settlement_instruction_id"], b.data["adapter_receipt_id"] = stl.ID(), rcp.ID()
 			return nil
 		},
 	})
@@ -334,57 +357,6 @@ func (e *Engine) outstandingRemainder(ctx context.Context, st *state, obl string
 	return resp, nil
 }
 
-// openOutstanding opens an exception over a partial acceptance's
-// remainder still owed (obligation_outstanding), its evidence a
-// signed_document over the partial acceptance: exception.opened,
-// settlement_pending → exception_open. Either party opens it; the obligor
-// then offers to perform (propose_remediation) and the obligee accepts,
-// which returns the transaction to in_performance with the remainder
-// itself to perform.
-func (e *Engine) openOutstanding(ctx context.Context, a Actor, in ExceptionInput) (Outcome, error) {
-	var resp *Obj
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
-		check: func(ctx context.Context, st *state) error {
-			if in.SettlementInstructionID != "" {
-				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
-			}
-			var err error
-			resp, err = e.outstandingRemainder(ctx, st, in.ObligationID)
-			return err
-		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
-		build: func(ctx context.Context, st *state, b *builder) error {
-			_, agr, err := e.termsInForce(ctx, st.t.ID)
-			if err != nil {
-				return err
-			}
-			evd, err := b.add(protocol.Evidence, map[string]any{
-				"evidence_type": "signed_document", "claim": verify.OutstandingEvidenceClaim, "artifact_hash": resp.Hash(),
-				"issuer":       map[string]any{"organization_id": e.org.Config().OrganizationID},
-				"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-			}, protocol.PurposeObjectIssuance)
-			if err != nil {
-				return err
-			}
-			exc, err := b.add(protocol.Exception, exceptionPayload(protocol.ExceptionObligationOutstanding, in.ObligationID, nil, nil, nil, []any{evidenceRef(evd, "")}),
-				protocol.PurposeObjectIssuance)
-			if err != nil {
-				return err
-			}
-			if problems := verify.CheckException(exc.Payload()); len(problems) > 0 {
-				return errf("own exception %s: %v", exc.ID(), problems)
-			}
-			b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID(), "obligation_id": in.ObligationID}
-			b.name("exception", exc.ID())
-			return nil
-		},
-	})
-}
-
 // openException returns the exception in force on st's transaction: the
 // one the last exception.opened names, with the obligation it is about.
 func (e *Engine) openException(ctx context.Context, st *state) (exc, obl *Obj, err error) {
@@ -422,6 +394,18 @@ type remediation struct {
 	hash          string
 }
 
+// sign issues this organisation's signature over rec, an offer to remedy
+// or its acceptance, and names it, with the record's hash, in the outcome.
+func (rec *remediation) sign(b *builder) (*Obj, error) {
+	evd, err := signRecord(b, verify.RemediationSignatureClaim, rec.hash)
+	if err != nil {
+		return nil, err
+	}
+	b.name("remediation_signature", evd.ID())
+	b.name("remediation_hash", rec.hash)
+	return evd, nil
+}
+
 // remediationOf computes the remediation record of st's copy for an offer
 // to remedy made at offeredAt.
 func (e *Engine) remediationOf(ctx context.Context, st *state, offeredAt string) (remediation, error) {
@@ -448,25 +432,6 @@ func (e *Engine) remediationOf(ctx context.Context, st *state, offeredAt string)
 	return remediation{exc: exc, obl: obl, agr: agr, due: due, hash: h}, nil
 }
 
-// remediationSignature issues this organisation's signature over a
-// remediation record.
-func remediationSignature(b *builder, hash string) (*Obj, error) {
-	return b.add(protocol.Evidence, map[string]any{
-		"evidence_type": "signed_document",
-		"claim":         verify.RemediationSignatureClaim,
-		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
-		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, protocol.PurposeObjectIssuance)
-}
-
-// isRemediationSignature reports whether o is org's signature over a
-// remediation record.
-func isRemediationSignature(o *Obj, org string) bool {
-	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
-		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == verify.RemediationSignatureClaim
-}
-
 // remediationOffer returns org's offer to remedy that is current on st's
 // copy (its record is the record after the head), and the record.
 func (e *Engine) remediationOffer(ctx context.Context, st *state, org string) (*Obj, remediation, error) {
@@ -476,7 +441,7 @@ func (e *Engine) remediationOffer(ctx context.Context, st *state, org string) (*
 	}
 	for i := len(list) - 1; i >= 0; i-- {
 		o := list[i]
-		if !isRemediationSignature(o, org) {
+		if !isSignature(o, org, verify.RemediationSignatureClaim) {
 			continue
 		}
 		rec, err := e.remediationOf(ctx, st, str(o.m["created_at"]))
@@ -513,19 +478,15 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 			}
 			return nil
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := remediationSignature(b, rec.hash)
+			evd, err := rec.sign(b)
 			if err != nil {
 				return err
 			}
 			if str(evd.m["created_at"]) != envelope.Timestamp(st.now) {
 				return errf("the offer to remedy is dated %v, its record %s", evd.m["created_at"], envelope.Timestamp(st.now))
 			}
-			b.name("remediation_signature", evd.ID())
-			b.name("remediation_hash", rec.hash)
 			return nil
 		},
 	})
@@ -536,9 +497,9 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 // the obligor's signature over the remediation record of this copy as it
 // stands, and its decision, checked like any act.
 func remediationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
-	evd := r.one(protocol.Evidence)
-	if !isRemediationSignature(evd, r.from) {
-		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a record", evd.ID(), r.from))
+	evd, err := r.signature(verify.RemediationSignatureClaim, "signature over a record")
+	if err != nil {
+		return objectAct{}, err
 	}
 	rec, err := e.remediationOf(ctx, r.st, str(evd.m["created_at"]))
 	if err != nil {
@@ -597,14 +558,12 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 			}
 			return nil
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := remediationSignature(b, rec.hash)
-			if err != nil {
+			if _, err := rec.sign(b); err != nil {
 				return err
 			}
+			var err error
 			obl := rec.obl // an outstanding remainder is itself what is performed
 			if rec.exc.P("exception_type") != string(protocol.ExceptionObligationOutstanding) {
 				if obl, err = b.add(protocol.Obligation, remediationObligation(rec.obl, rec.due), protocol.PurposeObjectIssuance); err != nil {
@@ -612,8 +571,6 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 				}
 			}
 			b.data = map[string]any{"agreement_id": rec.agr.ID(), "exception_id": rec.exc.ID(), "obligation_id": obl.ID(), "remediation_hash": rec.hash}
-			b.name("remediation_signature", evd.ID())
-			b.name("remediation_hash", rec.hash)
 			b.name("obligation", obl.ID())
 			return nil
 		},
@@ -630,7 +587,7 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	evd, obl := r.one(protocol.Evidence), r.one(protocol.Obligation)
 	hash := ev.Data("remediation_hash")
-	if evd == nil || !isRemediationSignature(evd, r.from) || evd.P("artifact_hash") != hash {
+	if evd == nil || !isSignature(evd, r.from, verify.RemediationSignatureClaim) || evd.P("artifact_hash") != hash {
 		return refusef(reason.EvidenceSignatureInvalid, "remediation.accepted travels with %s's signed_document over the remediation record %s it binds", r.from, hash)
 	}
 	mine, rec, err := e.remediationOffer(ctx, r.st, e.org.Config().OrganizationID)
@@ -679,9 +636,7 @@ func (e *Engine) ResolveException(ctx context.Context, a Actor, in ExceptionActI
 			exc, err = e.resolvable(ctx, st, e.org.Config().OrganizationID)
 			return err
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
 			_, agr, err := e.termsInForce(ctx, st.t.ID)
 			if err != nil {
@@ -736,18 +691,6 @@ func checkExceptionResolved(ctx context.Context, e *Engine, r *receipt, ev *Obj)
 	return nil
 }
 
-// terminatedSignature issues this organisation's signature over the
-// termination record of transaction.terminated.
-func terminatedSignature(b *builder, hash string) (*Obj, error) {
-	return b.add(protocol.Evidence, map[string]any{
-		"evidence_type": "signed_document",
-		"claim":         verify.TerminatedSignatureClaim,
-		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
-		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, protocol.PurposeObjectIssuance)
-}
-
 // TerminateTransaction ends a transaction through its open exception:
 // transaction.terminated (exception_open → terminated), every open
 // obligation released.
@@ -766,17 +709,12 @@ func (e *Engine) TerminateTransaction(ctx context.Context, a Actor, in Exception
 			rec, err = e.terminationRecordOf(ctx, st)
 			return err
 		},
-		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
-			return e.transactionAct(ctx, st.t.ID, "", "")
-		},
+		act: e.inForceAct,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := terminatedSignature(b, rec.hash)
-			if err != nil {
+			if err := rec.sign(b, verify.TerminatedSignatureClaim); err != nil {
 				return err
 			}
 			b.data = map[string]any{"agreement_id": rec.agreement.ID(), "exception_id": exc.ID(), "termination_record_hash": rec.hash}
-			b.name("termination_signature", evd.ID())
-			b.name("termination_record_hash", rec.hash)
 			return nil
 		},
 	})

@@ -398,18 +398,7 @@ func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outc
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
 		build: func(ctx context.Context, st *state, b *builder) error {
-			cfg := e.org.Config()
-			if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
-				// The acceptance is by the offeree the offer names
-				// (canonical model §10 step 3).
-				return refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", in.OfferID, to, b.agent)
-			}
-			acc, err := b.add(protocol.Acceptance, map[string]any{
-				"offer_id":        in.OfferID,
-				"offer_hash":      offer.Hash(),
-				"session_id":      offer.P("session_id"),
-				"accepting_party": party(cfg.OrganizationID, b.agent),
-			}, protocol.PurposeOfferAcceptance)
+			acc, err := b.acceptance(offer)
 			if err != nil {
 				return err
 			}
@@ -1054,30 +1043,19 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	}
 	signed, err := e.signProposed(ctx, r, agr, offer, mandate, r.st.t.HeadSequence+1)
 	if err != nil {
-		if req := heldRequest(err); req != "" && !e.rejected(ctx, req) {
-			// Held for this instance's principal (issue 16): nothing is
-			// stored but the request, the counterparty is told the
-			// signature waits, and its outbox asks again; the first
-			// attempt after the principal approved is signed.
-			e.log.Info("signing the agreement waits for the principal's approval", "transaction_id", r.txn, "agreement_id", agr.ID(), "approval_request_id", req)
-			return nil, fmt.Errorf("%w: %w", delivery.ErrUnavailable,
-				refusef(reason.ApprovalRequired, "the counterparty holds its signature on agreement %s for its principal's approval; ask again", agr.ID()))
+		if waits := e.signatureWaits(ctx, r, err, "agreement", agr); waits != nil {
+			return nil, waits
 		}
 		if !isRefusal(err) {
 			return nil, err
 		}
-		// This instance's own deny stays here: the counterparty learns
-		// only that the agreement is not signed.
-		e.log.Info("own policy does not allow signing the agreement", "transaction_id", r.txn, "codes", reason.CodesOf(err))
 		// This instance's agent is told (the transaction's notice), and so
 		// is the counterparty's, by the refusal: formation cannot finish,
 		// and either party cancels (cancel_transaction).
-		told := refusef(reason.PolicyDenied, "your own policy does not allow signing agreement %s (%v); the transaction stays agreement_pending until either party cancels it (cancel_transaction)",
-			agr.ID(), reason.CodesOf(err))
-		if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
-			e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
-		}
-		return nil, refusef(reason.PolicyDenied, "the counterparty does not sign this agreement; the transaction cannot be committed, and either party may cancel it (cancel_transaction)")
+		return nil, e.ownDenial(ctx, r, err, "agreement",
+			refusef(reason.PolicyDenied, "your own policy does not allow signing agreement %s (%v); the transaction stays agreement_pending until either party cancels it (cancel_transaction)",
+				agr.ID(), reason.CodesOf(err)),
+			refusef(reason.PolicyDenied, "the counterparty does not sign this agreement; the transaction cannot be committed, and either party may cancel it (cancel_transaction)"))
 	}
 	answerIDs := make([]string, len(signed))
 	raws := make([][]byte, len(signed))
@@ -1135,6 +1113,49 @@ func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr, offer, acc 
 		return refusef(reason.AgreementHashMismatch, "commitment id %v is already in use", ids[0])
 	}
 	return nil
+}
+
+// acceptance issues the acting party's acceptance of offer, over its
+// exact hash. The acceptance is by the offeree agent the offer names
+// (canonical model §10 step 3), a first offer's or an amendment's alike.
+func (b *builder) acceptance(offer *Obj) (*Obj, error) {
+	if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
+		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", offer.ID(), to, b.agent)
+	}
+	return b.add(protocol.Acceptance, map[string]any{
+		"offer_id":        offer.ID(),
+		"offer_hash":      offer.Hash(),
+		"session_id":      offer.P("session_id"),
+		"accepting_party": party(b.e.org.Config().OrganizationID, b.agent),
+	}, protocol.PurposeOfferAcceptance)
+}
+
+// signatureWaits settles a decision to sign agr (what: an agreement or an
+// amendment) that this instance's principal holds for approval (issue
+// 16): nothing is stored but the request, the counterparty is told the
+// signature waits, and its outbox asks again; the first attempt after the
+// principal approved is signed. It returns nil when err is no such hold,
+// or one the principal rejected.
+func (e *Engine) signatureWaits(ctx context.Context, r *receipt, err error, what string, agr *Obj) error {
+	req := heldRequest(err)
+	if req == "" || e.rejected(ctx, req) {
+		return nil
+	}
+	e.log.Info("signing the "+what+" waits for the principal's approval", "transaction_id", r.txn, "agreement_id", agr.ID(), "approval_request_id", req)
+	return fmt.Errorf("%w: %w", delivery.ErrUnavailable,
+		refusef(reason.ApprovalRequired, "the counterparty holds its signature on "+what+" %s for its principal's approval; ask again", agr.ID()))
+}
+
+// ownDenial settles this instance's own policy denying its signature of
+// an agreement or amendment (what). The deny stays here: this instance's
+// agent reads told in the transaction's notice, and the counterparty
+// learns only answer, that it is not signed.
+func (e *Engine) ownDenial(ctx context.Context, r *receipt, err error, what string, told, answer error) error {
+	e.log.Info("own policy does not allow signing the "+what, "transaction_id", r.txn, "codes", reason.CodesOf(err))
+	if nerr := e.update(ctx, r.txn, func(tx *store.Txn) error { return tx.SetNotice(r.txn, notice(told, r.now)) }); nerr != nil {
+		e.log.Error("could not record the notice", "transaction_id", r.txn, "error", nerr)
+	}
+	return answer
 }
 
 // signProposed is the offeror's signature of a proposed agreement that

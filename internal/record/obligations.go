@@ -155,12 +155,7 @@ type EvidenceInput struct {
 // evidence issues one evidence object the acting party presents and
 // returns its full reference (evidence verification §3, §3.3).
 func (b *builder) evidence(ev EvidenceInput) (map[string]any, error) {
-	cfg := b.e.org.Config()
-	eo, err := b.add(protocol.Evidence, map[string]any{
-		"evidence_type": ev.EvidenceType, "claim": ev.Claim, "artifact_hash": ev.ArtifactHash,
-		"issuer":       map[string]any{"organization_id": cfg.OrganizationID},
-		"verification": map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, protocol.PurposeObjectIssuance)
+	eo, err := b.add(protocol.Evidence, issuedEvidence(b.e.org.Config().OrganizationID, ev.EvidenceType, ev.Claim, ev.ArtifactHash), protocol.PurposeObjectIssuance)
 	if err != nil {
 		return nil, asRefusal(err, reason.EvidenceTypeUnknown)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // What get_transaction_record shows of disputes, determinations and the
@@ -232,7 +233,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 		}
 		if xv.Status == "open" {
 			for _, o := range evds {
-				if isRemediationSignature(o, o.Org()) && str(o.m["created_at"]) >= xv.OpenedAt {
+				if isSignature(o, o.Org(), verify.RemediationSignatureClaim) && str(o.m["created_at"]) >= xv.OpenedAt {
 					xv.RemediationOffers = append(xv.RemediationOffers, o.ID())
 				}
 			}

@@ -49,7 +49,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -115,38 +114,33 @@ func terminable(st *state) error {
 	return nil
 }
 
-// signedRecord issues this organisation's signature over a termination
-// record: a signed_document whose artifact_hash is the record's hash.
-func signedRecord(b *builder, hash string) (*Obj, error) {
-	return b.add(protocol.Evidence, map[string]any{
-		"evidence_type": "signed_document",
-		"claim":         verify.TerminationSignatureClaim,
-		"artifact_hash": hash,
-		"issuer":        map[string]any{"organization_id": b.e.org.Config().OrganizationID},
-		"verification":  map[string]any{"status": "unverified", "verified_at": nil, "verifier_organization_id": nil},
-	}, protocol.PurposeObjectIssuance)
+// terminableRecord is the termination record of st's copy, refused where
+// the rules give no termination.agreed: what a proposal and an agreement,
+// made here or received, are both over.
+func (e *Engine) terminableRecord(ctx context.Context, st *state) (terminationRecord, error) {
+	if err := terminable(st); err != nil {
+		return terminationRecord{}, err
+	}
+	return e.terminationRecordOf(ctx, st)
 }
 
-// signatureOver returns the signed_document over hash that org issued on
-// txn, or nil.
-func (e *Engine) signatureOver(ctx context.Context, txn, org, hash string) (*Obj, error) {
-	list, err := e.ofType(ctx, txn, protocol.Evidence)
+// act is the act document a termination by agreement is decided on: the
+// terms of the agreement in force, which it references. The pointer
+// receiver lets an actSpec take rec.act before check has computed rec.
+func (rec *terminationRecord) act(context.Context, *state) (terms, refs map[string]any, err error) {
+	return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
+}
+
+// sign issues this organisation's signature over rec (the claim says which
+// event it is for) and names it, with the record's hash, in the outcome.
+func (rec *terminationRecord) sign(b *builder, claim string) error {
+	evd, err := signRecord(b, claim, rec.hash)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for _, o := range list {
-		if isRecordSignature(o, org) && o.P("artifact_hash") == hash {
-			return o, nil
-		}
-	}
-	return nil, nil
-}
-
-// isRecordSignature reports whether o is a termination record signature
-// issued by org.
-func isRecordSignature(o *Obj, org string) bool {
-	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
-		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == verify.TerminationSignatureClaim
+	b.name("termination_signature", evd.ID())
+	b.name("termination_record_hash", rec.hash)
+	return nil
 }
 
 // ProposeTermination signs the termination record of the transaction as
@@ -158,14 +152,11 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 		actor: a,
 		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
-			if err := terminable(st); err != nil {
-				return err
-			}
 			var err error
-			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
+			if rec, err = e.terminableRecord(ctx, st); err != nil {
 				return err
 			}
-			if mine, err := e.signatureOver(ctx, st.t.ID, e.org.Config().OrganizationID, rec.hash); err != nil || mine != nil {
+			if mine, err := e.heldSignature(ctx, st.t.ID, e.org.Config().OrganizationID, verify.TerminationSignatureClaim, rec.hash); err != nil || mine != nil {
 				if err == nil {
 					err = refusef(reason.StateTransitionDenied, "this organisation proposed termination record %s already (%s); the counterparty agrees to it with agree_termination", rec.hash, mine.ID())
 				}
@@ -173,17 +164,9 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 			}
 			return nil
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
-		},
+		act: rec.act,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signedRecord(b, rec.hash)
-			if err != nil {
-				return err
-			}
-			b.name("termination_signature", evd.ID())
-			b.name("termination_record_hash", rec.hash)
-			return nil
+			return rec.sign(b, verify.TerminationSignatureClaim)
 		},
 	})
 }
@@ -192,14 +175,11 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 // (receiveObjects): the proposer's signature over the termination record, which must be the
 // record of this copy as it stands, and its decision, checked like any act.
 func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
-	evd := r.one(protocol.Evidence)
-	if !isRecordSignature(evd, r.from) {
-		return objectAct{}, reason.Refuse(fmt.Sprintf("evidence %s travels alone only as %s's signature over a termination record", evd.ID(), r.from))
-	}
-	if err := terminable(r.st); err != nil {
+	evd, err := r.signature(verify.TerminationSignatureClaim, "signature over a termination record")
+	if err != nil {
 		return objectAct{}, err
 	}
-	rec, err := e.terminationRecordOf(ctx, r.st)
+	rec, err := e.terminableRecord(ctx, r.st)
 	if err != nil {
 		return objectAct{}, err
 	}
@@ -207,8 +187,9 @@ func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectA
 		return objectAct{}, refusef(reason.StateTransitionDenied, "the proposed termination record %s is not this record's (%s): it must follow event %d and name the disposition of every open obligation (%v)",
 			evd.P("artifact_hash"), rec.hash, r.st.t.HeadSequence, rec.open)
 	}
+	terms, refs, _ := rec.act(ctx, r.st)
 	return objectAct{over: evd,
-		doc:  actDoc{name: protocol.ActTerminationAgree, terms: rec.agreement.Terms(), refs: map[string]any{"agreement_id": rec.agreement.ID()}},
+		doc:  actDoc{name: protocol.ActTerminationAgree, terms: terms, refs: refs},
 		what: "termination proposed by the counterparty", key: "termination_record_hash", id: rec.hash}, nil
 }
 
@@ -223,14 +204,11 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTerminationAgreed,
 		check: func(ctx context.Context, st *state) error {
-			if err := terminable(st); err != nil {
-				return err
-			}
 			var err error
-			if rec, err = e.terminationRecordOf(ctx, st); err != nil {
+			if rec, err = e.terminableRecord(ctx, st); err != nil {
 				return err
 			}
-			theirs, err := e.signatureOver(ctx, st.t.ID, st.t.Counterparty, rec.hash)
+			theirs, err := e.heldSignature(ctx, st.t.ID, st.t.Counterparty, verify.TerminationSignatureClaim, rec.hash)
 			if err != nil {
 				return err
 			}
@@ -240,17 +218,12 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 			}
 			return nil
 		},
-		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return rec.agreement.Terms(), map[string]any{"agreement_id": rec.agreement.ID()}, nil
-		},
+		act: rec.act,
 		build: func(ctx context.Context, st *state, b *builder) error {
-			evd, err := signedRecord(b, rec.hash)
-			if err != nil {
+			if err := rec.sign(b, verify.TerminationSignatureClaim); err != nil {
 				return err
 			}
 			b.data = map[string]any{"agreement_id": rec.agreement.ID(), "termination_record_hash": rec.hash}
-			b.name("termination_signature", evd.ID())
-			b.name("termination_record_hash", rec.hash)
 			return nil
 		},
 	})
@@ -266,7 +239,7 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	evd := r.one(protocol.Evidence)
 	hash := ev.Data("termination_record_hash")
-	if evd == nil || !isRecordSignature(evd, r.from) || evd.P("artifact_hash") != hash {
+	if evd == nil || !isSignature(evd, r.from, verify.TerminationSignatureClaim) || evd.P("artifact_hash") != hash {
 		return refusef(reason.EvidenceSignatureInvalid, "termination.agreed travels with %s's signed_document over the termination record %s it binds", r.from, hash)
 	}
 	rec, err := e.terminationRecordOf(ctx, r.st)
@@ -280,7 +253,7 @@ func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj)
 	if ev.Data("agreement_id") != rec.agreement.ID() {
 		return refusef(reason.StateTransitionDenied, "termination.agreed names agreement %s; the agreement in force is %s", ev.Data("agreement_id"), rec.agreement.ID())
 	}
-	mine, err := e.signatureOver(ctx, r.txn, e.org.Config().OrganizationID, hash)
+	mine, err := e.heldSignature(ctx, r.txn, e.org.Config().OrganizationID, verify.TerminationSignatureClaim, hash)
 	if err != nil {
 		return err
 	}
@@ -321,7 +294,7 @@ func (e *Engine) terminationProposals(ctx context.Context, t store.Transaction) 
 		rec = &x
 	}
 	for _, o := range list {
-		if !isRecordSignature(o, o.Org()) {
+		if !isSignature(o, o.Org(), verify.TerminationSignatureClaim) {
 			continue
 		}
 		v := TerminationView{ProposedBy: o.Org(), SignatureID: o.ID(), TerminationRecordHash: o.P("artifact_hash"), ProposedAt: str(o.m["created_at"])}
