@@ -22,6 +22,8 @@ import (
 	"github.com/partyd/party/internal/bundle"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/object"
+	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
@@ -99,52 +101,50 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 	stored := map[string][]byte{} // what is written: the bytes as stored
 	mandateIDs := map[string]bool{}
 	for _, b := range raws {
-		o, err := canonical.DecodeObject(b)
+		o, err := object.Parse(b)
 		if err != nil {
 			return bundle.Contents{}, Summary{}, err
 		}
-		if pending[fmt.Sprint(o["id"])] {
+		if pending[o.ID()] {
 			continue
 		}
-		objects = append(objects, o)
-		stored[fmt.Sprint(o["id"])] = b
-		if by, ok := o["created_by"].(map[string]any); ok {
-			mandateIDs[fmt.Sprint(by["mandate_id"])] = true
+		objects = append(objects, o.Value())
+		stored[o.ID()] = b
+		if id := o.Mandate(); id != "" {
+			mandateIDs[id] = true
 		}
-		if p, ok := o["payload"].(map[string]any); ok && o["object_type"] == "policy_decision" {
-			if ids, ok := p["mandate_ids"].([]any); ok {
+		if o.Type() == protocol.PolicyDecision {
+			if ids, ok := o.Payload()["mandate_ids"].([]any); ok {
 				for _, id := range ids {
 					mandateIDs[fmt.Sprint(id)] = true
 				}
 			}
 		}
 	}
-	krs, err := st.ObjectsOfType(ctx, "key_record")
+	krs, err := st.ObjectsOfType(ctx, string(protocol.KeyRecord))
 	if err != nil {
 		return bundle.Contents{}, Summary{}, err
 	}
 	ks := keys.NewKeySet()
 	for _, b := range krs {
-		o, err := canonical.DecodeObject(b)
+		o, err := object.Parse(b)
 		if err != nil {
 			return bundle.Contents{}, Summary{}, err
 		}
-		p, _ := o["payload"].(map[string]any)
-		org := fmt.Sprint(p["controller_organization_id"])
-		if org != t.Counterparty && !isLocal(ctx, st, o) {
+		if o.P("controller_organization_id") != t.Counterparty && !isLocal(ctx, st, o) {
 			continue
 		}
-		pub, err := keys.ParseJWK(p["public_key_jwk"])
+		pub, err := keys.ParseJWK(o.Payload()["public_key_jwk"])
 		if err != nil {
-			return bundle.Contents{}, Summary{}, fmt.Errorf("export: key record %v: %w", o["id"], err)
+			return bundle.Contents{}, Summary{}, fmt.Errorf("export: key record %s: %w", o.ID(), err)
 		}
-		if err := ks.Add(fmt.Sprint(o["id"]), pub); err != nil {
+		if err := ks.Add(o.ID(), pub); err != nil {
 			return bundle.Contents{}, Summary{}, err
 		}
-		objects = append(objects, o)
-		stored[fmt.Sprint(o["id"])] = b
-		if by, ok := o["created_by"].(map[string]any); ok {
-			mandateIDs[fmt.Sprint(by["mandate_id"])] = true
+		objects = append(objects, o.Value())
+		stored[o.ID()] = b
+		if id := o.Mandate(); id != "" {
+			mandateIDs[id] = true
 		}
 	}
 	var mandates []map[string]any
@@ -183,32 +183,29 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 	for _, m := range mandates {
 		inBundle[fmt.Sprint(m["id"])] = true
 	}
-	revs, err := st.ObjectsOfType(ctx, "revocation_record")
+	revs, err := st.ObjectsOfType(ctx, string(protocol.RevocationRecord))
 	if err != nil {
 		return bundle.Contents{}, Summary{}, err
 	}
 	for _, b := range revs {
-		o, err := canonical.DecodeObject(b)
+		o, err := object.Parse(b)
 		if err != nil {
 			return bundle.Contents{}, Summary{}, err
 		}
-		p, _ := o["payload"].(map[string]any)
-		by, _ := o["created_by"].(map[string]any)
-		org := fmt.Sprint(by["organization_id"])
-		switch p["subject_type"] {
+		switch o.P("subject_type") {
 		case "mandate":
-			if !inBundle[fmt.Sprint(p["subject_id"])] {
+			if !inBundle[o.P("subject_id")] {
 				continue
 			}
 		case "agent", "key":
-			if org != t.Counterparty && !isLocal(ctx, st, o) {
+			if o.Org() != t.Counterparty && !isLocal(ctx, st, o) {
 				continue
 			}
 		default:
 			continue
 		}
-		objects = append(objects, o)
-		stored[fmt.Sprint(o["id"])] = b
+		objects = append(objects, o.Value())
+		stored[o.ID()] = b
 	}
 	c := bundle.Contents{
 		Manifest: bundle.Manifest{RulesVersion: record.RulesVersion, TransactionID: txn},
@@ -219,9 +216,8 @@ func collect(ctx context.Context, st *store.Store, txn string) (bundle.Contents,
 
 // isLocal reports whether a key record is this instance's own (stored with
 // origin local).
-func isLocal(ctx context.Context, st *store.Store, o map[string]any) bool {
-	by, _ := o["created_by"].(map[string]any)
-	m, err := st.GetMandate(ctx, fmt.Sprint(by["mandate_id"]))
+func isLocal(ctx context.Context, st *store.Store, o *object.View) bool {
+	m, err := st.GetMandate(ctx, o.Mandate())
 	return err == nil && m.Origin == "local"
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/verify"
@@ -31,7 +32,7 @@ func TestActTableRecognisesOnce(t *testing.T) {
 		{t: protocol.Evidence, claim: "termination"},
 	}
 	obj := func(k kind) *Obj {
-		return &Obj{m: map[string]any{"object_type": string(k.t), "payload": map[string]any{"claim": k.claim}}}
+		return object.Over(nil, map[string]any{"object_type": string(k.t), "payload": map[string]any{"claim": k.claim}})
 	}
 	recognised := map[string]protocol.Act{}
 	var try func(start int, msg []kind)

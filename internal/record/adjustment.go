@@ -122,8 +122,8 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 			}
 			// The record is the one drawn at the signature's time: that is
 			// where the counterparty and a verifier look for it.
-			if str(evd.m["created_at"]) != envelope.Timestamp(st.now) {
-				return errf("the adjustment signature is dated %v, its record %s", evd.m["created_at"], envelope.Timestamp(st.now))
+			if str(evd.Value()["created_at"]) != envelope.Timestamp(st.now) {
+				return errf("the adjustment signature is dated %v, its record %s", evd.Value()["created_at"], envelope.Timestamp(st.now))
 			}
 			b.name("adjustment_signature", evd.ID())
 			b.name("adjustment_hash", hash)
@@ -146,7 +146,7 @@ func adjustmentAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error
 	if r.st.State() != protocol.SettlementPending {
 		return objectAct{}, refusef(reason.StateTransitionDenied, "transaction %s is %s: an obligation is settled short in settlement_pending", r.txn, r.st.t.State)
 	}
-	at, err := envelope.ParseTimestamp(str(evd.m["created_at"]))
+	at, err := envelope.ParseTimestamp(str(evd.Value()["created_at"]))
 	if err != nil {
 		return objectAct{}, refusef(reason.EvidenceHashMismatch, "adjustment signature %s is not dated", evd.ID())
 	}
@@ -166,7 +166,7 @@ func adjustmentAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error
 	}
 	if obl == "" {
 		return objectAct{}, refusef(reason.EvidenceHashMismatch, "%s signs %s, which is no settlement adjustment record this copy draws at %s: the ledger moved, or the record is not one it draws; propose again",
-			evd.ID(), evd.P("artifact_hash"), str(evd.m["created_at"]))
+			evd.ID(), evd.P("artifact_hash"), str(evd.Value()["created_at"]))
 	}
 	return objectAct{over: evd,
 		doc: actDoc{name: protocol.ActSettlementAdjust, terms: map[string]any{"core": map[string]any{"total": rec["forgone"]}},

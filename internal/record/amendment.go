@@ -176,7 +176,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 			if last == nil || last.ID() != in.OfferID {
 				return refusef(reason.OfferStale, "offer %s is not the session's latest offer", in.OfferID)
 			}
-			if offer.expired(st.now) {
+			if offer.Expired(st.now) {
 				return refusef(reason.OfferExpired, "offer %s lapsed at %s", in.OfferID, offer.P("valid_until"))
 			}
 			if err := e.withdrawn(ctx, offer); err != nil {
@@ -336,7 +336,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	if prev == nil {
 		return refusef(reason.StateTransitionDenied, "transaction %s has no agreement to amend", r.txn)
 	}
-	if ps := gate.CheckBindings([]map[string]any{v2.m, prev.m}, gate.SetContext{}); len(ps) > 0 {
+	if ps := gate.CheckBindings([]map[string]any{v2.Value(), prev.Value()}, gate.SetContext{}); len(ps) > 0 {
 		var codes []reason.Code
 		for _, p := range ps {
 			codes = append(codes, p.Code)
@@ -362,13 +362,13 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 	switch {
 	case ev.Data("offer_id") != last.ID() || v2.P("accepted_offer_id") != last.ID() || v2.P("accepted_offer_hash") != last.Hash():
 		return refusef(reason.OfferStale, "the amendment is formed on %s; this organisation's latest offer is %s", v2.P("accepted_offer_id"), last.ID())
-	case last.expired(e.clock()):
+	case last.Expired(e.clock()):
 		return refusef(reason.OfferExpired, "offer %s lapsed at %s", last.ID(), last.P("valid_until"))
 	case acc.P("offer_id") != last.ID() || acc.P("offer_hash") != last.Hash():
 		return refusef(reason.EvidenceHashMismatch, "acceptance %s does not sign the exact hash of offer %s", acc.ID(), last.ID())
 	case acc.PartyOrg("accepting_party") != r.from || acc.P("session_id") != r.st.t.SessionID:
 		return refusef(reason.StreamMismatch, "acceptance %s is not %s's, in this session", acc.ID(), r.from)
-	case str(v2.m["previous_version_id"]) != prev.ID() || intOf(v2.m["version"]) != intOf(prev.m["version"])+1:
+	case str(v2.Value()["previous_version_id"]) != prev.ID() || intOf(v2.Value()["version"]) != intOf(prev.Value()["version"])+1:
 		return refusef(reason.StateTransitionDenied, "agreement %s is not the next version of the agreement in force %s", v2.ID(), prev.ID())
 	case string(offered) != string(proposed) || v2.P("terms_hash") != termsHash:
 		return refusef(reason.AgreementHashMismatch, "agreement %s does not carry exactly the terms of offer %s", v2.ID(), last.ID())
@@ -427,7 +427,7 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 	if err != nil {
 		return nil, nil, err
 	}
-	prev := str(v2.m["previous_version_id"])
+	prev := str(v2.Value()["previous_version_id"])
 	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementAmend, r.txn, r.from, v2.Terms(), map[string]any{"agreement_id": prev}, nil, ev.Seq())
 	if err != nil {
 		// Held for this instance's principal, or denied, as its signature
@@ -478,7 +478,7 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 		return nil, err
 	}
 	h, err := authority.ActionHash(authority.Document(string(protocol.ActAgreementAmend), txn, t.Counterparty, v2.Terms(),
-		map[string]any{"agreement_id": str(v2.m["previous_version_id"])}, mandate))
+		map[string]any{"agreement_id": str(v2.Value()["previous_version_id"])}, mandate))
 	if err != nil {
 		return nil, err
 	}
@@ -488,14 +488,14 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 	}
 	for _, p := range pols {
 		if p.Org() == e.org.Config().OrganizationID && intOf(p.Payload()["stream_sequence"]) == ev.Seq() && p.P("action_hash") == h {
-			out := [][]byte{v2.raw, p.raw}
+			out := [][]byte{v2.Raw(), p.Raw()}
 			aprs, err := e.ofType(ctx, txn, protocol.Approval)
 			if err != nil {
 				return nil, err
 			}
 			for _, a := range aprs {
 				if a.Org() == e.org.Config().OrganizationID && a.P("action_hash") == h {
-					out = append(out, a.raw) // the approval that released it
+					out = append(out, a.Raw()) // the approval that released it
 				}
 			}
 			return out, nil
@@ -540,7 +540,7 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 	if h, err := contentHash(v2); err != nil || h != ours.Hash() {
 		return nil, refusef(reason.AgreementHashMismatch, "%s returned agreement %s with other bytes", m.Peer, ours.ID())
 	}
-	if !verify.KeptAndCountersigned(ours.m, v2.m, protocol.PurposeAgreementCommitment) {
+	if !verify.KeptAndCountersigned(ours.Value(), v2.Value(), protocol.PurposeAgreementCommitment) {
 		return nil, refusef(reason.EvidenceSignatureInvalid, "the new version's signatures are not ours then %s's agreement_commitment", m.Peer)
 	}
 	if err := e.verifyEntry(ctx, v2, 1, m.Peer, "agt_"); err != nil {
@@ -557,7 +557,7 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 	if err := e.checkAuthors(ctx, m.Peer, supporting); err != nil {
 		return nil, err
 	}
-	a := actDoc{name: protocol.ActAgreementAmend, terms: v2.Terms(), refs: map[string]any{"agreement_id": str(v2.m["previous_version_id"])}}
+	a := actDoc{name: protocol.ActAgreementAmend, terms: v2.Terms(), refs: map[string]any{"agreement_id": str(v2.Value()["previous_version_id"])}}
 	// A decision made in answer to this instance's agreement.amended,
 	// which the answer may reach late (a lost reply asked again).
 	since, err := envelope.ParseTimestamp(ev.P("occurred_at"))
@@ -568,7 +568,7 @@ func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs
 		return nil, err
 	}
 	return func(tx *store.Txn) error {
-		if err := tx.ReplaceVerified(v2.info(), ours.raw, v2.raw); err != nil {
+		if err := tx.ReplaceVerified(info(v2), ours.Raw(), v2.Raw()); err != nil {
 			return err
 		}
 		for _, o := range supporting {

@@ -142,7 +142,7 @@ func (e *Engine) budgetRefusal(ctx context.Context, stop *budgetStop, mandateID 
 		return false, r
 	}
 	ours := e.org.Config().OrganizationID
-	if presented != nil && approves(presented.m, ours, d.res.ActionHash, now) {
+	if presented != nil && approves(presented.Value(), ours, d.res.ActionHash, now) {
 		return true, nil
 	}
 	prior, apr, found, err := e.org.LatestApproval(ctx, mandateID, d.res.ActionHash)

@@ -6,7 +6,7 @@ package record
 import "github.com/partyd/party/internal/canonical"
 
 // contentHash recomputes an object's content hash from its decoded value.
-func contentHash(o *Obj) (string, error) { return canonical.ContentHash(o.m) }
+func contentHash(o *Obj) (string, error) { return canonical.ContentHash(o.Value()) }
 
 // viewOf turns an object this instance built as a value into a view over
 // its canonical bytes.

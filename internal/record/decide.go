@@ -13,6 +13,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -41,7 +42,7 @@ func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payloa
 		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, MandateID: mandateID},
 	}
 	if prev != nil {
-		spec.PreviousVersionID, spec.Version = prev.ID(), intOf(prev.m["version"])+1
+		spec.PreviousVersionID, spec.Version = prev.ID(), intOf(prev.Value()["version"])+1
 	}
 	m, err := envelope.New(spec)
 	if err != nil {
@@ -82,13 +83,13 @@ func gateCheck(o *Obj, own bool) error {
 		AwaitingSignatures: o.Type() == protocol.Agreement && len(o.Signatures()) == 1,
 		OwnObject:          own,
 	}
-	if _, annotated := o.m["kernel_annotations"]; annotated {
+	if _, annotated := o.Value()["kernel_annotations"]; annotated {
 		// Bilaterally nothing may annotate an object (role scopes §4.4): an
 		// annotation on a received object is a forgery whatever it says.
 		// Refused, never stripped: what is stored is what was received.
 		return refusef(reason.AnnotationForged, "%s %s carries kernel_annotations, which no bilateral object carries", o.Type(), o.ID())
 	}
-	return gate.Envelope(o.m, opt).Err()
+	return gate.Envelope(o.Value(), opt).Err()
 }
 
 // liveKey is the key status rule for a signature on a message this
@@ -136,7 +137,7 @@ func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error
 	if err != nil {
 		return nil, err
 	}
-	return &Obj{raw: b, m: m}, nil
+	return object.Over(b, m), nil
 }
 
 // signable is a copy of o's value for signature.Sign to add a signature
@@ -144,7 +145,7 @@ func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error
 // member, so the top level is copied and that list clipped (its append
 // then copies it); the rest is shared, and only read.
 func signable(o *Obj) map[string]any {
-	m := maps.Clone(o.m)
+	m := maps.Clone(o.Value())
 	if list, ok := m["signatures"].([]any); ok {
 		m["signatures"] = slices.Clip(list)
 	}
@@ -178,7 +179,7 @@ func (e *Engine) mandateBytes(ctx context.Context, m map[string]any) []byte {
 		return nil
 	}
 	o, err := e.parse(rec.Body)
-	if err != nil || !sameMap(o.m, m) {
+	if err != nil || !sameMap(o.Value(), m) {
 		return nil
 	}
 	return rec.Body
@@ -293,7 +294,7 @@ func (e *Engine) evaluateOwn(ctx context.Context, mandate map[string]any, act pr
 		Actor: authority.Actor{OrganizationID: e.org.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()},
 	}
 	if approval != nil {
-		req.Approval = approval.m
+		req.Approval = approval.Value()
 	}
 	d = decision{res: e.org.Evaluator().Evaluate(ctx, req), doc: doc, approval: approval}
 	if d.res.Decision == authority.RequireApproval && approval == nil {
@@ -398,7 +399,7 @@ func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj
 		Actor: authority.Actor{OrganizationID: from, AgentID: actor.Agent(), KeyID: actor.FirstSigner()},
 	}
 	if approval != nil {
-		req.Approval = approval.m
+		req.Approval = approval.Value()
 	}
 	ev := e.org.Evaluator()
 	if uncached {
@@ -423,9 +424,9 @@ func (e *Engine) checkDecision(ctx context.Context, from string, actor, pol *Obj
 		return refusef(reason.EvidenceSignatureInvalid, "the policy decision %s is not signed by the acting agent", pol.ID())
 	}
 	if len(answering) > 0 {
-		return authority.DecidedSince(pol.m, answering[0], e.clock())
+		return authority.DecidedSince(pol.Value(), answering[0], e.clock())
 	}
-	return authority.FreshEnough(pol.m, e.clock())
+	return authority.FreshEnough(pol.Value(), e.clock())
 }
 
 // peerMandate returns a counterparty's mandate: held, or fetched from its
@@ -542,7 +543,7 @@ func (e *Engine) checkAuthors(ctx context.Context, from string, objs []*Obj) err
 		if err != nil {
 			return err
 		}
-		if err := authority.CheckCreator(o.m, m); err != nil {
+		if err := authority.CheckCreator(o.Value(), m); err != nil {
 			return refusef(reason.EvidenceSignatureInvalid, "%v", err)
 		}
 	}

@@ -137,7 +137,7 @@ func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []Deliverab
 		if err != nil {
 			return nil, asRefusal(err, reason.ObligationConditionUnknown)
 		}
-		if err := ledger.Roles(obl.m, agr.m).Err(); err != nil {
+		if err := ledger.Roles(obl.Value(), agr.Value()).Err(); err != nil {
 			return nil, err
 		}
 		out = append(out, obl)
@@ -207,7 +207,7 @@ func (e *Engine) checkIssued(from string, agr, obl *Obj, issuerMayOwe bool) erro
 	if issuerMayOwe && obl.PartyOrg("obligor") == from {
 		issuer, mine = "obligor", "obligee"
 	}
-	if f := ledger.Roles(obl.m, agr.m); f != nil {
+	if f := ledger.Roles(obl.Value(), agr.Value()); f != nil {
 		return f.Err()
 	}
 	switch {
@@ -267,7 +267,7 @@ func (e *Engine) checkRiders(ctx context.Context, r *receipt, ev *Obj, riders []
 	lookup := e.lookupWith(ctx, r)
 	acts := make([]riderAct, 0, len(riders))
 	for _, o := range riders {
-		name, terms, refs, why := authority.ObjectAct(o.m, lookup)
+		name, terms, refs, why := authority.ObjectAct(o.Value(), lookup)
 		if why != "" {
 			return refusef(reason.StateTransitionDenied, "%s", why)
 		}

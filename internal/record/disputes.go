@@ -383,8 +383,8 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 	if got, _ := canonical.Marshal(ref); string(got) != string(mustCanonical(want)) {
 		return nil, refusef(reason.DisputeOutOfWindow, "rules_ref %s %s is not the rules in force at the subject act (%s %s): the window is read from those", str(ref["rule_set_id"]), str(ref["version"]), rs.ID, rs.Version)
 	}
-	actAt, err := envelope.ParseTimestamp(str(subject.m["created_at"]))
-	raisedAt, err2 := envelope.ParseTimestamp(str(dsp.m["created_at"]))
+	actAt, err := envelope.ParseTimestamp(str(subject.Value()["created_at"]))
+	raisedAt, err2 := envelope.ParseTimestamp(str(dsp.Value()["created_at"]))
 	if err != nil || err2 != nil {
 		return nil, refusef(reason.DisputeOutOfWindow, "the subject act's or the dispute's time is not a timestamp")
 	}

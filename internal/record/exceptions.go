@@ -444,7 +444,7 @@ func (e *Engine) remediationOffer(ctx context.Context, st *state, org string) (*
 		if !isSignature(o, org, verify.RemediationSignatureClaim) {
 			continue
 		}
-		rec, err := e.remediationOf(ctx, st, str(o.m["created_at"]))
+		rec, err := e.remediationOf(ctx, st, str(o.Value()["created_at"]))
 		if err != nil {
 			return nil, remediation{}, err
 		}
@@ -484,8 +484,8 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 			if err != nil {
 				return err
 			}
-			if str(evd.m["created_at"]) != envelope.Timestamp(st.now) {
-				return errf("the offer to remedy is dated %v, its record %s", evd.m["created_at"], envelope.Timestamp(st.now))
+			if str(evd.Value()["created_at"]) != envelope.Timestamp(st.now) {
+				return errf("the offer to remedy is dated %v, its record %s", evd.Value()["created_at"], envelope.Timestamp(st.now))
 			}
 			return nil
 		},
@@ -501,7 +501,7 @@ func remediationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectA
 	if err != nil {
 		return objectAct{}, err
 	}
-	rec, err := e.remediationOf(ctx, r.st, str(evd.m["created_at"]))
+	rec, err := e.remediationOf(ctx, r.st, str(evd.Value()["created_at"]))
 	if err != nil {
 		return objectAct{}, err
 	}

@@ -263,7 +263,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	if to := str(offer.PSub("offeree")["agent_id"]); !slices.Contains(cfg.AgentIDs(), to) {
 		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %v, which does not act for %s", offer.ID(), to, cfg.OrganizationID)
 	}
-	if offer.expired(r.now) {
+	if offer.Expired(r.now) {
 		return nil, refusef(reason.OfferExpired, "offer %s lapsed at %s", offer.ID(), offer.P("valid_until"))
 	}
 	session := offer.P("session_id")
@@ -391,7 +391,7 @@ func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outc
 			if last.ID() != in.OfferID {
 				return refusef(reason.OfferStale, "offer %s was superseded by %s", in.OfferID, last.ID())
 			}
-			if offer.expired(st.now) {
+			if offer.Expired(st.now) {
 				return refusef(reason.OfferExpired, "offer %s lapsed at %s", in.OfferID, offer.P("valid_until"))
 			}
 			return e.withdrawn(ctx, offer)
@@ -575,7 +575,7 @@ func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *O
 	}
 	queued := new(store.OutboxMessage)
 	put := func(tx *store.Txn) error {
-		if err := tx.PutVerified(agr.info(), agr.raw, originLocal); err != nil {
+		if err := tx.PutVerified(info(agr), agr.Raw(), originLocal); err != nil {
 			return err
 		}
 		var err error
@@ -880,7 +880,7 @@ func (e *Engine) checkAnswer(ctx context.Context, peer string, ours, agr *Obj, s
 			return refusef(reason.ApprovalHashMismatch, "approval %s binds %s, the counterparty's decision %s", apr.ID(), apr.P("action_hash"), pol.P("action_hash"))
 		}
 	}
-	if !verify.KeptAndCountersigned(ours.m, agr.m, protocol.PurposeAgreementCommitment) {
+	if !verify.KeptAndCountersigned(ours.Value(), agr.Value(), protocol.PurposeAgreementCommitment) {
 		return refusef(reason.EvidenceSignatureInvalid, "the agreement's signatures are not ours then %s's agreement_commitment", peer)
 	}
 	// The offeror signs by one of its agents' keys, as the countersigner of
@@ -939,7 +939,7 @@ func (e *Engine) answerObjects(peer string, ours *Obj, reply [][]byte, skip stri
 // storeSignedAgreement stores the agreement as signed by both in place of
 // ours, and what came with it.
 func storeSignedAgreement(tx *store.Txn, m store.OutboxMessage, ours, agr *Obj, supporting []*Obj) error {
-	if err := tx.ReplaceVerified(agr.info(), ours.raw, agr.raw); err != nil {
+	if err := tx.ReplaceVerified(info(agr), ours.Raw(), agr.Raw()); err != nil {
 		return err
 	}
 	for _, o := range supporting {
@@ -1060,15 +1060,15 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	answerIDs := make([]string, len(signed))
 	raws := make([][]byte, len(signed))
 	for i, o := range signed {
-		answerIDs[i], raws[i] = o.ID(), o.raw
+		answerIDs[i], raws[i] = o.ID(), o.Raw()
 	}
 	e.point("cosign.before-store")
 	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
-		if err := tx.PutVerified(signed[0].info(), signed[0].raw, r.from); err != nil {
+		if err := tx.PutVerified(info(signed[0]), signed[0].Raw(), r.from); err != nil {
 			return err
 		}
 		for _, o := range signed[1:3] { // the commitment and the decision; an approval is held
-			if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
+			if err := tx.PutVerified(info(o), o.Raw(), originLocal); err != nil {
 				return err
 			}
 		}
@@ -1308,14 +1308,14 @@ func (e *Engine) rejected(ctx context.Context, id string) bool {
 // cosignedAnswer rebuilds the answer to an agreement signed before: the
 // agreement, its commitment, and this instance's decision to sign it.
 func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]byte, error) {
-	out := [][]byte{agr.raw}
+	out := [][]byte{agr.Raw()}
 	cmts, err := e.ofType(ctx, txn, protocol.Commitment)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cmts {
 		if c.P("agreement_id") == agr.ID() {
-			out = append(out, c.raw)
+			out = append(out, c.Raw())
 		}
 	}
 	pols, err := e.ofType(ctx, txn, protocol.PolicyDecision)
@@ -1326,7 +1326,7 @@ func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]
 	var hash string
 	for _, p := range pols {
 		if p.Org() == cfg.OrganizationID && intOf(p.Payload()["stream_sequence"]) == 2 {
-			out = append(out, p.raw)
+			out = append(out, p.Raw())
 			hash = p.P("action_hash")
 		}
 	}
@@ -1336,7 +1336,7 @@ func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]
 	}
 	for _, a := range aprs {
 		if hash != "" && a.Org() == cfg.OrganizationID && a.P("action_hash") == hash {
-			out = append(out, a.raw)
+			out = append(out, a.Raw())
 		}
 	}
 	return out, nil
@@ -1368,7 +1368,7 @@ func checkAgreementDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) e
 		return refusef(reason.StreamMismatch, "the acceptance is not by %s", r.from)
 	case last.Org() == r.from:
 		return refusef(reason.StreamMismatch, "%s cannot accept its own offer", r.from)
-	case last.expired(e.clock()):
+	case last.Expired(e.clock()):
 		return refusef(reason.OfferExpired, "offer %s lapsed at %s", last.ID(), last.P("valid_until"))
 	}
 	if err := e.withdrawn(ctx, last); err != nil {

@@ -35,7 +35,7 @@ func (r heldReader) Object(ctx context.Context, id string) (map[string]any, erro
 	if err != nil {
 		return nil, err
 	}
-	return o.m, nil
+	return o.Value(), nil
 }
 
 func (r heldReader) Events(ctx context.Context, txn string, types ...string) ([]verify.EventRef, error) {
@@ -94,7 +94,7 @@ func (r heldReader) Mandate(ctx context.Context, id string) (map[string]any, boo
 	if err != nil {
 		return nil, false, err
 	}
-	return m.m, true, nil
+	return m.Value(), true, nil
 }
 
 func eventRef(x store.Event) verify.EventRef {
@@ -119,7 +119,7 @@ func values(list []*Obj, err error) ([]map[string]any, error) {
 	}
 	out := make([]map[string]any, len(list))
 	for i, o := range list {
-		out[i] = o.m
+		out[i] = o.Value()
 	}
 	return out, nil
 }
@@ -164,7 +164,7 @@ func (e *Engine) readWorkingSet(ctx context.Context, st *state, news []*Obj) (ve
 	}
 	vals := make([]map[string]any, len(news))
 	for i, o := range news {
-		vals[i] = o.m
+		vals[i] = o.Value()
 	}
 	x, err := verify.Gather(ctx, heldReader{e: e, st: snap, peer: st.t.Counterparty}, tip, vals)
 	if err != nil {

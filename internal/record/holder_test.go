@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/object"
 )
 
 // A key's holder id comes from a counterparty's key record, so it may be
@@ -30,10 +31,10 @@ func TestIsHolderOnShortIDs(t *testing.T) {
 func TestSignableLeavesTheViewAlone(t *testing.T) {
 	list := make([]any, 1, 4)
 	list[0] = map[string]any{"key_id": "key_a"}
-	o := &Obj{m: map[string]any{"id": "evt_x", "signatures": list}}
+	o := object.Over(nil, map[string]any{"id": "evt_x", "signatures": list})
 	m := signable(o)
 	m["signatures"] = append(m["signatures"].([]any), map[string]any{"key_id": "key_b"})
-	if got := o.m["signatures"].([]any); len(got) != 1 {
+	if got := o.Value()["signatures"].([]any); len(got) != 1 {
 		t.Fatalf("the view's signatures: %v", got)
 	}
 	if spare := list[:2][1]; spare != nil {
@@ -55,7 +56,7 @@ func TestViewOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := e.viewOver(decoded, b)
-	if err != nil || !sameMap(o.m, decoded) || string(o.raw) != string(b) {
+	if err != nil || !sameMap(o.Value(), decoded) || string(o.Raw()) != string(b) {
 		t.Fatalf("decoded form: view %v (%v)", o, err)
 	}
 	built := map[string]any{"id": "off_y", "n": 3}
@@ -64,7 +65,7 @@ func TestViewOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err = e.viewOver(built, b)
-	if err != nil || sameMap(o.m, built) || o.m["n"] != json.Number("3") {
+	if err != nil || sameMap(o.Value(), built) || o.Value()["n"] != json.Number("3") {
 		t.Fatalf("built form: view %v (%v)", o, err)
 	}
 }
@@ -80,7 +81,7 @@ func TestViewsPerEngine(t *testing.T) {
 	a, _ := one.parse(b)
 	again, _ := one.parse(b)
 	other, _ := two.parse(b)
-	if a != again || a == other || !sameMap(a.m, again.m) || sameMap(a.m, other.m) {
+	if a != again || a == other || !sameMap(a.Value(), again.Value()) || sameMap(a.Value(), other.Value()) {
 		t.Fatal("views are not kept per engine")
 	}
 }

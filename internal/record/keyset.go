@@ -32,7 +32,7 @@ func (e *Engine) verifyEntryOver(ctx context.Context, o *Obj, content []byte, i 
 	if err := e.liveKey(ctx, o, entries[i], k); err != nil {
 		return err
 	}
-	return e.sigs.VerifyEntryOver(o.m, content, i, k.Public)
+	return e.sigs.VerifyEntryOver(o.Value(), content, i, k.Public)
 }
 
 // keyCache holds the key set the verifier checks a counterparty's messages
@@ -56,7 +56,7 @@ func (e *Engine) ownKeyIDs(ctx context.Context) ([]string, error) {
 	org := e.org.Config().OrganizationID
 	var out []string
 	for _, o := range krs {
-		if o.P("controller_organization_id") == org && intOf(o.m["version"]) <= 1 {
+		if o.P("controller_organization_id") == org && intOf(o.Value()["version"]) <= 1 {
 			out = append(out, o.ID())
 		}
 	}

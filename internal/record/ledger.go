@@ -68,7 +68,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 	}
 	for _, o := range objs {
 		if !pending[o.ID()] {
-			rec.Objects = append(rec.Objects, o.m)
+			rec.Objects = append(rec.Objects, o.Value())
 		}
 	}
 	rows, err := e.db.EventsOfTypes(ctx, txn, ledgerEvents...)
@@ -83,7 +83,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 		if err != nil {
 			return rec, err
 		}
-		rec.Events = append(rec.Events, ev.m)
+		rec.Events = append(rec.Events, ev.Value())
 	}
 	return rec, nil
 }

@@ -499,7 +499,7 @@ func (e *Engine) AssertPerformance(ctx context.Context, a Actor, in AssertInput)
 				if err != nil {
 					return asRefusal(err, reason.ObligationAssertionUnevidenced)
 				}
-				if err := ledger.AssertionWithin(obl.m, prf.m).Err(); err != nil {
+				if err := ledger.AssertionWithin(obl.Value(), prf.Value()).Err(); err != nil {
 					return err
 				}
 				if i == 0 {
@@ -798,7 +798,7 @@ func (e *Engine) remainder(b *builder, obl *Obj, accepted, qty string, due map[s
 	for k, v := range obl.Payload() {
 		payload[k] = v
 	}
-	cons, err := ledger.RemainderConsideration(obl.m, accepted)
+	cons, err := ledger.RemainderConsideration(obl.Value(), accepted)
 	if err != nil {
 		return nil, refusef(reason.TermsInvalid, "the share of %s accepted: %v", obl.ID(), err)
 	}
@@ -971,8 +971,8 @@ func (e *Engine) checkRemainder(ctx context.Context, txn string, obl, rem, obr *
 		return refusef(reason.ObligationTermsMutated, "remainder %s decomposes another commitment than %s", rem.ID(), obl.ID())
 	case !sameParty(sub(mp, "obligor"), sub(op, "obligor")) || !sameParty(sub(mp, "obligee"), sub(op, "obligee")):
 		return refusef(reason.ObligationTermsMutated, "remainder %s names other parties than %s", rem.ID(), obl.ID())
-	case ledger.RemainderShare(obl.m, obr.m, rem.m) != nil:
-		return ledger.RemainderShare(obl.m, obr.m, rem.m).Err()
+	case ledger.RemainderShare(obl.Value(), obr.Value(), rem.Value()) != nil:
+		return ledger.RemainderShare(obl.Value(), obr.Value(), rem.Value()).Err()
 	case str(mp["state"]) != string(protocol.OblPending):
 		return refusef(reason.StateTransitionDenied, "a remainder is issued pending")
 	}

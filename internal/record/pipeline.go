@@ -142,7 +142,7 @@ type riderDoc struct {
 // this instance's own evaluator like any act, at the event's position,
 // without an approval: a rider held for approval holds the whole act.
 func (b *builder) ride(ctx context.Context, o *Obj) error {
-	name, terms, refs, why := authority.ObjectAct(o.m, b.lookup(ctx))
+	name, terms, refs, why := authority.ObjectAct(o.Value(), b.lookup(ctx))
 	if why != "" {
 		return errf("rider %s: %s", o.ID(), why)
 	}
@@ -199,11 +199,11 @@ func (b *builder) lookup(ctx context.Context) authority.Lookup {
 	return func(id string) map[string]any {
 		for _, o := range b.created {
 			if o.ID() == id {
-				return o.m
+				return o.Value()
 			}
 		}
 		if o, err := b.e.get(ctx, id); err == nil && (o.Txn() == "" || o.Txn() == b.txn) {
-			return o.m
+			return o.Value()
 		}
 		return nil
 	}
@@ -370,12 +370,12 @@ func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) 
 				}
 			}
 			for _, o := range b.created {
-				if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
+				if err := tx.PutVerified(info(o), o.Raw(), originLocal); err != nil {
 					return err
 				}
 			}
 			if ev != nil {
-				if err := tx.PutVerified(ev.info(), ev.raw, originLocal); err != nil {
+				if err := tx.PutVerified(info(ev), ev.Raw(), originLocal); err != nil {
 					return err
 				}
 				if err := tx.InsertEvent(row); err != nil {
@@ -436,7 +436,7 @@ func (e *Engine) enqueue(tx *store.Txn, peer, txn string, msg []*Obj, act []byte
 	raws := make([][]byte, len(msg))
 	vals := make([]map[string]any, len(msg))
 	for i, o := range msg {
-		raws[i], vals[i] = o.raw, o.m
+		raws[i], vals[i] = o.Raw(), o.Value()
 	}
 	// The bytes are this instance's canonical encoding (or held bytes a
 	// carrier checked when they came): the members are what is judged.
@@ -714,8 +714,8 @@ func (e *Engine) recordCountersigned(tx *store.Txn, objs []*Obj, got *Obj) error
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(held, got.raw) {
-		if err := tx.ReplaceVerified(got.info(), held, got.raw); err != nil {
+	if !bytes.Equal(held, got.Raw()) {
+		if err := tx.ReplaceVerified(info(got), held, got.Raw()); err != nil {
 			return err
 		}
 	}
@@ -755,7 +755,7 @@ func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj,
 // by the verifier's rule (verify.Countersigned), the countersignature
 // being peer's event_append by one of its agents' keys, active.
 func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, got *Obj) error {
-	return verify.Countersigned(ours.m, got.m, peer, func(in []byte, i int) error {
+	return verify.Countersigned(ours.Value(), got.Value(), peer, func(in []byte, i int) error {
 		return e.verifyEntryOver(ctx, got, in, i, peer, "agt_")
 	})
 }
@@ -943,7 +943,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		Actor: authority.Actor{OrganizationID: e.org.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()}}
 	if pa.ApprovalID != "" {
 		if apr, ok := e.getTyped(ctx, pa.ApprovalID, protocol.Approval); ok {
-			req.Approval = apr.m
+			req.Approval = apr.Value()
 		}
 	}
 	// decide evaluates one of the message's acts again and signs a fresh
@@ -973,7 +973,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		rreq.Act, rreq.Approval = rd.Document, nil
 		if rd.ApprovalID != "" {
 			if apr, ok := e.getTyped(ctx, rd.ApprovalID, protocol.Approval); ok {
-				rreq.Approval = apr.m
+				rreq.Approval = apr.Value()
 			}
 		}
 		seq := pa.Seq
@@ -1045,7 +1045,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 	}
 	raws := make([][]byte, len(fresh))
 	for i, o := range fresh {
-		raws[i] = o.raw
+		raws[i] = o.Raw()
 	}
 	next := now.Add(e.out.Backoff(m.Attempts + 1))
 	if immediate {
@@ -1055,7 +1055,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		if err := tx.DeleteObject(oldPol.ID()); err != nil {
 			return err
 		}
-		if err := tx.PutVerified(pol.info(), pol.raw, originLocal); err != nil {
+		if err := tx.PutVerified(info(pol), pol.Raw(), originLocal); err != nil {
 			return err
 		}
 		for _, o := range oldRiders {
@@ -1063,7 +1063,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 			if err := tx.DeleteObject(o.ID()); err != nil {
 				return err
 			}
-			if err := tx.PutVerified(np.info(), np.raw, originLocal); err != nil {
+			if err := tx.PutVerified(info(np), np.Raw(), originLocal); err != nil {
 				return err
 			}
 		}
@@ -1076,7 +1076,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 			if err := tx.DeletePendingEvent(m.TransactionID, oldEv.Seq(), oldEv.ID()); err != nil {
 				return err
 			}
-			if err := tx.PutVerified(ev.info(), ev.raw, originLocal); err != nil {
+			if err := tx.PutVerified(info(ev), ev.Raw(), originLocal); err != nil {
 				return err
 			}
 			if err := tx.InsertEvent(row); err != nil {

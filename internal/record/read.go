@@ -189,7 +189,7 @@ func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, e
 		if err != nil || o.Type() == protocol.TransactionEvent {
 			continue
 		}
-		v.Objects = append(v.Objects, ObjectView{ID: o.ID(), ObjectType: string(o.Type()), CreatedBy: o.Org(), CreatedAt: str(o.m["created_at"])})
+		v.Objects = append(v.Objects, ObjectView{ID: o.ID(), ObjectType: string(o.Type()), CreatedBy: o.Org(), CreatedAt: str(o.Value()["created_at"])})
 	}
 	obls, err := e.db.ObligationStates(ctx, id)
 	if err != nil {
@@ -385,7 +385,7 @@ func (e *Engine) inboxItem(ctx context.Context, a Actor, t store.Transaction, ma
 	if err != nil {
 		return unreadable(err)
 	}
-	if last == nil || last.Org() != t.Counterparty || last.expired(now) {
+	if last == nil || last.Org() != t.Counterparty || last.Expired(now) {
 		return nil, false, nil
 	}
 	if w, err := e.db.Withdrawn(ctx, last.ID()); err != nil {

@@ -163,7 +163,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 	for _, d := range dsps {
 		dv := DisputeView{DisputeID: d.ID(), RaisedBy: d.PartyOrg("raising_party"), Respondent: d.PartyOrg("respondent_party"),
 			SubjectType: d.P("subject_type"), SubjectID: d.P("subject_id"), Grounds: []string{}, Description: d.P("description"),
-			RaisedAt: str(d.m["created_at"]), Determinations: []string{}}
+			RaisedAt: str(d.Value()["created_at"]), Determinations: []string{}}
 		for _, g := range anyList(d.Payload()["grounds"]) {
 			dv.Grounds = append(dv.Grounds, str(g))
 		}
@@ -223,7 +223,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 	}
 	for _, x := range excs {
 		xv := ExceptionView{ExceptionID: x.ID(), ExceptionType: x.P("exception_type"), ObligationID: x.P("obligation_id"), DisputeID: x.P("dispute_id"),
-			SettlementInstructionID: x.P("settlement_instruction_id"), OpenedBy: x.Org(), OpenedAt: str(x.m["created_at"]), Status: status[x.ID()],
+			SettlementInstructionID: x.P("settlement_instruction_id"), OpenedBy: x.Org(), OpenedAt: str(x.Value()["created_at"]), Status: status[x.ID()],
 			RemediationOffers: []string{}}
 		if xv.Status == "" {
 			xv.Status = "pending" // exception.opened waits for its countersignature
@@ -233,7 +233,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 		}
 		if xv.Status == "open" {
 			for _, o := range evds {
-				if isSignature(o, o.Org(), verify.RemediationSignatureClaim) && str(o.m["created_at"]) >= xv.OpenedAt {
+				if isSignature(o, o.Org(), verify.RemediationSignatureClaim) && str(o.Value()["created_at"]) >= xv.OpenedAt {
 					xv.RemediationOffers = append(xv.RemediationOffers, o.ID())
 				}
 			}

@@ -81,10 +81,10 @@ func (e *Engine) held(ctx context.Context, r *receipt, id string, t protocol.Obj
 func (e *Engine) lookupWith(ctx context.Context, r *receipt) func(id string) map[string]any {
 	return func(id string) map[string]any {
 		if o := r.find(id); o != nil {
-			return o.m
+			return o.Value()
 		}
 		if o, err := e.get(ctx, id); err == nil && (o.Txn() == "" || o.Txn() == r.txn) {
-			return o.m
+			return o.Value()
 		}
 		return nil
 	}
@@ -258,15 +258,15 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	reply := [][]byte{signed.raw}
+	reply := [][]byte{signed.Raw()}
 	replyIDs := []string{ev.ID()}
 	for _, o := range support {
 		if x, ok := replaced[o.ID()]; ok {
-			reply, replyIDs = append(reply, x.raw), append(replyIDs, x.ID())
+			reply, replyIDs = append(reply, x.Raw()), append(replyIDs, x.ID())
 		}
 	}
 	for _, o := range own {
-		reply, replyIDs = append(reply, o.raw), append(replyIDs, o.ID())
+		reply, replyIDs = append(reply, o.Raw()), append(replyIDs, o.ID())
 	}
 	e.point("receive.before-store")
 	err = e.update(ctx, r.txn, func(tx *store.Txn) error {
@@ -287,7 +287,7 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 			}
 		}
 		for _, o := range own {
-			if err := tx.PutVerified(o.info(), o.raw, originLocal); err != nil {
+			if err := tx.PutVerified(info(o), o.Raw(), originLocal); err != nil {
 				return err
 			}
 		}
@@ -410,7 +410,7 @@ func concurrently(check, extend func() error) error {
 // Every event of the counterparty's goes in this way: one it sent
 // (receiveEvent), one in an answer (settleCommitted).
 func (e *Engine) storeCountersigned(tx *store.Txn, signed *Obj, from string, support []*Obj) error {
-	if err := tx.PutVerified(signed.info(), signed.raw, from); err != nil {
+	if err := tx.PutVerified(info(signed), signed.Raw(), from); err != nil {
 		return err
 	}
 	row := eventRow(signed, from)
@@ -472,7 +472,7 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 	if x.Status == store.EventRecorded {
 		return e.keepAnswer(ctx, r, nil) // countersigned before: nothing more to store
 	}
-	got, err := e.checkCountersigned(ctx, r.from, ours, [][]byte{ev.raw})
+	got, err := e.checkCountersigned(ctx, r.from, ours, [][]byte{ev.Raw()})
 	if err != nil {
 		return nil, err
 	}
@@ -521,7 +521,7 @@ func (e *Engine) keepAnswer(ctx context.Context, r *receipt, reply [][]byte) ([]
 // putReceived stores an object that travelled with a message; the same
 // bytes held already are not an error.
 func putReceived(tx *store.Txn, o *Obj, from string) error {
-	if err := tx.PutVerified(o.info(), o.raw, from); err != nil && !errors.Is(err, store.ErrConflict) {
+	if err := tx.PutVerified(info(o), o.Raw(), from); err != nil && !errors.Is(err, store.ErrConflict) {
 		return err
 	}
 	return nil
@@ -557,7 +557,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 		case x.Status == store.EventRecorded:
 			detail := fmt.Sprintf("event %s at position %d of %s conflicts with event %s held there", ev.ID(), seq, r.txn, x.EventID)
 			_ = e.update(ctx, r.txn, func(tx *store.Txn) error {
-				return tx.RecordFork(r.txn, seq, ev.ID(), ev.Hash(), ev.raw, r.from, detail)
+				return tx.RecordFork(r.txn, seq, ev.ID(), ev.Hash(), ev.Raw(), r.from, detail)
 			})
 			e.log.Warn("fork refused and kept", "transaction_id", r.txn, "sequence", seq, "event_id", ev.ID(), "held", x.EventID)
 			return nil, fmt.Errorf("%w: %w", delivery.ErrConflict, refusef(reason.EvidenceChainGap, "%s", detail)), true

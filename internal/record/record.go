@@ -163,6 +163,7 @@ import (
 
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/peering"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/rails"
@@ -193,7 +194,7 @@ type Engine struct {
 	// acts is the act table (actTable), indexed.
 	acts acts
 	// views are the views of the bytes this engine parsed (parse).
-	views views
+	views object.Cache
 	out   *delivery.Outbox
 	fetch MandateFetcher
 	rails *rails.Registry

@@ -446,7 +446,7 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	in := rails.Instruction{
 		InstructionID: id, IdempotencyKey: s.IdempotencyKey, TransactionID: s.TransactionID, ObligationID: s.ObligationID,
 		Currency: str(amount["currency"]), Amount: str(amount["amount"]), Payer: stl.P("payer_organization_id"), Payee: stl.P("payee_organization_id"),
-		Attempt: attempt, Body: stl.raw,
+		Attempt: attempt, Body: stl.Raw(),
 	}
 	var res rails.Result
 	statusCall := s.State == store.SettlementPending || confirm
@@ -537,7 +537,7 @@ func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in r
 	e.point("receipt.before-commit")
 	var queued store.OutboxMessage
 	err = e.update(ctx, s.TransactionID, func(tx *store.Txn) error {
-		if err := tx.PutVerified(rcp.info(), rcp.raw, originLocal); err != nil {
+		if err := tx.PutVerified(info(rcp), rcp.Raw(), originLocal); err != nil {
 			return err
 		}
 		if err := tx.SetSettlementState(stl.ID(), state, next, ""); err != nil {

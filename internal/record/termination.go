@@ -297,7 +297,7 @@ func (e *Engine) terminationProposals(ctx context.Context, t store.Transaction) 
 		if !isSignature(o, o.Org(), verify.TerminationSignatureClaim) {
 			continue
 		}
-		v := TerminationView{ProposedBy: o.Org(), SignatureID: o.ID(), TerminationRecordHash: o.P("artifact_hash"), ProposedAt: str(o.m["created_at"])}
+		v := TerminationView{ProposedBy: o.Org(), SignatureID: o.ID(), TerminationRecordHash: o.P("artifact_hash"), ProposedAt: str(o.Value()["created_at"])}
 		if rec != nil && rec.hash == v.TerminationRecordHash {
 			v.Current, v.Record = true, rec.record
 		}

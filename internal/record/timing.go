@@ -160,7 +160,7 @@ func (e *Engine) dueViews(ctx context.Context, txn string, rows []store.Obligati
 			f = &dueFacts{e: e, ctx: ctx, txn: txn, rows: rows}
 		}
 		facts := f.facts()
-		facts.Activated, _ = envelope.ParseTimestamp(str(obl.m["created_at"]))
+		facts.Activated, _ = envelope.ParseTimestamp(str(obl.Value()["created_at"]))
 		r := due.Evaluate(obl.PSub("due_condition"), facts)
 		if f.err != nil {
 			return nil, time.Time{}, f.err
@@ -237,7 +237,7 @@ func (f *dueFacts) evidenceOf(typ string) (time.Time, bool) {
 			return time.Time{}, false
 		}
 		for _, o := range list {
-			t, err := envelope.ParseTimestamp(str(o.m["created_at"]))
+			t, err := envelope.ParseTimestamp(str(o.Value()["created_at"]))
 			k := o.P("evidence_type")
 			if err == nil && (f.evidence[k].IsZero() || t.Before(f.evidence[k])) {
 				f.evidence[k] = t

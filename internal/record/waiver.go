@@ -90,7 +90,7 @@ func (e *Engine) waiverAct(ctx context.Context, obl *Obj) (terms, refs map[strin
 func (e *Engine) obligationTotal(ctx context.Context, obl *Obj) (any, error) {
 	total, why := authority.ObligationTotal(obl.Payload(), func(id string) map[string]any {
 		if o, err := e.get(ctx, id); err == nil && o.Txn() == obl.Txn() {
-			return o.m
+			return o.Value()
 		}
 		return nil
 	})
