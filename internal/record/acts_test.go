@@ -91,13 +91,13 @@ func TestActTableLines(t *testing.T) {
 	// Rows of the pilot's approval and withdrawal steps, which a bilateral
 	// record expresses otherwise (an approval object; an offer withdrawn):
 	// no party appends them.
-	never := map[string]bool{"approval.requested": true, "approval.rejected": true, "acceptance.withdrawn": true}
+	never := map[protocol.EventType]bool{"approval.requested": true, "approval.rejected": true, "acceptance.withdrawn": true}
 	legal := map[protocol.EventType]bool{}
 	for _, row := range rules.Table(RulesVersion, rules.Aggregate) {
 		if row.Operated || never[row.Event] {
 			continue
 		}
-		ev := protocol.EventType(row.Event)
+		ev := row.Event
 		legal[ev] = true
 		if l, ok := a.event(ev); !ok || l.check == nil {
 			t.Errorf("event %s: no line with its live checks", ev)

@@ -78,7 +78,7 @@ type AmendInput struct {
 
 // amending reports whether an agreement may be amended in st's state.
 func amending(st *state) bool {
-	_, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, string(protocol.EvAgreementAmended))
+	_, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, protocol.EvAgreementAmended)
 	return ok
 }
 

@@ -301,7 +301,7 @@ func disputeRoute(st *state, kind string) (bool, error) {
 	if kind != string(protocol.SubjectObligationState) {
 		return false, nil
 	}
-	if _, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, string(protocol.EvExceptionOpened)); ok {
+	if _, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, protocol.EvExceptionOpened); ok {
 		return true, nil
 	}
 	if st.State() == protocol.ExceptionOpen {
@@ -908,7 +908,7 @@ func (e *Engine) checkStateResult(ctx context.Context, st *state, det, subject *
 	if err != nil {
 		return err
 	}
-	if !rules.Legal(RulesVersion, rules.Obligation, string(os.State), "determination.recorded", str(sr["state"])) {
+	if !rules.Legal(RulesVersion, rules.Obligation, string(os.State), rules.DeterminationRecorded, str(sr["state"])) {
 		return refusef(reason.StateTransitionDenied, "obligation %s is %q: determination.recorded moves a disputed obligation to a registered state, not to %v", subject.ID(), os.State, sr["state"])
 	}
 	return nil

@@ -1101,7 +1101,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 // extend the head of this instance's copy, move the state legally under
 // RulesVersion, and cite the decision pol. Nothing is stored here.
 func (e *Engine) prepareEvent(st *state, eventType protocol.EventType, data map[string]any, pol *Obj, mandateID string, now time.Time) (*Obj, store.Event, error) {
-	to, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, string(eventType))
+	to, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, eventType)
 	if !ok {
 		return nil, store.Event{}, refusef(reason.StateTransitionDenied, "%s is not a legal event in state %s under rules %s", eventType, st.t.State, RulesVersion)
 	}

@@ -344,7 +344,7 @@ func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Obj, spec *ac
 	if ev.From() != r.st.State() {
 		return refusef(reason.StateTransitionDenied, "event %s moves from %s, this record is in %s", ev.ID(), ev.From(), r.st.t.State)
 	}
-	if to, ok := rules.Next(RulesVersion, rules.Aggregate, r.st.t.State, string(ev.EventType())); !ok || to != string(ev.To()) {
+	if to, ok := rules.Next(RulesVersion, rules.Aggregate, r.st.t.State, ev.EventType()); !ok || to != string(ev.To()) {
 		return refusef(reason.StateTransitionDenied, "%s from %s is not a legal transition to %s under rules %s", ev.EventType(), r.st.t.State, ev.To(), RulesVersion)
 	}
 	if err := carries(ev.EventType(), support, spec.carries); err != nil {

@@ -107,7 +107,7 @@ func (e *Engine) terminationRecordOf(ctx context.Context, st *state) (terminatio
 // terminable refuses a transaction the rules give no termination.agreed
 // from.
 func terminable(st *state) error {
-	if _, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, string(protocol.EvTerminationAgreed)); !ok {
+	if _, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, protocol.EvTerminationAgreed); !ok {
 		return refusef(reason.StateTransitionDenied, "transaction %s is %s: termination.agreed leaves committed, in_performance, acceptance_pending, "+
 			"settlement_pending or exception_open (rules %s)", st.t.ID, st.t.State, RulesVersion)
 	}

@@ -61,7 +61,7 @@ const Determined = "*determined*"
 type Transition struct {
 	Machine Machine
 	From    string // "" for the row that creates the machine's subject
-	Event   string
+	Event   protocol.EventType
 	To      string // a state of Machine, or Determined
 	Since   string // the first rules version that registers the row
 	// Operated marks rows only a venue operator can append (role scopes
@@ -161,7 +161,7 @@ func Table(version string, m Machine) []Transition {
 // Next returns the destination of event from state from in machine m under
 // rules version, and whether the transition is legal there at all. For the
 // determination row the destination is Determined.
-func Next(version string, m Machine, from, event string) (to string, ok bool) {
+func Next(version string, m Machine, from string, event protocol.EventType) (to string, ok bool) {
 	r := rank(version)
 	if r < 0 {
 		return "", false
@@ -177,7 +177,7 @@ func Next(version string, m Machine, from, event string) (to string, ok bool) {
 // Legal reports whether the recorded transition from --event--> to is legal
 // in machine m under rules version. A Determined row accepts any
 // registered state of m as its destination.
-func Legal(version string, m Machine, from, event, to string) bool {
+func Legal(version string, m Machine, from string, event protocol.EventType, to string) bool {
 	next, ok := Next(version, m, from, event)
 	if !ok {
 		return false
@@ -191,7 +191,7 @@ func Legal(version string, m Machine, from, event, to string) bool {
 // Since returns the first rules version under which from --event--> is a
 // row of m, or "" if no version registers it. Verifiers use it to say
 // "legal only from 1.3" rather than just "illegal".
-func Since(m Machine, from, event string) string {
+func Since(m Machine, from string, event protocol.EventType) string {
 	for _, t := range table {
 		if t.Machine == m && t.From == from && t.Event == event {
 			return t.Since

@@ -2,6 +2,8 @@ package rules
 
 import (
 	"testing"
+
+	"github.com/partyd/party/internal/protocol"
 )
 
 func TestVersionsAreOrderedAndCumulative(t *testing.T) {
@@ -34,9 +36,11 @@ func destination(tr Transition) string {
 
 func TestVersionedRows(t *testing.T) {
 	cases := []struct {
-		m               Machine
-		from, event, to string
-		since           string
+		m     Machine
+		from  string
+		event protocol.EventType
+		to    string
+		since string
 	}{
 		{Aggregate, "draft", "agreement.direct", "agreement_pending", "1.3"},
 		{Aggregate, "committed", "termination.agreed", "terminated", "1.2"},
@@ -126,7 +130,7 @@ func TestStates(t *testing.T) {
 	// (machine, from, event) identifies one row.
 	seen := map[[3]string]bool{}
 	for _, tr := range table {
-		k := [3]string{string(tr.Machine), tr.From, tr.Event}
+		k := [3]string{string(tr.Machine), tr.From, string(tr.Event)}
 		if seen[k] {
 			t.Errorf("duplicate row %v", k)
 		}

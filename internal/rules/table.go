@@ -29,12 +29,11 @@ const (
 	oblDischarged protocol.ObligationState = "discharged"
 	oblExpired    protocol.ObligationState = "expired"
 
-	obligationDue         protocol.EventType = "obligation.due"
-	obligationWaived      protocol.EventType = "obligation.waived"
-	disputeRaised         protocol.EventType = "dispute.raised"
-	obligationDischarged  protocol.EventType = "obligation.discharged"
-	determinationRecorded protocol.EventType = "determination.recorded"
-	obligationReleased    protocol.EventType = "obligation.released"
+	obligationDue        protocol.EventType = "obligation.due"
+	obligationWaived     protocol.EventType = "obligation.waived"
+	disputeRaised        protocol.EventType = "dispute.raised"
+	obligationDischarged protocol.EventType = "obligation.discharged"
+	obligationReleased   protocol.EventType = "obligation.released"
 )
 
 // sessionState is a state of the session machine, which no bilateral
@@ -59,6 +58,12 @@ var (
 	eligibleCommit  = []protocol.State{protocol.Committed, protocol.InPerformance, protocol.AcceptancePending, protocol.SettlementPending}
 	sessionOpenEnds = []sessionState{sessionOpened, sessionActive, sessionPausedForApproval, sessionAccepted}
 )
+
+// DeterminationRecorded is the obligation row a binding determination
+// moves a disputed obligation by (dispute §6), to whichever registered
+// state its state_result names (Determined): a bilateral record carries
+// no such event, the countersigner of a determination checks the move.
+const DeterminationRecorded protocol.EventType = "determination.recorded"
 
 // table holds every row of every version. Rows are built by the helpers
 // below so that a row shared by several source states is written once, as
@@ -120,7 +125,7 @@ var table = build(
 	row(Obligation, "1.0", protocol.EvAcceptanceRejected, protocol.OblRejected, protocol.OblAsserted),
 	row(Obligation, "1.0", disputeRaised, protocol.OblDisputed, protocol.OblAsserted, protocol.OblAccepted, protocol.OblRejected),
 	row(Obligation, "1.0", obligationDischarged, oblDischarged, protocol.OblAccepted),
-	row(Obligation, "1.0", determinationRecorded, Determined, protocol.OblDisputed),
+	row(Obligation, "1.0", DeterminationRecorded, Determined, protocol.OblDisputed),
 	row(Obligation, "1.2", obligationReleased, protocol.OblReleased, protocol.OblPending, protocol.OblDue, protocol.OblAsserted, protocol.OblRejected, protocol.OblDisputed),
 )
 
@@ -133,7 +138,7 @@ func row[E, S ~string](m Machine, since string, event E, to S, from ...S) []Tran
 		if dest == "" {
 			dest = f
 		}
-		out = append(out, Transition{Machine: m, From: string(f), Event: string(event), To: string(dest), Since: since})
+		out = append(out, Transition{Machine: m, From: string(f), Event: protocol.EventType(event), To: string(dest), Since: since})
 	}
 	return out
 }

@@ -98,7 +98,7 @@ func machineFor(s *stream, p map[string]any, version, from string, event protoco
 		return rules.Session, "session", true
 	case "transaction":
 		data, _ := objAt(p, "data")
-		if obl, ok := strAt(data, "obligation_id"); ok && !rules.Legal(version, rules.Aggregate, from, string(event), to) &&
+		if obl, ok := strAt(data, "obligation_id"); ok && !rules.Legal(version, rules.Aggregate, from, event, to) &&
 			(from == "" || rules.IsState(rules.Obligation, from)) && rules.IsState(rules.Obligation, to) {
 			return rules.Obligation, "obligation/" + obl, true
 		}
@@ -141,9 +141,9 @@ func (r *run) legality(s *stream, i int, e *object, state map[string]string) {
 		expected = state[key]
 	}
 	state[key] = to
-	if !rules.Legal(version, machine, from, string(event), to) {
+	if !rules.Legal(version, machine, from, event, to) {
 		detail := fmt.Sprintf("%s --%s--> %s is not a %s transition under rules %s", orNone(from), event, to, machine, version)
-		if since := rules.Since(machine, from, string(event)); since != "" {
+		if since := rules.Since(machine, from, event); since != "" {
 			detail += " (it is registered from " + since + ")"
 		}
 		r.add(5, "transition_legality", e.subject, Failed, reason.EvidenceTransitionIllegal, detail)
@@ -235,7 +235,7 @@ func (r *run) guard(s *stream, i int, e *object, session bool) {
 func operated(event protocol.EventType) bool {
 	for _, m := range []rules.Machine{rules.Aggregate, rules.Session} {
 		for _, t := range rules.Table(rules.Latest(), m) {
-			if t.Event == string(event) && t.Operated {
+			if t.Event == event && t.Operated {
 				return true
 			}
 		}
@@ -798,7 +798,7 @@ func (r *run) obligationVersions() {
 		var via []string
 		for _, t := range rules.Table(version, rules.Obligation) {
 			if t.From == from && (t.To == to || (t.To == rules.Determined && rules.IsState(rules.Obligation, to))) {
-				via = append(via, t.Event)
+				via = append(via, string(t.Event))
 			}
 		}
 		if len(via) == 0 {
