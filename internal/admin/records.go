@@ -13,6 +13,7 @@ import (
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/verify"
@@ -45,9 +46,9 @@ type timelineView struct {
 	Objects                                                      []objectRow
 	Obligations                                                  []record.ObligationView
 	Forks                                                        []record.ForkView
-	Disputes                                                     []record.DisputeView
-	Determinations                                               []record.DeterminationView
-	Exceptions                                                   []record.ExceptionView
+	Disputes                                                     []readmodel.DisputeView
+	Determinations                                               []readmodel.DeterminationView
+	Exceptions                                                   []readmodel.ExceptionView
 	Money                                                        []moneyView
 }
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/readmodel"
 )
 
 func init() {
@@ -75,7 +75,7 @@ func runDisputes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	for _, id := range ids {
-		d, err := record.ReadDisputes(ctx, st, id)
+		d, err := readmodel.ReadDisputes(ctx, st, id)
 		if err != nil {
 			fmt.Fprintf(stderr, "party disputes: %s: %v\n", id, err)
 			return 1
@@ -96,8 +96,8 @@ func runDisputes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 // openOnly keeps the open exceptions and the undetermined disputes.
-func openOnly(d record.Disputes) record.Disputes {
-	out := record.Disputes{TransactionID: d.TransactionID, Disputes: []record.DisputeView{}, Determinations: []record.DeterminationView{}, Exceptions: []record.ExceptionView{}}
+func openOnly(d readmodel.Disputes) readmodel.Disputes {
+	out := readmodel.Disputes{TransactionID: d.TransactionID, Disputes: []readmodel.DisputeView{}, Determinations: []readmodel.DeterminationView{}, Exceptions: []readmodel.ExceptionView{}}
 	for _, x := range d.Exceptions {
 		if x.Status == "open" || x.Status == "pending" {
 			out.Exceptions = append(out.Exceptions, x)
@@ -111,7 +111,7 @@ func openOnly(d record.Disputes) record.Disputes {
 	return out
 }
 
-func writeDisputes(w io.Writer, d record.Disputes) {
+func writeDisputes(w io.Writer, d readmodel.Disputes) {
 	for _, x := range d.Exceptions {
 		fmt.Fprintf(w, "%s exception %s %s %s: obligation %s, opened by %s", d.TransactionID, x.ExceptionID, x.ExceptionType, x.Status, x.ObligationID, x.OpenedBy)
 		if x.EndedBy != "" {

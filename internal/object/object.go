@@ -145,6 +145,15 @@ func (o *View) Expired(now time.Time) bool {
 	return !ok || !now.Before(t)
 }
 
+// SignedDocument reports whether o is org's own signature over a record
+// of the kind claim names: evidence of type signed_document that org
+// created and issued, whose claim is claim. The record's hash is its
+// artifact_hash.
+func (o *View) SignedDocument(org, claim string) bool {
+	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
+		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == claim
+}
+
 // PartyOrg returns the organisation of a party member of the payload
 // ({organization_id, agent_id}).
 func (o *View) PartyOrg(member string) string { return str(o.PSub(member)["organization_id"]) }

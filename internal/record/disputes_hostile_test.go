@@ -8,6 +8,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
@@ -284,7 +285,7 @@ func TestSupersedingDetermination(t *testing.T) {
 			t.Fatalf("%s does not hold the superseding determination", sd.Node.Org.Config().OrganizationID)
 		}
 		v := stateOf(t, sd, txn)
-		shown := map[string]record.DeterminationView{}
+		shown := map[string]readmodel.DeterminationView{}
 		for _, d := range v.Determinations {
 			shown[d.DeterminationID] = d
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 )
@@ -81,10 +82,10 @@ type TransactionView struct {
 	TerminationProposals []TerminationView `json:"termination_proposals"`
 	// Disputes, Determinations and Exceptions are the record's disputes,
 	// determinations and exceptions, each with where it stands
-	// (read_disputes.go).
-	Disputes       []DisputeView       `json:"disputes"`
-	Determinations []DeterminationView `json:"determinations"`
-	Exceptions     []ExceptionView     `json:"exceptions"`
+	// (readmodel.ReadDisputes).
+	Disputes       []readmodel.DisputeView       `json:"disputes"`
+	Determinations []readmodel.DeterminationView `json:"determinations"`
+	Exceptions     []readmodel.ExceptionView     `json:"exceptions"`
 	// Ledger is each obligation's money as this copy reads it (package
 	// ledger): owed, paid, in flight, forgone, outstanding, and every
 	// instruction with what its receipts say; an agent decides its next

@@ -35,11 +35,8 @@ func signRecord(b *builder, claim, hash string) (*Obj, error) {
 }
 
 // isSignature reports whether o is org's own signature (signRecord) over a
-// record of the kind claim names.
-func isSignature(o *Obj, org, claim string) bool {
-	return o.Type() == protocol.Evidence && o.P("evidence_type") == "signed_document" && o.Org() == org &&
-		str(o.PSub("issuer")["organization_id"]) == org && o.P("claim") == claim
-}
+// record of the kind claim names (object.View.SignedDocument).
+func isSignature(o *Obj, org, claim string) bool { return o.SignedDocument(org, claim) }
 
 // heldSignature returns org's signature over the record hash of the kind
 // claim names, held on txn, or nil.

@@ -45,8 +45,9 @@ type parser interface {
 	parse(raw []byte) (*Obj, error)
 }
 
-// decoder decodes bytes into a view each time, keeping none: for the
-// readers of a record that run without an engine (ReadDisputes).
+// decoder decodes bytes into a view each time, keeping none (ofTypeIn,
+// the objects of one type of a transaction; readmodel reads the same
+// without an engine).
 type decoder struct{}
 
 func (decoder) parse(raw []byte) (*Obj, error) { return object.Parse(raw) }
