@@ -16,6 +16,7 @@ import (
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/principal"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
@@ -315,7 +316,7 @@ func TestOneNotificationPerChange(t *testing.T) {
 	watch := func(name string, sd *recordtest.Side) {
 		cancel := sd.Engine.Subscribe(func(c record.Change) {
 			v, _ := sd.Engine.Transaction(ctx, c.TransactionID)
-			page, _ := sd.Engine.ListTransactions(ctx, record.ListFilter{})
+			page, _ := sd.Engine.ListTransactions(ctx, readmodel.ListFilter{})
 			in, _ := sd.Engine.Inbox(ctx, sd.Actor(), "", 0)
 			mu.Lock()
 			defer mu.Unlock()

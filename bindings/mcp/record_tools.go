@@ -5,6 +5,7 @@ import (
 
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/store"
@@ -32,8 +33,8 @@ type TransactionArgs struct {
 
 // InboxArgs are list_inbox's arguments.
 type InboxArgs struct {
-	MandateID string           `json:"mandate_id,omitempty" jsonschema:"Your mandate (mnd_...): adds acceptance_act."`
-	Limit     record.PageLimit `json:"limit,omitempty" jsonschema:"At most this many offers (default 50)."`
+	MandateID string              `json:"mandate_id,omitempty" jsonschema:"Your mandate (mnd_...): adds acceptance_act."`
+	Limit     readmodel.PageLimit `json:"limit,omitempty" jsonschema:"At most this many offers (default 50)."`
 }
 
 // VerifyEvidenceArgs are verify_evidence's arguments: exactly one of

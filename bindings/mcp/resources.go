@@ -16,6 +16,7 @@ import (
 
 	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/store"
@@ -118,7 +119,7 @@ func forAgent(agentID string) Option {
 // engine.
 type RecordSource interface {
 	Transaction(ctx context.Context, id string) (record.TransactionView, error)
-	ListTransactions(ctx context.Context, f record.ListFilter) (record.TransactionPage, error)
+	ListTransactions(ctx context.Context, f readmodel.ListFilter) (readmodel.TransactionPage, error)
 	Agent(agentID string) (record.Actor, error)
 	Inbox(ctx context.Context, a record.Actor, mandateID string, limit int) ([]record.InboxItem, error)
 	Subscribe(fn func(record.Change)) (cancel func())
@@ -437,7 +438,7 @@ func (r *resources) content(ctx context.Context, uri string) (any, error) {
 	var err error
 	switch {
 	case r.src != nil && uri == TransactionsURI:
-		v, err = r.src.ListTransactions(ctx, record.ListFilter{})
+		v, err = r.src.ListTransactions(ctx, readmodel.ListFilter{})
 	case r.src != nil && uri == InboxURI:
 		// Read as the server's agent: the inbox holds only the offers
 		// addressed to it, as list_inbox does.

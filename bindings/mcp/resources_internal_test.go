@@ -7,6 +7,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 )
 
@@ -16,8 +17,8 @@ type fakeRecord struct{}
 func (fakeRecord) Transaction(context.Context, string) (record.TransactionView, error) {
 	return record.TransactionView{}, nil
 }
-func (fakeRecord) ListTransactions(context.Context, record.ListFilter) (record.TransactionPage, error) {
-	return record.TransactionPage{Transactions: []record.TransactionSummary{}}, nil
+func (fakeRecord) ListTransactions(context.Context, readmodel.ListFilter) (readmodel.TransactionPage, error) {
+	return readmodel.TransactionPage{Transactions: []readmodel.TransactionSummary{}}, nil
 }
 func (fakeRecord) Agent(string) (record.Actor, error) { return record.Actor{}, nil }
 func (fakeRecord) Inbox(context.Context, record.Actor, string, int) ([]record.InboxItem, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/partyd/party/bindings/mcp"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
@@ -224,7 +225,7 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	var list record.TransactionPage
+	var list readmodel.TransactionPage
 	buyer.read(t, mcp.TransactionsURI, &list)
 	if len(list.Transactions) != 1 || list.Transactions[0].State != "in_performance" {
 		t.Fatalf("transactions resource: %+v", list)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/schema"
 	"github.com/partyd/party/internal/store"
@@ -38,7 +39,7 @@ func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 		reflect.TypeFor[protocol.ResponseType]():    {Type: "string", Enum: values(record.ResponseTypes)},
 		reflect.TypeFor[protocol.Role]():            {Type: "string", Enum: values(protocol.Roles)},
 		reflect.TypeFor[protocol.RejectionReason](): {Type: "string", Enum: values(protocol.RejectionReasons)},
-		reflect.TypeFor[record.PageLimit]():         {Type: "integer", Minimum: jsonschema.Ptr(1.0), Maximum: jsonschema.Ptr(float64(store.MaxPage))},
+		reflect.TypeFor[readmodel.PageLimit]():      {Type: "integer", Minimum: jsonschema.Ptr(1.0), Maximum: jsonschema.Ptr(float64(store.MaxPage))},
 		reflect.TypeFor[record.Terms]():             termsSchema(),
 		reflect.TypeFor[record.Evidence]():          evidence,
 	}

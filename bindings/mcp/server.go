@@ -63,7 +63,7 @@
 // written once, in typeSchemas (schema.go): a closed set of values
 // (protocol.ResponseType, protocol.RejectionReason, their values taken
 // from the lists the engine and the gate check against), a bound
-// (record.PageLimit, 1 to store.MaxPage), the shape of an open object
+// (readmodel.PageLimit, 1 to store.MaxPage), the shape of an open object
 // (record.Terms: the registered profiles' own schemas, joined by
 // schema.TermsSchema), a minimum count (record.Evidence). A new field of
 // one of these types needs nothing more; a new kind of constraint is a new

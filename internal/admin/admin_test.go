@@ -3,7 +3,6 @@ package admin_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/partyd/party/internal/budget"
 	"html"
 	"io"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/partyd/party/internal/budget"
 
 	"github.com/partyd/party/internal/admin"
 	"github.com/partyd/party/internal/agent"

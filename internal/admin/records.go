@@ -194,7 +194,7 @@ func (h *handler) transactions(w http.ResponseWriter, r *http.Request) {
 	if state != "" && !slices.Contains(states, protocol.State(state)) {
 		state = ""
 	}
-	page, err := h.rec.ListTransactions(r.Context(), record.ListFilter{State: state, Limit: 100, Cursor: r.URL.Query().Get("before")})
+	page, err := h.rec.ListTransactions(r.Context(), readmodel.ListFilter{State: state, Limit: 100, Cursor: r.URL.Query().Get("before")})
 	d := pageData{Title: "Transactions", Kind: "transactions", Filter: state, Rows: []txnRow{}, Next: page.Next}
 	for _, s := range states {
 		d.States = append(d.States, string(s))

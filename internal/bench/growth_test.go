@@ -12,6 +12,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/org"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 	"github.com/partyd/party/internal/store"
@@ -183,7 +184,7 @@ func growthAt(b *testing.B, n int) {
 		b.Run("issue_obligation", p.issueObligation)
 		b.Run("list_transactions", func(b *testing.B) {
 			for range b.N {
-				page, err := p.b.Engine.ListTransactions(ctx, record.ListFilter{Limit: 50})
+				page, err := p.b.Engine.ListTransactions(ctx, readmodel.ListFilter{Limit: 50})
 				if err != nil || len(page.Transactions) == 0 {
 					b.Fatal(err)
 				}

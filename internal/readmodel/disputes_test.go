@@ -29,4 +29,14 @@ func TestNothingReadsAsEmptyLists(t *testing.T) {
 	if want := `{"transaction_id":"txn_none","disputes":[],"determinations":[],"exceptions":[]}`; string(b) != want {
 		t.Fatalf("got %s, want %s", b, want)
 	}
+	page, err := ListTransactions(context.Background(), st, ListFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(page); string(b) != `{"transactions":[]}` {
+		t.Fatalf("an empty page: %s", b)
+	}
+	if _, err := ListTransactions(context.Background(), st, ListFilter{Cursor: "not a cursor"}); err == nil {
+		t.Fatal("a cursor list_transactions never gave was taken")
+	}
 }
