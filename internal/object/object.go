@@ -69,16 +69,16 @@ func (o *View) Hash() string { return str(o.m["content_hash"]) }
 func (o *View) Txn() string { return str(o.m["transaction_id"]) }
 
 // Payload is its payload member.
-func (o *View) Payload() map[string]any { return sub(o.m, "payload") }
+func (o *View) Payload() map[string]any { return Sub(o.m, "payload") }
 
 // P returns a string member of the payload.
 func (o *View) P(member string) string { return str(o.Payload()[member]) }
 
 // PSub returns an object member of the payload.
-func (o *View) PSub(member string) map[string]any { return sub(o.Payload(), member) }
+func (o *View) PSub(member string) map[string]any { return Sub(o.Payload(), member) }
 
 // By is its created_by.
-func (o *View) By() map[string]any { return sub(o.m, "created_by") }
+func (o *View) By() map[string]any { return Sub(o.m, "created_by") }
 
 // Org is the organisation that created it.
 func (o *View) Org() string { return str(o.By()["organization_id"]) }
@@ -112,7 +112,7 @@ func (o *View) FirstSigner() string {
 // Event accessors (a transaction_event's payload, kernel eventPayload).
 
 // Seq is an event's sequence.
-func (o *View) Seq() int { return intOf(o.Payload()["sequence"]) }
+func (o *View) Seq() int { return Int(o.Payload()["sequence"]) }
 
 // EventType is an event's event_type.
 func (o *View) EventType() protocol.EventType { return protocol.EventType(o.P("event_type")) }
@@ -158,7 +158,9 @@ func (o *View) SignedDocument(org, claim string) bool {
 // ({organization_id, agent_id}).
 func (o *View) PartyOrg(member string) string { return str(o.PSub(member)["organization_id"]) }
 
-func intOf(v any) int {
+// Int reads a JSON number as decoding gives it (json.Number), or as a
+// value built in Go, as an int; anything else is 0.
+func Int(v any) int {
 	switch n := v.(type) {
 	case json.Number:
 		i, _ := n.Int64()
@@ -175,8 +177,9 @@ func intOf(v any) int {
 
 func str(v any) string { s, _ := v.(string); return s }
 
-// sub is the object member k of m, or an empty map (never nil).
-func sub(m map[string]any, k string) map[string]any {
+// Sub is the object member k of m, or an empty map (never nil): a reader
+// that indexes it never meets a nil map.
+func Sub(m map[string]any, k string) map[string]any {
 	s, _ := m[k].(map[string]any)
 	if s == nil {
 		return map[string]any{}

@@ -114,15 +114,6 @@ func ofType(ctx context.Context, st *store.Store, txn string, t protocol.ObjectT
 
 func str(v any) string { s, _ := v.(string); return s }
 
-// sub is the object member k of m, or an empty map.
-func sub(m map[string]any, k string) map[string]any {
-	s, _ := m[k].(map[string]any)
-	if s == nil {
-		return map[string]any{}
-	}
-	return s
-}
-
 // ReadDisputes reads txn's disputes, determinations and exceptions from
 // the database alone (get_transaction_record, the admin timeline and
 // party disputes show the same).
@@ -146,7 +137,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 		dv := DeterminationView{DeterminationID: d.ID(), DisputeID: d.P("dispute_id"), Determiner: d.PartyOrg("determiner"), Effect: d.P("effect"),
 			Finding: str(d.PSub("outcome")["finding"]), Supersedes: str(sup["determination_id"]), SupersessionReason: str(sup["reason"]),
 			SupersededBy: supersededBy[d.ID()], DeterminedAt: d.P("determined_at")}
-		if sr := sub(d.PSub("outcome"), "state_result"); len(sr) > 0 {
+		if sr := object.Sub(d.PSub("outcome"), "state_result"); len(sr) > 0 {
 			dv.StateResult = str(sr["subject_id"]) + " → " + str(sr["state"])
 		}
 		v.Determinations = append(v.Determinations, dv)

@@ -53,6 +53,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
@@ -368,7 +369,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 		return refusef(reason.EvidenceHashMismatch, "acceptance %s does not sign the exact hash of offer %s", acc.ID(), last.ID())
 	case acc.PartyOrg("accepting_party") != r.from || acc.P("session_id") != r.st.t.SessionID:
 		return refusef(reason.StreamMismatch, "acceptance %s is not %s's, in this session", acc.ID(), r.from)
-	case str(v2.Value()["previous_version_id"]) != prev.ID() || intOf(v2.Value()["version"]) != intOf(prev.Value()["version"])+1:
+	case str(v2.Value()["previous_version_id"]) != prev.ID() || object.Int(v2.Value()["version"]) != object.Int(prev.Value()["version"])+1:
 		return refusef(reason.StateTransitionDenied, "agreement %s is not the next version of the agreement in force %s", v2.ID(), prev.ID())
 	case string(offered) != string(proposed) || v2.P("terms_hash") != termsHash:
 		return refusef(reason.AgreementHashMismatch, "agreement %s does not carry exactly the terms of offer %s", v2.ID(), last.ID())
@@ -487,7 +488,7 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 		return nil, err
 	}
 	for _, p := range pols {
-		if p.Org() == e.org.Config().OrganizationID && intOf(p.Payload()["stream_sequence"]) == ev.Seq() && p.P("action_hash") == h {
+		if p.Org() == e.org.Config().OrganizationID && object.Int(p.Payload()["stream_sequence"]) == ev.Seq() && p.P("action_hash") == h {
 			out := [][]byte{v2.Raw(), p.Raw()}
 			aprs, err := e.ofType(ctx, txn, protocol.Approval)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/partyd/party/internal/budget"
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
@@ -68,7 +69,7 @@ func spendingOf(act protocol.Act, role protocol.Role, txn, counterparty, agent s
 	default:
 		return nil
 	}
-	total := sub(sub(terms, "core"), "total")
+	total := object.Sub(object.Sub(terms, "core"), "total")
 	amount, err := decimal.Parse(str(total["amount"]))
 	currency := str(total["currency"])
 	if err != nil || currency == "" {
@@ -178,8 +179,8 @@ func (e *Engine) budgetRefusal(ctx context.Context, stop *budgetStop, mandateID 
 // org's principal (a counterparty's approvals are held too) approving the
 // act of actionHash, in force now.
 func approves(apr map[string]any, org, actionHash string, now time.Time) bool {
-	p := sub(apr, "payload")
-	if str(sub(p, "approver")["organization_id"]) != org || str(p["action_hash"]) != actionHash || str(p["decision"]) != string(authority.Approved) {
+	p := object.Sub(apr, "payload")
+	if str(object.Sub(p, "approver")["organization_id"]) != org || str(p["action_hash"]) != actionHash || str(p["decision"]) != string(authority.Approved) {
 		return false
 	}
 	exp, err := envelope.ParseTimestamp(str(p["expires_at"]))

@@ -42,7 +42,7 @@ func (e *Engine) newVersion(t protocol.ObjectType, txn, mandateID string, payloa
 		CreatedBy: envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, MandateID: mandateID},
 	}
 	if prev != nil {
-		spec.PreviousVersionID, spec.Version = prev.ID(), intOf(prev.Value()["version"])+1
+		spec.PreviousVersionID, spec.Version = prev.ID(), object.Int(prev.Value()["version"])+1
 	}
 	m, err := envelope.New(spec)
 	if err != nil {
@@ -224,7 +224,7 @@ func (e *Engine) subjectOf(ctx context.Context, mandateID string) (authority.Sub
 	if err != nil {
 		return authority.Subject{}, err
 	}
-	subj := authority.Subject{AgentID: str(sub(m, "subject")["agent_id"]), KeyID: str(sub(m, "subject")["key_id"])}
+	subj := authority.Subject{AgentID: str(object.Sub(m, "subject")["agent_id"]), KeyID: str(object.Sub(m, "subject")["key_id"])}
 	if subj.AgentID == "" {
 		return authority.Subject{}, refusef(reason.PolicyDenied, "mandate %s is issued to a principal; an agent acts only under its own", mandateID)
 	}
@@ -474,13 +474,13 @@ func (e *Engine) peerMandateOne(ctx context.Context, from, id string) (map[strin
 	if err != nil {
 		return nil, refusef(reason.PolicyDenied, "mandate %s: %v", id, err)
 	}
-	if str(m["id"]) != id || str(m["represented_organization_id"]) != from || str(sub(m, "issuer")["organization_id"]) != from {
+	if str(m["id"]) != id || str(m["represented_organization_id"]) != from || str(object.Sub(m, "issuer")["organization_id"]) != from {
 		return nil, refusef(reason.PolicyDenied, "the mandate fetched as %s is not %s's mandate %s", id, from, id)
 	}
 	if j := gate.Mandate(m); !j.Accepted() {
 		return nil, j.Err()
 	}
-	issuerKey := str(sub(m, "issuer")["key_id"])
+	issuerKey := str(object.Sub(m, "issuer")["key_id"])
 	k, err := e.org.ResolveKey(ctx, issuerKey)
 	if (err != nil || !isHolder(k.HolderID, "prn_")) && e.trusted != nil {
 		// A principal key not pinned yet may be the successor of a pinned

@@ -45,6 +45,7 @@ import (
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
@@ -73,10 +74,10 @@ type DeliverableInput struct {
 // either).
 func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []DeliverableInput) ([]*Obj, error) {
 	terms := agr.Terms()
-	core := sub(terms, "core")
+	core := object.Sub(terms, "core")
 	if len(deliverables) == 0 {
 		var total *Money
-		if t := sub(core, "total"); len(t) > 0 {
+		if t := object.Sub(core, "total"); len(t) > 0 {
 			total = &Money{Currency: str(t["currency"]), Amount: str(t["amount"])}
 		}
 		deliverables = []DeliverableInput{{Quantity: str(core["quantity"]), Consideration: total}}
@@ -151,8 +152,8 @@ func (e *Engine) issueObligations(b *builder, agr *Obj, deliverables []Deliverab
 // considerations they carry to the core total in its currency.
 // A202-OBLIGATION-TERMS-MUTATED otherwise.
 func owesTerms(agr *Obj, obls []*Obj) error {
-	core := sub(agr.Terms(), "core")
-	total := sub(core, "total")
+	core := object.Sub(agr.Terms(), "core")
+	total := object.Sub(core, "total")
 	want, err1 := decimal.ParseQuantity(str(core["quantity"]))
 	wantAmount, err2 := decimal.Parse(str(total["amount"]))
 	if err1 != nil || err2 != nil {

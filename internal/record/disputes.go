@@ -106,6 +106,7 @@ import (
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
@@ -437,7 +438,7 @@ func (e *Engine) checkEvidenceRefs(ctx context.Context, txn string, v any, trave
 			evd = held
 		}
 		used[id] = true
-		signer := sub(ref, "signed_by")
+		signer := object.Sub(ref, "signed_by")
 		if evd.Hash() != str(ref["content_hash"]) || evd.P("evidence_type") != str(ref["evidence_type"]) ||
 			str(signer["organization_id"]) != evd.Org() || str(signer["agent_id"]) != evd.Agent() {
 			return refusef(reason.EvidenceUnverified, "the reference to %s does not carry its content hash, type and signer", id)
@@ -848,7 +849,7 @@ func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, fr
 	if err != nil {
 		return err
 	}
-	sup := sub(p, "supersedes")
+	sup := object.Sub(p, "supersedes")
 	if len(sup) > 0 {
 		target, ok := e.getTyped(ctx, str(sup["determination_id"]), protocol.Determination)
 		if !ok || target.Txn() != st.t.ID || target.Hash() != str(sup["determination_hash"]) {
@@ -884,7 +885,7 @@ func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, fr
 	if rules.Effect(det.P("effect")).Rank() > rs.Grant(dsp.P("subject_type")).Rank() {
 		return refusef(reason.DeterminationEffectOverclaim, "effect %s exceeds the %s the rules grant a %s question", det.P("effect"), rs.Grant(dsp.P("subject_type")), dsp.P("subject_type"))
 	}
-	if sr := sub(out, "state_result"); len(sr) > 0 {
+	if sr := object.Sub(out, "state_result"); len(sr) > 0 {
 		return e.checkStateResult(ctx, st, det, subject, sr)
 	}
 	return nil

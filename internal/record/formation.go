@@ -11,6 +11,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -1325,7 +1326,7 @@ func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]
 	cfg := e.org.Config()
 	var hash string
 	for _, p := range pols {
-		if p.Org() == cfg.OrganizationID && intOf(p.Payload()["stream_sequence"]) == 2 {
+		if p.Org() == cfg.OrganizationID && object.Int(p.Payload()["stream_sequence"]) == 2 {
 			out = append(out, p.Raw())
 			hash = p.P("action_hash")
 		}
@@ -1414,7 +1415,7 @@ func (e *Engine) checkRiderSign(ctx context.Context, r *receipt, ev, agr *Obj) e
 // for a decision no event names.
 func decidedAt(pol *Obj, txn string, seq int) error {
 	stream := pol.PSub("stream")
-	if str(stream["kind"]) != protocol.TransactionStreamKind || str(stream["id"]) != txn || intOf(pol.Payload()["stream_sequence"]) != seq {
+	if str(stream["kind"]) != protocol.TransactionStreamKind || str(stream["id"]) != txn || object.Int(pol.Payload()["stream_sequence"]) != seq {
 		return refusef(reason.EvidenceTransitionIllegal, "decision %s is not made for position %d of %s", pol.ID(), seq, txn)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/reason"
 )
 
@@ -56,7 +57,7 @@ func (e *Engine) ownKeyIDs(ctx context.Context) ([]string, error) {
 	org := e.org.Config().OrganizationID
 	var out []string
 	for _, o := range krs {
-		if o.P("controller_organization_id") == org && intOf(o.Value()["version"]) <= 1 {
+		if o.P("controller_organization_id") == org && object.Int(o.Value()["version"]) <= 1 {
 			out = append(out, o.ID())
 		}
 	}

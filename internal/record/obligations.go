@@ -95,6 +95,7 @@ import (
 	"github.com/partyd/party/internal/decimal"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -257,9 +258,9 @@ func (e *Engine) IssueObligation(ctx context.Context, a Actor, in ObligationInpu
 				return refusef(reason.ObligationSubjectUnreferenced, "transaction %s has no agreement", st.t.ID)
 			}
 			if len(deliverables) == 0 {
-				core := sub(agr.Terms(), "core")
+				core := object.Sub(agr.Terms(), "core")
 				var total *Money
-				if t := sub(core, "total"); len(t) > 0 {
+				if t := object.Sub(core, "total"); len(t) > 0 {
 					total = &Money{Currency: str(t["currency"]), Amount: str(t["amount"])}
 				}
 				deliverables = []DeliverableInput{{TermPath: in.TermPath, Quantity: str(core["quantity"]), Consideration: total, DueCondition: in.DueCondition}}
@@ -272,7 +273,7 @@ func (e *Engine) IssueObligation(ctx context.Context, a Actor, in ObligationInpu
 			if d.Consideration != nil {
 				total = map[string]any{"currency": d.Consideration.Currency, "amount": d.Consideration.Amount}
 			}
-			return authority.CoreTerms(d.Quantity, str(sub(agr.Terms(), "core")["unit_code"]), total), map[string]any{"agreement_id": agr.ID()}, nil
+			return authority.CoreTerms(d.Quantity, str(object.Sub(agr.Terms(), "core")["unit_code"]), total), map[string]any{"agreement_id": agr.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			obls, err := e.issueObligations(b, agr, deliverables)
@@ -969,7 +970,7 @@ func (e *Engine) checkRemainder(ctx context.Context, txn string, obl, rem, obr *
 		return refusef(reason.ObligationTermsMutated, "remainder %s is owed in %v, the obligation in %v", rem.ID(), mp["unit_code"], op["unit_code"])
 	case str(mp["commitment_id"]) != str(op["commitment_id"]):
 		return refusef(reason.ObligationTermsMutated, "remainder %s decomposes another commitment than %s", rem.ID(), obl.ID())
-	case !sameParty(sub(mp, "obligor"), sub(op, "obligor")) || !sameParty(sub(mp, "obligee"), sub(op, "obligee")):
+	case !sameParty(object.Sub(mp, "obligor"), object.Sub(op, "obligor")) || !sameParty(object.Sub(mp, "obligee"), object.Sub(op, "obligee")):
 		return refusef(reason.ObligationTermsMutated, "remainder %s names other parties than %s", rem.ID(), obl.ID())
 	case ledger.RemainderShare(obl.Value(), obr.Value(), rem.Value()) != nil:
 		return ledger.RemainderShare(obl.Value(), obr.Value(), rem.Value()).Err()

@@ -12,6 +12,7 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
@@ -300,7 +301,7 @@ func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) 
 	if err != nil {
 		return Outcome{}, err
 	}
-	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, agent: str(sub(mandate, "subject")["agent_id"]), now: now, data: map[string]any{},
+	b := &builder{e: e, st: st, txn: spec.txn, mandateID: spec.mandateID, agent: str(object.Sub(mandate, "subject")["agent_id"]), now: now, data: map[string]any{},
 		mandate: mandate, counterparty: counterparty, seq: seq}
 	approvalID := ""
 	if d.approval != nil && d.res.Approval == authority.ApprovalVerified {

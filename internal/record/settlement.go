@@ -89,6 +89,7 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/gate"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/rails"
 	"github.com/partyd/party/internal/reason"
@@ -134,7 +135,7 @@ func conditionRef(obl *Obj) string { return obl.P("commitment_id") + "#balance_o
 // instructionFingerprint is what an idempotency key must keep meaning:
 // the obligation, the amount, the parties and the rail.
 func instructionFingerprint(p map[string]any) string {
-	amount := sub(p, "amount")
+	amount := object.Sub(p, "amount")
 	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%s", str(p["obligation_id"]), str(amount["currency"]), str(amount["amount"]),
 		str(p["payer_organization_id"]), str(p["payee_organization_id"]), str(p["rail"]))))
 	return hex.EncodeToString(h[:])
@@ -347,11 +348,11 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error 
 		return err
 	}
 	_, accepting, ok := l.AcceptingAct(obl.ID())
-	trigger := sub(p, "trigger")
+	trigger := object.Sub(p, "trigger")
 	if !ok || str(trigger["accepting_act_hash"]) != accepting || str(trigger["condition_ref"]) != conditionRef(obl) {
 		return refusef(reason.SettlementTriggerAbsent, "the trigger of %s is not bound to the act that accepted %s", stl.ID(), obl.ID())
 	}
-	a := sub(p, "amount")
+	a := object.Sub(p, "amount")
 	if f := l.Instructable(stl.ID(), obl.ID(), ledger.Money{Currency: str(a["currency"]), Amount: str(a["amount"])},
 		stl.P("payer_organization_id"), stl.P("payee_organization_id")); f != nil {
 		return f.Err()
@@ -589,9 +590,9 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		return nil, err
 	}
 	for _, h := range prior {
-		if h.P("settlement_instruction_id") == stl.ID() && intOf(h.Payload()["attempt"]) == intOf(rcp.Payload()["attempt"]) && h.Hash() != rcp.Hash() {
+		if h.P("settlement_instruction_id") == stl.ID() && object.Int(h.Payload()["attempt"]) == object.Int(rcp.Payload()["attempt"]) && h.Hash() != rcp.Hash() {
 			return nil, refusef(reason.SettlementIdempotencyConflict, "receipt %s answers attempt %d of %s, which %s answered already, otherwise",
-				rcp.ID(), intOf(rcp.Payload()["attempt"]), stl.ID(), h.ID())
+				rcp.ID(), object.Int(rcp.Payload()["attempt"]), stl.ID(), h.ID())
 		}
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
@@ -771,7 +772,7 @@ func (e *Engine) SettlementStatus(ctx context.Context, txn string) ([]Settlement
 		}
 		for _, r := range rcps {
 			if r.P("settlement_instruction_id") == s.InstructionID {
-				v.Receipts = append(v.Receipts, ReceiptView{ReceiptID: r.ID(), Attempt: intOf(r.Payload()["attempt"]), Status: r.P("status"),
+				v.Receipts = append(v.Receipts, ReceiptView{ReceiptID: r.ID(), Attempt: object.Int(r.Payload()["attempt"]), Status: r.P("status"),
 					ExternalReference: r.P("external_reference"), ErrorCode: r.P("error_code"), CompletedAt: r.P("completed_at")})
 			}
 		}

@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/object"
@@ -57,21 +56,6 @@ func info(o *Obj) store.ObjectInfo {
 	return store.ObjectInfo{ID: o.ID(), ObjectType: string(o.Type()), TransactionID: o.Txn(), ContentHash: o.Hash()}
 }
 
-func intOf(v any) int {
-	switch n := v.(type) {
-	case json.Number:
-		i, _ := n.Int64()
-		return int(i)
-	case int:
-		return n
-	case int64:
-		return int(n)
-	case float64:
-		return int(n)
-	}
-	return 0
-}
-
 // get reads one object of the record.
 func (e *Engine) get(ctx context.Context, id string) (*Obj, error) {
 	b, err := e.db.GetObject(ctx, id)
@@ -97,14 +81,6 @@ func (e *Engine) ofType(ctx context.Context, txn string, t protocol.ObjectType) 
 }
 
 func str(v any) string { s, _ := v.(string); return s }
-
-func sub(m map[string]any, k string) map[string]any {
-	s, _ := m[k].(map[string]any)
-	if s == nil {
-		return map[string]any{}
-	}
-	return s
-}
 
 // party is an {organization_id, agent_id} reference.
 func party(org, agent string) map[string]any {
