@@ -43,6 +43,25 @@ func Parse(raw []byte) (*View, error) {
 	return &View{raw: raw, m: m}, nil
 }
 
+// ParseAll parses stored objects as a store read returned them:
+// ParseAll(st.Read(...)).
+func ParseAll(raws [][]byte, err error) ([]*View, error) { return parseAll(Parse, raws, err) }
+
+func parseAll(parse func([]byte) (*View, error), raws [][]byte, err error) ([]*View, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*View, 0, len(raws))
+	for _, b := range raws {
+		o, err := parse(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
 // Over is the view of raw whose decoding is m, for a caller that holds
 // it already (a carrier that decoded the bytes it checked; a value this
 // instance built and then encoded). The caller hands m over: it is shared
@@ -215,6 +234,11 @@ func (c *Cache) Parse(raw []byte) (*View, error) {
 		return nil, err
 	}
 	return c.keep(key, raw, m), nil
+}
+
+// ParseAll is [ParseAll], sharing the views of bytes parsed before.
+func (c *Cache) ParseAll(raws [][]byte, err error) ([]*View, error) {
+	return parseAll(c.Parse, raws, err)
 }
 
 // Remember keeps the view of b, whose decoding is m ([Over]), and returns

@@ -2,6 +2,7 @@ package object
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -84,6 +85,21 @@ func TestCacheSharesViews(t *testing.T) {
 	other, _ := two.Parse(b)
 	if a != again || a == other {
 		t.Fatal("views are not shared within a cache, or are shared across caches")
+	}
+	all, err := one.ParseAll([][]byte{b, b}, nil)
+	if err != nil || len(all) != 2 || all[0] != a || all[1] != a {
+		t.Fatalf("ParseAll through the cache: %v (%v)", all, err)
+	}
+	fresh, err := ParseAll([][]byte{b}, nil)
+	if err != nil || len(fresh) != 1 || fresh[0] == a || fresh[0].ID() != "evt_1" {
+		t.Fatalf("ParseAll without a cache: %v (%v)", fresh, err)
+	}
+	failed := errors.New("read failed")
+	if got, err := ParseAll(nil, failed); got != nil || err != failed {
+		t.Fatalf("a failed read: %v, %v", got, err)
+	}
+	if _, err := ParseAll([][]byte{b, []byte("{")}, nil); err == nil {
+		t.Fatal("bytes that are no object parsed")
 	}
 	m := map[string]any{"id": "off_1", "n": json.Number("1")}
 	kept := one.Remember(marshal(t, m), m)

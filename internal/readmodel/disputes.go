@@ -97,19 +97,7 @@ type Disputes struct {
 
 // ofType reads the objects of one type of txn from st, in storage order.
 func ofType(ctx context.Context, st *store.Store, txn string, t protocol.ObjectType) ([]*object.View, error) {
-	raws, err := st.TransactionObjectsOfType(ctx, txn, string(t))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*object.View, 0, len(raws))
-	for _, b := range raws {
-		o, err := object.Parse(b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return object.ParseAll(st.TransactionObjectsOfType(ctx, txn, string(t)))
 }
 
 func str(v any) string { s, _ := v.(string); return s }

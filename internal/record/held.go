@@ -67,11 +67,11 @@ func (r heldReader) EventAt(ctx context.Context, txn string, seq int) (verify.Ev
 }
 
 func (r heldReader) Objects(ctx context.Context, txn string, types ...string) ([]map[string]any, error) {
-	return values(parseAll(r.e)(r.st.TransactionObjectsOfTypes(ctx, txn, types...)))
+	return values(r.e.views.ParseAll(r.st.TransactionObjectsOfTypes(ctx, txn, types...)))
 }
 
 func (r heldReader) Responses(ctx context.Context, txn string, types ...string) ([]map[string]any, error) {
-	return values(parseAll(r.e)(r.st.ObligationResponsesOfTypes(ctx, txn, types...)))
+	return values(r.e.views.ParseAll(r.st.ObligationResponsesOfTypes(ctx, txn, types...)))
 }
 
 func (r heldReader) KeyRecords(ctx context.Context) ([]map[string]any, error) {
@@ -139,7 +139,7 @@ func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error)
 // only read it.
 func (e *Engine) keyRecords(ctx context.Context) ([]*Obj, error) {
 	return e.kr.Get(ctx, e.db, func(ctx context.Context) ([]*Obj, error) {
-		return parseAll(e)(e.db.ObjectsOfType(ctx, string(protocol.KeyRecord)))
+		return e.views.ParseAll(e.db.ObjectsOfType(ctx, string(protocol.KeyRecord)))
 	})
 }
 

@@ -62,7 +62,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 			delete(pending, ev.Data("settlement_instruction_id"))
 		}
 	}
-	objs, err := parseAll(e)(e.db.TransactionObjectsOfTypes(ctx, txn, ledgerTypes...))
+	objs, err := e.views.ParseAll(e.db.TransactionObjectsOfTypes(ctx, txn, ledgerTypes...))
 	if err != nil {
 		return rec, err
 	}

@@ -38,19 +38,6 @@ func (e *Engine) viewOver(m map[string]any, b []byte) (*Obj, error) {
 // instance built, viewOver).
 func (e *Engine) remember(b []byte, m map[string]any) *Obj { return e.views.Remember(b, m) }
 
-// parser makes views of stored bytes: an engine, which keeps them
-// (Engine.parse), or a decoder, for a reader without one.
-type parser interface {
-	parse(raw []byte) (*Obj, error)
-}
-
-// decoder decodes bytes into a view each time, keeping none (ofTypeIn,
-// the objects of one type of a transaction; readmodel reads the same
-// without an engine).
-type decoder struct{}
-
-func (decoder) parse(raw []byte) (*Obj, error) { return object.Parse(raw) }
-
 // info is o's index row for store.Txn.PutVerified.
 func info(o *Obj) store.ObjectInfo {
 	return store.ObjectInfo{ID: o.ID(), ObjectType: string(o.Type()), TransactionID: o.Txn(), ContentHash: o.Hash()}
