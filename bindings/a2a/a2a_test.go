@@ -219,14 +219,8 @@ func TestServerChecksSenderDeclaration(t *testing.T) {
 
 func TestAbsentEchoIsNotActivation(t *testing.T) {
 	a, b := pair(t)
-	b.node.Stop()
 	// B's endpoint, behind a proxy that drops the echo headers.
-	b.endpoint = func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(dropEcho{w}, r)
-		})
-	}
-	b.serve(t)
+	b.serveBehind(t, func(w http.ResponseWriter) http.ResponseWriter { return dropEcho{w} })
 	_, err := a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{evidence(t, a.node, txn, 500, nil)})
 	onlyCode(t, err, reason.ExtensionUnsupported)
 	if delivery.Permanent(err) != true {
@@ -627,13 +621,7 @@ func TestHeldAnswerIsRetried(t *testing.T) {
 // objects as the reply (JSON-RPC 2.0 §5), and the delivery is rejected.
 func TestReplyToAnotherRequestRejected(t *testing.T) {
 	a, b := pair(t)
-	b.node.Stop()
-	b.endpoint = func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(otherID{w}, r)
-		})
-	}
-	b.serve(t)
+	b.serveBehind(t, func(w http.ResponseWriter) http.ResponseWriter { return otherID{w} })
 	replyObj := evidence(t, b.node, txn, 100, nil)
 	b.app.reply = func([][]byte) ([][]byte, error) { return [][]byte{replyObj}, nil }
 	msg, err := a.client.Deliver(context.Background(), b.node.Org, txn, [][]byte{evidence(t, a.node, txn, 500, nil)})

@@ -119,6 +119,16 @@ func (s *side) mux() http.Handler {
 
 func (s *side) serve(t *testing.T) { s.node.Serve(t, s.mux()) }
 
+// serveBehind serves s again behind a proxy that hands every response
+// through wrap (one that drops headers, or rewrites the body).
+func (s *side) serveBehind(t *testing.T, wrap func(http.ResponseWriter) http.ResponseWriter) {
+	s.node.Stop()
+	s.endpoint = func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { next.ServeHTTP(wrap(w), r) })
+	}
+	s.serve(t)
+}
+
 // pair returns two pinned instances, both serving.
 func pair(t *testing.T) (a, b *side) {
 	t.Helper()

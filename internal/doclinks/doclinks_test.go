@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -80,7 +81,7 @@ func load(t *testing.T) map[string]*pkg {
 func has(p *doc.Package, name string) bool {
 	typ, member, dotted := strings.Cut(name, ".")
 	for _, v := range append(append([]*doc.Value{}, p.Consts...), p.Vars...) {
-		if !dotted && slicesContains(v.Names, name) {
+		if !dotted && slices.Contains(v.Names, name) {
 			return true
 		}
 	}
@@ -97,7 +98,7 @@ func has(p *doc.Package, name string) bool {
 				}
 			}
 			for _, v := range append(append([]*doc.Value{}, ty.Consts...), ty.Vars...) {
-				if !dotted && slicesContains(v.Names, name) {
+				if !dotted && slices.Contains(v.Names, name) {
 					return true
 				}
 			}
@@ -130,15 +131,6 @@ func has(p *doc.Package, name string) bool {
 					}
 				}
 			}
-		}
-	}
-	return false
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
 		}
 	}
 	return false
