@@ -34,8 +34,11 @@ import (
 //	exception.resolved    exception.resolve       the agreement's terms                  agreement_id
 //	transaction.terminated transaction.terminate  the agreement's terms                  agreement_id
 //
-// On agreement.direct an offeror's appending would be its offer.submit;
-// only the offeree appends it.
+// Which act an event records is the protocol's ([protocol.EventType.Act]).
+// The rows reading "the agreement's terms, agreement_id" are the default:
+// a new event recording an act on the agreement as it stands needs no
+// line here. On agreement.direct an offeror's appending would be its
+// offer.submit; only the offeree appends it.
 //
 // An event may carry, besides the act its data names, further acts of the
 // same party at the same position (riders: a second obligation issued with
@@ -128,32 +131,12 @@ func CoreTerms(quantity, unit string, total any) map[string]any {
 	return map[string]any{"core": core}
 }
 
-// eventActs names the act a party performs by appending each event.
-var eventActs = map[protocol.EventType]protocol.Act{
-	protocol.EvAgreementCommitted:    protocol.ActAgreementSign,
-	protocol.EvObligationActivated:   protocol.ActObligationActivated,
-	protocol.EvPerformanceDeclared:   protocol.ActPerformanceDeclared,
-	protocol.EvAcceptanceGranted:     protocol.ActAcceptanceGranted,
-	protocol.EvAcceptanceRejected:    protocol.ActAcceptanceRejected,
-	protocol.EvSettlementInstructed:  protocol.ActSettlementInstruct,
-	protocol.EvTransactionCompleted:  protocol.ActTransactionComplete,
-	protocol.EvTransactionCancelled:  protocol.ActTransactionCancel,
-	protocol.EvDeadlineElapsed:       protocol.ActTransactionExpire,
-	protocol.EvTerminationAgreed:     protocol.ActTerminationAgree,
-	protocol.EvAgreementAmended:      protocol.ActAgreementAmend,
-	protocol.EvExceptionOpened:       protocol.ActExceptionOpen,
-	protocol.EvRemediationAccepted:   protocol.ActRemediationAccept,
-	protocol.EvExceptionResolved:     protocol.ActExceptionResolve,
-	protocol.EvTransactionTerminated: protocol.ActTransactionTerminate,
-}
-
 // EventActName returns the act an event records when org appended it.
 // For agreement.direct it is the offeree's offer.accept (or, were the
 // offeror to append it, offer.submit); get resolves the offer.
 func EventActName(event protocol.EventType, data map[string]any, org string, get Lookup) (protocol.Act, bool) {
 	if event != protocol.EvAgreementDirect {
-		a, ok := eventActs[event]
-		return a, ok
+		return event.Act()
 	}
 	offer := get(str(data["offer_id"]))
 	if typeOf(offer) != protocol.Offer {
@@ -203,11 +186,6 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 	case protocol.EvAgreementDirect:
 		if _, p := named("offer_id", protocol.Offer); p != nil {
 			terms = termsOf(p)
-		}
-	case protocol.EvAgreementCommitted, protocol.EvTransactionCompleted, protocol.EvTerminationAgreed,
-		protocol.EvExceptionOpened, protocol.EvRemediationAccepted, protocol.EvExceptionResolved, protocol.EvTransactionTerminated:
-		if id, p := named("agreement_id", protocol.Agreement); p != nil {
-			terms, refs = termsOf(p), map[string]any{"agreement_id": id}
 		}
 	case protocol.EvAgreementAmended:
 		// The new version's terms; the reference is the version it amends,
@@ -273,7 +251,17 @@ func EventActMembers(event protocol.EventType, data map[string]any, get Lookup) 
 			terms = termsOf(p)
 		}
 	default:
-		return nil, nil, fmt.Sprintf("no act document is registered for %s", event)
+		// Every other event that records an act (agreement.committed,
+		// transaction.completed, termination.agreed, exception.opened,
+		// remediation.accepted, exception.resolved, transaction.terminated)
+		// is an act on the agreement as it stands: its terms, named by
+		// agreement_id. An act of that shape adds no line here.
+		if _, ok := event.Act(); !ok {
+			return nil, nil, fmt.Sprintf("no act document is registered for %s", event)
+		}
+		if id, p := named("agreement_id", protocol.Agreement); p != nil {
+			terms, refs = termsOf(p), map[string]any{"agreement_id": id}
+		}
 	}
 	return terms, refs, why
 }

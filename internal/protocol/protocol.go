@@ -223,6 +223,37 @@ var Acts = []Act{
 	ActSettlementAdjust, ActTransactionExpire,
 }
 
+// eventActs names the act a party performs by appending each event (the
+// act its action_hash is the document of). agreement.direct is not here:
+// its act is the offeree's offer.accept, or would be the offeror's
+// offer.submit, so it depends on who appends it
+// (authority.EventActName).
+var eventActs = map[EventType]Act{
+	EvAgreementCommitted:    ActAgreementSign,
+	EvObligationActivated:   ActObligationActivated,
+	EvPerformanceDeclared:   ActPerformanceDeclared,
+	EvAcceptanceGranted:     ActAcceptanceGranted,
+	EvAcceptanceRejected:    ActAcceptanceRejected,
+	EvSettlementInstructed:  ActSettlementInstruct,
+	EvTransactionCompleted:  ActTransactionComplete,
+	EvTransactionCancelled:  ActTransactionCancel,
+	EvDeadlineElapsed:       ActTransactionExpire,
+	EvTerminationAgreed:     ActTerminationAgree,
+	EvAgreementAmended:      ActAgreementAmend,
+	EvExceptionOpened:       ActExceptionOpen,
+	EvRemediationAccepted:   ActRemediationAccept,
+	EvExceptionResolved:     ActExceptionResolve,
+	EvTransactionTerminated: ActTransactionTerminate,
+}
+
+// Act returns the act a party performs by appending an event of type t,
+// or false when t records none on its own (agreement.direct, whose act
+// depends on its appender, and the events party does not append).
+func (t EventType) Act() (Act, bool) {
+	a, ok := eventActs[t]
+	return a, ok
+}
+
 // Role is a party's role in a transaction's agreement.
 type Role string
 
