@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
@@ -11,7 +12,8 @@ import (
 	"github.com/partyd/party/internal/verify"
 )
 
-// The acts, in one table (actTable), read by both sides. A line is one
+// The acts, each declared once with both its sides (act), and listed in
+// one table (actTable) that both sides read. A line is one
 // message an act travels in: an act whose event the counterparty
 // countersigns has the line of that event; an act recorded by its
 // objects alone (an offer, a withdrawal, a waiver, a proposal) has the
@@ -19,8 +21,8 @@ import (
 // termination proposed, then agreed; a remediation offered, then
 // accepted) has a line for each.
 //
-// The acting side builds the act in its own file (an actSpec handed to
-// perform: its check, document and build); the line says the rest:
+// The act's spec is its acting side (an actSpec for one call, run by
+// perform: its check, document and build); its lines say the rest:
 //
 //   - receiving: how the message is recognised (an event by its type,
 //     any other message by what travels in it: recognise), and what the
@@ -33,8 +35,8 @@ import (
 //     besides its countersignature (settle).
 //
 // Receiving, state derivation and reply settlement dispatch on the table
-// (Engine.acts); nothing registers itself. Adding an act is its file and
-// one line here.
+// (Engine.acts); nothing registers itself. Adding an act is its file,
+// declaring its act value, and its name in actTable.
 type actLine struct {
 	// act is the act the message records (MAN §4's registry); "" for a
 	// message that records none (a rail's receipt).
@@ -91,67 +93,97 @@ type actLine struct {
 	apply func(e *Engine, tx *store.Txn, ev *Obj, objs []*Obj) error
 }
 
-// actTable is every message an act travels in (see actLine).
+// act is one act, both sides, declared in the act's own file: the
+// messages it travels in (lines: how each is recognised, checked and
+// countersigned, what it moves, how its reply settles) and how this
+// instance performs it for one call (spec: what it needs before the lock,
+// then the check, document and build the pipeline runs). actTable lists
+// every act.
+type act[In any] struct {
+	// name is the act (MAN §4's registry), which its lines record unless a
+	// line names its own; "" for an entry point that performs either of
+	// two acts (a response grants or rejects: the spec names it).
+	name  protocol.Act
+	lines []actLine
+	// spec builds the acting side for one call by a, with in; a refusal
+	// here stops the act before the transaction is locked.
+	spec func(ctx context.Context, e *Engine, a Actor, in In) (actSpec, error)
+}
+
+// perform performs the act for a, with in, through the one pipeline
+// (Engine.perform), then lets the act make its outcome of what that
+// returned (actSpec.finish).
+func (x *act[In]) perform(ctx context.Context, e *Engine, a Actor, in In) (Outcome, error) {
+	spec, err := x.spec(ctx, e, a, in)
+	if err != nil {
+		return Outcome{}, err
+	}
+	spec.actor = a
+	if spec.name == "" {
+		spec.name = x.name
+	}
+	// The acting side appends only what the table's line of its act
+	// countersigns: the two sides cannot drift apart.
+	if !e.acts.travelsIn(spec.name, spec.event) {
+		return Outcome{}, fmt.Errorf("record: act %s would travel as %q, which no line of the act table carries", spec.name, spec.event)
+	}
+	out, err := e.perform(ctx, spec)
+	if spec.finish != nil {
+		return spec.finish(ctx, out, err)
+	}
+	return out, err
+}
+
+// messages returns the act's lines, each naming the act it records.
+func (x *act[In]) messages() []actLine {
+	out := slices.Clone(x.lines)
+	for i := range out {
+		if out[i].act == "" {
+			out[i].act = x.name
+		}
+	}
+	return out
+}
+
+// declared is an act as the table lists it.
+type declared interface{ messages() []actLine }
+
+// actTable is every message an act travels in (see actLine): the lines
+// of every act, each declared in its own file (act), and the rail's
+// receipt, which records no act.
 func actTable() []actLine {
-	return []actLine{
-		// Formation (§9): offer, withdrawal, acceptance, the offeror's signature.
-		{act: protocol.ActOfferSubmit, recognise: twoWith(protocol.Offer), receive: (*Engine).receiveOffer},
-		{act: protocol.ActOfferWithdraw, recognise: decisionAlone, objects: withdrawalAct},
-		{act: protocol.ActOfferAccept, event: protocol.EvAgreementDirect, offers: true,
-			// Two decisions: the acceptance's, and the offeree's
-			// agreement.sign when it rides with the agreement (riderSign).
-			carries: counts{protocol.Acceptance: 1, protocol.Agreement: 1, protocol.PolicyDecision: 2},
-			check:   checkAgreementDirect, cosign: cosignDirect, answer: directAnswer},
-		{act: protocol.ActAgreementSign, recognise: alone(protocol.Agreement), receive: (*Engine).receiveAgreement},
-		{act: protocol.ActAgreementSign, event: protocol.EvAgreementCommitted, check: checkAgreementCommitted},
-		{act: protocol.ActAgreementAmend, event: protocol.EvAgreementAmended, offers: true,
-			carries: counts{protocol.Acceptance: 1, protocol.Agreement: 1, protocol.Obligation: -1, protocol.ObligationResponse: -1, protocol.PolicyDecision: -1},
-			check:   checkAmended, cosign: cosignAmendment, answer: amendmentAnswer, settle: settleAmendment,
-			apply: moves(carriedPending, responded)},
-		{act: protocol.ActTransactionCancel, event: protocol.EvTransactionCancelled, offers: true, check: checkCancelled},
-		{act: protocol.ActTransactionExpire, event: protocol.EvDeadlineElapsed, offers: true, check: checkExpired},
+	var lines []actLine
+	for _, a := range tableActs() {
+		lines = append(lines, a.messages()...)
+	}
+	return lines
+}
 
+// tableActs are the acts of the table, in its order.
+func tableActs() []declared {
+	return []declared{
+		// Formation (§9): offer, withdrawal, acceptance, the offeror's
+		// signature; amendment, cancellation, expiry.
+		offerSubmit, offerWithdraw, offerAccept, agreementSign, agreementAmend, transactionCancel, transactionExpire,
 		// Performance (obligation §5, §6).
-		{act: protocol.ActObligationActivated, event: protocol.EvObligationActivated,
-			carries: counts{protocol.Obligation: -1, protocol.PolicyDecision: -1},
-			check:   checkObligationActivated, apply: moves(carriedPending, responded)},
-		{act: protocol.ActPerformanceDeclared, event: protocol.EvPerformanceDeclared,
-			carries: counts{protocol.PerformanceEvent: -1, protocol.Evidence: -1, protocol.PolicyDecision: -1},
-			check:   checkPerformanceDeclared, apply: moves(asserted, responded)},
-		{act: protocol.ActAcceptanceGranted, event: protocol.EvAcceptanceGranted,
-			carries: responseCarries, check: checkResponse, apply: moves(responded)},
-		{act: protocol.ActAcceptanceRejected, event: protocol.EvAcceptanceRejected,
-			carries: responseCarries, check: checkResponse, apply: moves(responded)},
-		{act: protocol.ActObligationWaive, recognise: twoWith(protocol.ObligationResponse), objects: waiverAct},
-
+		obligationActivate, performanceDeclare, obligationRespond, obligationWaive,
 		// Settlement (settlement §4-§6) and completion.
-		{act: protocol.ActSettlementInstruct, event: protocol.EvSettlementInstructed, uncached: true,
-			carries: counts{protocol.Settlement: 1}, check: checkInstructed,
-			apply: func(e *Engine, tx *store.Txn, ev *Obj, objs []*Obj) error { return e.applySettlement(tx, ev, objs) }},
-		{recognise: alone(protocol.AdapterReceipt), receive: (*Engine).receiveReceipt},
-		{act: protocol.ActSettlementAdjust, recognise: signatureOver(ledger.AdjustmentClaim), objects: adjustmentAct},
-		{act: protocol.ActTransactionComplete, event: protocol.EvTransactionCompleted, offers: true, check: checkCompleted},
-
+		settlementInstruct, railReceipt, settlementAdjust, transactionComplete,
 		// Ending early (lifecycle §7): termination by agreement.
-		{act: protocol.ActTerminationAgree, recognise: signatureOver(""), objects: terminationProposalAct},
-		{act: protocol.ActTerminationAgree, event: protocol.EvTerminationAgreed, offers: true,
-			carries: counts{protocol.Evidence: 1}, check: checkTerminationAgreed, apply: releasesOpen},
-
+		terminationPropose, terminationAgree,
 		// Disputes and exceptions (dispute §4-§6, exception §3-§5).
-		{act: protocol.ActDisputeRaise, recognise: with(protocol.Dispute), objects: disputeAct},
-		{act: protocol.ActDeterminationIssue, recognise: withOut(protocol.Determination, protocol.Dispute), objects: determinationAct},
-		{act: protocol.ActExceptionOpen, event: protocol.EvExceptionOpened,
-			carries: counts{protocol.Exception: 1, protocol.Dispute: 1, protocol.Evidence: -1, protocol.PolicyDecision: 2},
-			check:   checkExceptionOpened, apply: moves(disputedByException, responded)},
-		{act: protocol.ActRemediationAccept, recognise: signatureOver(verify.RemediationSignatureClaim), objects: remediationProposalAct},
-		{act: protocol.ActRemediationAccept, event: protocol.EvRemediationAccepted,
-			carries: counts{protocol.Obligation: 1, protocol.Evidence: 1},
-			check:   checkRemediationAccepted, apply: moves(carriedPending, responded)},
-		{act: protocol.ActExceptionResolve, event: protocol.EvExceptionResolved, check: checkExceptionResolved},
-		{act: protocol.ActTransactionTerminate, event: protocol.EvTransactionTerminated, offers: true,
-			carries: counts{protocol.Evidence: 1}, check: checkTransactionTerminated, apply: releasesOpen},
+		disputeRaise, determinationIssue, exceptionOpen, remediationPropose, remediationAccept, exceptionResolve, transactionTerminate,
 	}
 }
+
+// railReceipt is a rail's receipt for an instruction, which moves no
+// state: a line with no act.
+var railReceipt = &only{recognise: alone(protocol.AdapterReceipt), receive: (*Engine).receiveReceipt}
+
+// only is a line that is not an act's.
+type only actLine
+
+func (l *only) messages() []actLine { return []actLine{actLine(*l)} }
 
 // counts is what travels beside an event: at most n objects of each type.
 type counts = map[protocol.ObjectType]int
@@ -189,6 +221,24 @@ func indexActs(table []actLine) acts {
 func (a acts) event(t protocol.EventType) (*actLine, bool) {
 	l, ok := a.byEvent[t]
 	return l, ok
+}
+
+// travelsIn says whether act a travels in a message with event t ("": a
+// message without an event), by the table.
+func (a acts) travelsIn(name protocol.Act, t protocol.EventType) bool {
+	if name == "" {
+		return false // the receipt's line is no act's
+	}
+	if t != "" {
+		l, ok := a.byEvent[t]
+		return ok && l.act == name
+	}
+	for _, l := range a.messages {
+		if l.act == name {
+			return true
+		}
+	}
+	return false
 }
 
 // message returns the line that recognises r, a message without an

@@ -109,3 +109,48 @@ func TestActTableLines(t *testing.T) {
 		}
 	}
 }
+
+// TestActsTravelOnlyInTheirLines: the acting side's guard (act.perform)
+// lets an act travel in each of its own lines and in no other act's, so
+// a spec that named another act's event, or an event for an act recorded
+// by its objects alone, is refused before anything is decided.
+func TestActsTravelOnlyInTheirLines(t *testing.T) {
+	t.Parallel()
+	a := indexActs(actTable())
+	for _, l := range actTable() {
+		if l.act == "" {
+			continue // the receipt
+		}
+		if !a.travelsIn(l.act, l.event) {
+			t.Errorf("%s does not travel in its own line %q", l.act, l.event)
+		}
+	}
+	for _, c := range []struct {
+		act   protocol.Act
+		event protocol.EventType
+		want  bool
+	}{
+		{protocol.ActTransactionCancel, protocol.EvTransactionCancelled, true},
+		{protocol.ActTransactionCancel, protocol.EvTransactionCompleted, false}, // another act's event
+		{protocol.ActTransactionCancel, "", false},                              // cancel is an event
+		{protocol.ActOfferSubmit, "", true},
+		{protocol.ActOfferSubmit, protocol.EvAgreementDirect, false},
+		{protocol.ActAcceptanceRejected, protocol.EvAcceptanceGranted, false}, // a response names its own act
+		{protocol.ActTerminationAgree, "", true},                              // the proposal
+		{protocol.ActTerminationAgree, protocol.EvTerminationAgreed, true},
+		{"", "", false}, // the receipt's line is no act's
+		{"", protocol.EvAcceptanceGranted, false},
+	} {
+		if got := a.travelsIn(c.act, c.event); got != c.want {
+			t.Errorf("travelsIn(%q, %q) = %v, want %v", c.act, c.event, got, c.want)
+		}
+	}
+	// Every act of the table is listed once: one value per act entry point.
+	seen := map[declared]bool{}
+	for _, d := range tableActs() {
+		if seen[d] {
+			t.Errorf("%v is listed twice", d)
+		}
+		seen[d] = true
+	}
+}

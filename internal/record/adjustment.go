@@ -55,27 +55,45 @@ type AdjustmentInput struct {
 // obligation as the ledger stands and sends the signature to the
 // counterparty, which accepts it with AcceptAdjustment.
 func (e *Engine) ProposeAdjustment(ctx context.Context, a Actor, in AdjustmentInput) (Outcome, error) {
-	return e.adjust(ctx, a, in, false)
+	return settlementAdjust.perform(ctx, e, a, adjustCall{in, false})
 }
 
 // AcceptAdjustment signs the same record the counterparty proposed, as
 // the ledger still stands: both signatures settle the obligation short.
 func (e *Engine) AcceptAdjustment(ctx context.Context, a Actor, in AdjustmentInput) (Outcome, error) {
-	return e.adjust(ctx, a, in, true)
+	return settlementAdjust.perform(ctx, e, a, adjustCall{in, true})
 }
 
-// adjust is both acts: this organisation's signature over the record.
-func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept bool) (Outcome, error) {
+// adjustCall is one of the two calls of settlement.adjust: to propose
+// the adjustment record, or to accept the counterparty's.
+type adjustCall struct {
+	in     AdjustmentInput
+	accept bool
+}
+
+// settlementAdjust is settlement.adjust: each party's signature over the
+// adjustment record with its decision, travelling without an event
+// (adjustmentAct is the other side).
+var settlementAdjust = &act[adjustCall]{
+	name: protocol.ActSettlementAdjust,
+	lines: []actLine{
+		{recognise: signatureOver(ledger.AdjustmentClaim), objects: adjustmentAct},
+	},
+	spec: adjustSpec,
+}
+
+// adjustSpec is both calls: this organisation's signature over the record.
+func adjustSpec(ctx context.Context, e *Engine, a Actor, c adjustCall) (actSpec, error) {
+	in, accept := c.in, c.accept
 	obl, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
-		return Outcome{}, err
+		return actSpec{}, err
 	}
 	txn := obl.Txn()
 	var hash string
 	var forgone any
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActSettlementAdjust, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			org := e.org.Config().OrganizationID
 			if st.State() != protocol.SettlementPending {
@@ -129,7 +147,7 @@ func (e *Engine) adjust(ctx context.Context, a Actor, in AdjustmentInput, accept
 			b.name("adjustment_hash", hash)
 			return nil
 		},
-	})
+	}, nil
 }
 
 // adjustmentAct is the other party's side of either act (receiveObjects):

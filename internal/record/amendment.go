@@ -141,20 +141,36 @@ func amendmentAct(offer, agr *Obj, m map[string]any) map[string]any {
 // AcceptAmendment accepts the counterparty's amendment offer and records
 // the new agreement version (see the top of this file).
 func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (Outcome, error) {
+	return agreementAmend.perform(ctx, e, a, in)
+}
+
+// agreementAmend is agreement.amend: agreement.amended, whose new version
+// both parties sign (cosignAmendment).
+var agreementAmend = &act[AmendInput]{
+	name: protocol.ActAgreementAmend,
+	lines: []actLine{
+		{event: protocol.EvAgreementAmended, offers: true,
+			carries: counts{protocol.Acceptance: 1, protocol.Agreement: 1, protocol.Obligation: -1, protocol.ObligationResponse: -1, protocol.PolicyDecision: -1},
+			check:   checkAmended, cosign: cosignAmendment, answer: amendmentAnswer, settle: settleAmendment,
+			apply: moves(carriedPending, responded)},
+	},
+	spec: amendSpec,
+}
+
+func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec, error) {
 	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
 	if !ok {
-		return Outcome{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
+		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
 	}
 	txn := offer.Txn()
 	var prev *Obj
 	var waived []*Obj
 	v2ID, err := envelope.NewID("agr")
 	if err != nil {
-		return Outcome{}, err
+		return actSpec{}, err
 	}
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActAgreementAmend, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvAgreementAmended,
 		check: func(ctx context.Context, st *state) error {
 			if !amending(st) {
@@ -266,7 +282,7 @@ func (e *Engine) AcceptAmendment(ctx context.Context, a Actor, in AmendInput) (O
 			b.name("agreement", v2.ID())
 			return nil
 		},
-	})
+	}, nil
 }
 
 // inForceOwesTerms applies owesTerms to the obligations in force once an

@@ -38,10 +38,21 @@ type CancelInput struct {
 // CancelTransaction appends transaction.cancelled (draft or
 // agreement_pending → cancelled).
 func (e *Engine) CancelTransaction(ctx context.Context, a Actor, in CancelInput) (Outcome, error) {
+	return transactionCancel.perform(ctx, e, a, in)
+}
+
+// transactionCancel is transaction.cancel: either party's event, the
+// counterparty checking that it names this copy's latest offer.
+var transactionCancel = &act[CancelInput]{
+	name:  protocol.ActTransactionCancel,
+	lines: []actLine{{event: protocol.EvTransactionCancelled, offers: true, check: checkCancelled}},
+	spec:  cancelSpec,
+}
+
+func cancelSpec(ctx context.Context, e *Engine, a Actor, in CancelInput) (actSpec, error) {
 	var offer *Obj
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActTransactionCancel, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTransactionCancelled,
 		check: func(ctx context.Context, st *state) error {
 			switch st.State() {
@@ -56,7 +67,7 @@ func (e *Engine) CancelTransaction(ctx context.Context, a Actor, in CancelInput)
 		},
 		act:   func(context.Context, *state) (map[string]any, map[string]any, error) { return offer.Terms(), nil, nil },
 		build: func(_ context.Context, _ *state, b *builder) error { return namesOffer(b, offer) },
-	})
+	}, nil
 }
 
 // endingOffer is the offer an event ending a draft names (cancellation,

@@ -83,11 +83,24 @@ type ExpireInput struct {
 // Expire appends deadline.elapsed (draft → expired) once the latest
 // offer's deadline is ExpiryGrace past (see the top of this file).
 func (e *Engine) Expire(ctx context.Context, a Actor, in ExpireInput) (Outcome, error) {
+	return transactionExpire.perform(ctx, e, a, in)
+}
+
+// transactionExpire is transaction.expire: deadline.elapsed, appended by
+// the deadline loop.
+var transactionExpire = &act[ExpireInput]{
+	name: protocol.ActTransactionExpire,
+	lines: []actLine{
+		{event: protocol.EvDeadlineElapsed, offers: true, check: checkExpired},
+	},
+	spec: expireSpec,
+}
+
+func expireSpec(ctx context.Context, e *Engine, a Actor, in ExpireInput) (actSpec, error) {
 	var offer *Obj
 	var deadline time.Time
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActTransactionExpire, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvDeadlineElapsed,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvDeadlineElapsed,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.Draft {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s: only a draft transaction expires by its offer's deadline", in.TransactionID, st.t.State)
@@ -109,7 +122,7 @@ func (e *Engine) Expire(ctx context.Context, a Actor, in ExpireInput) (Outcome, 
 		// References only (gate): every party derives the deadline from
 		// the offer and any withdrawal of it it holds.
 		build: func(_ context.Context, _ *state, b *builder) error { return namesOffer(b, offer) },
-	})
+	}, nil
 }
 
 // checkExpired is the countersigner's live guard of deadline.elapsed: the

@@ -455,12 +455,31 @@ func (e *Engine) checkEvidenceRefs(ctx context.Context, txn string, v any, trave
 // RaiseDispute raises a dispute against the counterparty (see the top of
 // this file).
 func (e *Engine) RaiseDispute(ctx context.Context, a Actor, in DisputeInput) (Outcome, error) {
+	// The route is decided by the state, read under the lock, which is held
+	// through the act.
+	unlock := e.lock(in.TransactionID)
+	defer unlock()
+	return disputeRaise.perform(ctx, e, a, in)
+}
+
+// disputeRaise is dispute.raise: the dispute and its decision, travelling
+// without an event; a dispute of an obligation in performance is raised as
+// an exception (exception.open: disputeRoute).
+var disputeRaise = &act[DisputeInput]{
+	name: protocol.ActDisputeRaise,
+	lines: []actLine{
+		{recognise: with(protocol.Dispute), objects: disputeAct},
+	},
+	spec: disputeSpec,
+}
+
+// disputeSpec runs under the transaction's lock (RaiseDispute).
+func disputeSpec(ctx context.Context, e *Engine, a Actor, in DisputeInput) (actSpec, error) {
 	var subject *Obj
 	var viaException bool
 	var terms, refs map[string]any
 	spec := actSpec{
-		actor: a,
-		name:  protocol.ActDisputeRaise, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			var err error
 			if subject, err = e.disputeSubject(ctx, st.t.ID, in.SubjectType, in.SubjectID); err != nil {
@@ -492,13 +511,10 @@ func (e *Engine) RaiseDispute(ctx context.Context, a Actor, in DisputeInput) (Ou
 			return e.buildDisputeException(ctx, st, b, dsp, subject, terms, refs)
 		},
 	}
-	// The route is decided by the state, read under the lock in check; the
-	// event is set before perform reads it.
-	unlock := e.lock(in.TransactionID)
-	defer unlock()
+	// The event is set before perform reads it.
 	st, err := e.load(ctx, in.TransactionID, e.clock())
 	if err != nil {
-		return Outcome{}, err
+		return actSpec{}, err
 	}
 	if st.known {
 		if route, err := disputeRoute(st, string(in.SubjectType)); err == nil && route {
@@ -506,7 +522,7 @@ func (e *Engine) RaiseDispute(ctx context.Context, a Actor, in DisputeInput) (Ou
 		}
 	}
 	spec.locked = true
-	return e.perform(ctx, spec)
+	return spec, nil
 }
 
 // buildDispute makes a dispute's objects (its new evidence, then the
@@ -678,15 +694,28 @@ func (e *Engine) RaiseForkDispute(ctx context.Context, a Actor, in ForkDisputeIn
 // IssueDetermination issues the respondent's determination of a dispute
 // raised against it (see the top of this file).
 func (e *Engine) IssueDetermination(ctx context.Context, a Actor, in DeterminationInput) (Outcome, error) {
+	return determinationIssue.perform(ctx, e, a, in)
+}
+
+// determinationIssue is determination.issue: the determination and its
+// decision, travelling without an event.
+var determinationIssue = &act[DeterminationInput]{
+	name: protocol.ActDeterminationIssue,
+	lines: []actLine{
+		{recognise: withOut(protocol.Determination, protocol.Dispute), objects: determinationAct},
+	},
+	spec: determinationSpec,
+}
+
+func determinationSpec(ctx context.Context, e *Engine, a Actor, in DeterminationInput) (actSpec, error) {
 	dsp, ok := e.getTyped(ctx, in.DisputeID, protocol.Dispute)
 	if !ok {
-		return Outcome{}, refusef(reason.DisputeSubjectUnreferenced, "dispute %s is not held here", in.DisputeID)
+		return actSpec{}, refusef(reason.DisputeSubjectUnreferenced, "dispute %s is not held here", in.DisputeID)
 	}
 	txn := dsp.Txn()
 	var terms, refs map[string]any
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActDeterminationIssue, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		act: func(ctx context.Context, st *state) (map[string]any, map[string]any, error) {
 			var err error
 			terms, refs, err = e.transactionAct(ctx, txn, "dispute_id", dsp.ID())
@@ -706,7 +735,7 @@ func (e *Engine) IssueDetermination(ctx context.Context, a Actor, in Determinati
 			b.name("determination", det.ID())
 			return nil
 		},
-	})
+	}, nil
 }
 
 // buildDetermination makes the determination in asks for and checks it as

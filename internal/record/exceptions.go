@@ -177,11 +177,25 @@ const receiptEvidenceClaim = "The adapter receipt whose content hash is this art
 // accepts, which returns the transaction to in_performance with the
 // remainder itself to perform. Either party opens either.
 func (e *Engine) OpenException(ctx context.Context, a Actor, in ExceptionInput) (Outcome, error) {
+	return exceptionOpen.perform(ctx, e, a, in)
+}
+
+// exceptionOpen is exception.open: exception.opened with its exception.
+var exceptionOpen = &act[ExceptionInput]{
+	name: protocol.ActExceptionOpen,
+	lines: []actLine{
+		{event: protocol.EvExceptionOpened,
+			carries: counts{protocol.Exception: 1, protocol.Dispute: 1, protocol.Evidence: -1, protocol.PolicyDecision: 2},
+			check:   checkExceptionOpened, apply: moves(disputedByException, responded)},
+	},
+	spec: openExceptionSpec,
+}
+
+func openExceptionSpec(ctx context.Context, e *Engine, a Actor, in ExceptionInput) (actSpec, error) {
 	outstanding := in.ObligationID != ""
 	var stl, rcp, resp *Obj
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActExceptionOpen, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvExceptionOpened, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if in.SettlementInstructionID != "" && outstanding {
 				return reason.Refuse("an exception is over a failed payment (settlement_instruction_id) or an outstanding remainder (obligation_id), not both")
@@ -220,7 +234,7 @@ func (e *Engine) OpenException(ctx context.Context, a Actor, in ExceptionInput) 
 			b.data["settlement_instruction_id"], b.data["adapter_receipt_id"] = stl.ID(), rcp.ID()
 			return nil
 		},
-	})
+	}, nil
 }
 
 // checkExceptionOpened is the countersigner's live guard of
@@ -458,10 +472,23 @@ func (e *Engine) remediationOffer(ctx context.Context, st *state, org string) (*
 // ProposeRemediation offers, as the obligor of the exception's obligation,
 // to perform it again (see the top of this file).
 func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
+	return remediationPropose.perform(ctx, e, a, in)
+}
+
+// remediationPropose is remediation.accept's first half: the proposer's
+// signature over the remediation, travelling without an event.
+var remediationPropose = &act[ExceptionActInput]{
+	name: protocol.ActRemediationAccept,
+	lines: []actLine{
+		{recognise: signatureOver(verify.RemediationSignatureClaim), objects: remediationProposalAct},
+	},
+	spec: proposeRemediationSpec,
+}
+
+func proposeRemediationSpec(ctx context.Context, e *Engine, a Actor, in ExceptionActInput) (actSpec, error) {
 	var rec remediation
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActRemediationAccept, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			var err error
 			if rec, err = e.remediationOf(ctx, st, envelope.Timestamp(st.now)); err != nil {
@@ -489,7 +516,7 @@ func (e *Engine) ProposeRemediation(ctx context.Context, a Actor, in ExceptionAc
 			}
 			return nil
 		},
-	})
+	}, nil
 }
 
 // remediationProposalAct is the obligee's side of an offer to remedy
@@ -538,10 +565,25 @@ func remediationObligation(obl *Obj, due string) map[string]any {
 // to perform the exception's obligation again: remediation.accepted
 // (exception_open → in_performance).
 func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
+	return remediationAccept.perform(ctx, e, a, in)
+}
+
+// remediationAccept is remediation.accept's second half:
+// remediation.accepted, carrying the remedial obligation.
+var remediationAccept = &act[ExceptionActInput]{
+	name: protocol.ActRemediationAccept,
+	lines: []actLine{
+		{event: protocol.EvRemediationAccepted,
+			carries: counts{protocol.Obligation: 1, protocol.Evidence: 1},
+			check:   checkRemediationAccepted, apply: moves(carriedPending, responded)},
+	},
+	spec: acceptRemediationSpec,
+}
+
+func acceptRemediationSpec(ctx context.Context, e *Engine, a Actor, in ExceptionActInput) (actSpec, error) {
 	var rec remediation
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActRemediationAccept, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvRemediationAccepted,
 		check: func(ctx context.Context, st *state) error {
 			offer, r, err := e.remediationOffer(ctx, st, st.t.Counterparty)
@@ -574,7 +616,7 @@ func (e *Engine) AcceptRemediation(ctx context.Context, a Actor, in ExceptionAct
 			b.name("obligation", obl.ID())
 			return nil
 		},
-	})
+	}, nil
 }
 
 // checkRemediationAccepted is the obligor's live part of the guard of
@@ -626,10 +668,22 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ob
 // ResolveException resolves the exception this organisation opened:
 // exception.resolved (exception_open → settlement_pending).
 func (e *Engine) ResolveException(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
+	return exceptionResolve.perform(ctx, e, a, in)
+}
+
+// exceptionResolve is exception.resolve: exception.resolved.
+var exceptionResolve = &act[ExceptionActInput]{
+	name: protocol.ActExceptionResolve,
+	lines: []actLine{
+		{event: protocol.EvExceptionResolved, check: checkExceptionResolved},
+	},
+	spec: resolveExceptionSpec,
+}
+
+func resolveExceptionSpec(ctx context.Context, e *Engine, a Actor, in ExceptionActInput) (actSpec, error) {
 	var exc *Obj
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActExceptionResolve, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvExceptionResolved,
 		check: func(ctx context.Context, st *state) error {
 			var err error
@@ -645,7 +699,7 @@ func (e *Engine) ResolveException(ctx context.Context, a Actor, in ExceptionActI
 			b.data = map[string]any{"agreement_id": agr, "exception_id": exc.ID()}
 			return nil
 		},
-	})
+	}, nil
 }
 
 // resolvable is the rule both sides apply to exception.resolved by org:
@@ -695,11 +749,25 @@ func checkExceptionResolved(ctx context.Context, e *Engine, r *receipt, ev *Obj)
 // transaction.terminated (exception_open → terminated), every open
 // obligation released.
 func (e *Engine) TerminateTransaction(ctx context.Context, a Actor, in ExceptionActInput) (Outcome, error) {
+	return transactionTerminate.perform(ctx, e, a, in)
+}
+
+// transactionTerminate is transaction.terminate: transaction.terminated
+// under an exception, with its termination record.
+var transactionTerminate = &act[ExceptionActInput]{
+	name: protocol.ActTransactionTerminate,
+	lines: []actLine{
+		{event: protocol.EvTransactionTerminated, offers: true,
+			carries: counts{protocol.Evidence: 1}, check: checkTransactionTerminated, apply: releasesOpen},
+	},
+	spec: terminateSpec,
+}
+
+func terminateSpec(ctx context.Context, e *Engine, a Actor, in ExceptionActInput) (actSpec, error) {
 	var rec terminationRecord
 	var exc *Obj
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActTransactionTerminate, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTransactionTerminated,
 		check: func(ctx context.Context, st *state) error {
 			var err error
@@ -717,7 +785,7 @@ func (e *Engine) TerminateTransaction(ctx context.Context, a Actor, in Exception
 			b.data = map[string]any{"agreement_id": rec.agreement.ID(), "exception_id": exc.ID(), "termination_record_hash": rec.hash}
 			return nil
 		},
-	})
+	}, nil
 }
 
 // checkTransactionTerminated is the countersigner's live guard of

@@ -119,38 +119,51 @@ func (e *Engine) latestOffer(ctx context.Context, txn string) (*Obj, error) {
 // the counterparty. A new transaction is opened unless TransactionID
 // continues one with a counter-offer.
 func (e *Engine) ProposeOffer(ctx context.Context, a Actor, in OfferInput) (Outcome, error) {
+	return offerSubmit.perform(ctx, e, a, in)
+}
+
+// offerSubmit is offer.submit: the offer and its decision, travelling
+// without an event (receiveOffer is the offeree's side).
+var offerSubmit = &act[OfferInput]{
+	name: protocol.ActOfferSubmit,
+	lines: []actLine{
+		{recognise: twoWith(protocol.Offer), receive: (*Engine).receiveOffer},
+	},
+	spec: offerSpec,
+}
+
+func offerSpec(ctx context.Context, e *Engine, a Actor, in OfferInput) (actSpec, error) {
 	now := e.clock().UTC().Truncate(time.Second)
 	if _, err := e.peers.Peer(in.Counterparty); err != nil {
-		return Outcome{}, refusef(reason.PolicyDenied, "%s is not a peered counterparty; pin its peer file with `party peer add`", in.Counterparty)
+		return actSpec{}, refusef(reason.PolicyDenied, "%s is not a peered counterparty; pin its peer file with `party peer add`", in.Counterparty)
 	}
 	until, err := envelope.ParseTimestamp(in.ValidUntil)
 	if err != nil {
-		return Outcome{}, refusef(reason.TermsInvalid, "valid_until: %v", err)
+		return actSpec{}, refusef(reason.TermsInvalid, "valid_until: %v", err)
 	}
 	if !until.After(now) {
-		return Outcome{}, refusef(reason.OfferExpired, "valid_until %s is not after now (%s)", in.ValidUntil, envelope.Timestamp(now))
+		return actSpec{}, refusef(reason.OfferExpired, "valid_until %s is not after now (%s)", in.ValidUntil, envelope.Timestamp(now))
 	}
 	txn := in.TransactionID
 	if txn == "" {
 		if txn, err = envelope.NewID("txn"); err != nil {
-			return Outcome{}, err
+			return actSpec{}, err
 		}
 	}
 	session, err := envelope.NewID("ses")
 	if err != nil {
-		return Outcome{}, err
+		return actSpec{}, err
 	}
 	role := in.Role
 	switch {
 	case role == "":
 		role = protocol.Supplier
 	case !role.Valid():
-		return Outcome{}, refusef(reason.TermsInvalid, "role %q is neither buyer nor supplier", in.Role)
+		return actSpec{}, refusef(reason.TermsInvalid, "role %q is neither buyer nor supplier", in.Role)
 	}
 	var supersedes any
-	out, err := e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActOfferSubmit, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		open: &opening{counterparty: in.Counterparty, role: role, session: session},
 		check: func(ctx context.Context, st *state) error {
 			if !st.known {
@@ -233,16 +246,18 @@ func (e *Engine) ProposeOffer(ctx context.Context, a Actor, in OfferInput) (Outc
 			b.also(func(tx *store.Txn) error { return tx.SetSession(txn, session) })
 			return nil
 		},
-	})
-	var r *reason.Refusal
-	if in.TransactionID == "" && heldRequest(err) != "" && errors.As(err, &r) {
-		// The act held is the offer in this transaction: only the same
-		// act again is released by its approval.
-		held := *r
-		held.Detail += " Take it again with transaction_id " + txn + ": the approval binds the act in that transaction."
-		return out, &held
-	}
-	return out, err
+		finish: func(ctx context.Context, out Outcome, err error) (Outcome, error) {
+			var r *reason.Refusal
+			if in.TransactionID == "" && heldRequest(err) != "" && errors.As(err, &r) {
+				// The act held is the offer in this transaction: only the same
+				// act again is released by its approval.
+				held := *r
+				held.Detail += " Take it again with transaction_id " + txn + ": the approval binds the act in that transaction."
+				return out, &held
+			}
+			return out, err
+		},
+	}, nil
 }
 
 // orNoneAny shows a value that may be nil.
@@ -369,14 +384,34 @@ func (e *Engine) statedOfferorRole(ctx context.Context, r *receipt, offer, pol *
 // then the agreement and event 2, agreement.committed (→ committed). It
 // returns the state reached, or pending with what it waits for.
 func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outcome, error) {
+	// Formation continues by itself, within perform's delivery, as far as
+	// the counterparty answered; perform's outcome, read after it, says
+	// where it stands.
+	return offerAccept.perform(ctx, e, a, in)
+}
+
+// offerAccept is offer.accept: agreement.direct with the acceptance (and
+// the agreement it forms), which the offeror countersigns and signs.
+var offerAccept = &act[AcceptInput]{
+	name: protocol.ActOfferAccept,
+	lines: []actLine{
+		// Two decisions: the acceptance's, and the offeree's
+		// agreement.sign when it rides with the agreement (riderSign).
+		{event: protocol.EvAgreementDirect, offers: true,
+			carries: counts{protocol.Acceptance: 1, protocol.Agreement: 1, protocol.PolicyDecision: 2},
+			check:   checkAgreementDirect, cosign: cosignDirect, answer: directAnswer},
+	},
+	spec: acceptSpec,
+}
+
+func acceptSpec(ctx context.Context, e *Engine, a Actor, in AcceptInput) (actSpec, error) {
 	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
 	if !ok {
-		return Outcome{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
+		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
 	}
 	txn := offer.Txn()
-	out, err := e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActOfferAccept, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvAgreementDirect,
 		check: func(ctx context.Context, st *state) error {
 			if offer.PartyOrg("offeree") != e.org.Config().OrganizationID {
@@ -428,11 +463,7 @@ func (e *Engine) AcceptOffer(ctx context.Context, a Actor, in AcceptInput) (Outc
 			_, err = b.rideIfAllowed(ctx, protocol.ActAgreementSign, agr.Terms(), agreementRefs(agr), b.seq+1)
 			return err
 		},
-	})
-	// Formation continued by itself, within perform's delivery, as far as
-	// the counterparty answered; perform's outcome, read after it, says
-	// where it stands.
-	return out, err
+	}, nil
 }
 
 // advance continues a transaction by the steps that follow on their own
@@ -967,13 +998,39 @@ func committedData(agr *Obj) map[string]any {
 }
 
 // appendCommitted is the act agreement.sign, recorded by agreement.committed
-// (canonical model §10 step 8). inTx, when set, stores the cosigned reply
-// in the same transaction.
+// (canonical model §10 step 8), taken by this instance under the mandate
+// of its agent's agreement.direct (ev1). inTx, when set, stores the
+// cosigned reply in the same transaction.
 func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj, inTx func(tx *store.Txn) error, after func(*state)) (Outcome, error) {
-	return e.perform(ctx, actSpec{
-		actor: instanceActor,
-		name:  protocol.ActAgreementSign, txn: txn, mandateID: ev1.Mandate(), event: protocol.EvAgreementCommitted,
-		locked: true, inTx: inTx, after: after,
+	return agreementSign.perform(ctx, e, instanceActor, commitCall{txn, ev1, agr, inTx, after})
+}
+
+// commitCall is what the offeror's commitment is made of (appendCommitted).
+type commitCall struct {
+	txn      string
+	ev1, agr *Obj
+	inTx     func(tx *store.Txn) error
+	after    func(*state)
+}
+
+// agreementSign is agreement.sign: the offeror's signature on the
+// agreement, and agreement.committed. The agreement travels alone when
+// it did not ride with the acceptance (receiveAgreement signs it); the
+// event is this instance's, under the lock its caller holds.
+var agreementSign = &act[commitCall]{
+	name: protocol.ActAgreementSign,
+	lines: []actLine{
+		{recognise: alone(protocol.Agreement), receive: (*Engine).receiveAgreement},
+		{event: protocol.EvAgreementCommitted, check: checkAgreementCommitted},
+	},
+	spec: commitSpec,
+}
+
+func commitSpec(_ context.Context, e *Engine, _ Actor, c commitCall) (actSpec, error) {
+	txn, ev1, agr := c.txn, c.ev1, c.agr
+	return actSpec{
+		txn: txn, mandateID: ev1.Mandate(), event: protocol.EvAgreementCommitted,
+		locked: true, inTx: c.inTx, after: c.after,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.AgreementPending {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s; an agreement is committed from agreement_pending", txn, st.t.State)
@@ -988,7 +1045,7 @@ func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj,
 			b.name("agreement", agr.ID())
 			return nil
 		},
-	})
+	}, nil
 }
 
 // receiveAgreement is the offeror's side of an agreement proposed for its

@@ -240,11 +240,26 @@ func resolvePath(agr *Obj, path string) bool {
 // Deliverables, the agreement is performed as several obligations,
 // issued together (deliverables.go).
 func (e *Engine) IssueObligation(ctx context.Context, a Actor, in ObligationInput) (Outcome, error) {
+	return obligationActivate.perform(ctx, e, a, in)
+}
+
+// obligationActivate is obligation.activated: the event with the
+// obligations it issues.
+var obligationActivate = &act[ObligationInput]{
+	name: protocol.ActObligationActivated,
+	lines: []actLine{
+		{event: protocol.EvObligationActivated,
+			carries: counts{protocol.Obligation: -1, protocol.PolicyDecision: -1},
+			check:   checkObligationActivated, apply: moves(carriedPending, responded)},
+	},
+	spec: issueSpec,
+}
+
+func issueSpec(ctx context.Context, e *Engine, a Actor, in ObligationInput) (actSpec, error) {
 	var agr *Obj
 	deliverables := in.Deliverables
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActObligationActivated, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated,
 		approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.Committed {
@@ -303,7 +318,7 @@ func (e *Engine) IssueObligation(ctx context.Context, a Actor, in ObligationInpu
 			b.data = map[string]any{"obligation_id": obls[0].ID()}
 			return nil
 		},
-	})
+	}, nil
 }
 
 // obligationRole names the i-th obligation of an act in its outcome:
@@ -409,16 +424,32 @@ func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Ob
 // still owed at once (Assertions: one assertion each, with its own
 // evidence; deliverables.go).
 func (e *Engine) AssertPerformance(ctx context.Context, a Actor, in AssertInput) (Outcome, error) {
+	return performanceDeclare.perform(ctx, e, a, in)
+}
+
+// performanceDeclare is performance.declared: the event with the
+// assertions it makes.
+var performanceDeclare = &act[AssertInput]{
+	name: protocol.ActPerformanceDeclared,
+	lines: []actLine{
+		{event: protocol.EvPerformanceDeclared,
+			carries: counts{protocol.PerformanceEvent: -1, protocol.Evidence: -1, protocol.PolicyDecision: -1},
+			check:   checkPerformanceDeclared, apply: moves(asserted, responded)},
+	},
+	spec: assertSpec,
+}
+
+func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpec, error) {
 	items := append([]AssertionInput{{ObligationID: in.ObligationID, AssertedQuantity: in.AssertedQuantity, Evidence: in.Evidence}}, in.Assertions...)
 	obls := make([]*Obj, len(items))
 	qtys := make([]string, len(items))
 	for i, it := range items {
 		obl, err := e.heldObligation(ctx, it.ObligationID)
 		if err != nil {
-			return Outcome{}, err
+			return actSpec{}, err
 		}
 		if i > 0 && obl.Txn() != obls[0].Txn() {
-			return Outcome{}, refusef(reason.StreamMismatch, "obligations %s and %s belong to different transactions", obls[0].ID(), obl.ID())
+			return actSpec{}, refusef(reason.StreamMismatch, "obligations %s and %s belong to different transactions", obls[0].ID(), obl.ID())
 		}
 		obls[i], qtys[i] = obl, it.AssertedQuantity
 		if qtys[i] == "" {
@@ -426,9 +457,8 @@ func (e *Engine) AssertPerformance(ctx context.Context, a Actor, in AssertInput)
 		}
 	}
 	lead := obls[0]
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActPerformanceDeclared, txn: lead.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
+	return actSpec{
+		txn: lead.Txn(), mandateID: in.MandateID, event: protocol.EvPerformanceDeclared,
 		approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.org.Config()
@@ -516,7 +546,7 @@ func (e *Engine) AssertPerformance(ctx context.Context, a Actor, in AssertInput)
 			}
 			return nil
 		},
-	})
+	}, nil
 }
 
 // checkPerformanceDeclared is the obligee's live guard of
@@ -626,6 +656,22 @@ type response struct {
 // rejection makes the event acceptance.rejected, naming the first
 // rejection (deliverables.go).
 func (e *Engine) Respond(ctx context.Context, a Actor, in RespondInput) (Outcome, error) {
+	return obligationRespond.perform(ctx, e, a, in)
+}
+
+// obligationRespond is acceptance.granted or acceptance.rejected, as the
+// responses say (respondSpec names which).
+var obligationRespond = &act[RespondInput]{
+	lines: []actLine{
+		{act: protocol.ActAcceptanceGranted, event: protocol.EvAcceptanceGranted,
+			carries: responseCarries, check: checkResponse, apply: moves(responded)},
+		{act: protocol.ActAcceptanceRejected, event: protocol.EvAcceptanceRejected,
+			carries: responseCarries, check: checkResponse, apply: moves(responded)},
+	},
+	spec: respondSpec,
+}
+
+func respondSpec(ctx context.Context, e *Engine, a Actor, in RespondInput) (actSpec, error) {
 	items := []*response{{in: ResponseInput{ObligationID: in.ObligationID, ResponseType: in.ResponseType, AssertionID: in.AssertionID, AssertionHash: in.AssertionHash,
 		AcceptedQuantity: in.AcceptedQuantity, RemainderDue: in.RemainderDue, ReasonCode: in.ReasonCode}}}
 	for _, x := range in.Responses {
@@ -634,10 +680,10 @@ func (e *Engine) Respond(ctx context.Context, a Actor, in RespondInput) (Outcome
 	for i, it := range items {
 		obl, err := e.heldObligation(ctx, it.in.ObligationID)
 		if err != nil {
-			return Outcome{}, err
+			return actSpec{}, err
 		}
 		if i > 0 && obl.Txn() != items[0].obl.Txn() {
-			return Outcome{}, refusef(reason.StreamMismatch, "obligations %s and %s belong to different transactions", items[0].obl.ID(), obl.ID())
+			return actSpec{}, refusef(reason.StreamMismatch, "obligations %s and %s belong to different transactions", items[0].obl.ID(), obl.ID())
 		}
 		it.obl = obl
 	}
@@ -652,9 +698,8 @@ func (e *Engine) Respond(ctx context.Context, a Actor, in RespondInput) (Outcome
 		}
 	}
 	lead := items[0]
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  actName, txn: lead.obl.Txn(), mandateID: in.MandateID, event: eventType, approvalID: in.ApprovalID,
+	return actSpec{
+		name: actName, txn: lead.obl.Txn(), mandateID: in.MandateID, event: eventType, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			acted := map[string]bool{}
 			for _, it := range items {
@@ -722,7 +767,7 @@ func (e *Engine) Respond(ctx context.Context, a Actor, in RespondInput) (Outcome
 			}
 			return nil
 		},
-	})
+	}, nil
 }
 
 // prepareResponse checks one answer of a response event at the obligee's

@@ -94,6 +94,10 @@ type actSpec struct {
 	// that the act is checked, decided and built on it (the reply inTx
 	// stores records the event this act follows).
 	after func(st *state)
+	// finish, when set, makes the act's outcome of what the pipeline
+	// returned (act.perform): an instruction recorded is handed to its
+	// rail; the same instruction again is answered with its first outcome.
+	finish func(ctx context.Context, out Outcome, err error) (Outcome, error)
 }
 
 // builder collects what an act makes.

@@ -37,9 +37,9 @@
 //
 // # One pipeline
 //
-// Every act is an actSpec: its preconditions (check), the act document's
-// terms and references (act), and a build function that makes its objects
-// and its event's data. perform runs every act the same way: lock the
+// Every act, for one call, is an actSpec: its preconditions (check), the
+// act document's terms and references (act), and a build function that
+// makes its objects and its event's data. perform runs every act the same way: lock the
 // transaction, load it, check, resolve the agent's own mandate, decide
 // (the own evaluator, with the approval the agent presents), build, and
 // commit the act's objects, its pending event and its outbox message in
@@ -60,13 +60,16 @@
 // takes under any of its agents' mandates, as an Actor no other package
 // can make.
 //
-// Each act lives in its file (offer and acceptance in formation.go, the
-// obligation acts in obligations.go, and so on), and the act table
-// (actTable in acts.go) has a line for each message an act travels in:
-// how the receiving side recognises it, the event's live checks and what
-// the countersigner adds, how the appender settles the answer, and what
-// the recorded event moves. Receiving ([Engine.Receive]), state
-// derivation and reply settlement dispatch on the table.
+// Each act is one value of one type (act, in acts.go), declared in its
+// file (offer and acceptance in formation.go, the obligation acts in
+// obligations.go, and so on) with both its sides: how this instance
+// performs it for a call (its spec), and a line for each message it
+// travels in: how the receiving side recognises it, the event's live
+// checks and what the countersigner adds, how the appender settles the
+// answer, and what the recorded event moves. The act table (actTable)
+// lists every act. Receiving ([Engine.Receive]), state derivation and
+// reply settlement dispatch on the table's lines, and the acting side
+// appends only an event the table's line of its act countersigns.
 //
 // # What the engine holds
 //

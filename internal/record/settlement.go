@@ -144,16 +144,32 @@ func instructionFingerprint(p map[string]any) string {
 // InstructSettlement instructs payment of an accepted obligation's
 // consideration on a rail (see the top of this file).
 func (e *Engine) InstructSettlement(ctx context.Context, a Actor, in InstructInput) (Outcome, error) {
+	return settlementInstruct.perform(ctx, e, a, in)
+}
+
+// settlementInstruct is settlement.instruct: settlement.instructed with
+// its instruction, which the payee checks against its own ledger.
+var settlementInstruct = &act[InstructInput]{
+	name: protocol.ActSettlementInstruct,
+	lines: []actLine{
+		{event: protocol.EvSettlementInstructed, uncached: true,
+			carries: counts{protocol.Settlement: 1}, check: checkInstructed,
+			apply: func(e *Engine, tx *store.Txn, ev *Obj, objs []*Obj) error { return e.applySettlement(tx, ev, objs) }},
+	},
+	spec: instructSpec,
+}
+
+func instructSpec(ctx context.Context, e *Engine, a Actor, in InstructInput) (actSpec, error) {
 	obl, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
-		return Outcome{}, err
+		return actSpec{}, err
 	}
 	txn := obl.Txn()
 	key := in.IdempotencyKey
 	if key == "" {
 		var b [16]byte
 		if _, err := randRead(b[:]); err != nil {
-			return Outcome{}, err
+			return actSpec{}, err
 		}
 		key = "idem-" + hex.EncodeToString(b[:])
 	}
@@ -172,9 +188,8 @@ func (e *Engine) InstructSettlement(ctx context.Context, a Actor, in InstructInp
 		}
 	}
 	var prior string
-	out, err := e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActSettlementInstruct, txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.org.Config()
 			if obl.PartyOrg("obligee") != cfg.OrganizationID {
@@ -237,23 +252,25 @@ func (e *Engine) InstructSettlement(ctx context.Context, a Actor, in InstructInp
 			b.name("idempotency_key", key)
 			return nil
 		},
-	})
-	if errors.Is(err, errSameInstruction) {
-		// The same instruction again: its original outcome, nothing new.
-		return e.outcome(ctx, txn, map[string]string{"settlement_instruction": prior, "idempotency_key": key})
-	}
-	if err != nil || out.Status != StatusRecorded {
-		return out, err
-	}
-	// Recorded in both records: hand it to the rail now (the settlement
-	// worker retries what does not settle here).
-	unlock := e.lock(txn)
-	werr := e.workSettlement(ctx, out.Objects["settlement_instruction"])
-	unlock()
-	if werr != nil {
-		e.log.Warn("the rail did not answer yet; the settlement worker asks again", "transaction_id", txn, "error", werr)
-	}
-	return e.outcome(ctx, txn, out.Objects)
+		finish: func(ctx context.Context, out Outcome, err error) (Outcome, error) {
+			if errors.Is(err, errSameInstruction) {
+				// The same instruction again: its original outcome, nothing new.
+				return e.outcome(ctx, txn, map[string]string{"settlement_instruction": prior, "idempotency_key": key})
+			}
+			if err != nil || out.Status != StatusRecorded {
+				return out, err
+			}
+			// Recorded in both records: hand it to the rail now (the settlement
+			// worker retries what does not settle here).
+			unlock := e.lock(txn)
+			werr := e.workSettlement(ctx, out.Objects["settlement_instruction"])
+			unlock()
+			if werr != nil {
+				e.log.Warn("the rail did not answer yet; the settlement worker asks again", "transaction_id", txn, "error", werr)
+			}
+			return e.outcome(ctx, txn, out.Objects)
+		},
+	}, nil
 }
 
 // errSameInstruction stops an instruction already made under the same key
@@ -665,11 +682,24 @@ func (e *Engine) auditBundleHash(ctx context.Context, txn string) (string, error
 // CompleteTransaction appends transaction.completed (settlement_pending →
 // completed) when the completion guard holds.
 func (e *Engine) CompleteTransaction(ctx context.Context, a Actor, in CompleteInput) (Outcome, error) {
+	return transactionComplete.perform(ctx, e, a, in)
+}
+
+// transactionComplete is transaction.complete: transaction.completed,
+// once every obligation is discharged and paid.
+var transactionComplete = &act[CompleteInput]{
+	name: protocol.ActTransactionComplete,
+	lines: []actLine{
+		{event: protocol.EvTransactionCompleted, offers: true, check: checkCompleted},
+	},
+	spec: completeSpec,
+}
+
+func completeSpec(ctx context.Context, e *Engine, a Actor, in CompleteInput) (actSpec, error) {
 	var agr *Obj
 	var rcp string
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActTransactionComplete, txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvTransactionCompleted, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvTransactionCompleted, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if st.State() != protocol.SettlementPending {
 				return refusef(reason.StateTransitionDenied, "transaction.completed moves settlement_pending → completed; transaction %s is %s", in.TransactionID, st.t.State)
@@ -698,7 +728,7 @@ func (e *Engine) CompleteTransaction(ctx context.Context, a Actor, in CompleteIn
 			b.name("audit_bundle_hash", h)
 			return nil
 		},
-	})
+	}, nil
 }
 
 // checkCompleted is the countersigner's live guard of

@@ -147,10 +147,23 @@ func (rec *terminationRecord) sign(b *builder, claim string) error {
 // it stands and sends the signature to the counterparty, which agrees to
 // it with AgreeTermination.
 func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in TerminationInput) (Outcome, error) {
+	return terminationPropose.perform(ctx, e, a, in)
+}
+
+// terminationPropose is termination.agree's first half: the proposer's
+// signature over the termination record, travelling without an event.
+var terminationPropose = &act[TerminationInput]{
+	name: protocol.ActTerminationAgree,
+	lines: []actLine{
+		{recognise: signatureOver(""), objects: terminationProposalAct},
+	},
+	spec: proposeTerminationSpec,
+}
+
+func proposeTerminationSpec(ctx context.Context, e *Engine, a Actor, in TerminationInput) (actSpec, error) {
 	var rec terminationRecord
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			var err error
 			if rec, err = e.terminableRecord(ctx, st); err != nil {
@@ -168,7 +181,7 @@ func (e *Engine) ProposeTermination(ctx context.Context, a Actor, in Termination
 		build: func(ctx context.Context, st *state, b *builder) error {
 			return rec.sign(b, verify.TerminationSignatureClaim)
 		},
-	})
+	}, nil
 }
 
 // terminationProposalAct is the other party's side of a proposal
@@ -198,10 +211,24 @@ func terminationProposalAct(ctx context.Context, e *Engine, r *receipt) (objectA
 // termination.agreed (→ terminated), countersigned by the proposer; every
 // open obligation is released.
 func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationInput) (Outcome, error) {
+	return terminationAgree.perform(ctx, e, a, in)
+}
+
+// terminationAgree is termination.agree's second half: termination.agreed,
+// carrying the agreeing party's signature.
+var terminationAgree = &act[TerminationInput]{
+	name: protocol.ActTerminationAgree,
+	lines: []actLine{
+		{event: protocol.EvTerminationAgreed, offers: true,
+			carries: counts{protocol.Evidence: 1}, check: checkTerminationAgreed, apply: releasesOpen},
+	},
+	spec: agreeTerminationSpec,
+}
+
+func agreeTerminationSpec(ctx context.Context, e *Engine, a Actor, in TerminationInput) (actSpec, error) {
 	var rec terminationRecord
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActTerminationAgree, txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTerminationAgreed,
 		check: func(ctx context.Context, st *state) error {
 			var err error
@@ -226,7 +253,7 @@ func (e *Engine) AgreeTermination(ctx context.Context, a Actor, in TerminationIn
 			b.data = map[string]any{"agreement_id": rec.agreement.ID(), "termination_record_hash": rec.hash}
 			return nil
 		},
-	})
+	}, nil
 }
 
 // checkTerminationAgreed is the proposer's live part of the guard of

@@ -103,13 +103,26 @@ func (e *Engine) obligationTotal(ctx context.Context, obl *Obj) (any, error) {
 // WaiveObligation releases the obligor of an obligation this organisation
 // is owed (see the top of this file).
 func (e *Engine) WaiveObligation(ctx context.Context, a Actor, in WaiveInput) (Outcome, error) {
+	return obligationWaive.perform(ctx, e, a, in)
+}
+
+// obligationWaive is obligation.waive: the obligee's waive response and
+// its decision, travelling without an event (waiverAct is the obligor's side).
+var obligationWaive = &act[WaiveInput]{
+	name: protocol.ActObligationWaive,
+	lines: []actLine{
+		{recognise: twoWith(protocol.ObligationResponse), objects: waiverAct},
+	},
+	spec: waiveSpec,
+}
+
+func waiveSpec(ctx context.Context, e *Engine, a Actor, in WaiveInput) (actSpec, error) {
 	obl, err := e.heldObligation(ctx, in.ObligationID)
 	if err != nil {
-		return Outcome{}, err
+		return actSpec{}, err
 	}
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActObligationWaive, txn: obl.Txn(), mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: obl.Txn(), mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.org.Config()
 			if obl.PartyOrg("obligee") != cfg.OrganizationID {
@@ -136,7 +149,7 @@ func (e *Engine) WaiveObligation(ctx context.Context, a Actor, in WaiveInput) (O
 			b.name("obligation", obl.ID())
 			return nil
 		},
-	})
+	}, nil
 }
 
 // waiverUnderway refuses a second waiver of an obligation whose first is

@@ -34,14 +34,27 @@ type WithdrawInput struct {
 // as this instance refuses to countersign one. The withdrawal stands here
 // from the moment it is committed, whether or not the notice arrives.
 func (e *Engine) WithdrawOffer(ctx context.Context, a Actor, in WithdrawInput) (Outcome, error) {
+	return offerWithdraw.perform(ctx, e, a, in)
+}
+
+// offerWithdraw is offer.withdraw: the offeror's decision, travelling
+// alone (withdrawalAct is the offeree's side).
+var offerWithdraw = &act[WithdrawInput]{
+	name: protocol.ActOfferWithdraw,
+	lines: []actLine{
+		{recognise: decisionAlone, objects: withdrawalAct},
+	},
+	spec: withdrawSpec,
+}
+
+func withdrawSpec(ctx context.Context, e *Engine, a Actor, in WithdrawInput) (actSpec, error) {
 	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
 	if !ok {
-		return Outcome{}, refusef(reason.OfferStale, "offer %s is not held here", in.OfferID)
+		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here", in.OfferID)
 	}
 	txn := offer.Txn()
-	return e.perform(ctx, actSpec{
-		actor: a,
-		name:  protocol.ActOfferWithdraw, txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
+	return actSpec{
+		txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			if offer.Org() != e.org.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s is the counterparty's; only its offeror withdraws it", in.OfferID)
@@ -66,7 +79,7 @@ func (e *Engine) WithdrawOffer(ctx context.Context, a Actor, in WithdrawInput) (
 			b.also(func(tx *store.Txn) error { return tx.Withdraw(in.OfferID, txn, b.names["policy_decision"]) })
 			return nil
 		},
-	})
+	}, nil
 }
 
 // withdrawalAct is the offeree's side (receiveObjects): the offeror's
