@@ -69,6 +69,11 @@ func (d derived) Balances(ctx context.Context, txn string) ([]ledger.Balance, er
 	return d.e.Balances(ctx, txn)
 }
 
+// record's Notice (pipeline.go) is what the engine stores and
+// readmodel.Notice what the view decodes: this conversion stops compiling
+// if their members part.
+var _ = readmodel.Notice(Notice{})
+
 // ListTransactions returns one page of the transactions this instance
 // holds (readmodel.ListTransactions).
 func (e *Engine) ListTransactions(ctx context.Context, f readmodel.ListFilter) (readmodel.TransactionPage, error) {
