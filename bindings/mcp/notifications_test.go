@@ -357,7 +357,7 @@ func TestOneNotificationPerChange(t *testing.T) {
 	recordtest.Complete(t, b, s, o.TransactionID)
 	recordtest.Flush(ctx, b, s)
 	for _, l := range []*listener{buyer, supplier} {
-		var v record.TransactionView
+		var v readmodel.TransactionView
 		l.read(t, txn, &v)
 		if v.State != "completed" {
 			t.Fatalf("the trade ended in %s", v.State)

@@ -270,7 +270,7 @@ func RecordTools(e *record.Engine) []Tool {
 			Description: "A transaction as this instance holds it: events (from → to, signers), chain status, forks, obligations, termination " +
 				"proposals, disputes, determinations, exceptions, ledger, deliveries waiting, notices, state.",
 			ReadOnly: true, Idempotent: true,
-		}, func(ctx context.Context, in TransactionArgs) (record.TransactionView, error) {
+		}, func(ctx context.Context, in TransactionArgs) (readmodel.TransactionView, error) {
 			return e.Transaction(ctx, in.TransactionID)
 		}),
 		Typed(Tool{

@@ -118,7 +118,7 @@ func forAgent(agentID string) Option {
 // RecordSource is what the resources read and listen to: the record
 // engine.
 type RecordSource interface {
-	Transaction(ctx context.Context, id string) (record.TransactionView, error)
+	Transaction(ctx context.Context, id string) (readmodel.TransactionView, error)
 	ListTransactions(ctx context.Context, f readmodel.ListFilter) (readmodel.TransactionPage, error)
 	Agent(agentID string) (record.Actor, error)
 	Inbox(ctx context.Context, a record.Actor, mandateID string, limit int) ([]record.InboxItem, error)

@@ -14,8 +14,8 @@ import (
 // fakeRecord is a RecordSource of no transactions and an empty inbox.
 type fakeRecord struct{}
 
-func (fakeRecord) Transaction(context.Context, string) (record.TransactionView, error) {
-	return record.TransactionView{}, nil
+func (fakeRecord) Transaction(context.Context, string) (readmodel.TransactionView, error) {
+	return readmodel.TransactionView{}, nil
 }
 func (fakeRecord) ListTransactions(context.Context, readmodel.ListFilter) (readmodel.TransactionPage, error) {
 	return readmodel.TransactionPage{Transactions: []readmodel.TransactionSummary{}}, nil

@@ -186,13 +186,13 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	}()
 	at := waitSignal(t, atSupplier)
 	supplier.awaitWithin(t, txnURI, at, func() bool {
-		var v record.TransactionView
+		var v readmodel.TransactionView
 		supplier.read(t, txnURI, &v)
 		return len(v.Events) >= 1 && v.Events[0].EventType == "agreement.direct" && len(v.Events[0].SignedBy) == 2
 	})
 	at = waitSignal(t, atBuyer)
 	buyer.awaitWithin(t, txnURI, at, func() bool {
-		var v record.TransactionView
+		var v readmodel.TransactionView
 		buyer.read(t, txnURI, &v)
 		return v.State == "committed" && len(v.Events) == 2 && v.Events[1].Status == "recorded" && len(v.Events[1].SignedBy) == 2
 	})
@@ -204,7 +204,7 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	recordtest.Flush(context.Background(), b, s)
 	at = waitSignal(t, committed)
 	supplier.awaitWithin(t, txnURI, at, func() bool {
-		var v record.TransactionView
+		var v readmodel.TransactionView
 		supplier.read(t, txnURI, &v)
 		return v.State == "committed" && len(v.Events) == 2 && v.Events[1].Status == "recorded" && len(v.Events[1].SignedBy) == 2
 	})
@@ -218,7 +218,7 @@ func TestSubscribedClientHearsTheCountersignature(t *testing.T) {
 	}()
 	at = waitSignal(t, activated)
 	buyer.awaitWithin(t, txnURI, at, func() bool {
-		var v record.TransactionView
+		var v readmodel.TransactionView
 		buyer.read(t, txnURI, &v)
 		return v.State == "in_performance" && len(v.Events) == 3 && len(v.Events[2].SignedBy) == 2
 	})

@@ -15,13 +15,12 @@ import (
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
-	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/verify"
 )
 
 // The transaction pages: the list, one transaction's timeline, and the
-// verification of its record. They read the record engine's views (the
-// same the agent's get_transaction_record and list_transactions return)
+// verification of its record. They read the views of package readmodel
+// (the same the agent's get_transaction_record and list_transactions return)
 // and the exact objects behind them; they change nothing. Events and
 // objects are rendered from their types and members (words.go), so an
 // event type or object added by a later lifecycle act shows without a
@@ -42,10 +41,10 @@ type timelineView struct {
 	Print                                                        bool
 	Steps                                                        []step
 	Deadlines                                                    []item
-	Events                                                       []record.EventView
+	Events                                                       []readmodel.EventView
 	Objects                                                      []objectRow
-	Obligations                                                  []record.ObligationView
-	Forks                                                        []record.ForkView
+	Obligations                                                  []readmodel.ObligationView
+	Forks                                                        []readmodel.ForkView
 	Disputes                                                     []readmodel.DisputeView
 	Determinations                                               []readmodel.DeterminationView
 	Exceptions                                                   []readmodel.ExceptionView

@@ -10,7 +10,7 @@ import (
 	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/principal"
 	"github.com/partyd/party/internal/protocol"
-	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/readmodel"
 )
 
 // The timeline as a story: every step from the first offer to where the
@@ -59,7 +59,7 @@ func newStep(anchor, at string, rank int) step {
 // decoded (and as held, for the approvals), and how organisations are
 // said.
 type storyInput struct {
-	v     record.TransactionView
+	v     readmodel.TransactionView
 	objs  map[string]map[string]any
 	raws  map[string][]byte
 	types map[string]string
@@ -217,7 +217,7 @@ func techValue(s step, label string) string {
 
 // offerStep says an offer: from whom to whom, for what and how much,
 // until when.
-func offerStep(o record.ObjectView, obj map[string]any, own string, name func(string) string) step {
+func offerStep(o readmodel.ObjectView, obj map[string]any, own string, name func(string) string) step {
 	p := sub(obj, "payload")
 	s := newStep("s-"+o.ID, o.CreatedAt, rankOffer)
 	from, to := str(sub(p, "offeror")["organization_id"]), str(sub(p, "offeree")["organization_id"])
@@ -271,7 +271,7 @@ func decisionStep(dec principal.Decision, own string, name func(string) string) 
 // eventStep says an event of the record: what it did to the state, who
 // appended and countersigned it, and, for a payment, its amount, rail and
 // outcome.
-func eventStep(e record.EventView, in storyInput, instructions map[string]ledger.Instruction) step {
+func eventStep(e readmodel.EventView, in storyInput, instructions map[string]ledger.Instruction) step {
 	name := in.name
 	s := newStep(e.EventID, e.OccurredAt, rankEvent)
 	s.Title = EventPhrase(e.EventType)

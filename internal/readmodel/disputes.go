@@ -1,15 +1,3 @@
-// Package readmodel is what the agent, the principal and the command line
-// are shown of a transaction's record, read from the database alone: no
-// running engine, no clock, nothing fetched.
-//
-// It holds the list of transactions, paged and filtered in SQL
-// ([ListTransactions], list_transactions and the pages; [Transactions]),
-// and the views of disputes, determinations and exceptions
-// ([ReadDisputes]): get_transaction_record, the admin pages' timeline and
-// `party disputes` show the same. What a view needs of the running
-// engine (an obligation's due timing at the instance's clock, the
-// messages waiting for a peer it found away, the ledger with the
-// instance's own pending instructions) is still read by package record.
 package readmodel
 
 import (

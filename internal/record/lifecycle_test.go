@@ -14,6 +14,7 @@ import (
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
@@ -51,7 +52,7 @@ func mandateFor(t *testing.T, sd *recordtest.Side, c *recordtest.Clock, actions 
 }
 
 // state reads where sd's copy of txn stands.
-func stateOf(t *testing.T, sd *recordtest.Side, txn string) record.TransactionView {
+func stateOf(t *testing.T, sd *recordtest.Side, txn string) readmodel.TransactionView {
 	t.Helper()
 	v, err := sd.Engine.Transaction(context.Background(), txn)
 	if err != nil {
@@ -345,7 +346,7 @@ func terminate(t *testing.T, b, s *recordtest.Side, txn string, events int, rele
 		t.Fatalf("propose: %+v %v", out, err)
 	}
 	hash := out.Objects["termination_record_hash"]
-	var current []record.TerminationView
+	var current []readmodel.TerminationView
 	for _, p := range stateOf(t, s, txn).TerminationProposals {
 		if p.Current {
 			current = append(current, p)

@@ -2,233 +2,77 @@ package record
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"time"
 
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/readmodel"
-	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
 )
 
-// EventView is one event as the agent sees it.
-type EventView struct {
-	Sequence    int            `json:"sequence"`
-	EventID     string         `json:"event_id"`
-	EventType   string         `json:"event_type"`
-	FromState   string         `json:"from_state"`
-	ToState     string         `json:"to_state"`
-	AppendedBy  string         `json:"appended_by"`
-	Status      string         `json:"status"`
-	SignedBy    []string       `json:"signed_by"`
-	ContentHash string         `json:"content_hash"`
-	OccurredAt  string         `json:"occurred_at"`
-	Data        map[string]any `json:"data"`
+// Transaction returns a transaction's record (readmodel.Transaction): an
+// unknown transaction is a refusal, never an empty draft.
+func (e *Engine) Transaction(ctx context.Context, id string) (readmodel.TransactionView, error) {
+	return readmodel.Transaction(ctx, e.db, derived{e}, id)
 }
 
-// ObjectView names one object of the record.
-type ObjectView struct {
-	ID         string `json:"id"`
-	ObjectType string `json:"object_type"`
-	CreatedBy  string `json:"created_by"`
-	CreatedAt  string `json:"created_at"`
+// derived answers what a transaction's view asks of the running engine
+// (readmodel.Derived), with the engine's own functions: the view is
+// assembled in package readmodel, the answers stay here.
+type derived struct{ e *Engine }
+
+func (d derived) Parse(raw []byte) (*Obj, error) { return d.e.parse(raw) }
+
+func (d derived) SignerOrg(ctx context.Context, keyID string) (string, bool) {
+	k, err := d.e.org.ResolveKey(ctx, keyID)
+	if err != nil {
+		return "", false
+	}
+	return k.OrganizationID, true
 }
 
-// ObligationView is where one obligation stands. State is the obligation
-// state of §6 as this copy derives it: "due" is a pending obligation whose
-// due condition is met at this instance's clock (timing.go).
-type ObligationView struct {
-	ObligationID string   `json:"obligation_id"`
-	State        string   `json:"state"`
-	Assertions   []string `json:"assertions"`
-	// Timing is where an owed obligation (pending, due or rejected)
-	// stands against its due condition: when it is due, when overdue.
-	Timing *DueView `json:"timing,omitempty"`
+func (d derived) Carries(m store.OutboxMessage) string { return d.e.carried(m) }
+
+func (d derived) WaitingFor(t store.Transaction, m store.OutboxMessage) string {
+	return d.e.waitingFor(t, m)
 }
 
-// WaitingView is one message of this instance's that waits to be
-// delivered: what it carries, since when, how often it was tried and
-// when it is tried next.
-type WaitingView struct {
-	Counterparty string `json:"counterparty_organization_id"`
-	Carries      string `json:"carries"`
-	Since        string `json:"since"`
-	Attempts     int    `json:"attempts"`
-	NextAttempt  string `json:"next_attempt"`
-	LastError    string `json:"last_error,omitempty"`
-	// UnreachableSince is set while the counterparty has not answered
-	// this instance: since when.
-	UnreachableSince string `json:"counterparty_unreachable_since,omitempty"`
+func (d derived) UnreachableSince(peer string) (time.Time, bool) {
+	a, ok := d.e.away.Load(peer)
+	if !ok {
+		return time.Time{}, false
+	}
+	return a.(*away).since, true
 }
 
-// TransactionView is a transaction's record as this instance holds it.
-type TransactionView struct {
-	TransactionID string           `json:"transaction_id"`
-	Counterparty  string           `json:"counterparty_organization_id"`
-	Role          string           `json:"role"`
-	SessionID     string           `json:"session_id,omitempty"`
-	State         string           `json:"state"`
-	ChainStatus   string           `json:"chain_status"`
-	Events        []EventView      `json:"events"`
-	Objects       []ObjectView     `json:"objects"`
-	Obligations   []ObligationView `json:"obligations"`
-	Forks         []ForkView       `json:"forks"`
-	// TerminationProposals are termination records one party signed and
-	// the other has not agreed to yet (propose_termination); one that is
-	// current is agreed to with agree_termination.
-	TerminationProposals []TerminationView `json:"termination_proposals"`
-	// Disputes, Determinations and Exceptions are the record's disputes,
-	// determinations and exceptions, each with where it stands
-	// (readmodel.ReadDisputes).
-	Disputes       []readmodel.DisputeView       `json:"disputes"`
-	Determinations []readmodel.DeterminationView `json:"determinations"`
-	Exceptions     []readmodel.ExceptionView     `json:"exceptions"`
-	// Ledger is each obligation's money as this copy reads it (package
-	// ledger): owed, paid, in flight, forgone, outstanding, and every
-	// instruction with what its receipts say; an agent decides its next
-	// act from it without arithmetic of its own.
-	Ledger  []ledger.Balance `json:"ledger"`
-	Pending string           `json:"pending,omitempty"`
-	// Waiting are the messages of this instance's that wait to be
-	// delivered for this transaction, oldest first.
-	Waiting []WaitingView `json:"waiting"`
-	// Notice says what became of an act that did not complete as it
-	// returned (refused after it was queued, or no longer allowed).
-	Notice *Notice `json:"notice,omitempty"`
+func (d derived) Due(ctx context.Context, txn string, rows []store.ObligationState) (map[string]readmodel.DueView, error) {
+	views, _, err := d.e.dueViews(ctx, txn, rows, d.e.clock())
+	return views, err
 }
 
-// ForkView is a refused second successor kept for the record.
-type ForkView struct {
-	Sequence    int    `json:"sequence"`
-	EventID     string `json:"event_id"`
-	ContentHash string `json:"content_hash"`
-	From        string `json:"from_organization_id"`
-	Detail      string `json:"detail"`
-	DetectedAt  string `json:"detected_at"`
+// TerminationProposals converts record's TerminationView
+// (terminationProposals, termination.go) to readmodel's, of the same
+// fields: the conversion stops compiling if the two part.
+func (d derived) TerminationProposals(ctx context.Context, t store.Transaction) ([]readmodel.TerminationView, error) {
+	ps, err := d.e.terminationProposals(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]readmodel.TerminationView, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, readmodel.TerminationView(p))
+	}
+	return out, nil
 }
 
-// Transaction returns a transaction's record. An unknown transaction is a
-// refusal, never an empty draft.
-func (e *Engine) Transaction(ctx context.Context, id string) (TransactionView, error) {
-	t, err := e.db.GetTransaction(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return TransactionView{}, reason.Refuse("transaction " + id + " is unknown to this instance; call list_transactions")
-	}
-	if err != nil {
-		return TransactionView{}, err
-	}
-	v := TransactionView{TransactionID: t.ID, Counterparty: t.Counterparty, Role: t.Role, SessionID: t.SessionID, State: t.State,
-		ChainStatus: "intact", Events: []EventView{}, Objects: []ObjectView{}, Obligations: []ObligationView{}, Forks: []ForkView{}, Waiting: []WaitingView{}}
-	evs, err := e.db.Events(ctx, id)
-	if err != nil {
-		return v, err
-	}
-	prev := ""
-	for i, x := range evs {
-		ev, err := e.get(ctx, x.EventID)
-		if err != nil {
-			return v, err
-		}
-		by := []string{}
-		for _, en := range ev.Signatures() {
-			if k, err := e.org.ResolveKey(ctx, str(en["key_id"])); err == nil {
-				by = append(by, k.OrganizationID)
-			} else {
-				by = append(by, str(en["key_id"]))
-			}
-		}
-		v.Events = append(v.Events, EventView{
-			Sequence: x.Sequence, EventID: x.EventID, EventType: x.EventType, FromState: x.FromState, ToState: x.ToState,
-			AppendedBy: x.AppendedBy, Status: x.Status, SignedBy: by, ContentHash: x.ContentHash, OccurredAt: ev.P("occurred_at"),
-			Data: ev.PSub("data"),
-		})
-		if x.Sequence != i+1 || x.PreviousEventHash != prev {
-			v.ChainStatus = "broken"
-		}
-		if h, err := contentHash(ev); err != nil || h != x.ContentHash {
-			v.ChainStatus = "broken"
-		}
-		prev = x.ContentHash
-		if x.Status == store.EventPending {
-			v.Pending = "event " + x.EventType + " waits for " + t.Counterparty + "'s countersignature"
-		}
-	}
-	msgs, err := e.db.TransactionOutbox(ctx, id)
-	if err != nil {
-		return v, err
-	}
-	if len(msgs) > 0 && v.Pending == "" {
-		v.Pending = e.waitingFor(t, msgs[0])
-	}
-	for _, m := range msgs {
-		w := WaitingView{Counterparty: m.Peer, Carries: e.carried(m), Since: envelope.Timestamp(m.EnqueuedAt), Attempts: m.Attempts,
-			NextAttempt: envelope.Timestamp(m.NextAttempt), LastError: m.LastError}
-		if a, ok := e.away.Load(m.Peer); ok {
-			w.UnreachableSince = envelope.Timestamp(a.(*away).since)
-		}
-		v.Waiting = append(v.Waiting, w)
-	}
-	forks, err := e.db.Forks(ctx, id)
-	if err != nil {
-		return v, err
-	}
-	for _, f := range forks {
-		v.Forks = append(v.Forks, ForkView{Sequence: f.Sequence, EventID: f.EventID, ContentHash: f.ContentHash, From: f.From, Detail: f.Detail, DetectedAt: f.DetectedAt})
-	}
-	if len(forks) > 0 && v.ChainStatus == "intact" {
-		v.ChainStatus = "forked"
-	}
-	all, err := e.db.TransactionObjects(ctx, id)
-	if err != nil {
-		return v, err
-	}
-	for _, b := range all {
-		o, err := e.parse(b)
-		if err != nil || o.Type() == protocol.TransactionEvent {
-			continue
-		}
-		v.Objects = append(v.Objects, ObjectView{ID: o.ID(), ObjectType: string(o.Type()), CreatedBy: o.Org(), CreatedAt: str(o.Value()["created_at"])})
-	}
-	obls, err := e.db.ObligationStates(ctx, id)
-	if err != nil {
-		return v, err
-	}
-	var timing map[string]DueView
-	if !protocol.State(t.State).Terminal() {
-		if timing, _, err = e.dueViews(ctx, id, obls, e.clock()); err != nil {
-			return v, err
-		}
-	}
-	for _, ob := range obls {
-		ov := ObligationView{ObligationID: ob.ObligationID, State: ob.State, Assertions: ob.Assertions}
-		if d, ok := timing[ob.ObligationID]; ok {
-			ov.Timing = &d
-			if d.Due && ob.State == string(protocol.OblPending) {
-				ov.State = string(protocol.OblDue)
-			}
-		}
-		v.Obligations = append(v.Obligations, ov)
-	}
-	if v.TerminationProposals, err = e.terminationProposals(ctx, t); err != nil {
-		return v, err
-	}
-	if v.Ledger, err = e.Balances(ctx, id); err != nil {
-		return v, err
-	}
-	if err := e.disputeViews(ctx, t, &v); err != nil {
-		return v, err
-	}
-	if n, err := e.db.Notice(ctx, id); err == nil && n != "" {
-		var nt Notice
-		if json.Unmarshal([]byte(n), &nt) == nil {
-			v.Notice = &nt
-		}
-	}
-	return v, nil
+func (d derived) Balances(ctx context.Context, txn string) ([]ledger.Balance, error) {
+	return d.e.Balances(ctx, txn)
 }
+
+// record's Notice (pipeline.go) is what the engine stores and
+// readmodel.Notice what the view decodes: this conversion stops compiling
+// if their members part.
+var _ = readmodel.Notice(Notice{})
 
 // ListTransactions returns one page of the transactions this instance
 // holds (readmodel.ListTransactions).

@@ -79,6 +79,11 @@
 // mandates, approvals to file and find). [Of] takes them from an
 // [org.Org]. Nothing there reaches a principal's signing key.
 //
+// What is shown of a record (the list of transactions, one transaction's
+// view, its disputes) is package readmodel's: [Engine.Transaction] hands
+// over to [readmodel.Transaction] and answers only what the running
+// engine alone knows ([readmodel.Derived]).
+//
 // # Delivery and crashes
 //
 // The engine owns its delivery (package delivery provides the outbox

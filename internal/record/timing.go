@@ -44,6 +44,7 @@ import (
 	"github.com/partyd/party/internal/due"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -120,23 +121,6 @@ func (e *Engine) alert(a Alert) {
 	}
 }
 
-// DueView is where an owed obligation stands against its due condition.
-type DueView struct {
-	// DueAt is when the condition is, or will be, met (absent while it
-	// waits on an act, evidence or a discharge).
-	DueAt string `json:"due_at,omitempty"`
-	// Due says the condition is met at this instance's clock.
-	Due bool `json:"due"`
-	// OverdueAt is when the obligation is, or will be, overdue.
-	OverdueAt string `json:"overdue_at,omitempty"`
-	Overdue   bool   `json:"overdue"`
-	// WaitingOn says what the condition waits on.
-	WaitingOn string `json:"waiting_on,omitempty"`
-	// Unevaluable says why the condition cannot be evaluated here (a
-	// calendar not configured; a condition not registered).
-	Unevaluable string `json:"unevaluable,omitempty"`
-}
-
 // owed reports whether an obligation in state s is owed with no assertion
 // outstanding or accepted: the states a due condition and overdue speak of.
 func owed(s string) bool {
@@ -146,7 +130,7 @@ func owed(s string) bool {
 // dueViews evaluates the due condition of every owed obligation of txn at
 // now. next is the earliest later instant at which one of them changes
 // without the record changing (zero when none will).
-func (e *Engine) dueViews(ctx context.Context, txn string, rows []store.ObligationState, now time.Time) (views map[string]DueView, next time.Time, err error) {
+func (e *Engine) dueViews(ctx context.Context, txn string, rows []store.ObligationState, now time.Time) (views map[string]readmodel.DueView, next time.Time, err error) {
 	var f *dueFacts
 	for _, row := range rows {
 		if !owed(row.State) {
@@ -165,7 +149,7 @@ func (e *Engine) dueViews(ctx context.Context, txn string, rows []store.Obligati
 		if f.err != nil {
 			return nil, time.Time{}, f.err
 		}
-		v := DueView{WaitingOn: r.Waiting, Unevaluable: r.Unknown}
+		v := readmodel.DueView{WaitingOn: r.Waiting, Unevaluable: r.Unknown}
 		if r.Known {
 			over := r.At.Add(e.timing.OverdueAfter)
 			v.DueAt, v.OverdueAt = envelope.Timestamp(r.At), envelope.Timestamp(over)
@@ -177,7 +161,7 @@ func (e *Engine) dueViews(ctx context.Context, txn string, rows []store.Obligati
 			}
 		}
 		if views == nil {
-			views = map[string]DueView{}
+			views = map[string]readmodel.DueView{}
 		}
 		views[row.ObligationID] = v
 	}

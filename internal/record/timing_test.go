@@ -8,6 +8,7 @@ import (
 
 	"github.com/partyd/party/internal/due"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 )
@@ -39,7 +40,7 @@ func (a *alerts) kinds() []string {
 }
 
 // obligationView returns where obl stands on sd.
-func obligationView(t *testing.T, sd *recordtest.Side, txn, obl string) record.ObligationView {
+func obligationView(t *testing.T, sd *recordtest.Side, txn, obl string) readmodel.ObligationView {
 	t.Helper()
 	for _, o := range stateOf(t, sd, txn).Obligations {
 		if o.ObligationID == obl {
@@ -47,7 +48,7 @@ func obligationView(t *testing.T, sd *recordtest.Side, txn, obl string) record.O
 		}
 	}
 	t.Fatalf("%s holds no obligation %s", sd.Node.Org.Config().OrganizationID, obl)
-	return record.ObligationView{}
+	return readmodel.ObligationView{}
 }
 
 // TestObligationFallsDueAndOverdue: an obligation due in an hour is

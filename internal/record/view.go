@@ -64,7 +64,7 @@ func (e *Engine) getTyped(ctx context.Context, id string, t protocol.ObjectType)
 // ofType reads the objects of one type of a transaction, in storage
 // order, through the (transaction_id, object_type) index.
 func (e *Engine) ofType(ctx context.Context, txn string, t protocol.ObjectType) ([]*Obj, error) {
-	return ofTypeIn(ctx, e.db, txn, t)
+	return object.ParseAll(e.db.TransactionObjectsOfType(ctx, txn, string(t)))
 }
 
 func str(v any) string { s, _ := v.(string); return s }
