@@ -14,6 +14,7 @@ import (
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/store"
@@ -869,7 +870,7 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 
 // notice is what the agent reads about an act that did not go through.
 func notice(cause error, now time.Time) string {
-	b, _ := json.Marshal(Notice{At: envelope.Timestamp(now), Codes: orEmpty(reason.CodesOf(cause)), Detail: refusalDetail(cause)})
+	b, _ := json.Marshal(readmodel.Notice{At: envelope.Timestamp(now), Codes: orEmpty(reason.CodesOf(cause)), Detail: refusalDetail(cause)})
 	return string(b)
 }
 
@@ -886,15 +887,6 @@ func refusalDetail(err error) string {
 		return r.Detail
 	}
 	return err.Error()
-}
-
-// Notice tells the agent what became of an act that did not complete as it
-// returned: refused by the counterparty after it was queued, or removed
-// because a renewed decision no longer allowed it.
-type Notice struct {
-	At     string        `json:"at"`
-	Codes  []reason.Code `json:"reason_codes"`
-	Detail string        `json:"detail"`
 }
 
 // renewNow renews m's act for sending at once (renew) and returns the

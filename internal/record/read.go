@@ -50,29 +50,13 @@ func (d derived) Due(ctx context.Context, txn string, rows []store.ObligationSta
 	return views, err
 }
 
-// TerminationProposals converts record's TerminationView
-// (terminationProposals, termination.go) to readmodel's, of the same
-// fields: the conversion stops compiling if the two part.
 func (d derived) TerminationProposals(ctx context.Context, t store.Transaction) ([]readmodel.TerminationView, error) {
-	ps, err := d.e.terminationProposals(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]readmodel.TerminationView, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, readmodel.TerminationView(p))
-	}
-	return out, nil
+	return d.e.terminationProposals(ctx, t)
 }
 
 func (d derived) Balances(ctx context.Context, txn string) ([]ledger.Balance, error) {
 	return d.e.Balances(ctx, txn)
 }
-
-// record's Notice (pipeline.go) is what the engine stores and
-// readmodel.Notice what the view decodes: this conversion stops compiling
-// if their members part.
-var _ = readmodel.Notice(Notice{})
 
 // ListTransactions returns one page of the transactions this instance
 // holds (readmodel.ListTransactions).

@@ -51,6 +51,7 @@ import (
 	"context"
 
 	"github.com/partyd/party/internal/protocol"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
 	"github.com/partyd/party/internal/store"
@@ -290,24 +291,9 @@ func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj)
 	return nil
 }
 
-// TerminationView is a termination record signed by one party and not yet
-// agreed by the other, as the agent sees it.
-type TerminationView struct {
-	ProposedBy            string `json:"proposed_by"`
-	SignatureID           string `json:"termination_signature_id"`
-	TerminationRecordHash string `json:"termination_record_hash"`
-	ProposedAt            string `json:"proposed_at"`
-	// Current says the proposal is for the record as it stands: the other
-	// party can agree to it.
-	Current bool `json:"current"`
-	// Record is the termination record as this copy holds it now, when the
-	// proposal is current.
-	Record map[string]any `json:"record,omitempty"`
-}
-
 // terminationProposals lists the proposals a transaction holds.
-func (e *Engine) terminationProposals(ctx context.Context, t store.Transaction) ([]TerminationView, error) {
-	out := []TerminationView{}
+func (e *Engine) terminationProposals(ctx context.Context, t store.Transaction) ([]readmodel.TerminationView, error) {
+	out := []readmodel.TerminationView{}
 	list, err := e.ofType(ctx, t.ID, protocol.Evidence)
 	if err != nil {
 		return nil, err
@@ -324,7 +310,7 @@ func (e *Engine) terminationProposals(ctx context.Context, t store.Transaction) 
 		if !isSignature(o, o.Org(), verify.TerminationSignatureClaim) {
 			continue
 		}
-		v := TerminationView{ProposedBy: o.Org(), SignatureID: o.ID(), TerminationRecordHash: o.P("artifact_hash"), ProposedAt: str(o.Value()["created_at"])}
+		v := readmodel.TerminationView{ProposedBy: o.Org(), SignatureID: o.ID(), TerminationRecordHash: o.P("artifact_hash"), ProposedAt: str(o.Value()["created_at"])}
 		if rec != nil && rec.hash == v.TerminationRecordHash {
 			v.Current, v.Record = true, rec.record
 		}
