@@ -10,6 +10,12 @@
 // sequence, type, states and data, an offer's terms and validity, a
 // party member's organisation. Nothing here modifies the value.
 //
+// The typed views ([Offer], [Agreement], [Obligation], [Response],
+// [Settlement]) are a view known to be of one type, made only by their As
+// functions, with the members party reads of it as methods: the engine
+// holds an obligation it loaded as an [Obligation] and reads its
+// [Obligation.Obligee], not a string member that could be misspelt.
+//
 // The gate and the verifier read hostile input at map level instead:
 // they must say what is wrong with an object a view would only read.
 package object

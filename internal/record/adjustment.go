@@ -99,7 +99,7 @@ func adjustSpec(ctx context.Context, e *Engine, a Actor, c adjustCall) (actSpec,
 			if st.State() != protocol.SettlementPending {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s: an obligation is settled short in settlement_pending", txn, st.t.State)
 			}
-			if obl.PartyOrg("obligor") != org && obl.PartyOrg("obligee") != org {
+			if obl.Obligor() != org && obl.Obligee() != org {
 				return refusef(reason.ObligationSubjectUnreferenced, "obligation %s is not this organisation's to settle", obl.ID())
 			}
 			l, err := e.ledgerAt(ctx, txn, st.now)
@@ -131,7 +131,7 @@ func adjustSpec(ctx context.Context, e *Engine, a Actor, c adjustCall) (actSpec,
 			return nil
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return map[string]any{"core": map[string]any{"total": forgone}}, map[string]any{"agreement_id": obl.P("agreement_id"), "obligation_id": obl.ID()}, nil
+			return map[string]any{"core": map[string]any{"total": forgone}}, map[string]any{"agreement_id": obl.AgreementID(), "obligation_id": obl.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			evd, err := signRecord(b, ledger.AdjustmentClaim, hash)

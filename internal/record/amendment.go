@@ -88,8 +88,8 @@ func amending(st *state) bool {
 // in force accepted (it is not superseded by changing the deal: it stays
 // the agreed offer of its version); the last offer otherwise (a
 // counter-offer within the amendment).
-func amendmentSupersedes(agr, last *Obj) any {
-	if last == nil || last.ID() == agr.P("accepted_offer_id") {
+func amendmentSupersedes(agr *object.Agreement, last *object.Offer) any {
+	if last == nil || last.ID() == agr.AcceptedOfferID() {
 		return nil
 	}
 	return last.ID()
@@ -97,13 +97,13 @@ func amendmentSupersedes(agr, last *Obj) any {
 
 // openAmendment returns the counterparty's amendment offer a transaction
 // holds, not yet accepted, or nil.
-func (e *Engine) openAmendment(ctx context.Context, t store.Transaction) (*Obj, *Obj, error) {
+func (e *Engine) openAmendment(ctx context.Context, t store.Transaction) (*object.Offer, *object.Agreement, error) {
 	agr, err := e.agreementOf(ctx, t.ID)
 	if err != nil || agr == nil {
 		return nil, nil, err
 	}
 	last, err := e.latestOffer(ctx, t.ID)
-	if err != nil || last == nil || last.ID() == agr.P("accepted_offer_id") {
+	if err != nil || last == nil || last.ID() == agr.AcceptedOfferID() {
 		return nil, agr, err
 	}
 	return last, agr, nil
@@ -114,8 +114,8 @@ func (e *Engine) openAmendment(ctx context.Context, t store.Transaction) (*Obj, 
 // version amended): what an agent passes to verify_mandate and
 // request_approval before accept_amendment.
 func (e *Engine) AmendmentAct(ctx context.Context, a Actor, mandateID, offerID string) (map[string]any, error) {
-	offer, ok := e.getTyped(ctx, offerID, protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, offerID, object.AsOffer)
+	if offer == nil {
 		return nil, refusef(reason.OfferStale, "offer %s is not held here", offerID)
 	}
 	agr, err := e.agreementOf(ctx, offer.Txn())
@@ -134,7 +134,7 @@ func (e *Engine) AmendmentAct(ctx context.Context, a Actor, mandateID, offerID s
 
 // amendmentAct is the act document of accepting an amendment offer of agr
 // under mandate m.
-func amendmentAct(offer, agr *Obj, m map[string]any) map[string]any {
+func amendmentAct(offer *object.Offer, agr *object.Agreement, m map[string]any) map[string]any {
 	return authority.Document(string(protocol.ActAgreementAmend), offer.Txn(), offer.Org(), offer.Terms(), map[string]any{"agreement_id": agr.ID()}, m)
 }
 
@@ -158,12 +158,12 @@ var agreementAmend = &act[AmendInput]{
 }
 
 func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec, error) {
-	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, in.OfferID, object.AsOffer)
+	if offer == nil {
 		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
 	}
 	txn := offer.Txn()
-	var prev *Obj
+	var prev *object.Agreement
 	var waived []*Obj
 	v2ID, err := envelope.NewID("agr")
 	if err != nil {
@@ -176,18 +176,18 @@ func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec,
 			if !amending(st) {
 				return refusef(reason.StateTransitionDenied, "transaction %s is %s: an agreement is amended in committed or in_performance (rules %s)", txn, st.t.State, RulesVersion)
 			}
-			if offer.PartyOrg("offeree") != e.org.Config().OrganizationID {
+			if offer.Offeree() != e.org.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s was made by this organisation; only its offeree accepts it", in.OfferID)
 			}
 			var err error
-			var last *Obj
+			var last *object.Offer
 			if last, prev, err = e.openAmendment(ctx, st.t); err != nil {
 				return err
 			}
 			if prev == nil {
 				return refusef(reason.StateTransitionDenied, "transaction %s has no agreement to amend", txn)
 			}
-			if in.OfferID == prev.P("accepted_offer_id") {
+			if in.OfferID == prev.AcceptedOfferID() {
 				return refusef(reason.AgreementAmendmentUnaccepted, "offer %s is the one agreement %s was formed on: an amendment is reached through a fresh offer", in.OfferID, prev.ID())
 			}
 			if last == nil || last.ID() != in.OfferID {
@@ -205,7 +205,7 @@ func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec,
 				if err != nil {
 					return err
 				}
-				if obl.Txn() != txn || obl.PartyOrg("obligee") != cfg.OrganizationID {
+				if obl.Txn() != txn || obl.Obligee() != cfg.OrganizationID {
 					return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", id)
 				}
 				os, err := e.obligationState(ctx, id)
@@ -215,7 +215,7 @@ func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec,
 				if err := waivable(st.State(), id, os); err != nil {
 					return err
 				}
-				waived = append(waived, obl)
+				waived = append(waived, obl.View)
 			}
 			return nil
 		},
@@ -243,7 +243,7 @@ func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec,
 				"terms_hash":          termsHash,
 				"effective_at":        envelope.Timestamp(b.now),
 				"commitment_ids":      pp["commitment_ids"],
-			}, protocol.PurposeAgreementCommitment, b.now, v2ID, prev)
+			}, protocol.PurposeAgreementCommitment, b.now, v2ID, prev.View)
 			if err != nil {
 				return asRefusal(err, reason.TermsInvalid)
 			}
@@ -317,11 +317,11 @@ func (e *Engine) inForceOwesTerms(ctx context.Context, txn string, agr *Obj, add
 		if remainders[os.ObligationID] || dropped[os.ObligationID] {
 			continue
 		}
-		o, ok := e.getTyped(ctx, os.ObligationID, protocol.Obligation)
-		if !ok {
+		o := held(ctx, e, os.ObligationID, object.AsObligation)
+		if o == nil {
 			return errf("obligation %s is not held", os.ObligationID)
 		}
-		inForce = append(inForce, o)
+		inForce = append(inForce, o.View)
 	}
 	if len(inForce) == 0 {
 		return nil
@@ -368,7 +368,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 		return err
 	}
 	cfg := e.org.Config()
-	if last == nil || last.Org() != cfg.OrganizationID || last.ID() == prev.P("accepted_offer_id") {
+	if last == nil || last.Org() != cfg.OrganizationID || last.ID() == prev.AcceptedOfferID() {
 		return refusef(reason.OfferStale, "this organisation made no amendment offer that is the session's latest")
 	}
 	offered, _ := canonical.Marshal(last.Terms())
@@ -409,11 +409,11 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 		if obr.P("response_type") != "waive" {
 			return refusef(reason.StateTransitionDenied, "an amendment carries waivers of the duties it drops, not a %s response", obr.P("response_type"))
 		}
-		obl, ok := e.getTyped(ctx, obr.P("obligation_id"), protocol.Obligation)
-		if !ok || obl.Txn() != r.txn {
+		obl := held(ctx, e, obr.P("obligation_id"), object.AsObligation)
+		if obl == nil || obl.Txn() != r.txn {
 			return refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.P("obligation_id"))
 		}
-		if obl.PartyOrg("obligee") != r.from || str(obl.PSub("obligee")["agent_id"]) != obr.Agent() {
+		if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {
 			return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 		}
 		os, err := e.obligationState(ctx, obl.ID())
@@ -423,7 +423,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 		if err := waivable(r.st.State(), obl.ID(), os); err != nil {
 			return err
 		}
-		waived = append(waived, obl)
+		waived = append(waived, obl.View)
 		riders = append(riders, obr)
 	}
 	if err := e.inForceOwesTerms(ctx, r.txn, v2, added, waived); err != nil {
@@ -471,8 +471,8 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Ob
 // signature of the new version v2 under, when it signs it and when it
 // answers again: the one it offered the amendment under.
 func (e *Engine) amendmentMandate(ctx context.Context, v2 *Obj) (map[string]any, error) {
-	offer, ok := e.getTyped(ctx, v2.P("accepted_offer_id"), protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, v2.P("accepted_offer_id"), object.AsOffer)
+	if offer == nil {
 		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
 	}
 	return e.ownMandate(ctx, instanceActor, offer.Mandate())
@@ -482,11 +482,11 @@ func (e *Engine) amendmentMandate(ctx context.Context, v2 *Obj) (map[string]any,
 // countersigned before: the new version as signed by both, and its
 // decision to sign it.
 func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte, error) {
-	v2, ok := e.getTyped(ctx, ev.Data("agreement_id"), protocol.Agreement)
-	if !ok {
+	v2 := held(ctx, e, ev.Data("agreement_id"), object.AsAgreement)
+	if v2 == nil {
 		return nil, errf("agreement %s is not held", ev.Data("agreement_id"))
 	}
-	mandate, err := e.amendmentMandate(ctx, v2)
+	mandate, err := e.amendmentMandate(ctx, v2.View)
 	if err != nil {
 		return nil, err
 	}

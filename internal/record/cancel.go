@@ -22,6 +22,7 @@ package record
 import (
 	"context"
 
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
@@ -50,7 +51,7 @@ var transactionCancel = &act[CancelInput]{
 }
 
 func cancelSpec(ctx context.Context, e *Engine, a Actor, in CancelInput) (actSpec, error) {
-	var offer *Obj
+	var offer *object.Offer
 	return actSpec{
 		txn: in.TransactionID, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvTransactionCancelled,
@@ -72,7 +73,7 @@ func cancelSpec(ctx context.Context, e *Engine, a Actor, in CancelInput) (actSpe
 
 // endingOffer is the offer an event ending a draft names (cancellation,
 // expiry): the transaction's latest, refused when it holds none.
-func (e *Engine) endingOffer(ctx context.Context, txn string) (*Obj, error) {
+func (e *Engine) endingOffer(ctx context.Context, txn string) (*object.Offer, error) {
 	offer, err := e.latestOffer(ctx, txn)
 	if err != nil {
 		return nil, err
@@ -86,7 +87,7 @@ func (e *Engine) endingOffer(ctx context.Context, txn string) (*Obj, error) {
 // namesOffer makes the event ending a draft name the offer it ends
 // (endingOffer): references only, as every party derives the rest from
 // the offer it holds (namedLatestOffer checks it).
-func namesOffer(b *builder, offer *Obj) error {
+func namesOffer(b *builder, offer *object.Offer) error {
 	b.data = map[string]any{"offer_id": offer.ID()}
 	b.name("offer", offer.ID())
 	return nil
@@ -102,7 +103,7 @@ func checkCancelled(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 // namedLatestOffer returns the offer an event ending a draft names
 // (transaction.cancelled, deadline.elapsed), refusing one that is not
 // this copy's latest offer of the transaction.
-func (e *Engine) namedLatestOffer(ctx context.Context, r *receipt, ev *Obj) (*Obj, error) {
+func (e *Engine) namedLatestOffer(ctx context.Context, r *receipt, ev *Obj) (*object.Offer, error) {
 	last, err := e.latestOffer(ctx, r.txn)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -54,7 +55,7 @@ const DeadlineEvery = 2 * time.Second
 
 // offerDeadline returns when an offer stops being acceptable: its
 // valid_until, or the time of the decision that withdrew it, if earlier.
-func (e *Engine) offerDeadline(ctx context.Context, offer *Obj) (time.Time, error) {
+func (e *Engine) offerDeadline(ctx context.Context, offer *object.Offer) (time.Time, error) {
 	deadline, ok := offer.ValidUntil()
 	if !ok {
 		return time.Time{}, refusef(reason.StateTransitionDenied, "offer %s states no valid_until", offer.ID())
@@ -97,7 +98,7 @@ var transactionExpire = &act[ExpireInput]{
 }
 
 func expireSpec(ctx context.Context, e *Engine, a Actor, in ExpireInput) (actSpec, error) {
-	var offer *Obj
+	var offer *object.Offer
 	var deadline time.Time
 	return actSpec{
 		txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvDeadlineElapsed,
@@ -195,7 +196,7 @@ func (e *Engine) WorkDeadlines(ctx context.Context) int {
 // expire expires txn under the first mandate of this organisation that
 // allows it: the one its latest offer was made under, when it is this
 // organisation's, then every active one listing transaction.expire.
-func (e *Engine) expire(ctx context.Context, txn string, offer *Obj) bool {
+func (e *Engine) expire(ctx context.Context, txn string, offer *object.Offer) bool {
 	var candidates []string
 	if offer.Org() == e.org.Config().OrganizationID {
 		candidates = append(candidates, offer.Mandate())

@@ -263,7 +263,7 @@ func (e *Engine) disputeSubject(ctx context.Context, txn string, kind protocol.D
 	case protocol.OblAsserted:
 		return e.get(ctx, os.Assertions[len(os.Assertions)-1])
 	case protocol.OblAccepted, protocol.OblRejected:
-		if placed := e.placedBy(ctx, o, os); placed != nil {
+		if placed := e.placedBy(ctx, object.AsObligation(o), os); placed != nil {
 			return placed, nil
 		}
 	}
@@ -272,7 +272,7 @@ func (e *Engine) disputeSubject(ctx context.Context, txn string, kind protocol.D
 
 // placedBy returns the response that placed an accepted or rejected
 // obligation in its state: the one answering its latest assertion.
-func (e *Engine) placedBy(ctx context.Context, obl *Obj, os obligationState) *Obj {
+func (e *Engine) placedBy(ctx context.Context, obl *object.Obligation, os obligationState) *Obj {
 	if len(os.Assertions) == 0 {
 		return nil
 	}
@@ -346,8 +346,8 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 			return nil, refusef(reason.DisputeSubjectUnreferenced, "a %s is not an act subject: a decision is a refusal's, a determination an appeal's subject", subject.Type())
 		}
 	case protocol.SubjectObligationState:
-		obl, ok := e.getTyped(ctx, subject.P("obligation_id"), protocol.Obligation)
-		if !ok || (subject.Type() != protocol.PerformanceEvent && subject.Type() != protocol.ObligationResponse) {
+		obl := held(ctx, e, subject.P("obligation_id"), object.AsObligation)
+		if obl == nil || (subject.Type() != protocol.PerformanceEvent && subject.Type() != protocol.ObligationResponse) {
 			return nil, refusef(reason.DisputeSubjectUnreferenced, "an obligation_state subject is the assertion or response that placed an obligation in its state, not a %s", subject.Type())
 		}
 		os, err := e.obligationState(ctx, obl.ID())

@@ -69,6 +69,7 @@ import (
 
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/ledger"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -403,9 +404,10 @@ func (e *Engine) openException(ctx context.Context, st *state) (exc, obl *Obj, e
 
 // remediation is a remediation record as this copy computes it.
 type remediation struct {
-	exc, obl, agr *Obj
-	due           string
-	hash          string
+	exc, obl *Obj
+	agr      *object.Agreement
+	due      string
+	hash     string
 }
 
 // sign issues this organisation's signature over rec, an offer to remedy
@@ -652,11 +654,11 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ob
 	if obl == nil || obl.ID() != ev.Data("obligation_id") {
 		return refusef(reason.ObligationSubjectUnreferenced, "remediation.accepted names an obligation that does not travel with it")
 	}
-	agr, ok := e.getTyped(ctx, rec.obl.P("agreement_id"), protocol.Agreement)
-	if !ok {
+	agr := held(ctx, e, rec.obl.P("agreement_id"), object.AsAgreement)
+	if agr == nil {
 		return errf("the agreement %s is not held", rec.obl.P("agreement_id"))
 	}
-	if err := e.checkIssued(r.from, agr, obl, false); err != nil {
+	if err := e.checkIssued(r.from, agr.View, obl, false); err != nil {
 		return err
 	}
 	if string(mustCanonical(obl.Payload())) != string(mustCanonical(remediationObligation(rec.obl, rec.due))) {

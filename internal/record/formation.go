@@ -107,12 +107,12 @@ func (e *Engine) peerAgent(ctx context.Context, org, want string) (string, error
 }
 
 // latestOffer returns the session's latest offer of a transaction, or nil.
-func (e *Engine) latestOffer(ctx context.Context, txn string) (*Obj, error) {
+func (e *Engine) latestOffer(ctx context.Context, txn string) (*object.Offer, error) {
 	offers, err := e.ofType(ctx, txn, protocol.Offer)
 	if err != nil || len(offers) == 0 {
 		return nil, err
 	}
-	return offers[len(offers)-1], nil
+	return object.AsOffer(offers[len(offers)-1]), nil
 }
 
 // ProposeOffer signs an offer under the agent's mandate and delivers it to
@@ -271,18 +271,18 @@ func orNoneAny(v any) any {
 // receiveOffer is the offeree's side of an offer, in draft or, amending
 // the agreement, in committed or in_performance.
 func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error) {
-	offer, pol := r.one(protocol.Offer), r.one(protocol.PolicyDecision)
+	offer, pol := object.AsOffer(r.one(protocol.Offer)), r.one(protocol.PolicyDecision)
 	cfg := e.org.Config()
-	if offer.PartyOrg("offeror") != r.from || offer.PartyOrg("offeree") != cfg.OrganizationID {
+	if offer.Offeror() != r.from || offer.Offeree() != cfg.OrganizationID {
 		return nil, refusef(reason.StreamMismatch, "offer %s is not from %s to %s", offer.ID(), r.from, cfg.OrganizationID)
 	}
-	if to := str(offer.PSub("offeree")["agent_id"]); !slices.Contains(cfg.AgentIDs(), to) {
+	if to := offer.OffereeAgent(); !slices.Contains(cfg.AgentIDs(), to) {
 		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %v, which does not act for %s", offer.ID(), to, cfg.OrganizationID)
 	}
 	if offer.Expired(r.now) {
 		return nil, refusef(reason.OfferExpired, "offer %s lapsed at %s", offer.ID(), offer.P("valid_until"))
 	}
-	session := offer.P("session_id")
+	session := offer.SessionID()
 	stated, err := e.statedOfferorRole(ctx, r, offer, pol)
 	if err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 		}
 		switch {
 		case r.st.State() == protocol.Draft:
-			if last != nil && offer.P("supersedes_offer_id") != last.ID() {
+			if last != nil && offer.Supersedes() != last.ID() {
 				return nil, refusef(reason.OfferStale, "offer %s supersedes %v, but the session's latest offer is %s", offer.ID(), offer.Payload()["supersedes_offer_id"], last.ID())
 			}
 		case amending(r.st):
@@ -324,7 +324,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 	} else {
 		r.st.t.ID, r.st.t.Counterparty = r.txn, r.from
 	}
-	if err := e.checkDecision(ctx, r.from, offer, pol, actDoc{name: protocol.ActOfferSubmit, terms: offer.Terms(), refs: authority.OfferRefs(stated)}, r.txn, r.one(protocol.Approval), false); err != nil {
+	if err := e.checkDecision(ctx, r.from, offer.View, pol, actDoc{name: protocol.ActOfferSubmit, terms: offer.Terms(), refs: authority.OfferRefs(stated)}, r.txn, r.one(protocol.Approval), false); err != nil {
 		return nil, err
 	}
 	if err := e.extend(ctx, r.st, r.objs); err != nil {
@@ -362,7 +362,7 @@ func (e *Engine) receiveOffer(ctx context.Context, r *receipt) ([][]byte, error)
 // turn, of which exactly one can hash to the decision's. A decision that
 // binds neither is left for checkDecision to refuse; its side is taken to
 // be the supplier's, the side of an offer that states none.
-func (e *Engine) statedOfferorRole(ctx context.Context, r *receipt, offer, pol *Obj) (protocol.Role, error) {
+func (e *Engine) statedOfferorRole(ctx context.Context, r *receipt, offer *object.Offer, pol *Obj) (protocol.Role, error) {
 	if pol == nil {
 		return protocol.Supplier, nil
 	}
@@ -405,8 +405,8 @@ var offerAccept = &act[AcceptInput]{
 }
 
 func acceptSpec(ctx context.Context, e *Engine, a Actor, in AcceptInput) (actSpec, error) {
-	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, in.OfferID, object.AsOffer)
+	if offer == nil {
 		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
 	}
 	txn := offer.Txn()
@@ -414,7 +414,7 @@ func acceptSpec(ctx context.Context, e *Engine, a Actor, in AcceptInput) (actSpe
 		txn: txn, mandateID: in.MandateID, approvalID: in.ApprovalID,
 		event: protocol.EvAgreementDirect,
 		check: func(ctx context.Context, st *state) error {
-			if offer.PartyOrg("offeree") != e.org.Config().OrganizationID {
+			if offer.Offeree() != e.org.Config().OrganizationID {
 				return refusef(reason.StreamMismatch, "offer %s was made by this organisation; only its offeree accepts it", in.OfferID)
 			}
 			if st.State() != protocol.Draft {
@@ -438,7 +438,7 @@ func acceptSpec(ctx context.Context, e *Engine, a Actor, in AcceptInput) (actSpe
 			if err != nil {
 				return err
 			}
-			b.data = map[string]any{"offer_id": in.OfferID, "acceptance_id": acc.ID(), "session_id": offer.P("session_id")}
+			b.data = map[string]any{"offer_id": in.OfferID, "acceptance_id": acc.ID(), "session_id": offer.SessionID()}
 			b.name("acceptance", acc.ID())
 			if e.separateAgreement {
 				return nil
@@ -507,18 +507,18 @@ func (e *Engine) advance(ctx context.Context, txn string) error {
 		// Signed by both, not yet committed: the commit was held or
 		// refused here before (a decision, a restart); try it again. Taken,
 		// the notice that it waited is answered.
-		_, err := e.appendCommitted(ctx, txn, ev1, agr, func(tx *store.Txn) error { return tx.SetNotice(txn, "") }, nil)
+		_, err := e.appendCommitted(ctx, txn, ev1, agr.View, func(tx *store.Txn) error { return tx.SetNotice(txn, "") }, nil)
 		return err
 	}
 }
 
 // agreementOf returns the transaction's latest agreement, or nil.
-func (e *Engine) agreementOf(ctx context.Context, txn string) (*Obj, error) {
+func (e *Engine) agreementOf(ctx context.Context, txn string) (*object.Agreement, error) {
 	list, err := e.ofType(ctx, txn, protocol.Agreement)
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}
-	return list[len(list)-1], nil
+	return object.AsAgreement(list[len(list)-1]), nil
 }
 
 // proposeAgreement drafts the agreement the acceptance formed and sends
@@ -593,8 +593,8 @@ func travelling(objs []*Obj) *Obj {
 // and the message, filled in once that has run.
 func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
 	now := e.clock().UTC().Truncate(time.Second)
-	offer, ok := e.getTyped(ctx, ev1.Data("offer_id"), protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, ev1.Data("offer_id"), object.AsOffer)
+	if offer == nil {
 		return nil, nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
 	payload, err := e.agreementPayload(t, offer, ev1.Data("acceptance_id"), ev1.Agent(), now)
@@ -620,7 +620,7 @@ func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *O
 // agreementPayload is the payload of the agreement accepting offer by
 // acceptance accID forms (canonical model §10 steps 6–7), this party
 // named by agent, which signs it for agreement_commitment.
-func (e *Engine) agreementPayload(t store.Transaction, offer *Obj, accID, agent string, now time.Time) (map[string]any, error) {
+func (e *Engine) agreementPayload(t store.Transaction, offer *object.Offer, accID, agent string, now time.Time) (map[string]any, error) {
 	terms := offer.Terms()
 	termsHash, err := canonical.Hash(terms)
 	if err != nil {
@@ -984,7 +984,9 @@ func storeSignedAgreement(tx *store.Txn, m store.OutboxMessage, ours, agr *Obj, 
 }
 
 // agreementRefs are the references of the act agreement.sign of agr.
-func agreementRefs(agr *Obj) map[string]any { return map[string]any{"agreement_id": agr.ID()} }
+func agreementRefs(agr *Obj) map[string]any {
+	return map[string]any{"agreement_id": agr.ID()}
+}
 
 // committedData is the data of the agreement.committed that commits agr:
 // the agreement and the commitment it names.
@@ -1058,7 +1060,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if !r.st.known {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
 	}
-	if held, ok := e.getTyped(ctx, agr.ID(), protocol.Agreement); ok {
+	if held := held(ctx, e, agr.ID(), object.AsAgreement); held != nil {
 		// Asked again under another message key: answer with what was
 		// signed the first time.
 		if held.Hash() != agr.Hash() {
@@ -1081,8 +1083,8 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if err != nil {
 		return nil, err
 	}
-	offer, ok := e.getTyped(ctx, ev1.Data("offer_id"), protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, ev1.Data("offer_id"), object.AsOffer)
+	if offer == nil {
 		return nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
 	acc, ok := e.getTyped(ctx, ev1.Data("acceptance_id"), protocol.Acceptance)
@@ -1147,7 +1149,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 // their roles (the proposer as its acceptance names the accepting party),
 // and exactly one commitment id, unused, for this instance to
 // issue under.
-func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr, offer, acc *Obj) error {
+func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr *Obj, offer *object.Offer, acc *Obj) error {
 	accID := acc.ID()
 	terms := agr.Terms()
 	offered, _ := canonical.Marshal(offer.Terms())
@@ -1176,14 +1178,14 @@ func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr, offer, acc 
 // acceptance issues the acting party's acceptance of offer, over its
 // exact hash. The acceptance is by the offeree agent the offer names
 // (canonical model §10 step 3), a first offer's or an amendment's alike.
-func (b *builder) acceptance(offer *Obj) (*Obj, error) {
-	if to := str(offer.PSub("offeree")["agent_id"]); to != b.agent {
+func (b *builder) acceptance(offer *object.Offer) (*Obj, error) {
+	if to := offer.OffereeAgent(); to != b.agent {
 		return nil, refusef(reason.StreamMismatch, "offer %s is addressed to agent %s; it is accepted under a mandate of that agent, not of %s", offer.ID(), to, b.agent)
 	}
 	return b.add(protocol.Acceptance, map[string]any{
 		"offer_id":        offer.ID(),
 		"offer_hash":      offer.Hash(),
-		"session_id":      offer.P("session_id"),
+		"session_id":      offer.SessionID(),
 		"accepting_party": party(b.e.org.Config().OrganizationID, b.agent),
 	}, protocol.PurposeOfferAcceptance)
 }
@@ -1224,7 +1226,7 @@ func (e *Engine) ownDenial(ctx context.Context, r *receipt, err error, what stri
 // that released it if the mandate held it; nothing is stored here. The
 // decision's refusal is returned as it is (held or denied), for the
 // caller to settle.
-func (e *Engine) signProposed(ctx context.Context, r *receipt, agr, offer *Obj, mandate map[string]any, seq int) ([]*Obj, error) {
+func (e *Engine) signProposed(ctx context.Context, r *receipt, agr *Obj, offer *object.Offer, mandate map[string]any, seq int) ([]*Obj, error) {
 	mandateID := offer.Mandate()
 	terms := agr.Terms()
 	d, err := e.ownDecision(ctx, mandate, protocol.ActAgreementSign, r.txn, r.from, terms, agreementRefs(agr), nil, seq)
@@ -1271,8 +1273,8 @@ func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, 
 	if agr == nil {
 		return nil, nil, nil // an acceptance of an older build: the agreement comes on its own
 	}
-	offer, ok := e.getTyped(ctx, ev.Data("offer_id"), protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, ev.Data("offer_id"), object.AsOffer)
+	if offer == nil {
 		return nil, nil, errf("the accepted offer %s is not held", ev.Data("offer_id"))
 	}
 	// checkAgreementDirect checked the agreement (checkProposed) and the
@@ -1365,7 +1367,7 @@ func (e *Engine) rejected(ctx context.Context, id string) bool {
 
 // cosignedAnswer rebuilds the answer to an agreement signed before: the
 // agreement, its commitment, and this instance's decision to sign it.
-func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *Obj) ([][]byte, error) {
+func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *object.Agreement) ([][]byte, error) {
 	out := [][]byte{agr.Raw()}
 	cmts, err := e.ofType(ctx, txn, protocol.Commitment)
 	if err != nil {
@@ -1506,8 +1508,8 @@ func checkAgreementCommitted(ctx context.Context, e *Engine, r *receipt, ev *Obj
 // request_approval before accept_offer, so that an approval binds exactly
 // the act that will be recorded.
 func (e *Engine) AcceptanceAct(ctx context.Context, a Actor, mandateID, offerID string) (map[string]any, error) {
-	offer, ok := e.getTyped(ctx, offerID, protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, offerID, object.AsOffer)
+	if offer == nil {
 		return nil, refusef(reason.OfferStale, "offer %s is not held here", offerID)
 	}
 	m, err := e.ownMandate(ctx, a, mandateID)
@@ -1518,6 +1520,6 @@ func (e *Engine) AcceptanceAct(ctx context.Context, a Actor, mandateID, offerID 
 }
 
 // acceptanceAct is the act document of accepting offer under mandate m.
-func acceptanceAct(offer *Obj, m map[string]any) map[string]any {
+func acceptanceAct(offer *object.Offer, m map[string]any) map[string]any {
 	return authority.Document(string(protocol.ActOfferAccept), offer.Txn(), offer.Org(), offer.Terms(), nil, m)
 }

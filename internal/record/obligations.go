@@ -256,7 +256,7 @@ var obligationActivate = &act[ObligationInput]{
 }
 
 func issueSpec(ctx context.Context, e *Engine, a Actor, in ObligationInput) (actSpec, error) {
-	var agr *Obj
+	var agr *object.Agreement
 	deliverables := in.Deliverables
 	return actSpec{
 		txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvObligationActivated,
@@ -291,7 +291,7 @@ func issueSpec(ctx context.Context, e *Engine, a Actor, in ObligationInput) (act
 			return authority.CoreTerms(d.Quantity, str(object.Sub(agr.Terms(), "core")["unit_code"]), total), map[string]any{"agreement_id": agr.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
-			obls, err := e.issueObligations(b, agr, deliverables)
+			obls, err := e.issueObligations(b, agr.View, deliverables)
 			if err != nil {
 				return err
 			}
@@ -304,7 +304,7 @@ func issueSpec(ctx context.Context, e *Engine, a Actor, in ObligationInput) (act
 						agr.ID(), ledger.OwedBy(str(o.PSub("subject")["term_path"])), str(o.PSub("subject")["term_path"]), st.Role().Other(), st.Role())
 				}
 			}
-			if err := owesTerms(agr, obls); err != nil {
+			if err := owesTerms(agr.View, obls); err != nil {
 				return err
 			}
 			for i, o := range obls {
@@ -374,9 +374,9 @@ func asRefusal(err error, fallback reason.Code) error {
 }
 
 // heldObligation loads an obligation this instance holds.
-func (e *Engine) heldObligation(ctx context.Context, id string) (*Obj, error) {
-	obl, ok := e.getTyped(ctx, id, protocol.Obligation)
-	if !ok {
+func (e *Engine) heldObligation(ctx context.Context, id string) (*object.Obligation, error) {
+	obl := held(ctx, e, id, object.AsObligation)
+	if obl == nil {
 		return nil, refusef(reason.ObligationSubjectUnreferenced, "obligation %s is not held here", id)
 	}
 	return obl, nil
@@ -406,11 +406,11 @@ func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Ob
 		return refusef(reason.ObligationSubjectUnreferenced, "transaction %s has no agreement", r.txn)
 	}
 	for _, o := range obls {
-		if err := e.checkIssued(r.from, agr, o, false); err != nil {
+		if err := e.checkIssued(r.from, agr.View, o, false); err != nil {
 			return err
 		}
 	}
-	if err := owesTerms(agr, obls); err != nil {
+	if err := owesTerms(agr.View, obls); err != nil {
 		return err
 	}
 	return e.checkRiders(ctx, r, ev, others(obls, lead.ID()))
@@ -441,7 +441,7 @@ var performanceDeclare = &act[AssertInput]{
 
 func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpec, error) {
 	items := append([]AssertionInput{{ObligationID: in.ObligationID, AssertedQuantity: in.AssertedQuantity, Evidence: in.Evidence}}, in.Assertions...)
-	obls := make([]*Obj, len(items))
+	obls := make([]*object.Obligation, len(items))
 	qtys := make([]string, len(items))
 	for i, it := range items {
 		obl, err := e.heldObligation(ctx, it.ObligationID)
@@ -453,7 +453,7 @@ func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpe
 		}
 		obls[i], qtys[i] = obl, it.AssertedQuantity
 		if qtys[i] == "" {
-			qtys[i] = obl.P("quantity")
+			qtys[i] = obl.Quantity()
 		}
 	}
 	lead := obls[0]
@@ -468,7 +468,7 @@ func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpe
 					return refusef(reason.StateTransitionDenied, "obligation %s is asserted twice in one declaration", obl.ID())
 				}
 				acted[obl.ID()] = true
-				if obl.PartyOrg("obligor") != cfg.OrganizationID {
+				if obl.Obligor() != cfg.OrganizationID {
 					// The guard of performance.declared is an obligor-signed
 					// assertion (obligation §6.1); a guard that fails is an
 					// illegal transition.
@@ -512,7 +512,7 @@ func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpe
 			if err != nil {
 				return nil, nil, err
 			}
-			return authority.CoreTerms(qtys[0], lead.P("unit_code"), total), map[string]any{"obligation_id": lead.ID()}, nil
+			return authority.CoreTerms(qtys[0], lead.UnitCode(), total), map[string]any{"obligation_id": lead.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			for i, obl := range obls {
@@ -525,7 +525,7 @@ func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpe
 					refs = append(refs, ref)
 				}
 				prf, err := b.add(protocol.PerformanceEvent, map[string]any{
-					"obligation_id": obl.ID(), "asserted_quantity": qtys[i], "unit_code": obl.P("unit_code"), "evidence_refs": refs,
+					"obligation_id": obl.ID(), "asserted_quantity": qtys[i], "unit_code": obl.UnitCode(), "evidence_refs": refs,
 				}, protocol.PurposeObjectIssuance)
 				if err != nil {
 					return asRefusal(err, reason.ObligationAssertionUnevidenced)
@@ -599,15 +599,15 @@ func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Ob
 // unit, its evidence references resolving to evidence that travels (marked
 // in used).
 func (e *Engine) checkAssertion(ctx context.Context, r *receipt, prf *Obj, evidence map[string]*Obj, used map[string]bool) error {
-	obl, ok := e.getTyped(ctx, prf.P("obligation_id"), protocol.Obligation)
-	if !ok || obl.Txn() != r.txn {
+	obl := held(ctx, e, prf.P("obligation_id"), object.AsObligation)
+	if obl == nil || obl.Txn() != r.txn {
 		return refusef(reason.ObligationSubjectUnreferenced, "assertion %s names obligation %s, which is not held here", prf.ID(), prf.P("obligation_id"))
 	}
-	if obl.PartyOrg("obligor") != r.from || str(obl.PSub("obligor")["agent_id"]) != prf.Agent() {
+	if obl.Obligor() != r.from || obl.ObligorAgent() != prf.Agent() {
 		return refusef(reason.StateTransitionDenied, "only the obligor of %s asserts its performance (obligation §6.1)", obl.ID())
 	}
-	if prf.P("unit_code") != obl.P("unit_code") {
-		return refusef(reason.ObligationTermsMutated, "the assertion's unit %s is not the obligation's %s", prf.P("unit_code"), obl.P("unit_code"))
+	if prf.P("unit_code") != obl.UnitCode() {
+		return refusef(reason.ObligationTermsMutated, "the assertion's unit %s is not the obligation's %s", prf.P("unit_code"), obl.UnitCode())
 	}
 	os, err := e.obligationState(ctx, obl.ID())
 	if err != nil {
@@ -640,7 +640,7 @@ func (e *Engine) checkAssertion(ctx context.Context, r *receipt, prf *Obj, evide
 // response is one answer of a response event, as Respond prepares it.
 type response struct {
 	in   ResponseInput
-	obl  *Obj
+	obl  *object.Obligation
 	prf  *Obj
 	last string // the assertion answered
 	qty  string // the accepted (or, rejecting, the asserted) quantity
@@ -722,7 +722,7 @@ func respondSpec(ctx context.Context, e *Engine, a Actor, in RespondInput) (actS
 			if err != nil {
 				return nil, nil, err
 			}
-			return authority.CoreTerms(lead.qty, lead.obl.P("unit_code"), total), map[string]any{"assertion_id": lead.last}, nil
+			return authority.CoreTerms(lead.qty, lead.obl.UnitCode(), total), map[string]any{"assertion_id": lead.last}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			for i, it := range items {
@@ -734,9 +734,9 @@ func respondSpec(ctx context.Context, e *Engine, a Actor, in RespondInput) (actS
 				if it.in.ResponseType == protocol.ResponseAccept {
 					payload["accepted_quantity"] = it.qty
 					acc, _ := decimal.ParseQuantity(it.qty)
-					owed, err := decimal.ParseQuantity(it.obl.P("quantity"))
+					owed, err := decimal.ParseQuantity(it.obl.Quantity())
 					if err != nil {
-						return refusef(reason.TermsInvalid, "obligation %s owes %q, not a quantity", it.obl.ID(), it.obl.P("quantity"))
+						return refusef(reason.TermsInvalid, "obligation %s owes %q, not a quantity", it.obl.ID(), it.obl.Quantity())
 					}
 					if acc.Cmp(owed) < 0 {
 						rem, err := e.remainder(b, it.obl, it.qty, owed.Sub(acc).String(), it.in.RemainderDue)
@@ -775,7 +775,7 @@ func respondSpec(ctx context.Context, e *Engine, a Actor, in RespondInput) (actS
 func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 	cfg := e.org.Config()
 	in := it.in
-	if it.obl.PartyOrg("obligee") != cfg.OrganizationID {
+	if it.obl.Obligee() != cfg.OrganizationID {
 		return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it, a waiver included (obligation §5.2 rule 1)", in.ObligationID)
 	}
 	switch in.ResponseType {
@@ -836,7 +836,7 @@ func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 // of its own (the agreement's total stays on the original duty), its own
 // due condition, pending. It travels in the response's message and is
 // pending once that acceptance is recorded.
-func (e *Engine) remainder(b *builder, obl *Obj, accepted, qty string, due map[string]any) (*Obj, error) {
+func (e *Engine) remainder(b *builder, obl *object.Obligation, accepted, qty string, due map[string]any) (*Obj, error) {
 	if due == nil {
 		due = map[string]any{"type": "due_at_time", "at": envelope.Timestamp(b.now.Add(21 * 24 * time.Hour))}
 	}
@@ -935,11 +935,11 @@ func checkResponse(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 // quantity and, when short, naming its remainder (marked in named). full
 // reports an accept of all that is owed.
 func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, remainders map[string]*Obj, named map[string]bool) (full bool, err error) {
-	obl, ok := e.getTyped(ctx, obr.P("obligation_id"), protocol.Obligation)
-	if !ok || obl.Txn() != r.txn {
+	obl := held(ctx, e, obr.P("obligation_id"), object.AsObligation)
+	if obl == nil || obl.Txn() != r.txn {
 		return false, refusef(reason.ObligationSubjectUnreferenced, "response %s names an obligation not held here", obr.ID())
 	}
-	if obl.PartyOrg("obligee") != r.from || str(obl.PSub("obligee")["agent_id"]) != obr.Agent() {
+	if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {
 		return false, refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it (obligation §5.2 rule 1)", obl.ID())
 	}
 	os, err := e.obligationState(ctx, obl.ID())
@@ -969,7 +969,7 @@ func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, rem
 	qty := obr.P("accepted_quantity")
 	acc, err1 := decimal.ParseQuantity(qty)
 	asserted, err2 := decimal.ParseQuantity(prf.P("asserted_quantity"))
-	owed, err3 := decimal.ParseQuantity(obl.P("quantity"))
+	owed, err3 := decimal.ParseQuantity(obl.Quantity())
 	if err1 != nil || err2 != nil || err3 != nil || acc.Cmp(asserted) > 0 {
 		return false, refusef(reason.ObligationTermsMutated, "accepted quantity %q is not within the asserted %s", qty, prf.P("asserted_quantity"))
 	}
@@ -992,10 +992,10 @@ func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, rem
 // same agreement and subject, with the obligation's commitment, unit and
 // parties, pending, and a consideration that is null or the original's
 // unchanged.
-func (e *Engine) checkRemainder(ctx context.Context, txn string, obl, rem, obr *Obj, want decimal.Decimal) error {
+func (e *Engine) checkRemainder(ctx context.Context, txn string, obl *object.Obligation, rem, obr *Obj, want decimal.Decimal) error {
 	op := obl.Payload()
 	if rem == nil || rem.ID() != obr.P("remainder_obligation_id") {
-		return refusef(reason.ObligationRemainderMissing, "accepting %s of %s needs a remainder obligation for the difference %s, named by the response and travelling with it", obr.P("accepted_quantity"), obl.P("quantity"), want)
+		return refusef(reason.ObligationRemainderMissing, "accepting %s of %s needs a remainder obligation for the difference %s, named by the response and travelling with it", obr.P("accepted_quantity"), obl.Quantity(), want)
 	}
 	mp := rem.Payload()
 	if _, err := e.get(ctx, rem.ID()); err == nil || rem.Txn() != txn {

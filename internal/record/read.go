@@ -176,7 +176,7 @@ func (e *Engine) inboxItem(ctx context.Context, a Actor, t store.Transaction, ma
 	} else if w {
 		return nil, false, nil
 	}
-	item := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.P("session_id"), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
+	item := InboxItem{OfferID: last.ID(), TransactionID: t.ID, From: t.Counterparty, SessionID: last.SessionID(), ValidUntil: last.P("valid_until"), Terms: last.Terms()}
 	if protocol.State(t.State) != protocol.Draft {
 		amend, agr, err := e.openAmendment(ctx, t)
 		if err != nil {
@@ -192,7 +192,7 @@ func (e *Engine) inboxItem(ctx context.Context, a Actor, t store.Transaction, ma
 	} else if mandate != nil {
 		item.AcceptanceAct = acceptanceAct(last, mandate)
 	}
-	if !a.self && str(last.PSub("offeree")["agent_id"]) != a.agent {
+	if !a.self && last.OffereeAgent() != a.agent {
 		return nil, true, nil // addressed to another agent of this organisation
 	}
 	return &item, true, nil

@@ -130,7 +130,9 @@ type CompleteInput struct {
 
 // conditionRef is the condition an instruction's trigger names: the
 // balance of the commitment falls due on acceptance.
-func conditionRef(obl *Obj) string { return obl.P("commitment_id") + "#balance_on_acceptance" }
+func conditionRef(obl *object.Obligation) string {
+	return obl.P("commitment_id") + "#balance_on_acceptance"
+}
 
 // instructionFingerprint is what an idempotency key must keep meaning:
 // the obligation, the amount, the parties and the rail.
@@ -178,10 +180,10 @@ func instructSpec(ctx context.Context, e *Engine, a Actor, in InstructInput) (ac
 	payload := func() map[string]any {
 		return map[string]any{
 			"obligation_id":         obl.ID(),
-			"agreement_id":          obl.P("agreement_id"),
+			"agreement_id":          obl.AgreementID(),
 			"amount":                amount,
 			"payer_organization_id": e.org.Config().OrganizationID,
-			"payee_organization_id": obl.PartyOrg("obligor"),
+			"payee_organization_id": obl.Obligor(),
 			"trigger":               map[string]any{"condition_ref": conditionRef(obl), "accepting_act_hash": acceptingHash},
 			"rail":                  in.Rail,
 			"idempotency_key":       key,
@@ -192,7 +194,7 @@ func instructSpec(ctx context.Context, e *Engine, a Actor, in InstructInput) (ac
 		txn: txn, mandateID: in.MandateID, event: protocol.EvSettlementInstructed, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.org.Config()
-			if obl.PartyOrg("obligee") != cfg.OrganizationID {
+			if obl.Obligee() != cfg.OrganizationID {
 				return refusef(reason.SettlementCustodyRefused, "the obligee of %s pays its consideration, to its obligor; this organisation is not its obligee", obl.ID())
 			}
 			if _, ok := e.rails.Get(in.Rail); !ok {
@@ -237,10 +239,10 @@ func instructSpec(ctx context.Context, e *Engine, a Actor, in InstructInput) (ac
 				amount = map[string]any{"currency": b.Outstanding.Currency, "amount": b.Outstanding.Amount}
 			}
 			m := ledger.Money{Currency: str(amount["currency"]), Amount: str(amount["amount"])}
-			return l.Instructable("this instruction", obl.ID(), m, cfg.OrganizationID, obl.PartyOrg("obligor")).Err()
+			return l.Instructable("this instruction", obl.ID(), m, cfg.OrganizationID, obl.Obligor()).Err()
 		},
 		act: func(context.Context, *state) (map[string]any, map[string]any, error) {
-			return map[string]any{"core": map[string]any{"total": amount}}, map[string]any{"agreement_id": obl.P("agreement_id"), "obligation_id": obl.ID()}, nil
+			return map[string]any{"core": map[string]any{"total": amount}}, map[string]any{"agreement_id": obl.AgreementID(), "obligation_id": obl.ID()}, nil
 		},
 		build: func(ctx context.Context, st *state, b *builder) error {
 			stl, err := b.add(protocol.Settlement, payload(), protocol.PurposeObjectIssuance)
@@ -282,7 +284,7 @@ var errSameInstruction = errors.New("record: the same instruction again")
 // whether the instruction asked for now is the same: the same obligation,
 // payer, payee and rail, and the same amount, or no amount asked for (the
 // default was taken then). It returns "" when the key names none.
-func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight []string, in InstructInput, obl *Obj) (id string, same bool, err error) {
+func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight []string, in InstructInput, obl *object.Obligation) (id string, same bool, err error) {
 	var held *Obj
 	if s, err := e.db.SettlementByKey(ctx, txn, key); err == nil {
 		var ok bool
@@ -302,7 +304,7 @@ func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight
 	}
 	p := held.Payload()
 	want := map[string]any{"obligation_id": obl.ID(), "amount": p["amount"], "payer_organization_id": e.org.Config().OrganizationID,
-		"payee_organization_id": obl.PartyOrg("obligor"), "rail": in.Rail}
+		"payee_organization_id": obl.Obligor(), "rail": in.Rail}
 	if in.Amount != nil {
 		want["amount"] = map[string]any{"currency": in.Amount.Currency, "amount": in.Amount.Amount}
 	}
@@ -341,22 +343,22 @@ func (e *Engine) applySettlement(tx *store.Txn, ev *Obj, objs []*Obj) error {
 // trigger bound to the exact accepting response, under an idempotency key
 // that means no other instruction.
 func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
-	stl := r.one(protocol.Settlement)
+	stl := object.AsSettlement(r.one(protocol.Settlement))
 	if stl == nil || stl.ID() != ev.Data("settlement_instruction_id") {
 		return refusef(reason.SettlementTriggerAbsent, "settlement.instructed names an instruction that does not travel with it")
 	}
 	p := stl.Payload()
-	obl, ok := e.getTyped(ctx, stl.P("obligation_id"), protocol.Obligation)
-	if !ok || obl.Txn() != r.txn || ev.Data("obligation_id") != obl.ID() || stl.P("agreement_id") != obl.P("agreement_id") {
+	obl := held(ctx, e, stl.ObligationID(), object.AsObligation)
+	if obl == nil || obl.Txn() != r.txn || ev.Data("obligation_id") != obl.ID() || stl.AgreementID() != obl.AgreementID() {
 		return refusef(reason.SettlementTriggerAbsent, "instruction %s names an obligation of this transaction that is not held here", stl.ID())
 	}
-	if stl.P("payer_organization_id") != r.from || obl.PartyOrg("obligee") != r.from ||
-		stl.P("payee_organization_id") != e.org.Config().OrganizationID || obl.PartyOrg("obligor") != e.org.Config().OrganizationID {
+	if stl.Payer() != r.from || obl.Obligee() != r.from ||
+		stl.Payee() != e.org.Config().OrganizationID || obl.Obligor() != e.org.Config().OrganizationID {
 		return refusef(reason.SettlementCustodyRefused, "instruction %s pays from %s to %s; the consideration of %s moves from its obligee %s to its obligor %s, and no one else",
-			stl.ID(), stl.P("payer_organization_id"), stl.P("payee_organization_id"), obl.ID(), obl.PartyOrg("obligee"), obl.PartyOrg("obligor"))
+			stl.ID(), stl.Payer(), stl.Payee(), obl.ID(), obl.Obligee(), obl.Obligor())
 	}
-	if !rails.ValidID(stl.P("rail")) || !railRegistered(stl.P("rail")) {
-		return refusef(reason.SettlementRailUnknown, "rail %s is not in this instance's registered set", stl.P("rail"))
+	if !rails.ValidID(stl.Rail()) || !railRegistered(stl.Rail()) {
+		return refusef(reason.SettlementRailUnknown, "rail %s is not in this instance's registered set", stl.Rail())
 	}
 	// The ledger of this copy: what accepted the obligation (the act its
 	// trigger binds) and what is outstanding on it (instruction_owed).
@@ -371,11 +373,11 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error 
 	}
 	a := object.Sub(p, "amount")
 	if f := l.Instructable(stl.ID(), obl.ID(), ledger.Money{Currency: str(a["currency"]), Amount: str(a["amount"])},
-		stl.P("payer_organization_id"), stl.P("payee_organization_id")); f != nil {
+		stl.Payer(), stl.Payee()); f != nil {
 		return f.Err()
 	}
-	if held, err := e.db.SettlementByKey(ctx, r.txn, stl.P("idempotency_key")); err == nil && held.InstructionID != stl.ID() {
-		return refusef(reason.SettlementIdempotencyConflict, "idempotency key %s already names instruction %s", stl.P("idempotency_key"), held.InstructionID)
+	if held, err := e.db.SettlementByKey(ctx, r.txn, stl.IdempotencyKey()); err == nil && held.InstructionID != stl.ID() {
+		return refusef(reason.SettlementIdempotencyConflict, "idempotency key %s already names instruction %s", stl.IdempotencyKey(), held.InstructionID)
 	}
 	return nil
 }
@@ -445,8 +447,8 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	if !ok {
 		return refusef(reason.SettlementRailUnknown, "rail %s is not configured here any more", s.Rail)
 	}
-	stl, ok := e.getTyped(ctx, id, protocol.Settlement)
-	if !ok {
+	stl := held(ctx, e, id, object.AsSettlement)
+	if stl == nil {
 		return errf("instruction %s is not held", id)
 	}
 	now := e.clock().UTC().Truncate(time.Second)
@@ -463,7 +465,7 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	amount := stl.PSub("amount")
 	in := rails.Instruction{
 		InstructionID: id, IdempotencyKey: s.IdempotencyKey, TransactionID: s.TransactionID, ObligationID: s.ObligationID,
-		Currency: str(amount["currency"]), Amount: str(amount["amount"]), Payer: stl.P("payer_organization_id"), Payee: stl.P("payee_organization_id"),
+		Currency: str(amount["currency"]), Amount: str(amount["amount"]), Payer: stl.Payer(), Payee: stl.Payee(),
 		Attempt: attempt, Body: stl.Raw(),
 	}
 	var res rails.Result
@@ -491,7 +493,7 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 
 // receipt records a rail's answer as an adapter_receipt and delivers it to
 // the payee, in one transaction with the instruction's new state.
-func (e *Engine) receipt(ctx context.Context, stl *Obj, s store.Settlement, in rails.Instruction, res rails.Result, statusCall bool, now time.Time) error {
+func (e *Engine) receipt(ctx context.Context, stl *object.Settlement, s store.Settlement, in rails.Instruction, res rails.Result, statusCall bool, now time.Time) error {
 	var completed, ref, code, mapping any
 	if !res.CompletedAt.IsZero() {
 		completed = envelope.Timestamp(res.CompletedAt)
@@ -586,8 +588,8 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 	if !r.st.known {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "transaction %s is not held here", r.txn)
 	}
-	stl, ok := e.getTyped(ctx, rcp.P("settlement_instruction_id"), protocol.Settlement)
-	if !ok || stl.Txn() != r.txn || stl.P("idempotency_key") != rcp.P("idempotency_key") || stl.P("payer_organization_id") != r.from {
+	stl := held(ctx, e, rcp.P("settlement_instruction_id"), object.AsSettlement)
+	if stl == nil || stl.Txn() != r.txn || stl.IdempotencyKey() != rcp.P("idempotency_key") || stl.Payer() != r.from {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s answers instruction %s under key %s, which %s never issued here",
 			rcp.ID(), rcp.P("settlement_instruction_id"), rcp.P("idempotency_key"), r.from)
 	}
@@ -599,8 +601,8 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		// Completion is terminal: what it says was settled stays settled.
 		return nil, refusef(reason.SettlementReceiptUnmatched, "transaction %s is completed: no instruction of it is open for receipt %s to answer", r.txn, rcp.ID())
 	}
-	if rcp.P("adapter") != stl.P("rail") {
-		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s is from adapter %s; instruction %s went to %s", rcp.ID(), rcp.P("adapter"), stl.ID(), stl.P("rail"))
+	if rcp.P("adapter") != stl.Rail() {
+		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s is from adapter %s; instruction %s went to %s", rcp.ID(), rcp.P("adapter"), stl.ID(), stl.Rail())
 	}
 	prior, err := e.ofType(ctx, r.txn, protocol.AdapterReceipt)
 	if err != nil {
@@ -696,7 +698,7 @@ var transactionComplete = &act[CompleteInput]{
 }
 
 func completeSpec(ctx context.Context, e *Engine, a Actor, in CompleteInput) (actSpec, error) {
-	var agr *Obj
+	var agr *object.Agreement
 	var rcp string
 	return actSpec{
 		txn: in.TransactionID, mandateID: in.MandateID, event: protocol.EvTransactionCompleted, approvalID: in.ApprovalID,

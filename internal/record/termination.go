@@ -50,6 +50,7 @@ package record
 import (
 	"context"
 
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/reason"
@@ -72,7 +73,7 @@ type TerminationInput struct {
 type terminationRecord struct {
 	record    map[string]any
 	hash      string
-	agreement *Obj
+	agreement *object.Agreement
 	open      []string
 }
 

@@ -61,6 +61,16 @@ func (e *Engine) getTyped(ctx context.Context, id string, t protocol.ObjectType)
 	return o, true
 }
 
+// held reads one object of the record as the typed view as makes of it
+// (object.AsOffer, ...): nil when it is not held, or not of that type.
+func held[T any](ctx context.Context, e *Engine, id string, as func(*Obj) *T) *T {
+	o, err := e.get(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return as(o)
+}
+
 // ofType reads the objects of one type of a transaction, in storage
 // order, through the (transaction_id, object_type) index.
 func (e *Engine) ofType(ctx context.Context, txn string, t protocol.ObjectType) ([]*Obj, error) {

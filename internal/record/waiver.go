@@ -44,6 +44,7 @@ import (
 	"fmt"
 
 	"github.com/partyd/party/internal/authority"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 )
@@ -77,17 +78,17 @@ func waivable(txnState protocol.State, obl string, os obligationState) error {
 
 // waiverAct is the act document's terms and references of a waiver of
 // obl (authority.ObjectAct's row for a waive response).
-func (e *Engine) waiverAct(ctx context.Context, obl *Obj) (terms, refs map[string]any, err error) {
+func (e *Engine) waiverAct(ctx context.Context, obl *object.Obligation) (terms, refs map[string]any, err error) {
 	total, err := e.obligationTotal(ctx, obl)
 	if err != nil {
 		return nil, nil, err
 	}
-	return authority.CoreTerms(obl.P("quantity"), obl.P("unit_code"), total), map[string]any{"obligation_id": obl.ID()}, nil
+	return authority.CoreTerms(obl.Quantity(), obl.UnitCode(), total), map[string]any{"obligation_id": obl.ID()}, nil
 }
 
 // obligationTotal is the total of an act on obl's document
 // (authority.ObligationTotal).
-func (e *Engine) obligationTotal(ctx context.Context, obl *Obj) (any, error) {
+func (e *Engine) obligationTotal(ctx context.Context, obl *object.Obligation) (any, error) {
 	total, why := authority.ObligationTotal(obl.Payload(), func(id string) map[string]any {
 		if o, err := e.get(ctx, id); err == nil && o.Txn() == obl.Txn() {
 			return o.Value()
@@ -125,7 +126,7 @@ func waiveSpec(ctx context.Context, e *Engine, a Actor, in WaiveInput) (actSpec,
 		txn: obl.Txn(), mandateID: in.MandateID, approvalID: in.ApprovalID,
 		check: func(ctx context.Context, st *state) error {
 			cfg := e.org.Config()
-			if obl.PartyOrg("obligee") != cfg.OrganizationID {
+			if obl.Obligee() != cfg.OrganizationID {
 				return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 			}
 			os, err := e.obligationState(ctx, obl.ID())
@@ -154,7 +155,7 @@ func waiveSpec(ctx context.Context, e *Engine, a Actor, in WaiveInput) (actSpec,
 
 // waiverUnderway refuses a second waiver of an obligation whose first is
 // still on its way to the obligor.
-func (e *Engine) waiverUnderway(ctx context.Context, obl *Obj) error {
+func (e *Engine) waiverUnderway(ctx context.Context, obl *object.Obligation) error {
 	held, err := e.ofType(ctx, obl.Txn(), protocol.ObligationResponse)
 	if err != nil {
 		return err
@@ -170,15 +171,15 @@ func (e *Engine) waiverUnderway(ctx context.Context, obl *Obj) error {
 // waiverAct is the obligor's side of a waiver (receiveObjects): the
 // obligee's response and decision, checked like any act of the obligee's.
 func waiverAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
-	obr := r.one(protocol.ObligationResponse)
-	if obr.P("response_type") != "waive" {
-		return objectAct{}, reason.Refuse(fmt.Sprintf("a %s response travels with the event that records it, not on its own", obr.P("response_type")))
+	obr := object.AsResponse(r.one(protocol.ObligationResponse))
+	if obr.ResponseType() != protocol.ResponseWaive {
+		return objectAct{}, reason.Refuse(fmt.Sprintf("a %s response travels with the event that records it, not on its own", obr.ResponseType()))
 	}
-	obl, ok := e.getTyped(ctx, obr.P("obligation_id"), protocol.Obligation)
-	if !ok || obl.Txn() != r.txn {
-		return objectAct{}, refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.P("obligation_id"))
+	obl := held(ctx, e, obr.ObligationID(), object.AsObligation)
+	if obl == nil || obl.Txn() != r.txn {
+		return objectAct{}, refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.ObligationID())
 	}
-	if obl.PartyOrg("obligee") != r.from || str(obl.PSub("obligee")["agent_id"]) != obr.Agent() {
+	if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {
 		return objectAct{}, refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 	}
 	os, err := e.obligationState(ctx, obl.ID())
@@ -192,6 +193,6 @@ func waiverAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 	if err != nil {
 		return objectAct{}, err
 	}
-	return objectAct{over: obr, doc: actDoc{name: protocol.ActObligationWaive, terms: terms, refs: refs},
+	return objectAct{over: obr.View, doc: actDoc{name: protocol.ActObligationWaive, terms: terms, refs: refs},
 		what: "obligation waived by its obligee", key: "obligation_id", id: obl.ID()}, nil
 }

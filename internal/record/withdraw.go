@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/store"
@@ -48,8 +49,8 @@ var offerWithdraw = &act[WithdrawInput]{
 }
 
 func withdrawSpec(ctx context.Context, e *Engine, a Actor, in WithdrawInput) (actSpec, error) {
-	offer, ok := e.getTyped(ctx, in.OfferID, protocol.Offer)
-	if !ok {
+	offer := held(ctx, e, in.OfferID, object.AsOffer)
+	if offer == nil {
 		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here", in.OfferID)
 	}
 	txn := offer.Txn()
@@ -109,7 +110,7 @@ func withdrawalAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error
 // withdrawn: in draft, or an amendment offer not yet accepted (the
 // transaction committed or in_performance, the offer not the one the
 // agreement in force was formed on).
-func (e *Engine) withdrawable(ctx context.Context, st *state) (*Obj, error) {
+func (e *Engine) withdrawable(ctx context.Context, st *state) (*object.Offer, error) {
 	switch {
 	case st.State() == protocol.Draft:
 		return e.latestOffer(ctx, st.t.ID)
@@ -123,7 +124,7 @@ func (e *Engine) withdrawable(ctx context.Context, st *state) (*Obj, error) {
 }
 
 // withdrawn refuses an offer its offeror withdrew (as stale).
-func (e *Engine) withdrawn(ctx context.Context, o *Obj) error {
+func (e *Engine) withdrawn(ctx context.Context, o *object.Offer) error {
 	if w, _ := e.db.Withdrawn(ctx, o.ID()); w {
 		return refusef(reason.OfferStale, "offer %s was withdrawn by its offeror", o.ID())
 	}
