@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/delivery"
 	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/peering"
 )
 
 // maxCardBytes bounds a fetched AgentCard.
@@ -23,25 +23,9 @@ const maxCardBytes = 1 << 20
 // endpoint the card names. Every failure is A202-EXTENSION-UNSUPPORTED;
 // an unretrievable card (condition 4) also wraps delivery.ErrUnavailable.
 func checkCard(ctx context.Context, hc *http.Client, peer instance.PeerInfo, local delivery.Versions) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer.AgentCardURL, nil)
+	body, err := peering.FetchDeclaration(ctx, hc, peer.OrganizationID, "AgentCard", "agent_card_url", peer.AgentCardURL, maxCardBytes)
 	if err != nil {
-		return "", delivery.Unsupported("condition 4: agent_card_url " + peer.AgentCardURL + ": " + err.Error())
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", delivery.Unreachable("condition 4: the AgentCard of "+peer.OrganizationID+" cannot be retrieved", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", delivery.Unreachable("condition 4: the AgentCard of "+peer.OrganizationID+" cannot be retrieved", fmt.Errorf("HTTP %s", resp.Status))
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCardBytes+1))
-	if err != nil {
-		return "", delivery.Unreachable("condition 4: the AgentCard of "+peer.OrganizationID+" cannot be retrieved", err)
-	}
-	if len(body) > maxCardBytes {
-		return "", delivery.Unsupported(fmt.Sprintf("condition 4: the AgentCard of %s is over %d bytes", peer.OrganizationID, maxCardBytes))
+		return "", err
 	}
 	// Strict decoding first (a duplicated member would let two readers see
 	// two declarations), then the SDK's own type, so a card this check

@@ -26,26 +26,9 @@ const maxPreflightBytes = 64 << 10
 // hc and judges it (binding §7.2, §3.2). An unreachable preflight is
 // condition 4 and also wraps delivery.ErrUnavailable.
 func checkPreflight(ctx context.Context, hc *http.Client, peer instance.PeerInfo, local delivery.Versions) error {
-	u := preflightURL(peer.BaseURL())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	body, err := peering.FetchDeclaration(ctx, hc, peer.OrganizationID, "preflight", "preflight URL", preflightURL(peer.BaseURL()), maxPreflightBytes)
 	if err != nil {
-		return delivery.Unsupported("condition 4: preflight URL " + u + ": " + err.Error())
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return delivery.Unreachable("condition 4: the preflight of "+peer.OrganizationID+" cannot be retrieved", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return delivery.Unreachable("condition 4: the preflight of "+peer.OrganizationID+" cannot be retrieved", fmt.Errorf("HTTP %s", resp.Status))
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPreflightBytes+1))
-	if err != nil {
-		return delivery.Unreachable("condition 4: the preflight of "+peer.OrganizationID+" cannot be retrieved", err)
-	}
-	if len(body) > maxPreflightBytes {
-		return delivery.Unsupported(fmt.Sprintf("condition 4: the preflight of %s is over %d bytes", peer.OrganizationID, maxPreflightBytes))
+		return err
 	}
 	doc, err := canonical.Decode(body)
 	if err != nil {

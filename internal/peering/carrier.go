@@ -3,6 +3,7 @@ package peering
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -98,4 +99,36 @@ func (c CarrierSide) CheckPeer(ctx context.Context, peer, transactionID string, 
 		return Reached{}, err
 	}
 	return r, nil
+}
+
+// FetchDeclaration GETs, with the pinned client hc, the document from
+// which org's declaration is read (its AgentCard, its preflight) at u,
+// which org's setting field gave; doc names the document in every
+// failure. All of them are condition 4 of binding §3.2: a u that makes no
+// request, and a document over limit bytes, are delivery.Unsupported; one
+// that cannot be retrieved is delivery.Unreachable, which the outbox
+// retries. What the document declares is for the binding to judge.
+func FetchDeclaration(ctx context.Context, hc *http.Client, org, doc, field, u string, limit int) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, delivery.Unsupported("condition 4: " + field + " " + u + ": " + err.Error())
+	}
+	req.Header.Set("Accept", "application/json")
+	unretrievable := "condition 4: the " + doc + " of " + org + " cannot be retrieved"
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, delivery.Unreachable(unretrievable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, delivery.Unreachable(unretrievable, fmt.Errorf("HTTP %s", resp.Status))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil {
+		return nil, delivery.Unreachable(unretrievable, err)
+	}
+	if len(body) > limit {
+		return nil, delivery.Unsupported(fmt.Sprintf("condition 4: the %s of %s is over %d bytes", doc, org, limit))
+	}
+	return body, nil
 }
