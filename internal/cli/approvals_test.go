@@ -81,6 +81,7 @@ func issueBuyer(t *testing.T, dir, org string) string {
 // act, approves one with a condition and rejects the other; the agent
 // then sees the decisions, and the approved act is allowed.
 func TestApprovalsFlow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// The node serves its mandate status over HTTPS, as `party serve`
 	// would, so the agent's evaluations resolve it.

@@ -15,6 +15,7 @@ import (
 // the mandate), and a refusal, an unknown tool, a missing member or no
 // serve each exit 1 with nothing on stdout.
 func TestCall(t *testing.T) {
+	t.Parallel()
 	dir, _ := initInstance(t, "org_acme")
 	mid := issueBuyer(t, dir, "org_acme")
 	serveInProcess(t, dir)

@@ -72,6 +72,7 @@ func bilateralFixtures(t *testing.T) []string {
 // every bilateral fixture and checks each output line against the
 // manifest.
 func TestGateCLIOverBilateralFixtures(t *testing.T) {
+	t.Parallel()
 	want := manifestExpectations(t)
 	fixtures := bilateralFixtures(t)
 	if len(fixtures) != 118 {

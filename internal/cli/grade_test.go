@@ -60,6 +60,7 @@ func serveCarriers(t *testing.T, n *orgtest.Node) {
 // key and refuses once a byte of it changed; grading leaves the
 // counterparty's record as it was.
 func TestGradeIssueAboutLiveCounterparty(t *testing.T) {
+	t.Parallel()
 	spec := spectest.SpecDir(t)
 	northstar := orgtest.New(t, "org_northstar", time.Now, true)
 	delta := orgtest.New(t, "org_delta", time.Now, true)

@@ -119,6 +119,7 @@ func initInstance(t *testing.T, orgID string) (string, instance.Summary) {
 // config.json, and a peer file that validates and pins this instance's
 // own certificate.
 func TestInitSummaryMatchesInstance(t *testing.T) {
+	t.Parallel()
 	dir, sum := initInstance(t, "org_acme")
 	cfg, err := instance.LoadConfig(dir)
 	if err != nil {

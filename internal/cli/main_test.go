@@ -33,5 +33,6 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs every testdata/script/*.txtar.
 func TestScripts(t *testing.T) {
+	t.Parallel() // beside the package's other parallel tests, not before them
 	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
 }

@@ -98,6 +98,7 @@ func listTools(t *testing.T, ctx context.Context, cs *sdk.ClientSession) []*sdk.
 // lines without the token, and closing the client's side ends the bridge
 // with status 0.
 func TestMCPBridge(t *testing.T) {
+	t.Parallel()
 	dir, _ := initInstance(t, "org_acme")
 	mid := issueBuyer(t, dir, "org_acme")
 	serveInProcess(t, dir)
@@ -224,6 +225,7 @@ func TestMCPBridge(t *testing.T) {
 // it, writes nothing on standard output, and exits 1 at once rather than
 // waiting for the client.
 func TestMCPServeNotRunning(t *testing.T) {
+	t.Parallel()
 	dir, _ := initInstance(t, "org_acme")
 	socks := takeSockets(t, dir) // nothing listens: the address refuses
 	socks.MCP.Close()

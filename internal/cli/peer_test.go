@@ -30,6 +30,7 @@ func party(stdin string, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestPeerAddAndList(t *testing.T) {
+	t.Parallel()
 	dir, _ := initDir(t, "org_northwind")
 	_, theirs := initDir(t, "org_southgate")
 

@@ -129,6 +129,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // beside the running process, its changes reach the status endpoint at
 // once, and SIGTERM stops the process with exit status 0.
 func TestServe(t *testing.T) {
+	t.Parallel()
 	s := startServe(t)
 	mcpURL := "http://" + s.cfg.MCPAddr + "/mcp"
 	adminURL := "http://" + s.cfg.AdminAddr
@@ -281,6 +282,7 @@ func failedServe(t *testing.T, dir string) string {
 // to start, exit 1, not a process that serves part of the instance. The
 // second state directory is configured with the first's addresses.
 func TestServeRefusesATakenPort(t *testing.T) {
+	t.Parallel()
 	s := startServe(t)
 	other := filepath.Join(t.TempDir(), "st")
 	mustParty(t, "init", "--dir", other, "--org", "org_other",
@@ -297,6 +299,7 @@ func TestServeRefusesATakenPort(t *testing.T) {
 // being served exits 1 before it serves anything, naming the first one's
 // pid (instance.LockServe), and the first goes on serving.
 func TestServeRefusesAServedDirectory(t *testing.T) {
+	t.Parallel()
 	s := startServe(t)
 	want := fmt.Sprintf("is already served by another process (pid %d): one party serve per state directory", s.cmd.Process.Pid)
 	if stderr := failedServe(t, s.dir); !strings.Contains(stderr, want) {

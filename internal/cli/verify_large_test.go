@@ -15,7 +15,13 @@ import (
 // events, each countersigned) verifies with nothing failed and nothing
 // left unchecked under party verify's default options: countersignatures
 // required, current key status read now. -short checks a 200-event one.
+//
+// In parallel with the scripts: it is the package's longest test (a fifth
+// of its time under -race), and nothing it does is another test's. The
+// memory limit verify sets for its run is process-wide, but only the
+// serial TestCollectorSettings asserts it, before any parallel test runs.
 func TestVerifyLargeRecord(t *testing.T) {
+	t.Parallel()
 	events := 5000
 	if testing.Short() {
 		events = 200

@@ -70,6 +70,7 @@ func sameAsReference(t *testing.T, rep *verify.Report, file string) {
 }
 
 func TestVerifyReferenceRecord(t *testing.T) {
+	t.Parallel()
 	dir := spectest.ReferenceVectors(t)
 	rep, code := verifyJSON(t, dir)
 	if code != 0 || rep.Results.Failed != 0 || rep.Results.NotCheckable != 0 {
@@ -92,6 +93,7 @@ func TestVerifyReferenceRecord(t *testing.T) {
 }
 
 func TestVerifyReferenceUnderRules12(t *testing.T) {
+	t.Parallel()
 	rep, code := verifyJSON(t, "--rules-version", "1.2", spectest.ReferenceVectors(t))
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
@@ -138,6 +140,7 @@ func copyRef(t *testing.T, skip string, edit func(rel string, data []byte) []byt
 }
 
 func TestVerifyReferenceWithoutKeys(t *testing.T) {
+	t.Parallel()
 	rep, code := verifyJSON(t, copyRef(t, "keys.json", nil))
 	if code != 0 || rep.Results.Failed != 0 {
 		t.Fatalf("exit %d, failures %+v", code, rep.Failures())
@@ -158,6 +161,7 @@ func TestVerifyReferenceWithoutKeys(t *testing.T) {
 }
 
 func TestVerifyReferenceTamperedTerms(t *testing.T) {
+	t.Parallel()
 	dir := copyRef(t, "", func(rel string, data []byte) []byte {
 		if rel != "objects/"+refAgreement+".json" {
 			return data
@@ -192,6 +196,7 @@ func TestVerifyReferenceTamperedTerms(t *testing.T) {
 // withheld nothing (then the absence is an incomplete disclosure, exit 1),
 // or names it as withheld (a stated boundary, exit 0).
 func TestVerifyStatedDisclosure(t *testing.T) {
+	t.Parallel()
 	rec, err := verifytest.New(5)
 	if err != nil {
 		t.Fatal(err)

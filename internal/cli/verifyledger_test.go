@@ -15,6 +15,7 @@ import (
 // owes nothing, and the closing line says what the findings did to the
 // exit status. (verify.txtar runs the command over signed bundles.)
 func TestLedgerSummary(t *testing.T) {
+	t.Parallel()
 	eur := func(a string) ledger.Money { return ledger.Money{Currency: "EUR", Amount: a} }
 	rep := verify.LedgerReport{
 		Transactions: []*ledger.Ledger{{TransactionID: "txn_1", Obligations: []ledger.Balance{
@@ -62,6 +63,7 @@ func TestLedgerSummary(t *testing.T) {
 // A partial disclosure's transaction is listed as not judged, and the
 // ledger finds nothing about it.
 func TestLedgerSummaryUnjudged(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	ledgerSummary(&out, verify.LedgerReport{Transactions: []*ledger.Ledger{{TransactionID: "txn_1", Obligations: []ledger.Balance{}}},
 		Findings: []ledger.Finding{}, Unjudged: []string{"txn_1: the bundle states it withheld adp_1"}}, false)

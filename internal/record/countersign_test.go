@@ -110,6 +110,7 @@ func event(t *testing.T, objs []map[string]any) map[string]any {
 }
 
 func TestActionHashOfAnotherActRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	other := canonical.SHA256Hex([]byte("another act"))
 	t.Run("agreement.direct", func(t *testing.T) {
@@ -164,6 +165,7 @@ func TestDecisionNotTravellingRefused(t *testing.T) {
 }
 
 func TestDecisionForAnotherStreamOrPositionRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct {
 		what string

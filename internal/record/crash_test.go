@@ -443,6 +443,7 @@ func obligationOf(h *harness, txn, known string) string {
 const matrixRaceStride = 5
 
 func TestKillPointMatrix(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, f := range crashFlows() {
 		// The dry run: which points each side passes, in order.

@@ -86,6 +86,7 @@ func TestWithdrawnOfferExpires(t *testing.T) {
 // acceptance of the offer (made in time) is on its way, is refused with
 // both records unchanged.
 func TestHostileExpiryRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	expiry := func(t *testing.T) (b, s *recordtest.Side, c *recordtest.Clock, txn string, msg [][]byte) {
 		b, s, c = recordtest.Pair(t)

@@ -12,6 +12,7 @@ import (
 // anything, including shorter than the prefix it is compared with: the
 // comparison says no, and never panics.
 func TestIsHolderOnShortIDs(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		holder, prefix string
 		want           bool
@@ -29,6 +30,7 @@ func TestIsHolderOnShortIDs(t *testing.T) {
 // (as signature.Sign adds one, by append) changes neither the view's
 // value nor the array it holds, even when that array has room to spare.
 func TestSignableLeavesTheViewAlone(t *testing.T) {
+	t.Parallel()
 	list := make([]any, 1, 4)
 	list[0] = map[string]any{"key_id": "key_a"}
 	o := object.Over(nil, map[string]any{"id": "evt_x", "signatures": list})
@@ -49,6 +51,7 @@ func TestSignableLeavesTheViewAlone(t *testing.T) {
 // view's value, its bytes not decoded again; any other is decoded, so a
 // view always holds what decoding its bytes gives.
 func TestViewOver(t *testing.T) {
+	t.Parallel()
 	e := &Engine{}
 	decoded := map[string]any{"id": "off_x", "n": json.Number("3"), "list": []any{"a", true, nil}}
 	b, err := canonical.Marshal(decoded)
@@ -73,6 +76,7 @@ func TestViewOver(t *testing.T) {
 // TestViewsPerEngine: an engine keeps the views it parsed, shared between
 // its readers, and two engines never share one.
 func TestViewsPerEngine(t *testing.T) {
+	t.Parallel()
 	b, err := canonical.Marshal(map[string]any{"id": "off_z"})
 	if err != nil {
 		t.Fatal(err)

@@ -408,6 +408,7 @@ func terminate(t *testing.T, b, s *recordtest.Side, txn string, events int, rele
 }
 
 func TestTerminationFromEachCommittedState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("committed", func(t *testing.T) {
 		t.Parallel()
@@ -649,6 +650,7 @@ func TestTwoObligationsPerformedAndAcceptedSeparately(t *testing.T) {
 }
 
 func TestSeveralObligationsHostile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("activation owing other than the terms", func(t *testing.T) {
 		t.Parallel()
@@ -863,6 +865,7 @@ func TestAmendmentDropsADutyByWaiver(t *testing.T) {
 }
 
 func TestAmendmentRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("reusing the acceptance", func(t *testing.T) {
 		t.Parallel()
@@ -1002,6 +1005,7 @@ func actOf(t *testing.T, b *recordtest.Side, mandate string, name, txn string, t
 }
 
 func TestApprovalsReleaseLifecycleActs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
@@ -1106,6 +1110,7 @@ func failedWith(rep *verify.Report, name string, code reason.Code) bool {
 // transitions' guards from a bundle's objects, and a bundle that lacks what
 // a guard rests on, or holds what breaks it, fails with the guard's code.
 func TestVerifierJudgesLifecycleGuards(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("termination", func(t *testing.T) {
 		t.Parallel()
@@ -1215,6 +1220,7 @@ func TestVerifierJudgesLifecycleGuards(t *testing.T) {
 }
 
 func TestMoreHostileLifecycleMessages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("a proposal over another record", func(t *testing.T) {
 		t.Parallel()

@@ -289,6 +289,7 @@ func TestDisputedObligationPaidAndCompleted(t *testing.T) {
 // the genuine message edited to break it and signed again with the
 // sender's real key; each is refused with both records unchanged.
 func TestHostileMoneyRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("an obligation naming the buyer as obligor of the service", func(t *testing.T) {
 		t.Parallel()

@@ -314,6 +314,7 @@ func sweep(t *testing.T, taken string, fresh func(t *testing.T) sweepCase, skip 
 }
 
 func TestMutatedMessagesNeverCountersignedUnverifiable(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the mutation sweep runs in the full suite")
 	}

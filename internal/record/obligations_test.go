@@ -241,6 +241,7 @@ func tampered(t *testing.T, sd *recordtest.Side, edit func([]map[string]any) []m
 }
 
 func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
 	prf := assertPerformance(t, s, obl, "20")
@@ -322,6 +323,7 @@ func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
 }
 
 func TestRejectionThenSecondAssertionAccepted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
 	first := assertPerformance(t, s, obl, "15")
@@ -365,6 +367,7 @@ func TestRejectionThenSecondAssertionAccepted(t *testing.T) {
 }
 
 func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
@@ -549,6 +552,7 @@ func forge(t *testing.T, sd *recordtest.Side, c *recordtest.Clock, typ, txn, pur
 }
 
 func TestPerformanceBeforeCommitmentRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	// The agreement proposed on its own, after agreement.direct (it does
@@ -610,6 +614,7 @@ func TestPerformanceBeforeCommitmentRefused(t *testing.T) {
 }
 
 func TestObligationStateTableLive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _, txn, obl := committed(t)
 	respond := func(in record.RespondInput) func() error {

@@ -19,6 +19,7 @@ import (
 // identifier sorts first (org_delta) keeps the place on both sides; the
 // other's act is removed, with a notice, and nothing forks.
 func TestBothAppendAtOnePosition(t *testing.T) {
+	t.Parallel()
 	for _, first := range []string{"northstar's message first", "delta's message first"} {
 		t.Run(first, func(t *testing.T) {
 			t.Parallel()

@@ -19,6 +19,7 @@ import (
 )
 
 func TestFormationThroughCommit(t *testing.T) {
+	t.Parallel()
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
 	types := recordtest.SameRecord(t, b, s, txn, 2)
@@ -52,6 +53,7 @@ func TestFormationThroughCommit(t *testing.T) {
 }
 
 func TestWalkthroughToSettlementPending(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
@@ -78,6 +80,7 @@ func TestWalkthroughToSettlementPending(t *testing.T) {
 }
 
 func TestRefusalsLeaveNoTrace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	// Above the supplier's own limit: denied locally, nothing sent.
@@ -107,6 +110,7 @@ func TestRefusalsLeaveNoTrace(t *testing.T) {
 }
 
 func TestSupplierRevocationRefusesNextAct(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
@@ -132,6 +136,7 @@ func TestSupplierRevocationRefusesNextAct(t *testing.T) {
 }
 
 func TestPendingUntilCountersignedThenConverges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	o := recordtest.Offer(t, s, "3200.00")
@@ -171,6 +176,7 @@ func TestPendingUntilCountersignedThenConverges(t *testing.T) {
 }
 
 func TestForgedEventsRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
@@ -240,6 +246,7 @@ func hasCode(err error, c reason.Code) bool {
 }
 
 func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	first := recordtest.Offer(t, s, "3500.00")
@@ -280,6 +287,7 @@ func TestRevisedOfferSupersedesAndStaleIsRefused(t *testing.T) {
 }
 
 func TestApprovalForAnotherActKeepsTheHold(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	one := recordtest.Offer(t, s, "3200.00")
@@ -310,6 +318,7 @@ func TestApprovalForAnotherActKeepsTheHold(t *testing.T) {
 // one the supplier's engine made a moment before the revocation: captured,
 // and delivered afterwards.
 func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
@@ -371,6 +380,7 @@ func TestCounterpartyRefusesActUnderRevokedMandate(t *testing.T) {
 }
 
 func TestWithdrawalBeforeAcceptance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	o := recordtest.Offer(t, s, "3200.00")
@@ -400,6 +410,7 @@ func TestWithdrawalBeforeAcceptance(t *testing.T) {
 }
 
 func TestWithdrawalNoticeLostStillRefusesAcceptance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	o := recordtest.Offer(t, s, "3200.00")
@@ -422,6 +433,7 @@ func TestWithdrawalNoticeLostStillRefusesAcceptance(t *testing.T) {
 }
 
 func TestWithdrawalAfterAcceptanceRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	txn := recordtest.Form(t, b, s, "3200.00")
@@ -445,6 +457,7 @@ func TestWithdrawalAfterAcceptanceRefused(t *testing.T) {
 // of its own, and formation ends committed in both records, three commits
 // dearer than with the agreement travelling with the acceptance.
 func TestSeparateAgreementProposal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	recordtest.Form(t, b, s, "3100.00")
@@ -705,6 +718,7 @@ func countersignWith(t *testing.T, ev map[string]any, signer signature.Signer) m
 // other's key records and mandate) happens once per counterparty, in a
 // first formation, and is not counted.
 func TestFormationDurableCommits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, s, _ := recordtest.Pair(t)
 	recordtest.Form(t, b, s, "3100.00")

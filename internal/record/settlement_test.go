@@ -114,6 +114,7 @@ func instructionMessage(t *testing.T) (b, s *recordtest.Side, txn, obl string, m
 }
 
 func TestHostileInstructionsRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct {
 		what string

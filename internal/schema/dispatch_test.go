@@ -89,6 +89,7 @@ func checkDispatch(t *testing.T, s *set, where string, doc map[string]any) (vali
 // for the type and the envelope as written agree. The re-typed copies are
 // mostly invalid, so both directions of the equivalence are exercised.
 func TestDispatchMatchesEnvelope(t *testing.T) {
+	t.Parallel() // the package's two longest tests, each single-threaded: side by side
 	s := compiled()
 	envs := fixtureEnvelopes(t)
 	types := s.dispatched.types()

@@ -138,6 +138,7 @@ func leafMutations(doc map[string]any) []map[string]any {
 // and against the envelope as written; and on the mandates and grades of
 // the fixtures likewise.
 func TestQuickAgreesWithLibrary(t *testing.T) {
+	t.Parallel() // the package's two longest tests, each single-threaded: side by side
 	s := compiled()
 	envs := fixtureEnvelopes(t)
 	types := s.dispatched.types()
