@@ -507,44 +507,32 @@ func (d *decoder) object(depth int) (any, error) {
 			d.pos++
 		case '}':
 			d.pos++
-			return closeContainer(d, &d.members, start, open, isLeaf, func(ms []member) any {
-				m := make(map[string]any, len(ms))
-				for _, e := range ms {
-					m[e.name] = e.value
+			ms := d.members[start:]
+			raw := d.data[open:d.pos]
+			var h uint64
+			if isLeaf {
+				var v any
+				var ok bool
+				if v, h, ok = d.sharedLeaf(raw); ok {
+					clear(ms)
+					d.members = d.members[:start]
+					return v, nil
 				}
-				return m
-			}), nil
+			}
+			m := make(map[string]any, len(ms))
+			for _, e := range ms {
+				m[e.name] = e.value
+			}
+			clear(ms)
+			d.members = d.members[:start]
+			if isLeaf {
+				d.keepLeaf(raw, h, m)
+			}
+			return m, nil
 		default:
 			return nil, d.fail("expected ',' or '}' in object")
 		}
 	}
-}
-
-// closeContainer returns the value of the object or array that opened at
-// open and has just closed, whose members or elements stand on stack from
-// start, and pops them. A leaf (a container of scalars only) already in
-// the table of shared leaves is that value; otherwise build makes it from
-// the stack, and a leaf is offered to the table.
-func closeContainer[E any](d *decoder, stack *[]E, start, open int, isLeaf bool, build func([]E) any) any {
-	es := (*stack)[start:]
-	raw := d.data[open:d.pos]
-	var h uint64
-	if isLeaf {
-		var v any
-		var ok bool
-		if v, h, ok = d.sharedLeaf(raw); ok {
-			clear(es)
-			*stack = (*stack)[:start]
-			return v
-		}
-	}
-	v := build(es)
-	clear(es)
-	*stack = (*stack)[:start]
-	if isLeaf {
-		d.keepLeaf(raw, h, v)
-	}
-	return v
 }
 
 // smallObject is how many members an object may have before duplicates
@@ -615,11 +603,27 @@ func (d *decoder) array(depth int) (any, error) {
 			d.pos++
 		case ']':
 			d.pos++
-			return closeContainer(d, &d.elems, start, open, isLeaf, func(es []any) any {
-				a := make([]any, len(es))
-				copy(a, es)
-				return a
-			}), nil
+			es := d.elems[start:]
+			raw := d.data[open:d.pos]
+			var h uint64
+			if isLeaf {
+				var v any
+				var ok bool
+				if v, h, ok = d.sharedLeaf(raw); ok {
+					clear(es)
+					d.elems = d.elems[:start]
+					return v, nil
+				}
+			}
+			a := make([]any, len(es))
+			copy(a, es)
+			clear(es)
+			d.elems = d.elems[:start]
+			var v any = a
+			if isLeaf {
+				d.keepLeaf(raw, h, v)
+			}
+			return v, nil
 		default:
 			return nil, d.fail("expected ',' or ']' in array")
 		}
