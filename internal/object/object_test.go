@@ -138,3 +138,24 @@ func ExampleParse() {
 	fmt.Println(v.Type(), v.Seq(), v.EventType())
 	// Output: transaction_event 1 agreement.direct
 }
+
+// A typed view is made only from a view of its type, and reads its
+// members by name.
+func ExampleAsObligation() {
+	b, _ := canonical.Marshal(map[string]any{
+		"id": "obl_1", "object_type": "obligation",
+		"payload": map[string]any{
+			"obligor":  map[string]any{"organization_id": "org_delta", "agent_id": "agt_d"},
+			"obligee":  map[string]any{"organization_id": "org_northstar", "agent_id": "agt_n"},
+			"quantity": "40", "unit_code": "HUR",
+		},
+	})
+	v, _ := Parse(b)
+	if obl := AsObligation(v); obl != nil {
+		fmt.Println(obl.Obligor(), "owes", obl.Obligee(), obl.Quantity(), obl.UnitCode())
+	}
+	fmt.Println(AsOffer(v) == nil)
+	// Output:
+	// org_delta owes org_northstar 40 HUR
+	// true
+}
