@@ -14,7 +14,7 @@ import (
 
 // InboxResult wraps list_inbox's offers (structured content is an object).
 type InboxResult struct {
-	Offers []record.InboxItem `json:"offers"`
+	Offers []readmodel.InboxItem `json:"offers"`
 }
 
 // SettlementsResult wraps settlement_status: the instructions with their

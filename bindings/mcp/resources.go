@@ -121,7 +121,7 @@ type RecordSource interface {
 	Transaction(ctx context.Context, id string) (readmodel.TransactionView, error)
 	ListTransactions(ctx context.Context, f readmodel.ListFilter) (readmodel.TransactionPage, error)
 	Agent(agentID string) (record.Actor, error)
-	Inbox(ctx context.Context, a record.Actor, mandateID string, limit int) ([]record.InboxItem, error)
+	Inbox(ctx context.Context, a record.Actor, mandateID string, limit int) ([]readmodel.InboxItem, error)
 	Subscribe(fn func(record.Change)) (cancel func())
 }
 
@@ -444,7 +444,7 @@ func (r *resources) content(ctx context.Context, uri string) (any, error) {
 		// addressed to it, as list_inbox does.
 		var a record.Actor
 		if a, err = r.src.Agent(r.agent); err == nil {
-			var items []record.InboxItem
+			var items []readmodel.InboxItem
 			items, err = r.src.Inbox(ctx, a, "", 0)
 			v = InboxResult{Offers: items}
 		}

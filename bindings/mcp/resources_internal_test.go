@@ -21,8 +21,8 @@ func (fakeRecord) ListTransactions(context.Context, readmodel.ListFilter) (readm
 	return readmodel.TransactionPage{Transactions: []readmodel.TransactionSummary{}}, nil
 }
 func (fakeRecord) Agent(string) (record.Actor, error) { return record.Actor{}, nil }
-func (fakeRecord) Inbox(context.Context, record.Actor, string, int) ([]record.InboxItem, error) {
-	return []record.InboxItem{}, nil
+func (fakeRecord) Inbox(context.Context, record.Actor, string, int) ([]readmodel.InboxItem, error) {
+	return []readmodel.InboxItem{}, nil
 }
 func (fakeRecord) Subscribe(func(record.Change)) func() { return func() {} }
 

@@ -8,7 +8,9 @@
 // disputes` show the same; and one transaction's view ([Transaction]:
 // its events and how their chain holds, objects, obligations, forks,
 // waiting messages, termination proposals, disputes, ledger and notice),
-// which get_transaction_record returns and the admin pages render.
+// which get_transaction_record returns and the admin pages render; and
+// an agent's inbox ([Inbox], list_inbox): the counterparties' offers it
+// can still accept.
 //
 // The list and the disputes read the database alone: the command line
 // shows them without a running engine. A transaction's view needs a few
@@ -17,7 +19,10 @@
 // resolves to organisations, what a waiting message carries, the peers it
 // found away, obligations' due timing at its clock, the termination
 // proposals and the ledger with its own pending instructions, which
-// follow its rules. Package record implements Derived, so this package
+// follow its rules. The inbox likewise asks [Offers] which offer of a
+// transaction is its latest or its open amendment, and the act documents
+// accepting one would be evaluated as under the caller's mandate.
+// Package record implements Derived and Offers, so this package
 // never imports record: record imports it, and hands every view over to
 // it (record's Engine.Transaction is a call of [Transaction]).
 package readmodel

@@ -1396,7 +1396,7 @@ func TestInboxReadsOnlyTransactionsWithOpenOffers(t *testing.T) {
 		}
 		return ids
 	}
-	inbox := func() []record.InboxItem {
+	inbox := func() []readmodel.InboxItem {
 		t.Helper()
 		items, err := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 10)
 		if err != nil {
