@@ -201,19 +201,35 @@ func Transaction(ctx context.Context, st *store.Store, d Derived, id string) (Tr
 	}
 	v := TransactionView{TransactionID: t.ID, Counterparty: t.Counterparty, Role: t.Role, SessionID: t.SessionID, State: t.State,
 		ChainStatus: "intact", Events: []EventView{}, Objects: []ObjectView{}, Obligations: []ObligationView{}, Forks: []ForkView{}, Waiting: []WaitingView{}}
+	// The transaction's objects, read once: the events are among them, and
+	// the rest are listed below.
+	all, err := st.TransactionObjects(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	var objs []*object.View
+	byID := map[string]*object.View{}
+	for _, b := range all {
+		if o, err := d.Parse(b); err == nil {
+			objs = append(objs, o)
+			byID[o.ID()] = o
+		}
+	}
 	evs, err := st.Events(ctx, id)
 	if err != nil {
 		return v, err
 	}
 	prev := ""
 	for i, x := range evs {
-		b, err := st.GetObject(ctx, x.EventID)
-		if err != nil {
-			return v, err
-		}
-		ev, err := d.Parse(b)
-		if err != nil {
-			return v, err
+		ev := byID[x.EventID]
+		if ev == nil { // not readable above: read it alone, for its error
+			b, err := st.GetObject(ctx, x.EventID)
+			if err != nil {
+				return v, err
+			}
+			if ev, err = d.Parse(b); err != nil {
+				return v, err
+			}
 		}
 		by := []string{}
 		for _, en := range ev.Signatures() {
@@ -265,13 +281,8 @@ func Transaction(ctx context.Context, st *store.Store, d Derived, id string) (Tr
 	if len(forks) > 0 && v.ChainStatus == "intact" {
 		v.ChainStatus = "forked"
 	}
-	all, err := st.TransactionObjects(ctx, id)
-	if err != nil {
-		return v, err
-	}
-	for _, b := range all {
-		o, err := d.Parse(b)
-		if err != nil || o.Type() == protocol.TransactionEvent {
+	for _, o := range objs {
+		if o.Type() == protocol.TransactionEvent {
 			continue
 		}
 		v.Objects = append(v.Objects, ObjectView{ID: o.ID(), ObjectType: string(o.Type()), CreatedBy: o.Org(), CreatedAt: str(o.Value()["created_at"])})
