@@ -6,15 +6,17 @@
 // (after the carrier checked that they are canonical), and never
 // re-serialised to be stored, sent or exported: what was signed is what
 // is kept. Its accessors name the envelope's members (ID, Type, Org, the
-// payload's P and PSub) and those of each kind of object: an event's
-// sequence, type, states and data, an offer's terms and validity, a
-// party member's organisation. Nothing here modifies the value.
+// payload's P and PSub) and those several kinds share: an offer's or
+// agreement's terms and validity, a party member's organisation. Nothing
+// here modifies the value.
 //
-// The typed views ([Offer], [Agreement], [Obligation], [Response],
-// [Settlement]) are a view known to be of one type, made only by their As
-// functions, with the members party reads of it as methods: the engine
-// holds an obligation it loaded as an [Obligation] and reads its
-// [Obligation.Obligee], not a string member that could be misspelt.
+// The typed views ([Event], [Offer], [Agreement], [Obligation],
+// [Response], [Settlement]) are a view known to be of one type, made only
+// by their As functions (or [ParseEvent]), with the members party reads of
+// it as methods: the engine holds an obligation it loaded as an
+// [Obligation] and reads its [Obligation.Obligee], and an event as an
+// [Event] and reads its [Event.Seq], not a string member that could be
+// misspelt, of an object that might not be one.
 //
 // The gate and the verifier read hostile input at map level instead:
 // they must say what is wrong with an object a view would only read.
@@ -133,23 +135,6 @@ func (o *View) FirstSigner() string {
 	}
 	return ""
 }
-
-// Event accessors (a transaction_event's payload, kernel eventPayload).
-
-// Seq is an event's sequence.
-func (o *View) Seq() int { return Int(o.Payload()["sequence"]) }
-
-// EventType is an event's event_type.
-func (o *View) EventType() protocol.EventType { return protocol.EventType(o.P("event_type")) }
-
-// From is an event's from_state.
-func (o *View) From() protocol.State { return protocol.State(o.P("from_state")) }
-
-// To is an event's to_state.
-func (o *View) To() protocol.State { return protocol.State(o.P("to_state")) }
-
-// Data returns a string member of an event's data.
-func (o *View) Data(member string) string { return str(o.PSub("data")[member]) }
 
 // Terms is the terms member of an offer's or agreement's payload.
 func (o *View) Terms() map[string]any {

@@ -1,6 +1,10 @@
 package object
 
-import "github.com/partyd/party/internal/protocol"
+import (
+	"fmt"
+
+	"github.com/partyd/party/internal/protocol"
+)
 
 // Typed views. Each is an object of one type with the members party reads
 // as methods, named after the canonical model's members (canonical model
@@ -136,5 +140,53 @@ func (s *Settlement) Rail() string { return s.P("rail") }
 
 // IdempotencyKey names the instruction to its rail.
 func (s *Settlement) IdempotencyKey() string { return s.P("idempotency_key") }
+
+// Event is a transaction event (protocol state machine §8.1): one link
+// of a transaction's chain, moving its state.
+type Event struct{ *View }
+
+// AsEvent returns v as an event, or nil when v is nil or not one.
+func AsEvent(v *View) *Event {
+	if !is(v, protocol.TransactionEvent) {
+		return nil
+	}
+	return &Event{v}
+}
+
+// ParseEvent parses bytes that must hold an event ([Parse], then
+// [AsEvent]).
+func ParseEvent(raw []byte) (*Event, error) { return asEvent(Parse(raw)) }
+
+// ParseEvent is [ParseEvent], sharing the view of bytes parsed before.
+func (c *Cache) ParseEvent(raw []byte) (*Event, error) { return asEvent(c.Parse(raw)) }
+
+func asEvent(v *View, err error) (*Event, error) {
+	if err != nil {
+		return nil, err
+	}
+	if ev := AsEvent(v); ev != nil {
+		return ev, nil
+	}
+	return nil, fmt.Errorf("object %s is a %s, not a transaction_event", v.ID(), v.Type())
+}
+
+// Seq is the event's sequence: its position in the chain, from 1.
+func (e *Event) Seq() int { return Int(e.Payload()["sequence"]) }
+
+// EventType is its event_type.
+func (e *Event) EventType() protocol.EventType { return protocol.EventType(e.P("event_type")) }
+
+// From is the state it moves from.
+func (e *Event) From() protocol.State { return protocol.State(e.P("from_state")) }
+
+// To is the state it moves to.
+func (e *Event) To() protocol.State { return protocol.State(e.P("to_state")) }
+
+// Previous is previous_event_hash: the content hash of the event before
+// it in the chain.
+func (e *Event) Previous() string { return e.P("previous_event_hash") }
+
+// Data returns a string member of its data.
+func (e *Event) Data(member string) string { return str(e.PSub("data")[member]) }
 
 func is(v *View, t protocol.ObjectType) bool { return v != nil && v.Type() == t }

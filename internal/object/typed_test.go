@@ -1,6 +1,7 @@
 package object_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/partyd/party/internal/object"
@@ -9,6 +10,18 @@ import (
 
 func over(t protocol.ObjectType, payload map[string]any) *object.View {
 	return object.Over(nil, map[string]any{"object_type": string(t), "payload": payload})
+}
+
+// TestParseEventRefusesOtherObjects: bytes read as an event must hold one.
+func TestParseEventRefusesOtherObjects(t *testing.T) {
+	t.Parallel()
+	if _, err := object.ParseEvent([]byte(`{"id":"obl_1","object_type":"obligation","payload":{}}`)); err == nil {
+		t.Error("an obligation parsed as an event")
+	}
+	ev, err := object.ParseEvent([]byte(`{"id":"evt_1","object_type":"transaction_event","payload":{"sequence":2}}`))
+	if err != nil || ev.Seq() != 2 {
+		t.Errorf("an event: %v, %v", ev, err)
+	}
 }
 
 // TestTypedViewsOnlyOfTheirType: a typed view is made only from a view of
@@ -26,6 +39,7 @@ func TestTypedViewsOnlyOfTheirType(t *testing.T) {
 		"offer as agreement":       object.AsAgreement(offer) != nil,
 		"obligation as response":   object.AsResponse(obl) != nil,
 		"obligation as settlement": object.AsSettlement(obl) != nil,
+		"obligation as event":      object.AsEvent(obl) != nil,
 		"nil as offer":             object.AsOffer(nil) != nil,
 	} {
 		if got {
@@ -68,6 +82,21 @@ func TestTypedViewsReadTheirMembers(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("read %q, want %q", c.got, c.want)
+		}
+	}
+	ev := object.AsEvent(over(protocol.TransactionEvent, map[string]any{
+		"sequence": json.Number("3"), "event_type": "agreement.direct", "from_state": "draft", "to_state": "agreement_pending",
+		"previous_event_hash": "sha256:01", "data": map[string]any{"agreement_id": "agr_1"},
+	}))
+	if ev.Seq() != 3 {
+		t.Errorf("sequence read %d, want 3", ev.Seq())
+	}
+	for _, c := range []struct{ got, want string }{
+		{string(ev.EventType()), "agreement.direct"}, {string(ev.From()), "draft"}, {string(ev.To()), "agreement_pending"},
+		{ev.Previous(), "sha256:01"}, {ev.Data("agreement_id"), "agr_1"}, {ev.Data("absent"), ""},
+	} {
+		if c.got != c.want {
+			t.Errorf("event read %q, want %q", c.got, c.want)
 		}
 	}
 	// The first offer of a session supersedes none: a null member reads "".

@@ -176,7 +176,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 		if err != nil {
 			return v, err
 		}
-		ev, err := object.Parse(raw)
+		ev, err := object.ParseEvent(raw)
 		if err != nil {
 			return v, err
 		}

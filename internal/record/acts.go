@@ -62,7 +62,7 @@ type actLine struct {
 	// each listed type (-1: any number), and nothing else.
 	carries counts
 	// check runs the live checks of the event type.
-	check func(ctx context.Context, e *Engine, r *receipt, ev *Obj) error
+	check func(ctx context.Context, e *Engine, r *receipt, ev *Event) error
 	// uncached re-evaluates the actor's mandate with a status fetched at
 	// this moment, not from the cache (an irreversible act).
 	uncached bool
@@ -74,10 +74,10 @@ type actLine struct {
 	// countersigned event. An event among its own objects is this
 	// instance's next event, appended pending after the countersigned one
 	// (agreement.committed in the answer to agreement.direct).
-	cosign func(ctx context.Context, e *Engine, r *receipt, ev *Obj) (signed, own []*Obj, err error)
+	cosign func(ctx context.Context, e *Engine, r *receipt, ev *Event) (signed, own []*Obj, err error)
 	// answer rebuilds what cosign answered, for the same event asked for
 	// again.
-	answer func(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte, error)
+	answer func(ctx context.Context, e *Engine, txn string, ev *Event) ([][]byte, error)
 	// settle, on the appending side, checks the objects cosign answered
 	// with and returns how to store them with the countersigned event.
 	settle func(ctx context.Context, e *Engine, m store.OutboxMessage, objs []*Obj, reply [][]byte) (func(tx *store.Txn) error, error)
@@ -90,7 +90,7 @@ type actLine struct {
 	// apply moves the obligation states the event records, in the
 	// transaction that records it (both the appender's and the
 	// countersigner's); objs are the objects that travelled with it.
-	apply func(e *Engine, tx *store.Txn, ev *Obj, objs []*Obj) error
+	apply func(e *Engine, tx *store.Txn, ev *Event, objs []*Obj) error
 }
 
 // act is one act, both sides, declared in the act's own file: the

@@ -341,7 +341,7 @@ func (e *Engine) inForceOwesTerms(ctx context.Context, txn string, agr *Obj, add
 // (checkIssued), the duties it drops are the sender's to waive, and the
 // obligations in force owe its terms; each of those is an act of its own
 // with its own decision. The verifier's rules (verify.Extend) follow.
-func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	v2, acc := r.find(ev.Data("agreement_id")), r.find(ev.Data("acceptance_id"))
 	if v2 == nil || v2.Type() != protocol.Agreement {
 		return refusef(reason.StateTransitionDenied, "agreement.amended names agreement %s, which does not travel with it", ev.Data("agreement_id"))
@@ -438,7 +438,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 // new version. Its own deny stays here: the counterparty learns only that
 // the amendment is not signed, and this instance's agent reads it in the
 // transaction's notice.
-func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, []*Obj, error) {
+func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Event) ([]*Obj, []*Obj, error) {
 	v2 := r.find(ev.Data("agreement_id"))
 	mandate, err := e.amendmentMandate(ctx, v2)
 	if err != nil {
@@ -481,7 +481,7 @@ func (e *Engine) amendmentMandate(ctx context.Context, v2 *Obj) (map[string]any,
 // amendmentAnswer rebuilds the offeror's answer to an amendment it
 // countersigned before: the new version as signed by both, and its
 // decision to sign it.
-func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte, error) {
+func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Event) ([][]byte, error) {
 	v2 := held(ctx, e, ev.Data("agreement_id"), object.AsAgreement)
 	if v2 == nil {
 		return nil, errf("agreement %s is not held", ev.Data("agreement_id"))
@@ -526,7 +526,10 @@ func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]b
 // agreement_commitment signature added, and its allow decision for its own
 // agreement.amend act; and returns how to store them with the event.
 func settleAmendment(ctx context.Context, e *Engine, m store.OutboxMessage, objs []*Obj, reply [][]byte) (func(tx *store.Txn) error, error) {
-	ev := objs[len(objs)-1]
+	ev := messageEvent(objs)
+	if ev == nil {
+		return nil, errf("the amendment message carries no event")
+	}
 	var ours *Obj
 	for _, o := range objs {
 		if o.ID() == ev.Data("agreement_id") {

@@ -95,7 +95,7 @@ func namesOffer(b *builder, offer *object.Offer) error {
 
 // checkCancelled is the live part of the countersigner's guard of
 // transaction.cancelled: the offer named is this copy's latest.
-func checkCancelled(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkCancelled(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	_, err := e.namedLatestOffer(ctx, r, ev)
 	return err
 }
@@ -103,7 +103,7 @@ func checkCancelled(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
 // namedLatestOffer returns the offer an event ending a draft names
 // (transaction.cancelled, deadline.elapsed), refusing one that is not
 // this copy's latest offer of the transaction.
-func (e *Engine) namedLatestOffer(ctx context.Context, r *receipt, ev *Obj) (*object.Offer, error) {
+func (e *Engine) namedLatestOffer(ctx context.Context, r *receipt, ev *Event) (*object.Offer, error) {
 	last, err := e.latestOffer(ctx, r.txn)
 	if err != nil {
 		return nil, err

@@ -131,7 +131,7 @@ func expireSpec(ctx context.Context, e *Engine, a Actor, in ExpireInput) (actSpe
 // computes for it, and this instance's own clock past it. (An acceptance
 // of this instance's in flight is met by position, which refuses the
 // expiry first.)
-func checkExpired(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkExpired(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	last, err := e.namedLatestOffer(ctx, r, ev)
 	if err != nil {
 		return err

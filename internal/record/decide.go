@@ -122,6 +122,16 @@ func (e *Engine) liveKey(ctx context.Context, o *Obj, entry map[string]any, k au
 	return nil
 }
 
+// countersignEvent is countersign for an event: the counterparty's event,
+// with this instance's agent's event_append signature added.
+func (e *Engine) countersignEvent(ev *Event, now time.Time) (*Event, error) {
+	o, err := e.countersign(ev.View, protocol.PurposeEventAppend, now)
+	if err != nil {
+		return nil, err
+	}
+	return object.AsEvent(o), nil
+}
+
 // countersign adds this agent's signature to an object and returns its
 // new view.
 func (e *Engine) countersign(o *Obj, purpose string, now time.Time) (*Obj, error) {

@@ -264,7 +264,7 @@ func coverAll(acted map[string]bool, want []string, what string) error {
 // (authority.ObjectAct), re-evaluated under the sender's mandate, and
 // allowed by a decision of its own that travels with it; every decision
 // that travels is the event's or a rider's.
-func (e *Engine) checkRiders(ctx context.Context, r *receipt, ev *Obj, riders []*Obj) error {
+func (e *Engine) checkRiders(ctx context.Context, r *receipt, ev *Event, riders []*Obj) error {
 	lookup := e.lookupWith(ctx, r)
 	acts := make([]riderAct, 0, len(riders))
 	for _, o := range riders {
@@ -284,7 +284,7 @@ type riderAct struct {
 }
 
 // checkRiderActs is checkRiders over acts the caller rebuilt.
-func (e *Engine) checkRiderActs(ctx context.Context, r *receipt, ev *Obj, acts []riderAct) error {
+func (e *Engine) checkRiderActs(ctx context.Context, r *receipt, ev *Event, acts []riderAct) error {
 	lead := ev.P("policy_decision_id")
 	unused := map[string]*Obj{}
 	for _, p := range r.byType(protocol.PolicyDecision) {

@@ -244,7 +244,7 @@ func openExceptionSpec(ctx context.Context, e *Engine, a Actor, in ExceptionInpu
 // carries the sender's dispute, checked as any dispute is (checkDispute)
 // with its own decision; a failed settlement's names an instruction held
 // here whose latest receipt failed, with the evidence over that receipt.
-func checkExceptionOpened(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkExceptionOpened(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	exc := r.one(protocol.Exception)
 	if exc == nil || exc.ID() != ev.Data("exception_id") {
 		return refusef(reason.StateTransitionDenied, "exception.opened names an exception that does not travel with it")
@@ -386,7 +386,7 @@ func (e *Engine) openException(ctx context.Context, st *state) (exc, obl *Obj, e
 		if rows[i].Status != store.EventRecorded {
 			continue
 		}
-		ev, err := e.get(ctx, rows[i].EventID)
+		ev, err := e.getEvent(ctx, rows[i].EventID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -628,7 +628,7 @@ func acceptRemediationSpec(ctx context.Context, e *Engine, a Actor, in Exception
 // of this copy with the obligation's due time, and this organisation
 // offered that very record. The verifier's guard (the obligation performs
 // the exception's again; both signatures) follows in verify.Extend.
-func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	evd, obl := r.one(protocol.Evidence), r.one(protocol.Obligation)
 	hash := ev.Data("remediation_hash")
 	if evd == nil || !isSignature(evd, r.from, verify.RemediationSignatureClaim) || evd.P("artifact_hash") != hash {
@@ -732,7 +732,7 @@ func (e *Engine) resolvable(ctx context.Context, st *state, org string) (*Obj, e
 
 // checkExceptionResolved is the countersigner's live guard of
 // exception.resolved.
-func checkExceptionResolved(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkExceptionResolved(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	exc, err := e.resolvable(ctx, r.st, r.from)
 	if err != nil {
 		return err
@@ -793,7 +793,7 @@ func terminateSpec(ctx context.Context, e *Engine, a Actor, in ExceptionActInput
 // checkTransactionTerminated is the countersigner's live guard of
 // transaction.terminated: the exception in force, the termination record
 // of this copy (every open obligation named), signed by the sender.
-func checkTransactionTerminated(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkTransactionTerminated(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	exc, _, err := e.openException(ctx, r.st)
 	if err != nil {
 		return err

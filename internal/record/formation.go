@@ -490,7 +490,7 @@ func (e *Engine) advance(ctx context.Context, txn string) error {
 	if _, err := e.db.EventAt(ctx, txn, 2); err == nil {
 		return nil // agreement.committed is pending
 	}
-	ev1, err := e.get(ctx, first.EventID)
+	ev1, err := e.getEvent(ctx, first.EventID)
 	if err != nil {
 		return err
 	}
@@ -528,7 +528,7 @@ func (e *Engine) agreementOf(ctx context.Context, txn string) (*object.Agreement
 // removed by a refusal). The usual way is the agreement travelling with
 // the acceptance; then proposedWith, in the transaction that records the
 // event.
-func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) error {
+func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 *Event) error {
 	put, queued, err := e.draftAgreement(ctx, t, ev1)
 	if err != nil {
 		return err
@@ -550,8 +550,8 @@ func (e *Engine) proposeAgreement(ctx context.Context, t store.Transaction, ev1 
 // message of an older build) has it drafted now. It returns nil for any
 // other event.
 func (e *Engine) proposedWith(ctx context.Context, m store.OutboxMessage, objs []*Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
-	ours := objs[len(objs)-1]
-	if ours.EventType() != protocol.EvAgreementDirect || ours.Seq() != 1 {
+	ours := messageEvent(objs)
+	if ours == nil || ours.EventType() != protocol.EvAgreementDirect || ours.Seq() != 1 {
 		return nil, nil, nil
 	}
 	t, err := e.db.GetTransaction(ctx, m.TransactionID)
@@ -591,7 +591,7 @@ func travelling(objs []*Obj) *Obj {
 // roles, and the commitment id the offeror will issue under; signed by this
 // party. It returns what stores it with its message (run inside a write),
 // and the message, filled in once that has run.
-func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *Obj) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
+func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *Event) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
 	now := e.clock().UTC().Truncate(time.Second)
 	offer := held(ctx, e, ev1.Data("offer_id"), object.AsOffer)
 	if offer == nil {
@@ -694,8 +694,8 @@ func (e *Engine) settleCosigned(ctx context.Context, m store.OutboxMessage, ours
 // rules over the extended record before anything is stored.
 func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs []*Obj, ours *Obj, reply [][]byte) error {
 	now := e.clock().UTC().Truncate(time.Second)
-	ev := objs[len(objs)-1]
-	answer, got, ev2, err := e.committedIn(reply, ev.ID())
+	ev := messageEvent(objs)
+	answer, got, ev2, err := e.committedIn(m.Peer, ev, reply)
 	if err != nil {
 		return err
 	}
@@ -714,7 +714,7 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 	if err != nil {
 		return err
 	}
-	if err := e.extend(ctx, st, append([]*Obj{got, agr}, supporting...)); err != nil {
+	if err := e.extend(ctx, st, append([]*Obj{got.View, agr}, supporting...)); err != nil {
 		return err
 	}
 	stored := func(tx *store.Txn) error {
@@ -734,28 +734,31 @@ func (e *Engine) settleDirect(ctx context.Context, m store.OutboxMessage, objs [
 	return e.commitAgreement(ctx, m.TransactionID, got, agr, stored, after, now)
 }
 
-// committedIn splits an answer to agreement.direct (event id ev1) into the
+// committedIn splits peer's answer to agreement.direct (ev1) into the
 // answer to the agreement, ev1 as it came back (got, nil when it did not),
 // and the agreement.committed the offeror appended with it, if it did (one
 // event besides ev1, last).
-func (e *Engine) committedIn(reply [][]byte, ev1 string) (answer [][]byte, got, ev2 *Obj, err error) {
+func (e *Engine) committedIn(peer string, ev1 *Event, reply [][]byte) (answer [][]byte, got, ev2 *Event, err error) {
 	answer = make([][]byte, 0, len(reply))
 	for i, b := range reply {
 		o, err := e.parse(b)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if o.ID() == ev1 {
-			got = o
+		if o.ID() == ev1.ID() {
+			if got, err = returnedEvent(peer, ev1, o); err != nil {
+				return nil, nil, nil, err
+			}
 		}
-		if o.Type() != protocol.TransactionEvent || o.ID() == ev1 {
+		ev := object.AsEvent(o)
+		if ev == nil || o.ID() == ev1.ID() {
 			answer = append(answer, b)
 			continue
 		}
-		if ev2 != nil || i != len(reply)-1 || o.EventType() != protocol.EvAgreementCommitted {
-			return nil, nil, nil, refusef(reason.StateTransitionDenied, "the answer to agreement.direct carries event %s (%s) besides it; only agreement.committed, last", o.ID(), o.EventType())
+		if ev2 != nil || i != len(reply)-1 || ev.EventType() != protocol.EvAgreementCommitted {
+			return nil, nil, nil, refusef(reason.StateTransitionDenied, "the answer to agreement.direct carries event %s (%s) besides it; only agreement.committed, last", ev.ID(), ev.EventType())
 		}
-		ev2 = o
+		ev2 = ev
 	}
 	return answer, got, ev2, nil
 }
@@ -770,8 +773,8 @@ func (e *Engine) committedIn(reply [][]byte, ev1 string) (answer [][]byte, got, 
 // worker, not here: the transaction is committed in this copy now, and
 // the offeror's copy follows when its countersignature arrives. The
 // transaction's next message goes after it (deliverNow).
-func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, objs []*Obj, st *state, ours *Obj, reply, answer [][]byte, got, ev2 *Obj) error {
-	ev := objs[len(objs)-1]
+func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, objs []*Obj, st *state, ours *Obj, reply, answer [][]byte, got, ev2 *Event) error {
+	ev := messageEvent(objs)
 	e.learnKeys(ctx, m.Peer, reply)
 	// The answer's objects as they came (the checks below say whether they
 	// are what they must be): the verifier's rules over the record they
@@ -799,7 +802,7 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 	if err != nil {
 		return err
 	}
-	r := &receipt{from: m.Peer, txn: m.TransactionID, objs: append(support, ev2), st: &after, now: st.now, beside: []*Obj{agr}, answering: since}
+	r := &receipt{from: m.Peer, txn: m.TransactionID, objs: append(support, ev2.View), st: &after, now: st.now, beside: []*Obj{agr}, answering: since}
 	for _, o := range supporting {
 		if o.Type() == protocol.Commitment {
 			r.beside = append(r.beside, o)
@@ -814,23 +817,23 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 		if err := e.checkAnswer(ctx, m.Peer, ours, agr, supporting); err != nil {
 			return err
 		}
-		if err := e.checkAuthors(ctx, m.Peer, []*Obj{ev2}); err != nil {
+		if err := e.checkAuthors(ctx, m.Peer, []*Obj{ev2.View}); err != nil {
 			return err
 		}
 		if err := e.eventSigned(ctx, r, ev2); err != nil {
 			return err
 		}
-		if ev2.Seq() != got.Seq()+1 || ev2.P("previous_event_hash") != got.Hash() {
+		if ev2.Seq() != got.Seq()+1 || ev2.Previous() != got.Hash() {
 			return refusef(reason.EvidenceChainGap, "agreement.committed %s (position %d) does not extend agreement.direct %s", ev2.ID(), ev2.Seq(), got.ID())
 		}
 		return e.eventAllowed(ctx, r, ev2, e.acts.byEvent[protocol.EvAgreementCommitted])
 	}
 	if err := concurrently(check, func() error {
-		return e.extend(ctx, st, append(append([]*Obj{got, agr}, supporting...), ev2))
+		return e.extend(ctx, st, append(append([]*Obj{got.View, agr}, supporting...), ev2.View))
 	}); err != nil {
 		return err
 	}
-	signed, err := e.countersign(ev2, protocol.PurposeEventAppend, e.clock())
+	signed, err := e.countersignEvent(ev2, e.clock())
 	if err != nil {
 		return err
 	}
@@ -850,7 +853,7 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 			return err
 		}
 		var err error
-		queued, err = e.enqueue(tx, m.Peer, m.TransactionID, []*Obj{signed}, nil, now)
+		queued, err = e.enqueue(tx, m.Peer, m.TransactionID, []*Obj{signed.View}, nil, now)
 		return err
 	})
 	if err != nil {
@@ -867,7 +870,7 @@ func (e *Engine) settleCommitted(ctx context.Context, m store.OutboxMessage, obj
 // holds or refuses the commitment now, the answer is stored anyway (the
 // agreement signed by both is kept), the commitment waits, and the agent
 // is told why in the transaction's notice.
-func (e *Engine) commitAgreement(ctx context.Context, txn string, ev1, agr *Obj, stored func(tx *store.Txn) error, after func(*state), now time.Time) error {
+func (e *Engine) commitAgreement(ctx context.Context, txn string, ev1 *Event, agr *Obj, stored func(tx *store.Txn) error, after func(*state), now time.Time) error {
 	_, err := e.appendCommitted(ctx, txn, ev1, agr, stored, after)
 	if err == nil || !isRefusal(err) {
 		return err
@@ -1003,16 +1006,17 @@ func committedData(agr *Obj) map[string]any {
 // (canonical model §10 step 8), taken by this instance under the mandate
 // of its agent's agreement.direct (ev1). inTx, when set, stores the
 // cosigned reply in the same transaction.
-func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1, agr *Obj, inTx func(tx *store.Txn) error, after func(*state)) (Outcome, error) {
+func (e *Engine) appendCommitted(ctx context.Context, txn string, ev1 *Event, agr *Obj, inTx func(tx *store.Txn) error, after func(*state)) (Outcome, error) {
 	return agreementSign.perform(ctx, e, instanceActor, commitCall{txn, ev1, agr, inTx, after})
 }
 
 // commitCall is what the offeror's commitment is made of (appendCommitted).
 type commitCall struct {
-	txn      string
-	ev1, agr *Obj
-	inTx     func(tx *store.Txn) error
-	after    func(*state)
+	txn   string
+	ev1   *Event
+	agr   *Obj
+	inTx  func(tx *store.Txn) error
+	after func(*state)
 }
 
 // agreementSign is agreement.sign: the offeror's signature on the
@@ -1079,7 +1083,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if err != nil || first.AppendedBy != r.from || first.Status != store.EventRecorded {
 		return nil, refusef(reason.StateTransitionDenied, "transaction %s has no recorded acceptance by %s to sign an agreement for", r.txn, r.from)
 	}
-	ev1, err := e.get(ctx, first.EventID)
+	ev1, err := e.getEvent(ctx, first.EventID)
 	if err != nil {
 		return nil, err
 	}
@@ -1268,7 +1272,7 @@ func (e *Engine) signProposed(ctx context.Context, r *receipt, agr *Obj, offer *
 // countersigned alone and the agreement not stored: the proposer then
 // sends it on its own, and receiveAgreement answers as it always has
 // (asks again, or refuses with A202-POLICY-DENIED).
-func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, []*Obj, error) {
+func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Event) ([]*Obj, []*Obj, error) {
 	agr := r.one(protocol.Agreement)
 	if agr == nil {
 		return nil, nil, nil // an acceptance of an older build: the agreement comes on its own
@@ -1308,12 +1312,12 @@ func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) ([]*Obj, 
 		return nil, nil, err
 	}
 	e.log.Info("agreement.committed appended in the answer", "transaction_id", r.txn, "event_id", ev2.ID())
-	return answer[:1], append(answer[1:], ev2), nil
+	return answer[:1], append(answer[1:], ev2.View), nil
 }
 
 // riderSign returns the offeree's agreement.sign decision that travels
 // with its acceptance ev beside the acceptance's own, or nil.
-func riderSign(r *receipt, ev *Obj) *Obj {
+func riderSign(r *receipt, ev *Event) *Obj {
 	for _, p := range r.byType(protocol.PolicyDecision) {
 		if p.ID() != ev.P("policy_decision_id") {
 			return p
@@ -1325,7 +1329,7 @@ func riderSign(r *receipt, ev *Obj) *Obj {
 // directAnswer rebuilds, for agreement.direct asked for again, what
 // cosignDirect answered beside it: the agreement signed by both, its
 // commitment and this instance's decision, when it signed one.
-func directAnswer(ctx context.Context, e *Engine, txn string, ev *Obj) ([][]byte, error) {
+func directAnswer(ctx context.Context, e *Engine, txn string, ev *Event) ([][]byte, error) {
 	agr, err := e.agreementOf(ctx, txn)
 	if err != nil || agr == nil || len(agr.Signatures()) < 2 {
 		return nil, err
@@ -1408,7 +1412,7 @@ func (e *Engine) cosignedAnswer(ctx context.Context, txn string, agr *object.Agr
 // instance's own, unexpired now and not withdrawn, in this session. That
 // the acceptance signs the offer's exact hash, by the offeree, and the
 // rest of the guard, are the verifier's rules (verify.Extend).
-func checkAgreementDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkAgreementDirect(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	acc := r.one(protocol.Acceptance)
 	if acc == nil || acc.ID() != ev.Data("acceptance_id") {
 		return refusef(reason.StateTransitionDenied, "agreement.direct names acceptance %s, which does not travel with it", ev.Data("acceptance_id"))
@@ -1454,7 +1458,7 @@ func checkAgreementDirect(ctx context.Context, e *Engine, r *receipt, ev *Obj) e
 // by the decision, made for the position agreement.committed takes.
 // Nothing rides unchecked, whether or not this instance then signs the
 // agreement; a message with no second decision passes.
-func (e *Engine) checkRiderSign(ctx context.Context, r *receipt, ev, agr *Obj) error {
+func (e *Engine) checkRiderSign(ctx context.Context, r *receipt, ev *Event, agr *Obj) error {
 	sign := riderSign(r, ev)
 	if sign == nil {
 		return nil
@@ -1485,7 +1489,7 @@ func decidedAt(pol *Obj, txn string, seq int) error {
 // commitment the event names, the agreement's. That both parties signed
 // the same bytes and that it names the recorded acceptance are the
 // verifier's rules (verify.Extend).
-func checkAgreementCommitted(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkAgreementCommitted(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	agr, ok := e.held(ctx, r, ev.Data("agreement_id"), protocol.Agreement)
 	if !ok {
 		return refusef(reason.StateTransitionDenied, "agreement %s is not held here", ev.Data("agreement_id"))

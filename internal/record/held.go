@@ -125,12 +125,12 @@ func values(list []*Obj, err error) ([]map[string]any, error) {
 }
 
 // eventAt reads the event at a position of a transaction.
-func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Obj, error) {
+func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Event, error) {
 	ev, err := e.db.EventAt(ctx, txn, seq)
 	if err != nil {
 		return nil, err
 	}
-	return e.get(ctx, ev.EventID)
+	return e.getEvent(ctx, ev.EventID)
 }
 
 // keyRecords returns every key record held (of every organisation), by

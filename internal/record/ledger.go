@@ -47,8 +47,8 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 		if err != nil || len(objs) == 0 {
 			continue
 		}
-		ev := objs[len(objs)-1]
-		if ev.Type() != protocol.TransactionEvent || ev.Org() != e.org.Config().OrganizationID {
+		ev := messageEvent(objs)
+		if ev == nil || ev.Org() != e.org.Config().OrganizationID {
 			continue // an act recorded by its objects alone counts once sent (a waiver), or a countersignature
 		}
 		if x, err := e.db.EventAt(ctx, txn, ev.Seq()); err != nil || x.Status == store.EventRecorded || x.EventID != ev.ID() {
@@ -79,7 +79,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 		if x.Status != store.EventRecorded {
 			continue
 		}
-		ev, err := e.get(ctx, x.EventID)
+		ev, err := e.getEvent(ctx, x.EventID)
 		if err != nil {
 			return rec, err
 		}

@@ -392,7 +392,7 @@ func (e *Engine) heldObligation(ctx context.Context, id string) (*object.Obligat
 // the agreement's terms_hash and profile, that their term paths resolve
 // and that their parties are the agreement's are the verifier's rules as
 // well (verify.Extend).
-func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkObligationActivated(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	obls := r.byType(protocol.Obligation)
 	lead := r.find(ev.Data("obligation_id"))
 	if lead == nil || lead.Type() != protocol.Obligation {
@@ -557,7 +557,7 @@ func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpe
 // an evidence object that travels with it (and no evidence that is not
 // referenced); together they assert every obligation still owed, and each
 // further one is an act of its own with its own decision.
-func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	lead := r.find(ev.Data("performance_event_id"))
 	if lead == nil || lead.Type() != protocol.PerformanceEvent {
 		return refusef(reason.ObligationAssertionUnevidenced, "performance.declared names an assertion that does not travel with it")
@@ -870,7 +870,7 @@ func (e *Engine) remainder(b *builder, obl *object.Obligation, accepted, qty str
 // response is an act of its own with its own decision. The reason code of
 // a rejection, and a response that carries terms of its own, are refused
 // by the gate before this runs.
-func checkResponse(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkResponse(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	et := ev.EventType()
 	lead := r.find(ev.Data("obligation_response_id"))
 	if lead == nil || lead.Type() != protocol.ObligationResponse {

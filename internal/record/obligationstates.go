@@ -26,7 +26,7 @@ import (
 //	remediation.accepted  the remediation obligation      → pending
 //
 // Each event's line in actTable says what it moves (offers, apply).
-func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
+func (e *Engine) applyEvent(tx *store.Txn, ev *Event, objs []*Obj) error {
 	line, ok := e.acts.event(ev.EventType())
 	if !ok {
 		return nil
@@ -43,12 +43,12 @@ func (e *Engine) applyEvent(tx *store.Txn, ev *Obj, objs []*Obj) error {
 }
 
 // objectMove is what one object travelling with an event moves (moves).
-type objectMove func(tx *store.Txn, ev *Obj, o *Obj) error
+type objectMove func(tx *store.Txn, ev *Event, o *Obj) error
 
 // moves is an event's apply: each object that travelled with it moved by
 // every one of the moves.
-func moves(each ...objectMove) func(e *Engine, tx *store.Txn, ev *Obj, objs []*Obj) error {
-	return func(_ *Engine, tx *store.Txn, ev *Obj, objs []*Obj) error {
+func moves(each ...objectMove) func(e *Engine, tx *store.Txn, ev *Event, objs []*Obj) error {
+	return func(_ *Engine, tx *store.Txn, ev *Event, objs []*Obj) error {
 		for _, o := range objs {
 			for _, m := range each {
 				if err := m(tx, ev, o); err != nil {
@@ -61,7 +61,7 @@ func moves(each ...objectMove) func(e *Engine, tx *store.Txn, ev *Obj, objs []*O
 }
 
 // putObligation records obligation id's state as of ev.
-func putObligation(tx *store.Txn, ev *Obj, id, state string, assertions []string, acceptedBy string) error {
+func putObligation(tx *store.Txn, ev *Event, id, state string, assertions []string, acceptedBy string) error {
 	return tx.PutObligationState(store.ObligationState{ObligationID: id, TransactionID: ev.Txn(), State: state, Assertions: assertions, UpdatedSeq: ev.Seq(), AcceptedBy: acceptedBy})
 }
 
@@ -77,7 +77,7 @@ func obligationNow(tx *store.Txn, id string) (store.ObligationState, error) {
 
 // carriedPending: every obligation carried becomes pending (a remainder
 // becomes pending once the acceptance naming it is recorded: responded).
-func carriedPending(tx *store.Txn, ev *Obj, o *Obj) error {
+func carriedPending(tx *store.Txn, ev *Event, o *Obj) error {
 	if o.Type() != protocol.Obligation {
 		return nil
 	}
@@ -85,7 +85,7 @@ func carriedPending(tx *store.Txn, ev *Obj, o *Obj) error {
 }
 
 // asserted: every assertion's obligation becomes asserted.
-func asserted(tx *store.Txn, ev *Obj, o *Obj) error {
+func asserted(tx *store.Txn, ev *Event, o *Obj) error {
 	if o.Type() != protocol.PerformanceEvent {
 		return nil
 	}
@@ -98,7 +98,7 @@ func asserted(tx *store.Txn, ev *Obj, o *Obj) error {
 
 // responded: every response's obligation becomes accepted (a remainder it
 // names pending), rejected or waived.
-func responded(tx *store.Txn, ev *Obj, o *Obj) error {
+func responded(tx *store.Txn, ev *Event, o *Obj) error {
 	if o.Type() != protocol.ObligationResponse {
 		return nil
 	}
@@ -126,7 +126,7 @@ func responded(tx *store.Txn, ev *Obj, o *Obj) error {
 // disputedByException: an exception over a disputed obligation moves it
 // to disputed (obligation §6.2); a failed settlement's leaves the
 // obligation as it stands.
-func disputedByException(tx *store.Txn, ev *Obj, o *Obj) error {
+func disputedByException(tx *store.Txn, ev *Event, o *Obj) error {
 	if o.Type() != protocol.Exception || o.P("exception_type") != string(protocol.ExceptionObligationDisputed) {
 		return nil
 	}
@@ -139,7 +139,7 @@ func disputedByException(tx *store.Txn, ev *Obj, o *Obj) error {
 
 // releasesOpen is the apply of the events that end a transaction early
 // (releaseOpen).
-func releasesOpen(_ *Engine, tx *store.Txn, ev *Obj, _ []*Obj) error { return releaseOpen(tx, ev) }
+func releasesOpen(_ *Engine, tx *store.Txn, ev *Event, _ []*Obj) error { return releaseOpen(tx, ev) }
 
 // applyObjects moves what an act recorded by its objects alone moves, in
 // the transaction that stores it: on the acting side once the
@@ -175,7 +175,7 @@ func (e *Engine) applyObjects(tx *store.Txn, objs []*Obj) error {
 // releaseOpen moves every obligation of the event's transaction that is
 // still open to released (obligation §6.1, obligation.released): the
 // termination record both parties signed names exactly these.
-func releaseOpen(tx *store.Txn, ev *Obj) error {
+func releaseOpen(tx *store.Txn, ev *Event) error {
 	obls, err := tx.ObligationStates(ev.Txn())
 	if err != nil {
 		return err
@@ -213,7 +213,7 @@ func (e *Engine) rebuildObligationStates(ctx context.Context) error {
 				if x.Status != store.EventRecorded {
 					continue
 				}
-				ev, err := e.get(ctx, x.EventID)
+				ev, err := e.getEvent(ctx, x.EventID)
 				if err != nil {
 					return err
 				}

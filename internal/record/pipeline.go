@@ -331,7 +331,7 @@ func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) 
 	}
 	b.created = append(b.created, d.pol)
 	b.name("policy_decision", d.pol.ID())
-	var ev *Obj
+	var ev *Event
 	var row store.Event
 	if spec.event != "" {
 		if ev, row, err = e.prepareEvent(st, spec.event, b.data, d.pol, spec.mandateID, now); err != nil {
@@ -345,7 +345,7 @@ func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) 
 	}
 	msg := append(append([]*Obj{}, b.carried...), b.created...)
 	if ev != nil {
-		msg = append(msg, ev)
+		msg = append(msg, ev.View)
 	}
 	e.point(string(spec.name) + ".before-commit")
 	var queued store.OutboxMessage
@@ -381,7 +381,7 @@ func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) 
 				}
 			}
 			if ev != nil {
-				if err := tx.PutVerified(info(ev), ev.Raw(), originLocal); err != nil {
+				if err := tx.PutVerified(info(ev.View), ev.Raw(), originLocal); err != nil {
 					return err
 				}
 				if err := tx.InsertEvent(row); err != nil {
@@ -482,9 +482,9 @@ func (e *Engine) handOn(m store.OutboxMessage) {
 // countersignatureOf returns the counterparty's event a message of this
 // instance carries back countersigned (handOn), or nil for any other
 // message.
-func (e *Engine) countersignatureOf(objs []*Obj) *Obj {
-	if len(objs) == 1 && objs[0].Type() == protocol.TransactionEvent && objs[0].Org() != e.org.Config().OrganizationID {
-		return objs[0]
+func (e *Engine) countersignatureOf(objs []*Obj) *Event {
+	if ev := messageEvent(objs); len(objs) == 1 && ev != nil && ev.Org() != e.org.Config().OrganizationID {
+		return ev
 	}
 	return nil
 }
@@ -632,8 +632,8 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 		}
 		e.point("reply.after-store")
 		return nil
-	case last.Type() == protocol.TransactionEvent:
-		if agr := travelling(objs); agr != nil && last.EventType() == protocol.EvAgreementDirect && e.answers(reply, agr.ID()) {
+	case messageEvent(objs) != nil:
+		if agr := travelling(objs); agr != nil && messageEvent(objs).EventType() == protocol.EvAgreementDirect && e.answers(reply, agr.ID()) {
 			// The offeror signed the agreement that travelled with the
 			// acceptance: stored with agreement.committed, which follows.
 			return e.settleDirect(ctx, m, objs, agr, reply)
@@ -680,7 +680,7 @@ func (e *Engine) settle(ctx context.Context, m store.OutboxMessage, reply [][]by
 // next, when set, runs in the same transaction after the event is
 // recorded (the step that follows from it).
 func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []*Obj, reply [][]byte, next func(tx *store.Txn) error) error {
-	ours := objs[len(objs)-1]
+	ours := messageEvent(objs)
 	got, err := e.checkCountersigned(ctx, m.Peer, ours, reply)
 	if err != nil {
 		return err
@@ -714,14 +714,14 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 
 // recordCountersigned records the event a message carried last as got,
 // its countersigned bytes, and applies what it moves.
-func (e *Engine) recordCountersigned(tx *store.Txn, objs []*Obj, got *Obj) error {
-	ours := objs[len(objs)-1]
+func (e *Engine) recordCountersigned(tx *store.Txn, objs []*Obj, got *Event) error {
+	ours := messageEvent(objs)
 	held, err := tx.GetObject(ours.ID())
 	if err != nil {
 		return err
 	}
 	if !bytes.Equal(held, got.Raw()) {
-		if err := tx.ReplaceVerified(info(got), held, got.Raw()); err != nil {
+		if err := tx.ReplaceVerified(info(got.View), held, got.Raw()); err != nil {
 			return err
 		}
 	}
@@ -743,7 +743,7 @@ func (e *Engine) answers(reply [][]byte, id string) bool {
 }
 
 // checkCountersigned finds our event in a reply, countersigned.
-func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj, reply [][]byte) (*Obj, error) {
+func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Event, reply [][]byte) (*Event, error) {
 	e.learnKeys(ctx, peer, reply)
 	var got *Obj
 	for _, b := range reply {
@@ -754,15 +754,29 @@ func (e *Engine) checkCountersigned(ctx context.Context, peer string, ours *Obj,
 	if got == nil {
 		return nil, errf("%s's reply carries no countersigned %s", peer, ours.ID())
 	}
-	return got, e.checkCountersignature(ctx, peer, ours, got)
+	ev, err := returnedEvent(peer, ours, got)
+	if err != nil {
+		return nil, err
+	}
+	return ev, e.checkCountersignature(ctx, peer, ours, ev)
+}
+
+// returnedEvent is o, which peer returned under our event's id, as an
+// event: an object of another type under that id is our event with other
+// content, refused as verify.Countersigned refuses it.
+func returnedEvent(peer string, ours *Event, o *Obj) (*Event, error) {
+	if ev := object.AsEvent(o); ev != nil {
+		return ev, nil
+	}
+	return nil, refusef(reason.EvidenceHashMismatch, "%s returned event %s with other content", peer, ours.ID())
 }
 
 // checkCountersignature checks got, our event ours as peer returned it,
 // by the verifier's rule (verify.Countersigned), the countersignature
 // being peer's event_append by one of its agents' keys, active.
-func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, got *Obj) error {
+func (e *Engine) checkCountersignature(ctx context.Context, peer string, ours, got *Event) error {
 	return verify.Countersigned(ours.Value(), got.Value(), peer, func(in []byte, i int) error {
-		return e.verifyEntryOver(ctx, got, in, i, peer, "agt_")
+		return e.verifyEntryOver(ctx, got.View, in, i, peer, "agt_")
 	})
 }
 
@@ -835,7 +849,7 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 			case protocol.Approval:
 				continue // held before the act; it stays
 			case protocol.TransactionEvent:
-				if err := tx.DeletePendingEvent(m.TransactionID, o.Seq(), o.ID()); err != nil && !errors.Is(err, store.ErrNotFound) {
+				if err := tx.DeletePendingEvent(m.TransactionID, object.AsEvent(o).Seq(), o.ID()); err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
 			default:
@@ -995,7 +1009,8 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 	}
 	pa.Riders = riders
 	now := e.clock().UTC().Truncate(time.Second)
-	var oldPol, oldEv, ev *Obj
+	var oldPol *Obj
+	var oldEv, ev *Event
 	var oldRiders, oldDropped []*Obj
 	var row store.Event
 	fresh := make([]*Obj, 0, len(objs))
@@ -1015,7 +1030,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 			}
 			fresh = append(fresh, np)
 		case o.Type() == protocol.TransactionEvent:
-			oldEv = o
+			oldEv = object.AsEvent(o)
 		default:
 			fresh = append(fresh, o)
 		}
@@ -1030,11 +1045,11 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		}
 		// The event is rebuilt at its own position, on the head it extends,
 		// citing the fresh decision.
-		st.t.HeadSequence, st.t.HeadHash, st.t.State = oldEv.Seq()-1, oldEv.P("previous_event_hash"), string(oldEv.From())
+		st.t.HeadSequence, st.t.HeadHash, st.t.State = oldEv.Seq()-1, oldEv.Previous(), string(oldEv.From())
 		if ev, row, err = e.prepareEvent(st, oldEv.EventType(), oldEv.PSub("data"), pol, oldEv.Mandate(), now); err != nil {
 			return false, err
 		}
-		fresh = append(fresh, ev)
+		fresh = append(fresh, ev.View)
 	}
 	act, err := json.Marshal(pendingAct{Act: pa.Act, MandateID: pa.MandateID, Document: pa.Document, ApprovalID: pa.ApprovalID, Seq: pa.Seq, Riders: pa.Riders})
 	if err != nil {
@@ -1073,7 +1088,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 			if err := tx.DeletePendingEvent(m.TransactionID, oldEv.Seq(), oldEv.ID()); err != nil {
 				return err
 			}
-			if err := tx.PutVerified(info(ev), ev.Raw(), originLocal); err != nil {
+			if err := tx.PutVerified(info(ev.View), ev.Raw(), originLocal); err != nil {
 				return err
 			}
 			if err := tx.InsertEvent(row); err != nil {
@@ -1097,7 +1112,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 // prepareEvent builds and signs this instance's next event on st: it must
 // extend the head of this instance's copy, move the state legally under
 // RulesVersion, and cite the decision pol. Nothing is stored here.
-func (e *Engine) prepareEvent(st *state, eventType protocol.EventType, data map[string]any, pol *Obj, mandateID string, now time.Time) (*Obj, store.Event, error) {
+func (e *Engine) prepareEvent(st *state, eventType protocol.EventType, data map[string]any, pol *Obj, mandateID string, now time.Time) (*Event, store.Event, error) {
 	to, ok := rules.Next(RulesVersion, rules.Aggregate, st.t.State, eventType)
 	if !ok {
 		return nil, store.Event{}, refusef(reason.StateTransitionDenied, "%s is not a legal event in state %s under rules %s", eventType, st.t.State, RulesVersion)
@@ -1119,10 +1134,11 @@ func (e *Engine) prepareEvent(st *state, eventType protocol.EventType, data map[
 		"to_state":            to,
 		"data":                data,
 	}
-	ev, err := e.newObject(protocol.TransactionEvent, st.t.ID, mandateID, payload, protocol.PurposeEventAppend, now, "")
+	o, err := e.newObject(protocol.TransactionEvent, st.t.ID, mandateID, payload, protocol.PurposeEventAppend, now, "")
 	if err != nil {
 		return nil, store.Event{}, err
 	}
+	ev := object.AsEvent(o)
 	return ev, eventRow(ev, e.org.Config().OrganizationID), nil
 }
 
@@ -1165,9 +1181,10 @@ func (e *Engine) carried(m store.OutboxMessage) string {
 		return "a message"
 	}
 	last := objs[len(objs)-1]
+	if ev := object.AsEvent(last); ev != nil {
+		return fmt.Sprintf("the countersignature of %s (event %d)", ev.EventType(), ev.Seq())
+	}
 	switch last.Type() {
-	case protocol.TransactionEvent:
-		return fmt.Sprintf("the countersignature of %s (event %d)", last.EventType(), last.Seq())
 	case protocol.Agreement:
 		return "its signature on agreement " + last.ID()
 	}

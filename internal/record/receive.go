@@ -9,6 +9,7 @@ import (
 
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/delivery"
+	"github.com/partyd/party/internal/object"
 	"github.com/partyd/party/internal/protocol"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/rules"
@@ -204,7 +205,7 @@ func (e *Engine) Reply(ctx context.Context, from, key string) ([][]byte, error) 
 // actor's act re-evaluated live, the verifier's rules over the extended
 // record, then the countersignature, stored with the inbox row.
 func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error) {
-	ev := r.objs[len(r.objs)-1]
+	ev := messageEvent(r.objs) // receive found the one event, last
 	support := r.objs[:len(r.objs)-1]
 	spec, ok := e.acts.event(ev.EventType())
 	if !ok {
@@ -254,7 +255,7 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 		}
 		own = mine
 	}
-	signed, err := e.countersign(ev, protocol.PurposeEventAppend, e.clock())
+	signed, err := e.countersignEvent(ev, e.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -295,10 +296,10 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 			return err
 		}
 		for _, o := range own {
-			if o.Type() == protocol.TransactionEvent {
+			if ev := object.AsEvent(o); ev != nil {
 				// This instance's next event, pending until the
 				// counterparty's countersignature comes back.
-				if err := tx.InsertEvent(eventRow(o, e.org.Config().OrganizationID)); err != nil {
+				if err := tx.InsertEvent(eventRow(ev, e.org.Config().OrganizationID)); err != nil {
 					return err
 				}
 			}
@@ -316,7 +317,7 @@ func (e *Engine) receiveEvent(ctx context.Context, r *receipt) ([][]byte, error)
 // eventSigned is the first of the countersigner's checks of an event:
 // it arrives with exactly one signature, its appender's event_append, by
 // an agent key (a principal's key approves, it does not append).
-func (e *Engine) eventSigned(ctx context.Context, r *receipt, ev *Obj) error {
+func (e *Engine) eventSigned(ctx context.Context, r *receipt, ev *Event) error {
 	entries := ev.Signatures()
 	if len(entries) != 1 || str(entries[0]["purpose"]) != protocol.PurposeEventAppend {
 		return refusef(reason.EvidenceSignatureInvalid, "an event arrives with exactly one event_append signature, its appender's")
@@ -335,7 +336,7 @@ func (e *Engine) eventSigned(ctx context.Context, r *receipt, ev *Obj) error {
 // over the extended record (extend) follow. Every event this instance
 // countersigns passes here: one it receives (receiveEvent) and one that
 // comes in an answer (the offeror's agreement.committed, settleDirect).
-func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Obj, spec *actLine) error {
+func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Event, spec *actLine) error {
 	support := r.objs[:len(r.objs)-1]
 	// The live form of the transition rule (pilot state machine §5: a move
 	// the table does not allow from this copy's state is
@@ -373,7 +374,7 @@ func (e *Engine) eventAllowed(ctx context.Context, r *receipt, ev *Obj, spec *ac
 	if !r.answering.IsZero() {
 		answering = append(answering, r.answering)
 	}
-	return e.checkDecision(ctx, r.from, ev, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), spec.uncached, answering...)
+	return e.checkDecision(ctx, r.from, ev.View, pol, actDoc{name: name, terms: terms, refs: refs}, r.txn, r.one(protocol.Approval), spec.uncached, answering...)
 }
 
 // concurrently runs check and extend at once and returns check's refusal
@@ -409,8 +410,8 @@ func concurrently(check, extend func() error) error {
 // it changes in the record (applyEvent, with the objects that support it).
 // Every event of the counterparty's goes in this way: one it sent
 // (receiveEvent), one in an answer (settleCommitted).
-func (e *Engine) storeCountersigned(tx *store.Txn, signed *Obj, from string, support []*Obj) error {
-	if err := tx.PutVerified(info(signed), signed.Raw(), from); err != nil {
+func (e *Engine) storeCountersigned(tx *store.Txn, signed *Event, from string, support []*Obj) error {
+	if err := tx.PutVerified(info(signed.View), signed.Raw(), from); err != nil {
 		return err
 	}
 	row := eventRow(signed, from)
@@ -426,9 +427,9 @@ func (e *Engine) storeCountersigned(tx *store.Txn, signed *Obj, from string, sup
 // eventRow is the events row of ev, appended by appendedBy, pending: what
 // the event's own members say, read from the event so that the row cannot
 // disagree with it.
-func eventRow(ev *Obj, appendedBy string) store.Event {
+func eventRow(ev *Event, appendedBy string) store.Event {
 	return store.Event{
-		TransactionID: ev.Txn(), Sequence: ev.Seq(), EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: ev.P("previous_event_hash"),
+		TransactionID: ev.Txn(), Sequence: ev.Seq(), EventID: ev.ID(), ContentHash: ev.Hash(), PreviousEventHash: ev.Previous(),
 		EventType: string(ev.EventType()), FromState: string(ev.From()), ToState: string(ev.To()), AppendedBy: appendedBy, Status: store.EventPending,
 	}
 }
@@ -443,8 +444,8 @@ func eventRow(ev *Obj, appendedBy string) store.Event {
 // same countersignature again (a redelivery) is answered with nothing and
 // stores nothing. The answer is empty.
 func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]byte, error) {
-	ev := r.objs[0]
-	if err := gateCheck(ev, false); err != nil {
+	ev := object.AsEvent(r.objs[0]) // Receive found one event, this instance's
+	if err := gateCheck(ev.View, false); err != nil {
 		return nil, err
 	}
 	x, err := e.db.EventAt(ctx, r.txn, ev.Seq())
@@ -465,7 +466,7 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 	if t.Counterparty != r.from {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", r.txn, t.Counterparty, r.from)
 	}
-	ours, err := e.get(ctx, x.EventID)
+	ours, err := e.getEvent(ctx, x.EventID)
 	if err != nil {
 		return nil, err
 	}
@@ -478,7 +479,7 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 	}
 	e.point("countersignature.before-store")
 	if err := e.update(ctx, r.txn, func(tx *store.Txn) error {
-		if err := e.recordCountersigned(tx, []*Obj{ours}, got); err != nil {
+		if err := e.recordCountersigned(tx, []*Obj{ours.View}, got); err != nil {
 			return err
 		}
 		return tx.PutInbox(r.from, r.key, r.txn, nil, r.now) // answered with nothing, readable as such
@@ -533,7 +534,7 @@ func putReceived(tx *store.Txn, o *Obj, from string) error {
 // recorded position is a fork, refused and kept; one at the position of an
 // event of this instance still pending meets it (see yieldPosition); one
 // that does not extend the head is a gap.
-func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, error, bool) {
+func (e *Engine) position(ctx context.Context, r *receipt, ev *Event) ([][]byte, error, bool) {
 	seq := ev.Seq()
 	if seq < 1 {
 		return nil, refusef(reason.EvidenceChainGap, "event %s has no sequence", ev.ID()), true
@@ -580,7 +581,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Obj) ([][]byte, e
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err, true
 	}
-	if seq != r.st.t.HeadSequence+1 || ev.P("previous_event_hash") != r.st.t.HeadHash {
+	if seq != r.st.t.HeadSequence+1 || ev.Previous() != r.st.t.HeadHash {
 		return nil, refusef(reason.EvidenceChainGap, "event %s (position %d, predecessor %v) does not extend this record (head %d, %s)",
 			ev.ID(), seq, ev.Payload()["previous_event_hash"], r.st.t.HeadSequence, r.st.t.HeadHash), true
 	}
@@ -614,7 +615,7 @@ func (e *Engine) pendingActObjects(ctx context.Context, txn, eventID string) map
 // position and the act it carried, when position found the counterparty's
 // keeps the place (the two appended at once).
 func (e *Engine) yieldPosition(tx *store.Txn, r *receipt) error {
-	ev := r.objs[len(r.objs)-1]
+	ev := messageEvent(r.objs)
 	x, err := tx.EventAt(r.txn, ev.Seq())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -636,7 +637,7 @@ func (e *Engine) yieldPosition(tx *store.Txn, r *receipt) error {
 			switch o.Type() {
 			case protocol.Approval:
 			case protocol.TransactionEvent:
-				if err := tx.DeletePendingEvent(r.txn, o.Seq(), o.ID()); err != nil {
+				if err := tx.DeletePendingEvent(r.txn, object.AsEvent(o).Seq(), o.ID()); err != nil {
 					return err
 				}
 			default:

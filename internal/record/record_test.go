@@ -588,6 +588,19 @@ func TestLyingReplyToAcceptanceStoresNothing(t *testing.T) {
 			p["event_type"] = "transaction.cancelled"
 			p["to_state"] = "cancelled"
 		})},
+		// Our own agreement.direct, returned under its id as an object
+		// of another type: our event with other content.
+		{"agreement.direct returned as another type of object", "transaction_event:agreement.direct", reason.EvidenceHashMismatch, func(t *testing.T, s *recordtest.Side, ev map[string]any) map[string]any {
+			ev["object_type"] = "commitment"
+			ev["signatures"] = []any{}
+			if err := envelope.Seal(ev); err != nil {
+				t.Fatal(err)
+			}
+			if err := signature.Sign(ev, agentSigner(t, s), "object_issuance", s.Node.Org.Clock()); err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}},
 		{"commitment bound to another agreement", "commitment", reason.AgreementHashMismatch, func(t *testing.T, s *recordtest.Side, cmt map[string]any) map[string]any {
 			cmt["payload"].(map[string]any)["agreement_id"] = "agr_000000000000000000000000"
 			cmt["signatures"] = []any{}

@@ -156,7 +156,7 @@ var settlementInstruct = &act[InstructInput]{
 	lines: []actLine{
 		{event: protocol.EvSettlementInstructed, uncached: true,
 			carries: counts{protocol.Settlement: 1}, check: checkInstructed,
-			apply: func(e *Engine, tx *store.Txn, ev *Obj, objs []*Obj) error { return e.applySettlement(tx, ev, objs) }},
+			apply: func(e *Engine, tx *store.Txn, ev *Event, objs []*Obj) error { return e.applySettlement(tx, ev, objs) }},
 	},
 	spec: instructSpec,
 }
@@ -313,7 +313,7 @@ func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight
 
 // applySettlement records an instruction as its event is recorded (both
 // sides), in the same transaction.
-func (e *Engine) applySettlement(tx *store.Txn, ev *Obj, objs []*Obj) error {
+func (e *Engine) applySettlement(tx *store.Txn, ev *Event, objs []*Obj) error {
 	for _, o := range objs {
 		if o.Type() != protocol.Settlement || o.ID() != ev.Data("settlement_instruction_id") {
 			continue
@@ -342,7 +342,7 @@ func (e *Engine) applySettlement(tx *store.Txn, ev *Obj, objs []*Obj) error {
 // obligor (this organisation), on a rail this instance registers, under a
 // trigger bound to the exact accepting response, under an idempotency key
 // that means no other instruction.
-func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	stl := object.AsSettlement(r.one(protocol.Settlement))
 	if stl == nil || stl.ID() != ev.Data("settlement_instruction_id") {
 		return refusef(reason.SettlementTriggerAbsent, "settlement.instructed names an instruction that does not travel with it")
@@ -736,7 +736,7 @@ func completeSpec(ctx context.Context, e *Engine, a Actor, in CompleteInput) (ac
 // checkCompleted is the countersigner's live guard of
 // transaction.completed: the completion guard on this copy, the agreement
 // named, and the audit bundle hash recomputed.
-func checkCompleted(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkCompleted(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	rcp, err := e.completionGuard(ctx, r.txn)
 	if err != nil {
 		return err

@@ -265,7 +265,7 @@ func agreeTerminationSpec(ctx context.Context, e *Engine, a Actor, in Terminatio
 // hash; the agreement named is the one in force. The verifier's guard
 // (both signatures, the record recomputed from the objects) follows in
 // verify.Extend.
-func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Obj) error {
+func checkTerminationAgreed(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 	evd := r.one(protocol.Evidence)
 	hash := ev.Data("termination_record_hash")
 	if evd == nil || !isSignature(evd, r.from, verify.TerminationSignatureClaim) || evd.P("artifact_hash") != hash {

@@ -245,7 +245,7 @@ func (f *dueFacts) discharged(id string) (time.Time, bool) {
 			f.err = err
 			return time.Time{}, false
 		}
-		ev, err := f.e.get(f.ctx, x.EventID)
+		ev, err := f.e.getEvent(f.ctx, x.EventID)
 		if err != nil {
 			f.err = err
 			return time.Time{}, false

@@ -16,6 +16,9 @@ import (
 // that their bytes are canonical (delivery.CheckMessage).
 type Obj = object.View
 
+// Event is an event's typed view ([object.Event]).
+type Event = object.Event
+
 // parse decodes canonical bytes into a view, shared with every other
 // parse of the same bytes by this engine (object.Cache).
 func (e *Engine) parse(raw []byte) (*Obj, error) { return e.views.Parse(raw) }
@@ -50,6 +53,25 @@ func (e *Engine) get(ctx context.Context, id string) (*Obj, error) {
 		return nil, err
 	}
 	return e.parse(b)
+}
+
+// getEvent reads one event of the record.
+func (e *Engine) getEvent(ctx context.Context, id string) (*Event, error) {
+	b, err := e.db.GetObject(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.views.ParseEvent(b)
+}
+
+// messageEvent is the event a message carries last, or nil when its last
+// object is not an event (a message carrying only an agreement). Every
+// message this instance queues with an event carries it last.
+func messageEvent(objs []*Obj) *Event {
+	if len(objs) == 0 {
+		return nil
+	}
+	return object.AsEvent(objs[len(objs)-1])
 }
 
 // getTyped reads one object of the record and requires its type.
