@@ -61,7 +61,7 @@ func runBackup(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case len(pos) != 1:
 		return c.usageError(stderr, "give exactly one OUTDIR")
 	}
-	out := pos[0]
+	out := filepath.Clean(pos[0]) // "b/" names b, not a place inside it
 	if _, err := os.Lstat(out); err == nil {
 		fmt.Fprintf(stderr, "party backup: %s already exists; a backup is written to a new directory\n", out)
 		return 1
