@@ -53,6 +53,12 @@
 // Within one process every write runs on one connection, and writes that
 // wait at the same moment are committed together, each in a savepoint of
 // its own, with one fsync (group.go, "Group commit").
+//
+// Backups: Backup writes a copy of the live database with SQLite's VACUUM
+// INTO (backup.go): one read transaction, so the copy is the database as
+// of one commit while other connections and processes keep writing; the
+// copy is compacted and one self-contained file, put in place only when
+// whole.
 package store
 
 import (
