@@ -83,7 +83,7 @@ func syncPath(path string) error {
 // so once closed the file alone is the whole database (OpenWith turns WAL
 // on when it opens the copy).
 func migrateNew(path string) ([]byte, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=synchronous(OFF)&_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=page_size("+pageSize+")&_pragma=synchronous(OFF)&_txlock=immediate")
 	if err != nil {
 		return nil, err
 	}

@@ -1010,7 +1010,8 @@ func TestDurableByDefault(t *testing.T) {
 // TestFreshDatabaseIsTheMigratedOne pins that a new database, written as a
 // copy of the process's migrated template, is the database the migrations
 // build on an empty file one by one: the same schema text, indexes and
-// triggers, the same migrations recorded, in WAL mode with foreign keys on.
+// triggers, the same migrations recorded, in WAL mode with foreign keys on,
+// with pages of pageSize bytes.
 func TestFreshDatabaseIsTheMigratedOne(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -1046,10 +1047,17 @@ func TestFreshDatabaseIsTheMigratedOne(t *testing.T) {
 		if err := s.db.QueryRow(`PRAGMA foreign_keys`).Scan(&fk); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "migrations %s\njournal_mode %s\nforeign_keys %d\n", versions, mode, fk)
+		var pageSize int
+		if err := s.db.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "migrations %s\njournal_mode %s\nforeign_keys %d\npage_size %d\n", versions, mode, fk, pageSize)
 		return b.String()
 	}
 	got, want := schema(copied), schema(migrated)
+	if !strings.Contains(got, "\npage_size "+pageSize+"\n") {
+		t.Errorf("a new database's pages are not %s bytes:\n%s", pageSize, got)
+	}
 	if got != want {
 		t.Errorf("a new database differs from one migrated step by step:\n--- new\n%s\n--- migrated\n%s", got, want)
 	}
