@@ -62,7 +62,20 @@ func (s *Store) Backup(ctx context.Context, path string) (BackupSummary, error) 
 	defer os.Remove(tmp)
 	// ctx, not detach(ctx): unlike every other statement here, this one
 	// reads the whole database, and a caller that gives up should stop it.
-	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, tmp); err != nil {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return BackupSummary{}, fmt.Errorf("store: backup: %w", err)
+	}
+	// The copy is written in pages of pageSize whatever the database's
+	// own: page_size cannot change a database in WAL mode, but VACUUM INTO
+	// writes its new file at the size the connection asked for. So a
+	// database created before pageSize moves to it by a backup restored.
+	_, err = conn.ExecContext(ctx, `PRAGMA page_size = `+pageSize)
+	if err == nil {
+		_, err = conn.ExecContext(ctx, `VACUUM INTO ?`, tmp)
+	}
+	conn.Close()
+	if err != nil {
 		return BackupSummary{}, fmt.Errorf("store: backup: %w", err)
 	}
 	n, err := countTransactions(ctx, tmp)

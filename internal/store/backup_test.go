@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -193,4 +194,46 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Fatal(werr)
 	}
 	t.Logf("the writer committed %d transactions; the last backup held %d", written, last)
+}
+
+// TestBackupWritesPagesOfPageSize: a database created with 4 KiB pages
+// (before pageSize) is copied in pages of pageSize, with its rows, so a
+// backup restored moves it to them.
+func TestBackupWritesPagesOfPageSize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.db")
+	raw, err := sql.Open("sqlite", "file:"+old+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`PRAGMA user_version = 0`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	s := open(t, old)
+	if err := addTransaction(ctx, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	pages := func(s *Store) string {
+		var n string
+		if err := s.db.QueryRow(`PRAGMA page_size`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := pages(s); got != "4096" {
+		t.Fatalf("the old database's pages are %s bytes, want 4096", got)
+	}
+	copyPath := filepath.Join(dir, "copy.db")
+	if _, err := s.Backup(ctx, copyPath); err != nil {
+		t.Fatal(err)
+	}
+	if got := backupHolds(t, copyPath); len(got) != 1 {
+		t.Errorf("the backup holds %v", got)
+	}
+	if got := pages(open(t, copyPath)); got != pageSize {
+		t.Errorf("the backup's pages are %s bytes, want %s", got, pageSize)
+	}
 }

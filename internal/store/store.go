@@ -630,8 +630,9 @@ const idleConns = 8
 // in internal/bench). 16 KiB pages hold seven, and the database is 1.5
 // times the record; at a million transactions the b-trees are also a
 // level shallower. The page size is fixed when a database is created: one
-// created before keeps its own (page_size is a no-op on it), and a
-// `party backup` copy keeps the page size of the database it copies.
+// created before keeps its own (page_size is a no-op on it) until a
+// `party backup` of it, written in pages of pageSize (Backup), is
+// restored.
 const pageSize = "16384"
 
 // sizePages gives a database that holds nothing yet (no file, or an empty
