@@ -1,0 +1,462 @@
+package history
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/instance"
+	"github.com/partyd/party/internal/keys"
+	"github.com/partyd/party/internal/record"
+	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/signature"
+	"github.com/partyd/party/internal/store"
+)
+
+// Kind is the shape of a generated transaction (see the package comment).
+type Kind string
+
+// The shapes generated.
+const (
+	Completed     Kind = "completed"
+	InPerformance Kind = "in_performance"
+	OpenOffer     Kind = "open_offer"
+	Disputed      Kind = "disputed"
+)
+
+// Kinds are the shapes, in the order Trade trades their templates.
+var Kinds = []Kind{Completed, InPerformance, OpenOffer, Disputed}
+
+// Share is a shape's weight in a Mix.
+type Share struct {
+	Kind   Kind
+	Weight int
+}
+
+// Mix is how many of each shape a history holds, by weight.
+type Mix []Share
+
+// DefaultMix is 70 % completed, 15 % in performance, 10 % open offers
+// and 5 % disputed.
+var DefaultMix = Mix{{Completed, 70}, {InPerformance, 15}, {OpenOffer, 10}, {Disputed, 5}}
+
+// sequence is one period of the mix: the shapes in proportion to their
+// weights, spread out evenly (smooth weighted round robin), so that any
+// stretch of a history has about the mix's proportions.
+func (m Mix) sequence() []Kind {
+	total := 0
+	for _, s := range m {
+		total += s.Weight
+	}
+	cur := make([]int, len(m))
+	var out []Kind
+	for range total {
+		best := -1
+		for i, s := range m {
+			cur[i] += s.Weight
+			if best < 0 || cur[i] > cur[best] {
+				best = i
+			}
+		}
+		cur[best] -= total
+		out = append(out, m[best].Kind)
+	}
+	return out
+}
+
+// Source makes histories for one pair of instances: the templates traded
+// on it and the keys that sign its objects.
+type Source struct {
+	stores    [2]*store.Store // buyer, supplier
+	signers   map[string]signature.Signer
+	templates map[Kind]*template
+}
+
+// Trade trades one genuine transaction of each shape on the pair (the
+// templates), recording the act documents their evaluators read, and
+// returns the source of histories for it. The pair is recordtest's
+// walkthrough: b the buyer, s the supplier.
+func Trade(t testing.TB, b, s *recordtest.Side, c *recordtest.Clock) *Source {
+	t.Helper()
+	ctx := context.Background()
+	var recs []*acts
+	for _, sd := range []*recordtest.Side{b, s} {
+		ev := sd.Node.Org.Evaluator()
+		r := &acts{docs: map[string][]byte{}, inner: ev.Policy}
+		ev.Policy = r
+		recs = append(recs, r)
+	}
+	txns := map[Kind]string{}
+	txns[Completed] = recordtest.Form(t, b, s, "3200.00")
+	recordtest.Complete(t, b, s, txns[Completed])
+	txns[InPerformance] = recordtest.Form(t, b, s, "2800.00")
+	if out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txns[InPerformance]}); err != nil || out.State != "in_performance" {
+		t.Fatalf("issue: %+v %v", out, err)
+	}
+	txns[OpenOffer] = recordtest.Offer(t, s, "1500.00").TransactionID
+	txns[Disputed] = recordtest.Form(t, b, s, "3600.00")
+	recordtest.Dispute(t, b, s, c, txns[Disputed])
+	recordtest.Flush(ctx, b, s)
+	docs := map[string][]byte{}
+	for i, sd := range []*recordtest.Side{b, s} {
+		sd.Node.Org.Evaluator().Policy = recs[i].inner
+		for h, d := range recs[i].docs {
+			docs[h] = d
+		}
+	}
+	src := &Source{stores: [2]*store.Store{b.Node.Org.Store, s.Node.Org.Store}, signers: map[string]signature.Signer{}, templates: map[Kind]*template{}}
+	for _, sd := range []*recordtest.Side{b, s} {
+		as, err := sd.Node.Org.AgentSigner()
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.signers[as.KeyID()] = as
+		cfg, err := instance.LoadConfig(sd.Node.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := keys.ReadPrivateFile(filepath.Join(sd.Node.Dir, instance.PrincipalKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := signature.NewSigner(cfg.PrincipalKeyID, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.signers[ps.KeyID()] = ps
+	}
+	for _, k := range Kinds {
+		tp, err := newTemplate(ctx, k, txns[k], src.stores, docs)
+		if err != nil {
+			t.Fatalf("template %s: %v", k, err)
+		}
+		src.templates[k] = tp
+	}
+	return src
+}
+
+// Template returns the id of kind's template transaction.
+func (src *Source) Template(kind Kind) string { return src.templates[kind].txn }
+
+// Txn is one generated transaction.
+type Txn struct {
+	ID   string
+	Kind Kind
+}
+
+// chunk is how many transactions one database transaction of each side
+// writes.
+const chunk = 250
+
+// batch is a chunk's rows, made by a worker, written by Generate.
+type batch struct {
+	txns []Txn
+	rows [2][]store.Rows
+	err  error
+}
+
+// Generate writes n transactions shaped as mix says into both sides'
+// stores, copies of the templates under fresh identifiers (see the package
+// comment), and returns them in the order of the mix. The copies are made
+// on every processor; each side's rows are written a chunk to one
+// database transaction.
+func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) {
+	seq := mix.sequence()
+	if len(seq) == 0 {
+		return nil, fmt.Errorf("history: an empty mix")
+	}
+	for _, s := range mix {
+		if src.templates[s.Kind] == nil {
+			return nil, fmt.Errorf("history: no template of kind %q", s.Kind)
+		}
+	}
+	chunks := (n + chunk - 1) / chunk
+	jobs := make(chan int)
+	results := make([]chan batch, chunks)
+	for i := range results {
+		results[i] = make(chan batch, 1)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var seed [32]byte
+			crand.Read(seed[:])
+			rng := rand.NewChaCha8(seed)
+			var raw [12]byte
+			fresh := func(prefix string) string {
+				rng.Read(raw[:])
+				return prefix + "_" + hex.EncodeToString(raw[:])
+			}
+			for c := range jobs {
+				results[c] <- src.batch(c*chunk, min(n, (c+1)*chunk), seq, fresh)
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for c := range chunks {
+			select {
+			case jobs <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer wg.Wait()
+	var out []Txn
+	for c := range chunks {
+		var bt batch
+		select {
+		case bt = <-results[c]:
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+		if bt.err != nil {
+			return out, bt.err
+		}
+		var errs [2]error
+		var w sync.WaitGroup
+		for i, st := range src.stores {
+			w.Add(1)
+			go func() {
+				defer w.Done()
+				errs[i] = st.Update(ctx, func(tx *store.Txn) error {
+					for _, r := range bt.rows[i] {
+						if err := tx.InsertRows(r); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}()
+		}
+		w.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return out, err
+			}
+		}
+		out = append(out, bt.txns...)
+	}
+	return out, nil
+}
+
+// batch makes the copies from to to of the history.
+func (src *Source) batch(from, to int, seq []Kind, fresh func(string) string) batch {
+	var bt batch
+	var tables [2]map[string]*store.Rows
+	var order [2][]string
+	for i := range tables {
+		tables[i] = map[string]*store.Rows{}
+	}
+	for i := from; i < to; i++ {
+		k := seq[i%len(seq)]
+		id, rows, err := src.clone(src.templates[k], fresh)
+		if err != nil {
+			bt.err = err
+			return bt
+		}
+		bt.txns = append(bt.txns, Txn{ID: id, Kind: k})
+		for side := range rows {
+			for _, r := range rows[side] {
+				t := tables[side][r.Table]
+				if t == nil {
+					t = &store.Rows{Table: r.Table, Columns: r.Columns}
+					tables[side][r.Table] = t
+					order[side] = append(order[side], r.Table)
+				}
+				t.Values = append(t.Values, r.Values...)
+			}
+		}
+	}
+	// The tables in the order TransactionRows reads them (the
+	// transaction, then its objects, then its events...), whichever
+	// template came first.
+	for side := range tables {
+		for _, name := range tableOrder {
+			if t := tables[side][name]; t != nil {
+				bt.rows[side] = append(bt.rows[side], *t)
+			}
+		}
+		if len(bt.rows[side]) != len(order[side]) {
+			bt.err = fmt.Errorf("history: rows of a table not in the order known: %v", order[side])
+		}
+	}
+	return bt
+}
+
+// tableOrder is store.TransactionRows's order of tables.
+var tableOrder = []string{"transactions", "objects", "events", "obligation_states", "settlements", "spend", "spend_payments", "approval_requests", "withdrawals", "inbox", "alerts"}
+
+// clone makes one copy of tp: its transaction id and each side's rows.
+func (src *Source) clone(tp *template, fresh func(string) string) (string, [2][]store.Rows, error) {
+	var out [2][]store.Rows
+	ids := make(map[string]string, len(tp.ids))
+	for id := range tp.ids {
+		ids[id] = fresh(id[:strings.LastIndexByte(id, '_')])
+	}
+	idf := func(s string) string {
+		if n, ok := ids[s]; ok {
+			return n
+		}
+		return s
+	}
+	txn := ids[tp.txn]
+	hashes := make(map[string]string, len(tp.objs)+len(tp.acts))
+	bodies := make(map[string][]byte, len(tp.objs))
+	var subst func(v any, key string, self *tobj) (any, error)
+	actHash := func(h string) (string, error) {
+		if n, ok := hashes[h]; ok {
+			return n, nil
+		}
+		doc, err := subst(tp.acts[h], "", nil)
+		if err != nil {
+			return "", err
+		}
+		n, err := canonical.Hash(doc)
+		if err != nil {
+			return "", err
+		}
+		hashes[h] = n
+		return n, nil
+	}
+	hashOf := func(s, key string, self *tobj) (string, error) {
+		if n, ok := hashes[s]; ok {
+			return n, nil
+		}
+		if tp.byHash[s] != nil {
+			return "", fmt.Errorf("history: %s names %s before it is made", self.id, tp.byHash[s].id)
+		}
+		if tp.acts[s] != nil {
+			return actHash(s)
+		}
+		switch key {
+		case "audit_bundle_hash":
+			chain := make([]string, self.seq-1)
+			for i, h := range tp.chain[:self.seq-1] {
+				if chain[i] = hashes[h]; chain[i] == "" {
+					return "", fmt.Errorf("history: event %d is not made before %s", i+1, self.id)
+				}
+			}
+			return auditBundleHash(txn, chain)
+		case "mapping_report_hash":
+			return tp.mappingReportHash(self.val, idf)
+		}
+		return s, nil
+	}
+	subst = func(v any, key string, self *tobj) (any, error) {
+		switch x := v.(type) {
+		case string:
+			if isHash(x) {
+				return hashOf(x, key, self)
+			}
+			return replaceIDs(x, idf), nil
+		case map[string]any:
+			m := make(map[string]any, len(x))
+			for k, y := range x {
+				n, err := subst(y, k, self)
+				if err != nil {
+					return nil, err
+				}
+				m[k] = n
+			}
+			return m, nil
+		case []any:
+			a := make([]any, len(x))
+			for i, y := range x {
+				n, err := subst(y, key, self)
+				if err != nil {
+					return nil, err
+				}
+				a[i] = n
+			}
+			return a, nil
+		}
+		return v, nil
+	}
+	for _, o := range tp.objs {
+		v, err := subst(o.val, "", o)
+		if err != nil {
+			return "", out, err
+		}
+		obj := v.(map[string]any)
+		content, err := envelope.SealInput(obj)
+		if err != nil {
+			return "", out, err
+		}
+		obj["signatures"] = []any{}
+		for _, sg := range o.sigs {
+			s := src.signers[sg.keyID]
+			if s == nil {
+				return "", out, fmt.Errorf("history: no signer for key %s, which signs %s", sg.keyID, o.id)
+			}
+			if err := signature.SignOver(obj, content, s, sg.purpose, sg.at); err != nil {
+				return "", out, err
+			}
+		}
+		body, err := canonical.Marshal(obj)
+		if err != nil {
+			return "", out, err
+		}
+		hashes[o.hash] = obj["content_hash"].(string)
+		bodies[o.id] = body
+	}
+	for side, rows := range tp.rows {
+		for _, r := range rows {
+			col := colIndex(r.Columns)
+			n := store.Rows{Table: r.Table, Columns: r.Columns, Values: make([][]any, len(r.Values))}
+			for j, v := range r.Values {
+				nv := make([]any, len(v))
+				for i, c := range r.Columns {
+					switch x := v[i].(type) {
+					case string:
+						switch {
+						case !isHash(x):
+							nv[i] = replaceIDs(x, idf)
+						case hashes[x] != "":
+							nv[i] = hashes[x]
+						case tp.acts[x] != nil:
+							h, err := actHash(x)
+							if err != nil {
+								return "", out, err
+							}
+							nv[i] = h
+						case r.Table == "inbox" && c == "message_key":
+							h := sha256.Sum256([]byte(x + "\x00" + txn))
+							nv[i] = hex.EncodeToString(h[:])
+						case r.Table == "settlements" && c == "fingerprint":
+							nv[i] = tp.fingerprint(v[col["instruction_id"]].(string), idf)
+						default:
+							return "", out, fmt.Errorf("history: %s.%s holds hash %s, unknown", r.Table, c, x)
+						}
+					case []byte:
+						if r.Table == "objects" && c == "body" {
+							nv[i] = bodies[v[col["id"]].(string)]
+						} else {
+							nv[i] = []byte(replaceIDs(string(x), idf))
+						}
+					default:
+						nv[i] = x
+					}
+				}
+				n.Values[j] = nv
+			}
+			out[side] = append(out[side], n)
+		}
+	}
+	return txn, out, nil
+}

@@ -1,0 +1,155 @@
+package history_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/history"
+	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
+)
+
+// outcome is what a verification report says, without its times.
+type outcome struct {
+	Results verify.Counts
+	Checks  []string
+}
+
+func outcomeOf(r *verify.Report) outcome {
+	o := outcome{Results: r.Results}
+	for _, c := range r.Checks {
+		o.Checks = append(o.Checks, fmt.Sprintf("%d %s %s %s", c.Step, c.Name, c.Result, c.Code))
+	}
+	sort.Strings(o.Checks)
+	return o
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestGeneratedVerify generates a history of every shape on a pair and
+// verifies every generated transaction on both sides, as its own export
+// would be: no check fails, and the report is the template's. Each side's
+// state of each is the template's, and the pair still trades after.
+func TestGeneratedVerify(t *testing.T) {
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	src := history.Trade(t, b, s, c)
+	for _, k := range history.Kinds {
+		t.Logf("%s: hashes kept: %v", k, src.Stable(k))
+	}
+	sides := []*recordtest.Side{b, s}
+	want := map[history.Kind][2]outcome{}
+	states := map[history.Kind][2]string{}
+	for _, k := range history.Kinds {
+		var o [2]outcome
+		var st [2]string
+		for i, sd := range sides {
+			r, err := export.VerifyTransaction(ctx, sd.Node.Org.Store, src.Template(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Results.Failed != 0 {
+				t.Fatalf("the %s template fails on side %d: %+v", k, i, r.Raised)
+			}
+			o[i] = outcomeOf(r)
+			x, err := sd.Node.Org.Store.GetTransaction(ctx, src.Template(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st[i] = x.State
+		}
+		want[k], states[k] = o, st
+	}
+	const n = 30
+	c0, w0 := cpuTime(), time.Now()
+	txns, err := src.Generate(ctx, n, history.DefaultMix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, wall := cpuTime()-c0, time.Since(w0)
+	t.Logf("generated %d transactions in %v (%.0f/s), %.2f ms of CPU each", n, wall, float64(n)/wall.Seconds(), float64(cpu)/1e6/n)
+	if len(txns) != n {
+		t.Fatalf("generated %d, want %d", len(txns), n)
+	}
+	kinds := map[history.Kind]int{}
+	for _, x := range txns {
+		kinds[x.Kind]++
+		for i, sd := range sides {
+			r, err := export.VerifyTransaction(ctx, sd.Node.Org.Store, x.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Results.Failed != 0 {
+				t.Fatalf("%s %s fails on side %d: %+v", x.Kind, x.ID, i, r.Raised)
+			}
+			if got := outcomeOf(r); !reflect.DeepEqual(got, want[x.Kind][i]) {
+				t.Fatalf("%s %s on side %d: report %+v, the template's %+v", x.Kind, x.ID, i, got, want[x.Kind][i])
+			}
+			st, err := sd.Node.Org.Store.GetTransaction(ctx, x.ID)
+			if err != nil || st.State != states[x.Kind][i] {
+				t.Fatalf("%s %s on side %d is %s, the template %s (%v)", x.Kind, x.ID, i, st.State, states[x.Kind][i], err)
+			}
+		}
+	}
+	for _, k := range history.Kinds {
+		if kinds[k] == 0 {
+			t.Errorf("no %s transaction among %v", k, kinds)
+		}
+	}
+	// A bundle on disk, as `party export` then `party verify` read it.
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if _, err := export.Write(ctx, s.Node.Org.Store, txns[0].ID, dir, export.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := verify.VerifyDir(dir, verify.Options{})
+	if err != nil || r.Results.Failed != 0 {
+		t.Fatalf("the exported bundle: %v %+v", err, r)
+	}
+	// The pair trades on over the history.
+	txn := recordtest.Form(t, b, s, "3100.00")
+	recordtest.Complete(t, b, s, txn)
+	recordtest.SameRecord(t, b, s, txn, 7)
+}
+
+// TestTransactionRowsRoundTrip: the rows of a transaction, read and
+// written back under another database's transaction, are those read.
+func TestGeneratedRowsAreTheTemplates(t *testing.T) {
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	src := history.Trade(t, b, s, c)
+	txns, err := src.Generate(ctx, len(history.Kinds)*25, history.DefaultMix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(st *store.Store, txn string) map[string]int {
+		rows, err := st.TransactionRows(ctx, txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, r := range rows {
+			m[r.Table] = len(r.Values)
+		}
+		return m
+	}
+	for _, x := range txns {
+		for _, sd := range []*recordtest.Side{b, s} {
+			st := sd.Node.Org.Store
+			if got, want := count(st, x.ID), count(st, src.Template(x.Kind)); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s %s holds rows %v, the template %v", x.Kind, x.ID, got, want)
+			}
+		}
+	}
+}
