@@ -21,6 +21,7 @@ import (
 	"github.com/partyd/party/internal/recordtest"
 	"github.com/partyd/party/internal/signature"
 	"github.com/partyd/party/internal/store"
+	"github.com/partyd/party/internal/verify"
 )
 
 // Kind is the shape of a generated transaction (see the package comment).
@@ -32,10 +33,11 @@ const (
 	InPerformance Kind = "in_performance"
 	OpenOffer     Kind = "open_offer"
 	Disputed      Kind = "disputed"
+	Terminated    Kind = "terminated"
 )
 
 // Kinds are the shapes, in the order Trade trades their templates.
-var Kinds = []Kind{Completed, InPerformance, OpenOffer, Disputed}
+var Kinds = []Kind{Completed, InPerformance, OpenOffer, Disputed, Terminated}
 
 // Share is a shape's weight in a Mix.
 type Share struct {
@@ -46,9 +48,9 @@ type Share struct {
 // Mix is how many of each shape a history holds, by weight.
 type Mix []Share
 
-// DefaultMix is 70 % completed, 15 % in performance, 10 % open offers
-// and 5 % disputed.
-var DefaultMix = Mix{{Completed, 70}, {InPerformance, 15}, {OpenOffer, 10}, {Disputed, 5}}
+// DefaultMix is 70 % completed, 15 % in performance, 8 % open offers,
+// 5 % disputed and 2 % terminated.
+var DefaultMix = Mix{{Completed, 70}, {InPerformance, 15}, {OpenOffer, 8}, {Disputed, 5}, {Terminated, 2}}
 
 // sequence is one period of the mix: the shapes in proportion to their
 // weights, spread out evenly (smooth weighted round robin), so that any
@@ -106,6 +108,16 @@ func Trade(t testing.TB, b, s *recordtest.Side, c *recordtest.Clock) *Source {
 	txns[OpenOffer] = recordtest.Offer(t, s, "1500.00").TransactionID
 	txns[Disputed] = recordtest.Form(t, b, s, "3600.00")
 	recordtest.Dispute(t, b, s, c, txns[Disputed])
+	txns[Terminated] = recordtest.Form(t, b, s, "900.00")
+	if out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txns[Terminated]}); err != nil || out.State != "in_performance" {
+		t.Fatalf("issue: %+v %v", out, err)
+	}
+	if out, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txns[Terminated]}); err != nil || out.Status != record.StatusDelivered {
+		t.Fatalf("propose termination: %+v %v", out, err)
+	}
+	if out, err := s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txns[Terminated]}); err != nil || out.State != "terminated" {
+		t.Fatalf("agree termination: %+v %v", out, err)
+	}
 	recordtest.Flush(ctx, b, s)
 	docs := map[string][]byte{}
 	for i, sd := range []*recordtest.Side{b, s} {
@@ -343,6 +355,22 @@ func (src *Source) clone(tp *template, fresh func(string) string) (string, [2][]
 		}
 		if tp.acts[s] != nil {
 			return actHash(s)
+		}
+		if r, ok := tp.terminations[s]; ok {
+			prev := hashes[r.previous]
+			if prev == "" {
+				return "", fmt.Errorf("history: %s names a termination record before the event it follows is made", self.id)
+			}
+			open := make([]string, len(r.open))
+			for i, id := range r.open {
+				open[i] = idf(id)
+			}
+			n, err := verify.TerminationRecordHash(txn, idf(r.agreement), prev, open)
+			if err != nil {
+				return "", err
+			}
+			hashes[s] = n
+			return n, nil
 		}
 		switch key {
 		case "audit_bundle_hash":

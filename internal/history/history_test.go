@@ -123,8 +123,8 @@ func TestGeneratedVerify(t *testing.T) {
 	recordtest.SameRecord(t, b, s, txn, 7)
 }
 
-// TestTransactionRowsRoundTrip: the rows of a transaction, read and
-// written back under another database's transaction, are those read.
+// TestGeneratedRowsAreTheTemplates: every generated transaction has as
+// many rows in each table, on each side, as its template.
 func TestGeneratedRowsAreTheTemplates(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
@@ -152,4 +152,21 @@ func TestGeneratedRowsAreTheTemplates(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkGenerate measures a history's cost per transaction in the
+// default mix, both sides written (ns/op is per transaction; cpu-ms/txn
+// the whole process's CPU).
+//
+//	go test -run '^$' -bench Generate -benchtime 2000x ./internal/history
+func BenchmarkGenerate(b *testing.B) {
+	ctx := context.Background()
+	buyer, supplier, c := recordtest.Pair(b)
+	src := history.Trade(b, buyer, supplier, c)
+	b.ResetTimer()
+	c0 := cpuTime()
+	if _, err := src.Generate(ctx, b.N, history.DefaultMix); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(cpuTime()-c0)/1e6/float64(b.N), "cpu-ms/txn")
 }

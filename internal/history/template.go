@@ -72,6 +72,9 @@ type template struct {
 	// the determinations' inputs hashes): the hash of a copy's is the
 	// hash of the document with its identifiers and hashes replaced.
 	acts map[string]map[string]any
+	// terminations are the termination records of the
+	// termination_record_hashes in the record, by hash.
+	terminations map[string]termination
 	// chain is the events' content hashes, by sequence (from 1).
 	chain []string
 	// rows are each side's rows about the transaction.
@@ -129,7 +132,7 @@ func isWord(c byte) bool {
 // newTemplate reads txn from both stores (buyer first) and the act
 // documents recorded while it was traded.
 func newTemplate(ctx context.Context, kind Kind, txn string, sts [2]*store.Store, docs map[string][]byte) (*template, error) {
-	tp := &template{kind: kind, txn: txn, byHash: map[string]*tobj{}, ids: map[string]bool{txn: true}, acts: map[string]map[string]any{}, stable: map[string]string{}}
+	tp := &template{kind: kind, txn: txn, byHash: map[string]*tobj{}, ids: map[string]bool{txn: true}, acts: map[string]map[string]any{}, terminations: map[string]termination{}, stable: map[string]string{}}
 	byID := map[string]*tobj{}
 	var order []*tobj
 	for i, st := range sts {
@@ -226,6 +229,19 @@ func newTemplate(ctx context.Context, kind Kind, txn string, sts [2]*store.Store
 		if o.typ == "determination" {
 			if err := tp.determinationInputs(o, byID); err != nil {
 				return nil, err
+			}
+		}
+	}
+	// A termination_record_hash is the hash of a record of ids and the
+	// hash of the event before it (verify.TerminationRecord), made again
+	// from its members.
+	for _, o := range order {
+		if o.typ == "transaction_event" {
+			data, _ := payloadOf(o.val)["data"].(map[string]any)
+			if h := str(data["termination_record_hash"]); h != "" {
+				if err := tp.terminationRecord(h, order); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -353,6 +369,9 @@ func (tp *template) deps(o *tobj) []*tobj {
 			if doc, ok := tp.acts[s]; ok {
 				hashes(doc)
 			}
+			if r, ok := tp.terminations[s]; ok {
+				out = append(out, tp.byHash[r.previous])
+			}
 			if key == "audit_bundle_hash" {
 				for _, h := range tp.chain[:max(0, o.seq-1)] {
 					if d := tp.byHash[h]; d != nil {
@@ -373,7 +392,7 @@ func (tp *template) check() error {
 	for _, o := range tp.objs {
 		var err error
 		walk(o.val, "", func(key, s string) {
-			if err != nil || !isHash(s) || tp.byHash[s] != nil || tp.acts[s] != nil {
+			if err != nil || !isHash(s) || tp.byHash[s] != nil || tp.acts[s] != nil || tp.terminations[s].previous != "" {
 				return
 			}
 			switch key {
@@ -557,4 +576,38 @@ func (tp *template) determinationInputs(o *tobj, byID map[string]*tobj) error {
 	}
 	tp.acts[h] = doc
 	return nil
+}
+
+// termination is what a termination record is made of, besides the
+// transaction: the agreement, the hash of the event before the
+// termination and the obligations it releases.
+type termination struct {
+	agreement, previous string
+	open                []string
+}
+
+// terminationRecord finds the members of the termination record that
+// hashes to h among the template's objects: one of its agreements, one
+// of its events, and its obligations (all, or none).
+func (tp *template) terminationRecord(h string, objs []*tobj) error {
+	var agreements, obligations []string
+	for _, o := range objs {
+		switch o.typ {
+		case "agreement":
+			agreements = append(agreements, o.id)
+		case "obligation":
+			obligations = append(obligations, o.id)
+		}
+	}
+	for _, agr := range agreements {
+		for _, prev := range tp.chain {
+			for _, open := range [][]string{obligations, nil} {
+				if got, err := verify.TerminationRecordHash(tp.txn, agr, prev, open); err == nil && got == h {
+					tp.terminations[h] = termination{agreement: agr, previous: prev, open: open}
+					return nil
+				}
+			}
+		}
+	}
+	return fmt.Errorf("history: termination_record_hash %s is not rebuilt from the record", h)
 }
