@@ -64,9 +64,12 @@
 //     dispute's rules_hash) covers no identifier and stays (Source.Stable
 //     lists them per template).
 //
-// A template whose record holds a hash that is none of these, in an
-// object or a row, is refused when it is read, as is one whose derived
-// hashes this package does not compute as the engine did.
+// A template whose rows hold a hash that is none of these is refused when
+// it is read, as is one whose derived hashes (audit bundle, mapping
+// report, determination inputs, termination record, settlement
+// fingerprint) this package does not compute as the engine did. A hash in
+// an object that is none of these is kept as it is: the tests' verification
+// of every copy is what shows it covered no identifier.
 //
 // Each object is then sealed (its content_hash) and every signature entry
 // of the template is made again with the same key (by key_id), purpose and

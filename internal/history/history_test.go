@@ -12,6 +12,7 @@ import (
 
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/history"
+	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
@@ -41,7 +42,9 @@ func cpuTime() time.Duration {
 // TestGeneratedVerify generates a history of every shape on a pair and
 // verifies every generated transaction on both sides, as its own export
 // would be: no check fails, and the report is the template's. Each side's
-// state of each is the template's, and the pair still trades after.
+// state of each is the template's, and each engine reads it as it reads
+// the template; a generated open offer is in the buyer's inbox, and the
+// engines accept and complete it; the pair still trades after.
 func TestGeneratedVerify(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
@@ -106,6 +109,57 @@ func TestGeneratedVerify(t *testing.T) {
 	for _, k := range history.Kinds {
 		if kinds[k] == 0 {
 			t.Errorf("no %s transaction among %v", k, kinds)
+		}
+	}
+	// Each engine reads every generated transaction as it reads its
+	// template: the same state, as many events and objects.
+	for _, x := range txns {
+		for i, sd := range sides {
+			got, err := sd.Engine.Transaction(ctx, x.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tv, err := sd.Engine.Transaction(ctx, src.Template(x.Kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != tv.State || len(got.Events) != len(tv.Events) || len(got.Objects) != len(tv.Objects) {
+				t.Fatalf("%s %s on side %d reads as %s, %d events, %d objects; the template as %s, %d, %d", x.Kind, x.ID, i,
+					got.State, len(got.Events), len(got.Objects), tv.State, len(tv.Events), len(tv.Objects))
+			}
+		}
+	}
+	// The buyer's inbox holds every generated open offer, and one of
+	// them is accepted and the transaction completed by the engines.
+	inbox, err := b.Engine.Inbox(ctx, b.Actor(), b.Mandate, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offers := map[string]string{}
+	for _, it := range inbox {
+		offers[it.TransactionID] = it.OfferID
+	}
+	var open string
+	for _, x := range txns {
+		if x.Kind == history.OpenOffer {
+			if offers[x.ID] == "" {
+				t.Fatalf("the buyer's inbox does not list the generated offer of %s", x.ID)
+			}
+			open = x.ID
+		}
+	}
+	apr := recordtest.Approve(t, b, offers[open])
+	out, err := b.Engine.AcceptOffer(ctx, b.Actor(), record.AcceptInput{MandateID: b.Mandate, OfferID: offers[open], ApprovalID: apr})
+	if err != nil || out.State != "committed" {
+		t.Fatalf("accepting the generated offer of %s: %+v %v", open, out, err)
+	}
+	recordtest.Flush(ctx, b, s)
+	recordtest.Complete(t, b, s, open)
+	recordtest.SameRecord(t, b, s, open, 7)
+	for i, sd := range sides {
+		r, err := export.VerifyTransaction(ctx, sd.Node.Org.Store, open)
+		if err != nil || r.Results.Failed != 0 {
+			t.Fatalf("the generated offer, accepted and completed, on side %d: %v %+v", i, err, r.Raised)
 		}
 	}
 	// A bundle on disk, as `party export` then `party verify` read it.
