@@ -30,6 +30,7 @@ type Kind string
 // The shapes generated.
 const (
 	Completed     Kind = "completed"
+	Committed     Kind = "committed"
 	InPerformance Kind = "in_performance"
 	OpenOffer     Kind = "open_offer"
 	Disputed      Kind = "disputed"
@@ -37,7 +38,7 @@ const (
 )
 
 // Kinds are the shapes, in the order Trade trades their templates.
-var Kinds = []Kind{Completed, InPerformance, OpenOffer, Disputed, Terminated}
+var Kinds = []Kind{Completed, Committed, InPerformance, OpenOffer, Disputed, Terminated}
 
 // Share is a shape's weight in a Mix.
 type Share struct {
@@ -48,9 +49,9 @@ type Share struct {
 // Mix is how many of each shape a history holds, by weight.
 type Mix []Share
 
-// DefaultMix is 70 % completed, 15 % in performance, 8 % open offers,
-// 5 % disputed and 2 % terminated.
-var DefaultMix = Mix{{Completed, 70}, {InPerformance, 15}, {OpenOffer, 8}, {Disputed, 5}, {Terminated, 2}}
+// DefaultMix is 68 % completed, 5 % committed, 12 % in performance, 8 %
+// open offers, 5 % disputed and 2 % terminated.
+var DefaultMix = Mix{{Completed, 68}, {Committed, 5}, {InPerformance, 12}, {OpenOffer, 8}, {Disputed, 5}, {Terminated, 2}}
 
 // sequence is one period of the mix: the shapes in proportion to their
 // weights, spread out evenly (smooth weighted round robin), so that any
@@ -84,11 +85,12 @@ type Source struct {
 	templates map[Kind]*template
 }
 
-// Trade trades one genuine transaction of each shape on the pair (the
-// templates), recording the act documents their evaluators read, and
-// returns the source of histories for it. The pair is recordtest's
+// Trade trades one genuine transaction of each shape of kinds (every
+// shape, Kinds, when none is named) on the pair (the templates), recording
+// the act documents their evaluators read, and returns the source of
+// histories for it: Generate copies those shapes. The pair is recordtest's
 // walkthrough: b the buyer, s the supplier.
-func Trade(t testing.TB, b, s *recordtest.Side, c *recordtest.Clock) *Source {
+func Trade(t testing.TB, b, s *recordtest.Side, c *recordtest.Clock, kinds ...Kind) *Source {
 	t.Helper()
 	ctx := context.Background()
 	var recs []*acts
@@ -98,25 +100,42 @@ func Trade(t testing.TB, b, s *recordtest.Side, c *recordtest.Clock) *Source {
 		ev.Policy = r
 		recs = append(recs, r)
 	}
+	if len(kinds) == 0 {
+		kinds = Kinds
+	}
 	txns := map[Kind]string{}
-	txns[Completed] = recordtest.Form(t, b, s, "3200.00")
-	recordtest.Complete(t, b, s, txns[Completed])
-	txns[InPerformance] = recordtest.Form(t, b, s, "2800.00")
-	if out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txns[InPerformance]}); err != nil || out.State != "in_performance" {
-		t.Fatalf("issue: %+v %v", out, err)
+	issue := func(txn string) {
+		if out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txn}); err != nil || out.State != "in_performance" {
+			t.Fatalf("issue: %+v %v", out, err)
+		}
 	}
-	txns[OpenOffer] = recordtest.Offer(t, s, "1500.00").TransactionID
-	txns[Disputed] = recordtest.Form(t, b, s, "3600.00")
-	recordtest.Dispute(t, b, s, c, txns[Disputed])
-	txns[Terminated] = recordtest.Form(t, b, s, "900.00")
-	if out, err := b.Engine.IssueObligation(ctx, b.Actor(), record.ObligationInput{MandateID: b.Mandate, TransactionID: txns[Terminated]}); err != nil || out.State != "in_performance" {
-		t.Fatalf("issue: %+v %v", out, err)
-	}
-	if out, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txns[Terminated]}); err != nil || out.Status != record.StatusDelivered {
-		t.Fatalf("propose termination: %+v %v", out, err)
-	}
-	if out, err := s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txns[Terminated]}); err != nil || out.State != "terminated" {
-		t.Fatalf("agree termination: %+v %v", out, err)
+	for _, k := range kinds {
+		switch k {
+		case Completed:
+			txns[k] = recordtest.Form(t, b, s, "3200.00")
+			recordtest.Complete(t, b, s, txns[k])
+		case Committed:
+			txns[k] = recordtest.Form(t, b, s, "3200.00")
+		case InPerformance:
+			txns[k] = recordtest.Form(t, b, s, "2800.00")
+			issue(txns[k])
+		case OpenOffer:
+			txns[k] = recordtest.Offer(t, s, "1500.00").TransactionID
+		case Disputed:
+			txns[k] = recordtest.Form(t, b, s, "3600.00")
+			recordtest.Dispute(t, b, s, c, txns[k])
+		case Terminated:
+			txns[k] = recordtest.Form(t, b, s, "900.00")
+			issue(txns[k])
+			if out, err := b.Engine.ProposeTermination(ctx, b.Actor(), record.TerminationInput{MandateID: b.Mandate, TransactionID: txns[k]}); err != nil || out.Status != record.StatusDelivered {
+				t.Fatalf("propose termination: %+v %v", out, err)
+			}
+			if out, err := s.Engine.AgreeTermination(ctx, s.Actor(), record.TerminationInput{MandateID: s.Mandate, TransactionID: txns[k]}); err != nil || out.State != "terminated" {
+				t.Fatalf("agree termination: %+v %v", out, err)
+			}
+		default:
+			t.Fatalf("history: no shape %q", k)
+		}
 	}
 	recordtest.Flush(ctx, b, s)
 	docs := map[string][]byte{}
@@ -147,7 +166,7 @@ func Trade(t testing.TB, b, s *recordtest.Side, c *recordtest.Clock) *Source {
 		}
 		src.signers[ps.KeyID()] = ps
 	}
-	for _, k := range Kinds {
+	for _, k := range kinds {
 		tp, err := newTemplate(ctx, k, txns[k], src.stores, docs)
 		if err != nil {
 			t.Fatalf("template %s: %v", k, err)
@@ -157,8 +176,14 @@ func Trade(t testing.TB, b, s *recordtest.Side, c *recordtest.Clock) *Source {
 	return src
 }
 
-// Template returns the id of kind's template transaction.
-func (src *Source) Template(kind Kind) string { return src.templates[kind].txn }
+// Template returns the id of kind's template transaction ("" when none
+// was traded).
+func (src *Source) Template(kind Kind) string {
+	if tp := src.templates[kind]; tp != nil {
+		return tp.txn
+	}
+	return ""
+}
 
 // Txn is one generated transaction.
 type Txn struct {
