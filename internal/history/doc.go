@@ -88,7 +88,10 @@
 // fingerprint (as the engine computes it, from the instruction) and an
 // inbox row's message key (the hash of the template's key and the copy's
 // transaction id: unique, and never matched by a message retransmitted,
-// as none will be). Timestamps are the template's.
+// as none will be). Timestamps are the template's, but for the
+// transaction row's created_at and updated_at, which list_transactions
+// orders by: the i-th copy of n is shifted (n-i) µs earlier, so each has
+// its own and the history is older than the templates.
 //
 // # Why the copies are valid
 //

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
@@ -239,7 +240,7 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 				return prefix + "_" + hex.EncodeToString(raw[:])
 			}
 			for c := range jobs {
-				results[c] <- src.batch(c*chunk, min(n, (c+1)*chunk), seq, fresh)
+				results[c] <- src.batch(c*chunk, min(n, (c+1)*chunk), n, seq, fresh)
 			}
 		}()
 	}
@@ -292,8 +293,8 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 	return out, nil
 }
 
-// batch makes the copies from to to of the history.
-func (src *Source) batch(from, to int, seq []Kind, fresh func(string) string) batch {
+// batch makes the copies from to to of a history of n.
+func (src *Source) batch(from, to, n int, seq []Kind, fresh func(string) string) batch {
 	var bt batch
 	var tables [2]map[string]*store.Rows
 	var order [2][]string
@@ -302,7 +303,10 @@ func (src *Source) batch(from, to int, seq []Kind, fresh func(string) string) ba
 	}
 	for i := from; i < to; i++ {
 		k := seq[i%len(seq)]
-		id, rows, err := src.clone(src.templates[k], fresh)
+		// Copy i was last updated (n-i) µs before its template: each
+		// transaction has a time of its own, as traded ones do, the
+		// history in the order generated and older than the templates.
+		id, rows, err := src.clone(src.templates[k], fresh, -time.Duration(n-i)*time.Microsecond)
 		if err != nil {
 			bt.err = err
 			return bt
@@ -339,8 +343,12 @@ func (src *Source) batch(from, to int, seq []Kind, fresh func(string) string) ba
 // tableOrder is store.TransactionRows's order of tables.
 var tableOrder = []string{"transactions", "objects", "events", "obligation_states", "settlements", "spend", "spend_payments", "approval_requests", "withdrawals", "inbox", "alerts"}
 
-// clone makes one copy of tp: its transaction id and each side's rows.
-func (src *Source) clone(tp *template, fresh func(string) string) (string, [2][]store.Rows, error) {
+// rowTime is the form of the transactions table's times (store.now).
+const rowTime = "2006-01-02T15:04:05.000000000Z"
+
+// clone makes one copy of tp: its transaction id and each side's rows,
+// the transaction's created_at and updated_at shifted by shift.
+func (src *Source) clone(tp *template, fresh func(string) string, shift time.Duration) (string, [2][]store.Rows, error) {
 	var out [2][]store.Rows
 	ids := make(map[string]string, len(tp.ids))
 	for id := range tp.ids {
@@ -478,6 +486,12 @@ func (src *Source) clone(tp *template, fresh func(string) string) (string, [2][]
 					switch x := v[i].(type) {
 					case string:
 						switch {
+						case r.Table == "transactions" && (c == "created_at" || c == "updated_at"):
+							at, err := time.Parse(rowTime, x)
+							if err != nil {
+								return "", out, fmt.Errorf("history: %s %s: %w", c, x, err)
+							}
+							nv[i] = at.Add(shift).Format(rowTime)
 						case !isHash(x):
 							nv[i] = replaceIDs(x, idf)
 						case hashes[x] != "":

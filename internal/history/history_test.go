@@ -178,7 +178,8 @@ func TestGeneratedVerify(t *testing.T) {
 }
 
 // TestGeneratedRowsAreTheTemplates: every generated transaction has as
-// many rows in each table, on each side, as its template.
+// many rows in each table, on each side, as its template, and a time of
+// its own (list_transactions orders by it).
 func TestGeneratedRowsAreTheTemplates(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
@@ -198,9 +199,19 @@ func TestGeneratedRowsAreTheTemplates(t *testing.T) {
 		}
 		return m
 	}
+	times := map[string]bool{}
 	for _, x := range txns {
 		for _, sd := range []*recordtest.Side{b, s} {
 			st := sd.Node.Org.Store
+			tx, err := st.GetTransaction(ctx, x.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := sd.Node.Org.Config().OrganizationID + tx.UpdatedAt
+			if times[at] {
+				t.Fatalf("%s shares its updated_at %s with another generated transaction", x.ID, tx.UpdatedAt)
+			}
+			times[at] = true
 			if got, want := count(st, x.ID), count(st, src.Template(x.Kind)); !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s %s holds rows %v, the template %v", x.Kind, x.ID, got, want)
 			}
