@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/history"
 	"github.com/partyd/party/internal/record"
@@ -50,7 +51,8 @@ func TestGeneratedVerify(t *testing.T) {
 	b, s, c := recordtest.Pair(t)
 	src := history.Trade(t, b, s, c)
 	for _, k := range history.Kinds {
-		t.Logf("%s: hashes kept: %v", k, src.Stable(k))
+		objs, sigs, rows := size(t, b.Node.Org.Store, s.Node.Org.Store, src.Template(k))
+		t.Logf("%s: %d objects, %d signatures, %d rows on both sides; hashes kept: %v", k, objs, sigs, rows, src.Stable(k))
 	}
 	sides := []*recordtest.Side{b, s}
 	want := map[history.Kind][2]outcome{}
@@ -234,4 +236,36 @@ func BenchmarkGenerate(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(cpuTime()-c0)/1e6/float64(b.N), "cpu-ms/txn")
+}
+
+// size counts txn's objects (both sides' union), their signatures, and
+// the rows both sides hold about it.
+func size(t *testing.T, buyer, supplier *store.Store, txn string) (objs, sigs, rows int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, st := range []*store.Store{buyer, supplier} {
+		rs, err := st.TransactionRows(context.Background(), txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			rows += len(r.Values)
+		}
+		raws, err := st.TransactionObjects(context.Background(), txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range raws {
+			o, err := canonical.DecodeObject(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id := o["id"].(string); !seen[id] {
+				seen[id] = true
+				list, _ := o["signatures"].([]any)
+				objs, sigs = objs+1, sigs+len(list)
+			}
+		}
+	}
+	return objs, sigs, rows
 }
