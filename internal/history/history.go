@@ -207,7 +207,8 @@ type batch struct {
 // stores, copies of the templates under fresh identifiers (see the package
 // comment), and returns them in the order of the mix. The copies are made
 // on every processor; each side's rows are written a chunk to one
-// database transaction.
+// database transaction. On an error, the chunks written before it stay
+// (Generate returns the transactions they hold).
 func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) {
 	seq := mix.sequence()
 	if len(seq) == 0 {
@@ -225,8 +226,10 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 		results[i] = make(chan batch, 1)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
+	// On the way out, an error or not, the workers stop before Generate
+	// returns.
+	defer func() { cancel(); wg.Wait() }()
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
@@ -240,6 +243,10 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 				return prefix + "_" + hex.EncodeToString(raw[:])
 			}
 			for c := range jobs {
+				if err := ctx.Err(); err != nil {
+					results[c] <- batch{err: err}
+					continue
+				}
 				results[c] <- src.batch(c*chunk, min(n, (c+1)*chunk), n, seq, fresh)
 			}
 		}()
@@ -254,7 +261,6 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 			}
 		}
 	}()
-	defer wg.Wait()
 	var out []Txn
 	for c := range chunks {
 		var bt batch

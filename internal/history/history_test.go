@@ -13,6 +13,7 @@ import (
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/history"
+	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
 	"github.com/partyd/party/internal/store"
@@ -268,4 +269,30 @@ func size(t *testing.T, buyer, supplier *store.Store, txn string) (objs, sigs, r
 		}
 	}
 	return objs, sigs, rows
+}
+
+// TestGenerateRefuses: a shape with no template, an empty mix and a
+// cancelled context are refused, and nothing is written.
+func TestGenerateRefuses(t *testing.T) {
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	src := history.Trade(t, b, s, c, history.Committed)
+	if src.Template(history.OpenOffer) != "" {
+		t.Fatal("an open offer template that was not traded")
+	}
+	if _, err := src.Generate(ctx, 10, history.Mix{{Kind: history.OpenOffer, Weight: 1}}); err == nil {
+		t.Fatal("a shape with no template generated")
+	}
+	if _, err := src.Generate(ctx, 10, nil); err == nil {
+		t.Fatal("an empty mix generated")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := src.Generate(cancelled, 600, history.Mix{{Kind: history.Committed, Weight: 1}}); err == nil {
+		t.Fatal("generated under a cancelled context")
+	}
+	page, err := b.Engine.ListTransactions(ctx, readmodel.ListFilter{})
+	if err != nil || len(page.Transactions) != 1 {
+		t.Fatalf("the buyer holds %d transactions, want the template alone (%v)", len(page.Transactions), err)
+	}
 }
