@@ -230,7 +230,8 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 	// On the way out, an error or not, the workers stop before Generate
 	// returns.
 	defer func() { cancel(); wg.Wait() }()
-	for range runtime.GOMAXPROCS(0) {
+	workers := runtime.GOMAXPROCS(0)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -251,9 +252,17 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 			}
 		}()
 	}
+	// At most two chunks a worker are made and not yet written: the
+	// history is not held in memory whole, however long it is.
+	inflight := make(chan struct{}, 2*workers)
 	go func() {
 		defer close(jobs)
 		for c := range chunks {
+			select {
+			case inflight <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			select {
 			case jobs <- c:
 			case <-ctx.Done():
@@ -295,6 +304,7 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 			}
 		}
 		out = append(out, bt.txns...)
+		<-inflight
 	}
 	return out, nil
 }
