@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/partyd/party/internal/canonical"
-	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/instance"
 	"github.com/partyd/party/internal/keys"
 	"github.com/partyd/party/internal/record"
@@ -465,31 +464,67 @@ func (src *Source) clone(tp *template, fresh func(string) string, shift time.Dur
 		}
 		return v, nil
 	}
+	// Each object's bytes are the template's with every value to replace
+	// replaced in place (tobj.compile): its hash input first, whose hash
+	// is its new content_hash and over which its signatures are made
+	// again, then its stored bytes.
 	for _, o := range tp.objs {
-		v, err := subst(o.val, "", o)
-		if err != nil {
-			return "", out, err
+		fill := func(dst []byte, p patch, v string) error {
+			if len(v) != p.end-p.off {
+				return fmt.Errorf("history: %s: %q does not replace %q in place", o.id, v, p.old)
+			}
+			copy(dst[p.off:p.end], v)
+			return nil
 		}
-		obj := v.(map[string]any)
-		content, err := envelope.SealInput(obj)
-		if err != nil {
-			return "", out, err
+		value := func(p patch) (string, error) {
+			if p.kind == patchID {
+				return ids[p.old], nil
+			}
+			return hashOf(p.old, o.keyOf[p.old], o)
 		}
-		obj["signatures"] = []any{}
-		for _, sg := range o.sigs {
+		in := append([]byte(nil), o.in...)
+		for _, p := range o.inPatches {
+			v, err := value(p)
+			if err == nil {
+				err = fill(in, p, v)
+			}
+			if err != nil {
+				return "", out, err
+			}
+		}
+		h := canonical.SHA256Hex(in)
+		sigs := make([]string, len(o.sigs))
+		for k, sg := range o.sigs {
 			s := src.signers[sg.keyID]
 			if s == nil {
 				return "", out, fmt.Errorf("history: no signer for key %s, which signs %s", sg.keyID, o.id)
 			}
-			if err := signature.SignOver(obj, content, s, sg.purpose, sg.at); err != nil {
+			e, err := signature.EntryOver(o.typ, in, s, sg.purpose, sg.at)
+			if err != nil {
+				return "", out, err
+			}
+			sigs[k] = str(e["signature"])
+		}
+		body := append([]byte(nil), o.body...)
+		for _, p := range o.bodyPatches {
+			var v string
+			var err error
+			switch p.kind {
+			case patchSelf:
+				v = h
+			case patchSig:
+				v = sigs[p.sig]
+			default:
+				v, err = value(p)
+			}
+			if err == nil {
+				err = fill(body, p, v)
+			}
+			if err != nil {
 				return "", out, err
 			}
 		}
-		body, err := canonical.Marshal(obj)
-		if err != nil {
-			return "", out, err
-		}
-		hashes[o.hash] = obj["content_hash"].(string)
+		hashes[o.hash] = h
 		bodies[o.id] = body
 	}
 	for side, rows := range tp.rows {

@@ -55,7 +55,30 @@ type tobj struct {
 	val     map[string]any // decoded, without content_hash and signatures
 	sigs    []sig
 	seq     int // an event's sequence, else 0
+	// body is the object as stored (canonical bytes), in its hash input
+	// (canonical.HashInput: without content_hash and signatures); the
+	// patches are where each holds an identifier, a hash or a signature
+	// a copy replaces, each by a value of the same length (see compile).
+	body, in               []byte
+	bodyPatches, inPatches []patch
+	keyOf                  map[string]string // a hash in the object: the member holding it
+	sigValues              []string          // the template's signature values, in order
 }
+
+// patch is one value to replace in an object's bytes.
+type patch struct {
+	off, end int
+	kind     byte // patchID, patchHash, patchSelf or patchSig
+	old      string
+	sig      int // patchSig: which signature entry
+}
+
+const (
+	patchID   byte = iota // an identifier the transaction made
+	patchHash             // a hash (content, act, derived or kept)
+	patchSelf             // the object's own content_hash
+	patchSig              // a signature value
+)
 
 // template is one genuine transaction, as both sides hold it.
 type template struct {
@@ -273,7 +296,95 @@ func newTemplate(ctx context.Context, kind Kind, txn string, sts [2]*store.Store
 	if err := tp.check(); err != nil {
 		return nil, err
 	}
+	for _, o := range tp.objs {
+		if err := o.compile(tp); err != nil {
+			return nil, fmt.Errorf("history: %s: %w", o.id, err)
+		}
+	}
 	return tp, nil
+}
+
+// compile finds where o's bytes hold what a copy replaces: the
+// identifiers the transaction made, every hash (a quoted string of 64
+// hexadecimal characters), its own content_hash and its signature
+// values. Each is replaced by a value of the same length (an identifier
+// by a fresh one of its prefix, a hash by a hash, a signature by an
+// ES256 or EdDSA signature of 64 bytes), and none is a member name, so
+// the bytes a copy gets are the canonical form of the copy.
+func (o *tobj) compile(tp *template) error {
+	in, err := canonical.HashInput(o.val)
+	if err != nil {
+		return err
+	}
+	if canonical.SHA256Hex(in) != o.hash {
+		return fmt.Errorf("its content_hash is not its hash input's")
+	}
+	o.in = in
+	o.keyOf = map[string]string{}
+	walk(o.val, "", func(key, s string) {
+		if _, seen := o.keyOf[s]; isHash(s) && !seen {
+			o.keyOf[s] = key
+		}
+	})
+	var sigs [][2]int
+	for k, v := range o.sigValues {
+		i := strings.Index(string(o.body), `"`+v+`"`)
+		if i < 0 || len(v) != 86 {
+			return fmt.Errorf("signature %d is not a 64-byte value held once", k)
+		}
+		sigs = append(sigs, [2]int{i + 1, i + 1 + len(v)})
+	}
+	find := func(b []byte, withSigs bool) []patch {
+		var ps []patch
+		str := string(b)
+		inSig := func(i int) bool {
+			for _, r := range sigs {
+				if withSigs && r[0] <= i && i < r[1] {
+					return true
+				}
+			}
+			return false
+		}
+		idTokens(str, func(i, j int) {
+			if tp.ids[str[i:j]] && !inSig(i) {
+				ps = append(ps, patch{off: i, end: j, kind: patchID, old: str[i:j]})
+			}
+		})
+		for i := 0; i+66 <= len(str); i++ {
+			if str[i] != '"' || str[i+65] != '"' || !isHash(str[i+1:i+65]) {
+				continue
+			}
+			h := str[i+1 : i+65]
+			kind := patchHash
+			if h == o.hash {
+				kind = patchSelf
+			}
+			ps = append(ps, patch{off: i + 1, end: i + 65, kind: kind, old: h})
+			i += 65
+		}
+		if withSigs {
+			for k, r := range sigs {
+				ps = append(ps, patch{off: r[0], end: r[1], kind: patchSig, sig: k})
+			}
+		}
+		sort.Slice(ps, func(a, b int) bool { return ps[a].off < ps[b].off })
+		return ps
+	}
+	o.inPatches = find(o.in, false)
+	o.bodyPatches = find(o.body, true)
+	for _, ps := range [][]patch{o.inPatches, o.bodyPatches} {
+		for i := 1; i < len(ps); i++ {
+			if ps[i].off < ps[i-1].end {
+				return fmt.Errorf("two values to replace overlap at byte %d", ps[i].off)
+			}
+		}
+	}
+	for _, p := range o.inPatches {
+		if p.kind == patchSelf {
+			return fmt.Errorf("its hash input holds its own content hash")
+		}
+	}
+	return nil
 }
 
 // colIndex maps column names to their positions.
@@ -299,8 +410,9 @@ func readObject(body []byte) (*tobj, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &tobj{id: str(obj["id"]), typ: str(obj["object_type"]), hash: str(obj["content_hash"])}
+	o := &tobj{id: str(obj["id"]), typ: str(obj["object_type"]), hash: str(obj["content_hash"]), body: body}
 	for _, e := range entries {
+		o.sigValues = append(o.sigValues, str(e["signature"]))
 		at, err := envelope.ParseTimestamp(str(e["signed_at"]))
 		if err != nil {
 			return nil, err
