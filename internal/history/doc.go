@@ -73,10 +73,15 @@
 // an object that is none of these is kept as it is: the tests' verification
 // of every copy is what shows it covered no identifier.
 //
-// Each object is then sealed (its content_hash) and every signature entry
-// of the template is made again with the same key (by key_id), purpose and
-// signed_at: the keys are the two state directories' own agent and
-// principal keys. An object both sides hold is made once and written to
+// Each object's new content_hash is the hash of its new hash input, and
+// every signature entry of the template is made again over it with the
+// same key (by key_id), purpose and signed_at: the keys are the two state
+// directories' own agent and principal keys. The rewriting is done on the
+// template's canonical bytes in place (tobj.compile finds, once per
+// template, where each identifier, hash and signature value lies): every
+// replacement has the length of what it replaces and none is a member
+// name, so the bytes stay the canonical form, and a copy costs no
+// decoding or encoding. An object both sides hold is made once and written to
 // both with the same bytes.
 //
 // Every row the template's transaction has in either database
