@@ -207,7 +207,9 @@ type batch struct {
 // comment), and returns them in the order of the mix. The copies are made
 // on every processor; each side's rows are written a chunk to one
 // database transaction. On an error, the chunks written before it stay
-// (Generate returns the transactions they hold).
+// (Generate returns the transactions they hold), and the chunk it failed
+// in may have been written on one side only: a history that failed is
+// for throwing away.
 func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) {
 	seq := mix.sequence()
 	if len(seq) == 0 {
