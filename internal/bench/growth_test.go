@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -11,11 +9,11 @@ import (
 	"github.com/partyd/party/internal/authority"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
+	"github.com/partyd/party/internal/history"
 	"github.com/partyd/party/internal/org"
 	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
-	"github.com/partyd/party/internal/store"
 )
 
 // BenchmarkGrowth measures whether an act costs more as history grows: the
@@ -38,9 +36,10 @@ import (
 // The instances run in process (the record engine over its real outbox
 // and an in-process carrier, as recordtest sets them up), so what is
 // measured is the engine's and the database's work, not loopback. The
-// history is seeded: one genuine formation's rows copied under fresh ids,
-// n times, on both sides (seed), so each instance holds n transactions of
-// realistic size in its tables and indexes.
+// history is generated (package history): one genuine formation, then
+// n-1 copies of it under fresh ids, re-hashed and re-signed, on both
+// sides, so each instance holds n committed transactions, each a valid
+// record, in its tables and indexes.
 func BenchmarkGrowth(b *testing.B) {
 	for _, n := range []int{10, 10000} {
 		b.Run(fmt.Sprintf("txns=%d", n), func(b *testing.B) { growthAt(b, n) })
@@ -282,9 +281,9 @@ func newGrowthPair(b *testing.B, n int) *growthPair {
 	b.Helper()
 	bs, ss, c := recordtest.Pair(b)
 	p := &growthPair{b: bs, s: ss, c: c}
-	txn := recordtest.Form(b, bs, ss, "3200.00")
-	for _, sd := range []*recordtest.Side{bs, ss} {
-		seed(b, sd.Node.Org.Store, txn, n-1)
+	src := history.Trade(b, bs, ss, c, history.Committed)
+	if _, err := src.Generate(context.Background(), n-1, history.Mix{{Kind: history.Committed, Weight: 1}}); err != nil {
+		b.Fatal(err)
 	}
 	return p
 }
@@ -317,109 +316,4 @@ func (p *growthPair) head(b *testing.B, txn string) int {
 		b.Fatal(err)
 	}
 	return t.HeadSequence
-}
-
-// seed copies the rows of transaction model n times under fresh
-// transaction, object and event ids, in one database transaction: the
-// tables and indexes grow as n genuine formations would grow them. The
-// copies' bytes are the model's (their ids and hashes in the index rows
-// are fresh), so nothing reads them as records; the acts measured run on
-// transactions of their own.
-func seed(b *testing.B, st *store.Store, model string, n int) {
-	b.Helper()
-	ctx := context.Background()
-	t, err := st.GetTransaction(ctx, model)
-	if err != nil {
-		b.Fatal(err)
-	}
-	evs, err := st.Events(ctx, model)
-	if err != nil {
-		b.Fatal(err)
-	}
-	raws, err := st.TransactionObjects(ctx, model)
-	if err != nil {
-		b.Fatal(err)
-	}
-	type row struct {
-		typ  string
-		body []byte
-	}
-	var objs []row
-	for _, raw := range raws {
-		o, err := canonical.DecodeObject(raw)
-		if err != nil {
-			b.Fatal(err)
-		}
-		objs = append(objs, row{o["object_type"].(string), raw})
-	}
-	fresh := func(prefix string) string {
-		var x [12]byte
-		rand.Read(x[:])
-		return prefix + "_" + hex.EncodeToString(x[:])
-	}
-	hash := func() string {
-		var x [32]byte
-		rand.Read(x[:])
-		return hex.EncodeToString(x[:])
-	}
-	const chunk = 500
-	for done := 0; done < n; done += chunk {
-		err = st.Update(ctx, func(tx *store.Txn) error {
-			for i := done; i < min(n, done+chunk); i++ {
-				id := fresh("txn")
-				if err := tx.CreateTransaction(id, t.Counterparty, t.Role, fresh("ses"), "draft"); err != nil {
-					return err
-				}
-				ids := map[string]string{}
-				for _, o := range objs {
-					oid := fresh(prefixOf(o.typ))
-					if o.typ == "transaction_event" {
-						ids[o.typ+fmt.Sprint(len(ids))] = oid
-					}
-					if err := tx.PutVerified(store.ObjectInfo{ID: oid, ObjectType: o.typ, TransactionID: id, ContentHash: hash()}, o.body, "local"); err != nil {
-						return err
-					}
-				}
-				prev := ""
-				k := 0
-				for _, e := range evs {
-					var eid string
-					for key, v := range ids {
-						if key == fmt.Sprintf("transaction_event%d", k) {
-							eid = v
-						}
-					}
-					k++
-					if eid == "" {
-						eid = fresh("evt")
-						if err := tx.PutVerified(store.ObjectInfo{ID: eid, ObjectType: "transaction_event", TransactionID: id, ContentHash: hash()}, objs[0].body, "local"); err != nil {
-							return err
-						}
-					}
-					h := hash()
-					ev := store.Event{TransactionID: id, Sequence: e.Sequence, EventID: eid, ContentHash: h, PreviousEventHash: prev,
-						EventType: e.EventType, FromState: e.FromState, ToState: e.ToState, AppendedBy: e.AppendedBy, Status: store.EventPending}
-					if err := tx.InsertEvent(ev); err != nil {
-						return err
-					}
-					if err := tx.MarkRecorded(ev); err != nil {
-						return err
-					}
-					prev = h
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func prefixOf(objectType string) string {
-	p, ok := envelope.PrefixFor(objectType)
-	if !ok {
-		return "xxx"
-	}
-	return p
 }

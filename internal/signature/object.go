@@ -160,6 +160,23 @@ func SignOver(obj map[string]any, content []byte, s Signer, purpose string, sign
 	return nil
 }
 
+// EntryOver makes the signature entry {key_id, algorithm, signature,
+// signed_at, purpose} of an object whose hash input is content
+// (canonical.HashInput of the object, as envelope.SealInput returns it),
+// without the object: for a caller that writes the object's bytes
+// itself (package history, which rewrites a record's canonical bytes in
+// place). It refuses a purpose the table does not allow for objectType.
+func EntryOver(objectType string, content []byte, s Signer, purpose string, signedAt time.Time) (map[string]any, error) {
+	if !PurposeAllowed(objectType, purpose) {
+		return nil, reason.Refuse(fmt.Sprintf("purpose %q may not sign a %q (allowed: %s)", purpose, objectType, strings.Join(AllowedPurposes(objectType), ", ")), reason.EvidenceSignatureInvalid)
+	}
+	at, err := timestamp(signedAt)
+	if err != nil {
+		return nil, err
+	}
+	return makeEntry(content, s, purpose, at)
+}
+
 // timestamp writes signed_at in the one form party uses; a zero time is
 // refused rather than written as year 1.
 func timestamp(t time.Time) (string, error) {
