@@ -113,7 +113,7 @@ func (h *handler) renderPage(w http.ResponseWriter, r *http.Request, code int, d
 	if d.Version, err = h.version(ctx); err != nil {
 		h.log.Error("admin: reading the approvals version", "error", err)
 	}
-	list, err := h.p.Approvals(ctx, false)
+	list, err := h.p.ApprovalsShown(ctx)
 	if err != nil {
 		h.log.Error("admin: listing approval requests", "error", err)
 		code, d.Error = describeErr(err)

@@ -97,14 +97,11 @@ func (h *handler) story(ctx context.Context, in storyInput) (steps []step, deadl
 	// This organisation's requests: its agent's asking, and decisions not
 	// in the record's objects (a rejection releases nothing, so nothing
 	// carries it to the record).
-	list, err := h.p.Approvals(ctx, false)
+	list, err := h.p.ApprovalsOf(ctx, v.TransactionID)
 	if err != nil {
 		h.log.Error("admin: listing approval requests", "error", err)
 	}
 	for _, a := range list {
-		if a.TransactionID != v.TransactionID {
-			continue
-		}
 		act := ActPhrase(str(a.Act["action_type"]))
 		acts[a.ActionHash] = act
 		s := newStep("s-"+a.RequestID, a.RequestedAt, rankRequest)

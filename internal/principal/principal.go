@@ -415,7 +415,26 @@ func (s *Surface) Approvals(ctx context.Context, pendingOnly bool) ([]Approval, 
 	if pendingOnly {
 		st = store.ApprovalPending
 	}
-	rs, err := s.o.Store.ApprovalRequests(ctx, st)
+	return views(s.o.Store.ApprovalRequests(ctx, st))
+}
+
+// DecidedShown is how many decided requests the approvals page shows
+// beside the pending ones: the latest.
+const DecidedShown = 50
+
+// ApprovalsShown lists what the approvals page shows: every pending
+// request, then the DecidedShown latest decided ones, newest first
+// (store.ApprovalRequestsShown). `party approvals --all` lists them all.
+func (s *Surface) ApprovalsShown(ctx context.Context) ([]Approval, error) {
+	return views(s.o.Store.ApprovalRequestsShown(ctx, DecidedShown))
+}
+
+// ApprovalsOf lists one transaction's requests, oldest first.
+func (s *Surface) ApprovalsOf(ctx context.Context, txn string) ([]Approval, error) {
+	return views(s.o.Store.ApprovalRequestsOfTransaction(ctx, txn))
+}
+
+func views(rs []store.ApprovalRequest, err error) ([]Approval, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -65,8 +65,35 @@ func (s *Store) GetApprovalRequest(ctx context.Context, id string) (ApprovalRequ
 }
 
 // ApprovalRequests lists requests, newest last; status "" means all.
+// A status is read on its index: pending requests cost what is pending.
 func (s *Store) ApprovalRequests(ctx context.Context, status string) ([]ApprovalRequest, error) {
-	return s.approvals(ctx, `WHERE ? = '' OR status = ? ORDER BY requested_at, rowid`, status, status)
+	if status == "" {
+		return s.approvals(ctx, `ORDER BY requested_at, rowid`)
+	}
+	return s.approvals(ctx, `WHERE status = ? ORDER BY status, requested_at, rowid`, status)
+}
+
+// ApprovalRequestsShown lists what the approvals page shows: every
+// pending request, oldest first, then the latest decided ones, at most
+// decided, newest decision first. Its cost is what it returns, not the
+// history: pending requests are read by their status and decided ones by
+// their decision time, each on its index.
+func (s *Store) ApprovalRequestsShown(ctx context.Context, decided int) ([]ApprovalRequest, error) {
+	pending, err := s.approvals(ctx, `WHERE status = 'pending' ORDER BY status, requested_at, rowid`)
+	if err != nil {
+		return nil, err
+	}
+	latest, err := s.approvals(ctx, `WHERE decided_at IS NOT NULL ORDER BY decided_at DESC, rowid DESC LIMIT ?`, decided)
+	if err != nil {
+		return nil, err
+	}
+	return append(pending, latest...), nil
+}
+
+// ApprovalRequestsOfTransaction lists one transaction's requests, oldest
+// first (its timeline), by the index on transaction_id.
+func (s *Store) ApprovalRequestsOfTransaction(ctx context.Context, txn string) ([]ApprovalRequest, error) {
+	return s.approvals(ctx, `WHERE transaction_id = ? ORDER BY requested_at, rowid`, txn)
 }
 
 // ApprovalRequestsFor lists the requests for one exact act (mandate and
@@ -123,9 +150,13 @@ func (s *Store) AgentApprovalRequests(ctx context.Context, agentID string, limit
 // are never removed and are decided once, so the count of requests plus
 // the count of decided ones only grows. A reader that saw the same number
 // twice saw the same requests.
+//
+// The number is kept by triggers (migration 21) rather than counted: the
+// approvals page reads it on every poll, and counting read every request
+// ever filed.
 func (s *Store) ApprovalRequestsVersion(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.queryRow(ctx, `SELECT COUNT(*) + COUNT(decided_at) FROM approval_requests`).Scan(&n); err != nil {
+	if err := s.queryRow(ctx, `SELECT n FROM approval_requests_version WHERE id = 1`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: approval requests version: %w", err)
 	}
 	return n, nil

@@ -602,6 +602,20 @@ var migrations = []string{
 	CREATE INDEX spend_payments_by_transaction ON spend_payments(transaction_id);
 	CREATE INDEX spend_payments_by_counterparty ON spend_payments(counterparty, currency, at);
 	ALTER TABLE approval_requests ADD COLUMN note TEXT NOT NULL DEFAULT '';`,
+	// 21: the approvals page and a transaction's timeline read what they
+	// show, not the history (BenchmarkHistory: at 1 000 transactions the
+	// page took 40 times as long as at 10). A transaction's requests are
+	// read by their transaction; the version the page polls (requests
+	// filed plus requests decided, ApprovalRequestsVersion) is kept by
+	// triggers instead of counted, starting from the count.
+	`CREATE INDEX approval_requests_by_transaction ON approval_requests(transaction_id, requested_at);
+	CREATE TABLE approval_requests_version (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+	INSERT INTO approval_requests_version(id, n) SELECT 1, COUNT(*) + COUNT(decided_at) FROM approval_requests;
+	CREATE TRIGGER approval_requests_filed AFTER INSERT ON approval_requests
+		BEGIN UPDATE approval_requests_version SET n = n + 1 + (NEW.decided_at IS NOT NULL) WHERE id = 1; END;
+	CREATE TRIGGER approval_requests_decided AFTER UPDATE OF decided_at ON approval_requests
+		WHEN OLD.decided_at IS NULL AND NEW.decided_at IS NOT NULL
+		BEGIN UPDATE approval_requests_version SET n = n + 1 WHERE id = 1; END;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/partyd/party/internal/canonical"
+	"github.com/partyd/party/internal/envelope"
+)
+
+// approvalObject is a sealed approval object for request n, what
+// DecideApprovalRequest stores.
+func approvalObject(t *testing.T, n int) []byte {
+	t.Helper()
+	o := map[string]any{"id": fmt.Sprintf("apr_%024x", n), "object_type": "approval", "transaction_id": fmt.Sprintf("txn_%024x", n%3), "payload": map[string]any{}}
+	if err := envelope.Seal(o); err != nil {
+		t.Fatal(err)
+	}
+	b, err := canonical.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestApprovalRequestsShownAndOfTransaction: the approvals page gets every
+// pending request, oldest first, then the latest DecidedShown decided ones,
+// newest decision first; a transaction's timeline gets its own requests.
+func TestApprovalRequestsShownAndOfTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	const n = 12
+	for i := range n {
+		if err := s.PutApprovalRequest(ctx, ApprovalRequest{ID: fmt.Sprintf("req_%02d", i), MandateID: "mnd_1", TransactionID: fmt.Sprintf("txn_%024x", i%3),
+			ActionHash: fmt.Sprintf("%064x", i), Act: []byte(`{}`), Rules: `[]`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Decided in an order of their own: 5, 1, 9, 3, 7, 11, 0.
+	order := []int{5, 1, 9, 3, 7, 11, 0}
+	for _, i := range order {
+		if err := s.DecideApprovalRequest(ctx, fmt.Sprintf("req_%02d", i), ApprovalApproved, approvalObject(t, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ApprovalRequestsShown(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	want := []string{"req_02", "req_04", "req_06", "req_08", "req_10", "req_00", "req_11", "req_07", "req_03"}
+	if fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("shown %v, want the pending oldest first then the 4 latest decisions %v", ids, want)
+	}
+	of, err := s.ApprovalRequestsOfTransaction(ctx, fmt.Sprintf("txn_%024x", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = nil
+	for _, r := range of {
+		ids = append(ids, r.ID)
+	}
+	if want := []string{"req_01", "req_04", "req_07", "req_10"}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("of the transaction %v, want %v", ids, want)
+	}
+}
+
+// TestApprovalRequestsVersionCounts: the version the triggers keep is the
+// requests filed plus the requests decided, as counted, after every
+// filing and decision.
+func TestApprovalRequestsVersionCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	check := func(when string) int64 {
+		t.Helper()
+		v, err := s.ApprovalRequestsVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var counted int64
+		if err := s.db.QueryRow(`SELECT COUNT(*) + COUNT(decided_at) FROM approval_requests`).Scan(&counted); err != nil {
+			t.Fatal(err)
+		}
+		if v != counted {
+			t.Fatalf("%s: version %d, counted %d", when, v, counted)
+		}
+		return v
+	}
+	last := check("empty")
+	for i := range 4 {
+		if err := s.PutApprovalRequest(ctx, ApprovalRequest{ID: fmt.Sprintf("req_%02d", i), MandateID: "mnd_1", ActionHash: fmt.Sprintf("%064x", i), Act: []byte(`{}`), Rules: `[]`}); err != nil {
+			t.Fatal(err)
+		}
+		if v := check("filed"); v != last+1 {
+			t.Fatalf("filing moved the version from %d to %d", last, v)
+		}
+		last++
+	}
+	if err := s.DecideApprovalRequest(ctx, "req_02", ApprovalRejected, approvalObject(t, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if v := check("decided"); v != last+1 {
+		t.Fatalf("a decision moved the version from %d to %d", last, v)
+	}
+	// Deciding again is refused and moves nothing.
+	if err := s.DecideApprovalRequest(ctx, "req_02", ApprovalApproved, approvalObject(t, 3)); err == nil {
+		t.Fatal("a request decided twice")
+	}
+	check("refused")
+}
