@@ -71,7 +71,10 @@ func Inbox(ctx context.Context, st *store.Store, o Offers, q InboxFor, log *slog
 	out := []InboxItem{}
 	cursor := ""
 	for len(out) < limit {
-		ts, next, err := st.ListTransactions(ctx, store.TransactionFilter{OpenOffer: true, Limit: store.MaxPage, Before: cursor})
+		// Read in batches of what is still wanted: a batch of MaxPage read
+		// that many transactions and their offers for a page of ten once
+		// the history held that many open offers (BenchmarkHistory).
+		ts, next, err := st.ListTransactions(ctx, store.TransactionFilter{OpenOffer: true, Limit: min(store.MaxPage, limit-len(out)), Before: cursor})
 		if err != nil {
 			return nil, err
 		}
