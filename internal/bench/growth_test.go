@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -64,33 +65,50 @@ func growthAlternated(b *testing.B) {
 	ctx := context.Background()
 	sizes := [2]int{10, 10000}
 	pairs := [2]*growthPair{newGrowthPair(b, sizes[0]), newGrowthPair(b, sizes[1])}
-	acts := []struct {
-		name string
-		// prep makes what the act needs, untimed, and returns the act.
-		prep func(b *testing.B, p *growthPair) func() error
-	}{
+	alternate(b, sizes, pairs, []growthAct{
 		{"propose_offer", func(b *testing.B, p *growthPair) func() error {
 			return func() error { _, err := p.s.Engine.ProposeOffer(ctx, p.s.Actor(), p.offerInput()); return err }
 		}},
-		{"accept_offer", func(b *testing.B, p *growthPair) func() error {
-			o := recordtest.Offer(b, p.s, "3200.00")
-			apr := recordtest.Approve(b, p.b, o.Objects["offer"])
-			return func() error {
-				out, err := p.b.Engine.AcceptOffer(ctx, p.b.Actor(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
-				if err == nil && out.State != "committed" {
-					err = fmt.Errorf("accept_offer left %s", out.State)
-				}
-				return err
-			}
-		}},
-		{"issue_obligation", func(b *testing.B, p *growthPair) func() error {
-			txn := recordtest.Form(b, p.b, p.s, "3200.00")
-			return func() error {
-				_, err := p.b.Engine.IssueObligation(ctx, p.b.Actor(), record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
-				return err
-			}
-		}},
+		{"accept_offer", acceptOffer},
+		{"issue_obligation", issueObligation},
+	})
+}
+
+// growthAct is one act measured alternately on two pairs.
+type growthAct struct {
+	name string
+	// prep makes what the act needs, untimed, and returns the act.
+	prep func(b *testing.B, p *growthPair) func() error
+}
+
+// acceptOffer is accept_offer to committed, on an offer and approval
+// made untimed.
+func acceptOffer(b *testing.B, p *growthPair) func() error {
+	o := recordtest.Offer(b, p.s, "3200.00")
+	apr := recordtest.Approve(b, p.b, o.Objects["offer"])
+	return func() error {
+		out, err := p.b.Engine.AcceptOffer(context.Background(), p.b.Actor(), record.AcceptInput{MandateID: p.b.Mandate, OfferID: o.Objects["offer"], ApprovalID: apr})
+		if err == nil && out.State != "committed" {
+			err = fmt.Errorf("accept_offer left %s", out.State)
+		}
+		return err
 	}
+}
+
+// issueObligation is issue_obligation on a transaction formed untimed.
+func issueObligation(b *testing.B, p *growthPair) func() error {
+	txn := recordtest.Form(b, p.b, p.s, "3200.00")
+	return func() error {
+		_, err := p.b.Engine.IssueObligation(context.Background(), p.b.Actor(), record.ObligationInput{MandateID: p.b.Mandate, TransactionID: txn})
+		return err
+	}
+}
+
+// alternate runs each act on the pair of sizes[0] and on that of
+// sizes[1] in turn, b.N times each (see growthAlternated), and reports
+// each size's wall time, CPU and write system calls per act and the
+// ratios large over small.
+func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAct) {
 	for _, act := range acts {
 		b.Run(act.name, func(b *testing.B) {
 			var wall, cpu [2]time.Duration
@@ -275,6 +293,10 @@ func growthInOneTransaction(b *testing.B) {
 type growthPair struct {
 	b, s *recordtest.Side
 	c    *recordtest.Clock
+	// done is a completed transaction traded on the pair, bundle its
+	// export, admin the buyer's principal surface (newHistoryPair).
+	done, bundle string
+	admin        http.Handler
 }
 
 func newGrowthPair(b *testing.B, n int) *growthPair {
