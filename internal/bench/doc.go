@@ -17,6 +17,14 @@
 // ratios. Method and numbers: docs/performance.md, "Growth: the same act
 // with history", "A third pass" and "A fourth pass".
 //
+// History (history_test.go): the acts and reads of every day (offer,
+// acceptance, obligation, payment, the list pages, the approvals page, a
+// timeline, export and verify of one transaction, serve's start) on a
+// pair holding 10 transactions and on one holding 10 000 and 100 000
+// (1 000 000 with -history.million), alternated, over histories package
+// history generates. Method and numbers: docs/performance.md, "A year of
+// history".
+//
 // Verification (verify_test.go): `party verify DIR` as a process over a
 // 5 000-event bundle, next to the floor of its signatures and, when
 // A202_REFERENCE_DIR names a checkout of a202-protocol/a202, the published
