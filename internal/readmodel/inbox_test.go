@@ -92,3 +92,42 @@ func TestInbox(t *testing.T) {
 		t.Fatalf("every agent's inbox: %+v %v", all, err)
 	}
 }
+
+// TestInboxPageReadsPastOthersOffers: the inbox reads open offers in
+// batches of what its page still wants, so a page of one finds the
+// calling agent's offer behind newer offers addressed to other agents,
+// and a page stops at its limit.
+func TestInboxPageReadsPastOthersOffers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	offers := fakeOffers{latest: map[string]*object.Offer{}}
+	// txn_mine first, so that the others are newer and listed before it.
+	ids := []string{"txn_mine", "txn_other1", "txn_other2", "txn_other3"}
+	for _, id := range ids {
+		err := st.Update(ctx, func(tx *store.Txn) error {
+			if err := tx.CreateTransaction(id, "org_b", "buyer", "", "draft"); err != nil {
+				return err
+			}
+			return tx.OfferReceived(id)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent := "agt_2"
+		if id == "txn_mine" {
+			agent = "agt_1"
+		}
+		offers.latest[id] = offerFrom("off_"+id[4:], "org_b", agent, "2026-01-02T04:00:00Z")
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	items, err := Inbox(ctx, st, offers, InboxFor{Agent: "agt_1", Now: now, Limit: 1}, log)
+	if err != nil || len(items) != 1 || items[0].OfferID != "off_mine" {
+		t.Fatalf("agt_1's page of one: %+v %v", items, err)
+	}
+	all, err := Inbox(ctx, st, offers, InboxFor{AnyAgent: true, Now: now, Limit: 2}, log)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("every agent's page of two: %+v %v", all, err)
+	}
+}
