@@ -133,7 +133,7 @@ func Issue(obj map[string]any, s Signer, signedAt time.Time) error {
 func SignOver(obj map[string]any, content []byte, s Signer, purpose string, signedAt time.Time) error {
 	objectType, _ := obj["object_type"].(string)
 	if !PurposeAllowed(objectType, purpose) {
-		return reason.Refuse(fmt.Sprintf("purpose %q may not sign a %q (allowed: %s)", purpose, objectType, strings.Join(AllowedPurposes(objectType), ", ")), reason.EvidenceSignatureInvalid)
+		return purposeRefused(objectType, purpose)
 	}
 	list, ok := signatureList(obj)
 	if !ok {
@@ -148,11 +148,7 @@ func SignOver(obj map[string]any, content []byte, s Signer, purpose string, sign
 	if h, present := obj["content_hash"]; present && h != canonical.SHA256Hex(content) {
 		return fmt.Errorf("signature: %v has a content_hash that is not its content's hash; seal it before signing", obj["id"])
 	}
-	at, err := timestamp(signedAt)
-	if err != nil {
-		return err
-	}
-	entry, err := makeEntry(content, s, purpose, at)
+	entry, err := EntryOver(objectType, content, s, purpose, signedAt)
 	if err != nil {
 		return err
 	}
@@ -168,13 +164,18 @@ func SignOver(obj map[string]any, content []byte, s Signer, purpose string, sign
 // place). It refuses a purpose the table does not allow for objectType.
 func EntryOver(objectType string, content []byte, s Signer, purpose string, signedAt time.Time) (map[string]any, error) {
 	if !PurposeAllowed(objectType, purpose) {
-		return nil, reason.Refuse(fmt.Sprintf("purpose %q may not sign a %q (allowed: %s)", purpose, objectType, strings.Join(AllowedPurposes(objectType), ", ")), reason.EvidenceSignatureInvalid)
+		return nil, purposeRefused(objectType, purpose)
 	}
 	at, err := timestamp(signedAt)
 	if err != nil {
 		return nil, err
 	}
 	return makeEntry(content, s, purpose, at)
+}
+
+// purposeRefused is the refusal of purpose signing an objectType.
+func purposeRefused(objectType, purpose string) error {
+	return reason.Refuse(fmt.Sprintf("purpose %q may not sign a %q (allowed: %s)", purpose, objectType, strings.Join(AllowedPurposes(objectType), ", ")), reason.EvidenceSignatureInvalid)
 }
 
 // timestamp writes signed_at in the one form party uses; a zero time is
