@@ -9,11 +9,11 @@ import (
 )
 
 // TestDatabaseStaysNearTheRecord: what each instance's database grows by
-// for completed transactions is at most 1.6 times the record it holds for
-// them (1.5 measured: docs/performance.md, "Bytes per transaction"). The
-// growth is measured between two sizes, so that what every database
-// holds once (schema, key records, mandates, one page per table) does not
-// count. A copy of what the record holds (a delivered message, a reply),
+// for completed transactions is at most 1.55 times the record it holds
+// for them (1.43–1.48 measured: docs/performance.md, "Bytes per
+// transaction"). The growth is measured between two sizes, so that what
+// every database holds once (schema, key records, mandates, one page per
+// table) does not count. A copy of what the record holds (a delivered message, a reply),
 // or 4 KiB pages half empty under 2 KiB rows (1.7 times), fails it.
 func TestDatabaseStaysNearTheRecord(t *testing.T) {
 	t.Parallel()
@@ -51,7 +51,7 @@ func TestDatabaseStaysNearTheRecord(t *testing.T) {
 		rec := after[i].RecordBytes - before[i].RecordBytes
 		ratio := float64(db) / float64(rec)
 		t.Logf("%s: %d database bytes a transaction for %d of record: %.2f times", name, db/n, rec/n, ratio)
-		if ratio > 1.6 {
+		if ratio > 1.55 {
 			t.Errorf("the %s's database grows by %.2f times the record it holds (%d bytes a transaction for %d)", name, ratio, db/n, rec/n)
 		}
 	}

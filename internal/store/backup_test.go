@@ -30,8 +30,8 @@ func addTransaction(ctx context.Context, s *Store, n int) error {
 	for seq := 1; seq <= backupEvents; seq++ {
 		id := fmt.Sprintf("evt_%06d_%d", n, seq)
 		hash := fmt.Sprintf("h_%s", id)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at) VALUES (?, 'transaction_event', ?, ?, ?, 'local', ?)`,
-			id, txn, hash, []byte(fmt.Sprintf(`{"n":%d,"sequence":%d}`, n, seq)), now()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin) VALUES (?, 'transaction_event', ?, ?, ?, 'local')`,
+			id, txn, hash, []byte(fmt.Sprintf(`{"n":%d,"sequence":%d}`, n, seq))); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES (?, ?, ?, ?, 'agreement.direct', 'committed', 'org_a', 'recorded')`,

@@ -75,9 +75,9 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 	if info.TransactionID != "" {
 		txn = info.TransactionID
 	}
-	res, err := t.exec(`INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		info.ID, info.ObjectType, txn, info.ContentHash, body, origin, now())
+	res, err := t.exec(`INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		info.ID, info.ObjectType, txn, info.ContentHash, body, origin)
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
 	}

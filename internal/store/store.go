@@ -19,8 +19,7 @@
 //	  transaction_id TEXT,
 //	  content_hash   TEXT NOT NULL,
 //	  body           BLOB NOT NULL,
-//	  origin         TEXT NOT NULL,   -- "local" or the sending organisation
-//	  stored_at      TEXT NOT NULL
+//	  origin         TEXT NOT NULL    -- "local" or the sending organisation
 //	);
 //	-- Standalone mandate documents (a202-mandate/0.1), ours and peers'.
 //	CREATE TABLE mandates (
@@ -616,6 +615,19 @@ var migrations = []string{
 	CREATE TRIGGER approval_requests_decided AFTER UPDATE OF decided_at ON approval_requests
 		WHEN OLD.decided_at IS NULL AND NEW.decided_at IS NOT NULL
 		BEGIN UPDATE approval_requests_version SET n = n + 1 WHERE id = 1; END;`,
+	// 22: objects without stored_at, the time a row was written. Nothing
+	// read it: what an object says of time is in its bytes (created_at,
+	// signatures' signed_at), and its transaction's rows keep when it
+	// moved. It was 31 bytes of each of a completed transaction's 27
+	// rows, 2.6 % of the record they hold (docs/performance.md, "Bytes
+	// per transaction"). SQLite drops a column by rewriting every row of
+	// the table, so this is the migration of a long-lived instance's
+	// largest table: measured at 100 000 transactions in
+	// BenchmarkUpgrade (internal/bench; docs/deploy.md, "Upgrading a
+	// large database"). The pages it frees inside the table are reused by
+	// the rows written after it; a `party backup` of the database writes
+	// them packed.
+	`ALTER TABLE objects DROP COLUMN stored_at;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
@@ -640,8 +652,8 @@ const idleConns = 8
 // bytes. A record's rows are its objects' exact bytes, about 2 KiB each;
 // with SQLite's default 4 KiB page, a leaf page held one such row and
 // the rest of it stayed empty, so the database was 1.7 times the record
-// it held (measured on completed transactions, BenchmarkBytesPerTransaction
-// in internal/bench). 16 KiB pages hold seven, and the database is 1.5
+// it held (measured on completed transactions, TestDatabaseStaysNearTheRecord
+// in internal/record). 16 KiB pages hold seven, and the database is 1.5
 // times the record; at a million transactions the b-trees are also a
 // level shallower. The page size is fixed when a database is created: one
 // created before keeps its own (page_size is a no-op on it) until a

@@ -374,8 +374,8 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 	}
 	put := func(id, typ, body string) {
 		t.Helper()
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at) VALUES (?, ?, 'txn_1', ?, ?, 'local', ?)`,
-			id, typ, "h_"+id, []byte(body), now()); err != nil {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin) VALUES (?, ?, 'txn_1', ?, ?, 'local')`,
+			id, typ, "h_"+id, []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -415,7 +415,8 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 
 // TestRebuildMigration: migration 16 rebuilds objects and events without
 // the unique index on content_hash, and 17 rebuilds events, inbox and
-// idempotency WITHOUT ROWID, in a database made before them: every row
+// idempotency WITHOUT ROWID, and 22 rewrites objects without stored_at,
+// in a database made before them: every row
 // kept with its bytes (an object with its rowid too), the indexes and
 // triggers back, the foreign keys still enforced after them (the
 // migrations ran with them off), nothing left of the index 16 dropped, and
@@ -499,6 +500,11 @@ func TestRebuildMigration(t *testing.T) {
 	if indexes != want {
 		t.Fatalf("indexes and triggers:\n%s\nwant\n%s", indexes, want)
 	}
+	// Migration 22 dropped stored_at, every row kept (snapshot above).
+	var storedAt int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('objects') WHERE name = 'stored_at'`).Scan(&storedAt); err != nil || storedAt != 0 {
+		t.Fatalf("objects still has stored_at (%d, %v)", storedAt, err)
+	}
 	var unique int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_index_list('objects') l, pragma_index_info(l.name) i WHERE l."unique" AND i.name = 'content_hash'`).Scan(&unique); err != nil || unique != 0 {
 		t.Fatalf("objects still has a unique index on content_hash (%d, %v)", unique, err)
@@ -515,7 +521,7 @@ func TestRebuildMigration(t *testing.T) {
 		t.Fatal("a second event with the id of another was stored after the migration")
 	}
 	// The triggers were made again: a key record moves the number.
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, content_hash, body, origin, stored_at) VALUES ('key_x', 'key_record', 'hx', '{}', 'org_a', ?)`, now()); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, content_hash, body, origin) VALUES ('key_x', 'key_record', 'hx', '{}', 'org_a')`); err != nil {
 		t.Fatal(err)
 	}
 	var v1 int64
