@@ -23,7 +23,9 @@
 // pair holding 10 transactions and on one holding 10 000 and 100 000
 // (1 000 000 with -history.million), alternated, over histories package
 // history generates. Method and numbers: docs/performance.md, "A year of
-// history".
+// history". Upgrade (upgrade_test.go): `party backup` of such a history,
+// and the upgrade of it from one migration behind, which rewrites the
+// largest table (docs/deploy.md, "Upgrading a large database").
 //
 // Verification (verify_test.go): `party verify DIR` as a process over a
 // 5 000-event bundle, next to the floor of its signatures and, when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,12 +107,14 @@ func issueObligation(b *testing.B, p *growthPair) func() error {
 
 // alternate runs each act on the pair of sizes[0] and on that of
 // sizes[1] in turn, b.N times each (see growthAlternated), and reports
-// each size's wall time, CPU and write system calls per act and the
-// ratios large over small.
+// each size's mean wall time, CPU and write system calls per act, its
+// median wall time, and the ratios large over small (of the means, and
+// of the medians: p50-ratio).
 func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAct) {
 	for _, act := range acts {
 		b.Run(act.name, func(b *testing.B) {
 			var wall, cpu [2]time.Duration
+			each := [2][]time.Duration{}
 			io := [2]*ioMeter{newIOMeter(b), newIOMeter(b)}
 			b.StopTimer()
 			for i := range b.N {
@@ -121,7 +124,9 @@ func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAc
 					io[j].start()
 					c0, w0 := processCPU(), time.Now()
 					err := call()
-					wall[j] += time.Since(w0)
+					took := time.Since(w0)
+					wall[j] += took
+					each[j] = append(each[j], took)
 					cpu[j] += processCPU() - c0
 					io[j].stop()
 					if err != nil {
@@ -135,11 +140,23 @@ func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAc
 				b.ReportMetric(ms(wall[j]), fmt.Sprintf("ms@%d", size))
 				b.ReportMetric(ms(cpu[j]), fmt.Sprintf("cpu-ms@%d", size))
 				b.ReportMetric(float64(io[j].sum.writes)/n, fmt.Sprintf("writes@%d", size))
+				b.ReportMetric(float64(median(each[j]))/1e6, fmt.Sprintf("p50-ms@%d", size))
 			}
 			b.ReportMetric(float64(wall[1])/float64(wall[0]), "wall-ratio")
 			b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
+			// The median act of each size, beside the mean: one act that
+			// met a checkpoint of the write-ahead log or a collection
+			// moves a mean of 20 by a third on this host, not a median.
+			b.ReportMetric(float64(median(each[1]))/float64(median(each[0])), "p50-ratio")
 		})
 	}
+}
+
+// median is the middle of ds (the upper of the two middles of an even
+// count); ds is sorted in place.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // growthWithMandates measures an act on instances that each hold n

@@ -42,16 +42,9 @@ var (
 // TMPDIR must name a disk, not a RAM disk, past 10 000: 100 000
 // transactions are some 9 GB on the two instances.
 func BenchmarkHistory(b *testing.B) {
-	var sizes []int
-	for _, f := range strings.Split(*historySizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 10 {
-			b.Fatalf("-history.sizes: %q", f)
-		}
-		sizes = append(sizes, n)
-	}
-	if *historyMillion {
-		sizes = append(sizes, 1000000)
+	sizes, err := historySizeList()
+	if err != nil {
+		b.Fatal(err)
 	}
 	small := newHistoryPair(b, 10)
 	for _, n := range sizes {
@@ -59,6 +52,22 @@ func BenchmarkHistory(b *testing.B) {
 			alternate(b, [2]int{10, n}, [2]*growthPair{small, newHistoryPair(b, n)}, historyActs)
 		})
 	}
+}
+
+// historySizeList is -history.sizes, and 1 000 000 with -history.million.
+func historySizeList() ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(*historySizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 10 {
+			return nil, fmt.Errorf("-history.sizes: %q", f)
+		}
+		sizes = append(sizes, n)
+	}
+	if *historyMillion {
+		sizes = append(sizes, 1000000)
+	}
+	return sizes, nil
 }
 
 // newHistoryPair is a pair holding n transactions of the default mix, one

@@ -13,8 +13,9 @@ import (
 // for them (1.43–1.48 measured: docs/performance.md, "Bytes per
 // transaction"). The growth is measured between two sizes, so that what
 // every database holds once (schema, key records, mandates, one page per
-// table) does not count. A copy of what the record holds (a delivered message, a reply),
-// or 4 KiB pages half empty under 2 KiB rows (1.7 times), fails it.
+// table) does not count. A copy of what the record holds (a delivered
+// message, a reply), or 4 KiB pages half empty under 2 KiB rows (1.7
+// times), fails it.
 func TestDatabaseStaysNearTheRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

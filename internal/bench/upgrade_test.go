@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/store"
+)
+
+// BenchmarkUpgrade measures what an operator of a long-lived instance
+// waits for, on the buyer's database of a generated history of N
+// transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
+// while it is open, and the upgrade of a database one migration behind
+// (store migration 22, which rewrites every row of objects, the largest
+// table) by the Open of the next `party serve`. See docs/deploy.md,
+// "Upgrading a large database".
+//
+//	TMPDIR=/var/tmp go test -run '^$' -bench Upgrade -benchtime 1x -timeout 2h ./internal/bench
+//
+// The database one migration behind is made from the backup: stored_at
+// added back to objects and filled with a time in the format it held
+// (31 bytes a row), version 22 forgotten, and the file vacuumed, so that
+// its rows are packed as a database written before the migration holds
+// them. Each upgrade runs on a fresh copy of it.
+func BenchmarkUpgrade(b *testing.B) {
+	sizes, err := historySizeList()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("txns=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			p := newHistoryPair(b, n)
+			dir := b.TempDir()
+			live := p.b.Node.Org.Store
+			b.Run("backup", func(b *testing.B) {
+				var bytes int64
+				for i := range b.N {
+					s, err := live.Backup(ctx, filepath.Join(dir, fmt.Sprintf("backup-%d.db", i)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					bytes = s.Bytes
+				}
+				b.ReportMetric(float64(bytes)/1e6, "MB")
+			})
+			behind := filepath.Join(dir, "behind.db")
+			if _, err := live.Backup(ctx, behind); err != nil {
+				b.Fatal(err)
+			}
+			unmigrate(b, behind)
+			want, err := live.Version()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run("upgrade", func(b *testing.B) {
+				st, err := os.Stat(behind)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				for i := range b.N {
+					path := filepath.Join(dir, fmt.Sprintf("upgrade-%d.db", i))
+					copyFile(b, behind, path)
+					b.StartTimer()
+					s, err := store.Open(path)
+					b.StopTimer()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if v, err := s.Version(); err != nil || v != want {
+						b.Fatalf("upgraded to version %d (%v), want %d", v, err, want)
+					}
+					s.Close()
+					if columnHeld(b, path, "objects", "stored_at") {
+						b.Fatal("the upgrade left stored_at in objects")
+					}
+					os.Remove(path)
+				}
+				b.ReportMetric(float64(st.Size())/1e6, "MB")
+			})
+		})
+	}
+}
+
+// unmigrate takes the database at path back to before migration 22.
+func unmigrate(b *testing.B, path string) {
+	b.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	at := time.Date(2026, 12, 6, 12, 0, 0, 123456789, time.UTC).Format("2006-01-02T15:04:05.000000000Z")
+	for _, q := range []string{
+		`ALTER TABLE objects ADD COLUMN stored_at TEXT NOT NULL DEFAULT ''`,
+		`UPDATE objects SET stored_at = '` + at + `'`,
+		`DELETE FROM schema_migrations WHERE version = 22`,
+		`VACUUM`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	if !columnHeld(b, path, "objects", "stored_at") {
+		b.Fatal("stored_at was not added back")
+	}
+}
+
+// columnHeld reports whether table has column in the database at path.
+func columnHeld(b *testing.B, path, table, column string) bool {
+	b.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, table, column).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n == 1
+}
+
+// copyFile copies the file at from to to, which must not exist.
+func copyFile(b *testing.B, from, to string) {
+	b.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		b.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
