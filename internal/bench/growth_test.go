@@ -107,9 +107,9 @@ func issueObligation(b *testing.B, p *growthPair) func() error {
 
 // alternate runs each act on the pair of sizes[0] and on that of
 // sizes[1] in turn, b.N times each (see growthAlternated), and reports
-// each size's mean wall time, CPU and write system calls per act, its
-// median wall time, and the ratios large over small (of the means, and
-// of the medians: p50-ratio).
+// each size's mean wall time, CPU and read and write system calls per
+// act, its median wall time, and the ratios large over small (of the
+// means, and of the medians: p50-ratio).
 func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAct) {
 	for _, act := range acts {
 		b.Run(act.name, func(b *testing.B) {
@@ -139,6 +139,7 @@ func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAc
 			for j, size := range sizes {
 				b.ReportMetric(ms(wall[j]), fmt.Sprintf("ms@%d", size))
 				b.ReportMetric(ms(cpu[j]), fmt.Sprintf("cpu-ms@%d", size))
+				b.ReportMetric(float64(io[j].sum.reads)/n, fmt.Sprintf("reads@%d", size))
 				b.ReportMetric(float64(io[j].sum.writes)/n, fmt.Sprintf("writes@%d", size))
 				b.ReportMetric(float64(median(each[j]))/1e6, fmt.Sprintf("p50-ms@%d", size))
 			}

@@ -185,6 +185,19 @@ func (src *Source) Template(kind Kind) string {
 	return ""
 }
 
+// BuyerOnly is a source whose Generate writes the buyer's store only:
+// the buyer holds the history and the supplier only the templates, as an
+// organisation that trades with many counterparties holds far more than
+// any one of them. It is what a history too large for one disk to hold
+// twice is made with (BenchmarkHistory's -history.buyer-only). A
+// supplier's copy of the buyer's transactions is not needed to read or
+// verify the buyer's record; the supplier cannot act on them.
+func (src *Source) BuyerOnly() *Source {
+	only := *src
+	only.stores[1] = nil
+	return &only
+}
+
 // Txn is one generated transaction.
 type Txn struct {
 	ID   string
@@ -203,7 +216,7 @@ type batch struct {
 }
 
 // Generate writes n transactions shaped as mix says into both sides'
-// stores, copies of the templates under fresh identifiers (see the package
+// stores (the buyer's only, from BuyerOnly), copies of the templates under fresh identifiers (see the package
 // comment), and returns them in the order of the mix. The copies are made
 // on every processor; each side's rows are written a chunk to one
 // database transaction. On an error, the chunks written before it stay
@@ -285,6 +298,9 @@ func (src *Source) Generate(ctx context.Context, n int, mix Mix) ([]Txn, error) 
 		var errs [2]error
 		var w sync.WaitGroup
 		for i, st := range src.stores {
+			if st == nil {
+				continue // BuyerOnly
+			}
 			w.Add(1)
 			go func() {
 				defer w.Done()

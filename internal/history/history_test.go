@@ -296,3 +296,44 @@ func TestGenerateRefuses(t *testing.T) {
 		t.Fatalf("the buyer holds %d transactions, want the template alone (%v)", len(page.Transactions), err)
 	}
 }
+
+// TestBuyerOnly: a BuyerOnly source writes its copies into the buyer's
+// store, each verifying there, and nothing into the supplier's.
+func TestBuyerOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	src := history.Trade(t, b, s, c, history.Completed)
+	count := func(sd *recordtest.Side) int {
+		t.Helper()
+		ts, err := sd.Node.Org.Store.Transactions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ts)
+	}
+	b0, s0 := count(b), count(s)
+	txns, err := src.BuyerOnly().Generate(ctx, 3, history.Mix{{Kind: history.Completed, Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(b) - b0; got != 3 {
+		t.Fatalf("the buyer holds %d more transactions, want 3", got)
+	}
+	if got := count(s) - s0; got != 0 {
+		t.Fatalf("the supplier holds %d more transactions, want none", got)
+	}
+	for _, x := range txns {
+		r, err := export.VerifyTransaction(ctx, b.Node.Org.Store, x.ID)
+		if err != nil || r.Results.Failed != 0 {
+			t.Fatalf("%s: %v %+v", x.ID, err, r.Raised)
+		}
+	}
+	// The source it came from still writes both.
+	if _, err := src.Generate(ctx, 1, history.Mix{{Kind: history.Completed, Weight: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(s) - s0; got != 1 {
+		t.Fatalf("the supplier holds %d more transactions after a Generate of both, want 1", got)
+	}
+}
