@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -486,6 +487,12 @@ func TestRebuildMigration(t *testing.T) {
 	db.Close()
 
 	s := open(t, path)
+	// The log the rewrites filled is emptied once they are done.
+	if st, err := os.Stat(path + "-wal"); err != nil {
+		t.Fatal(err)
+	} else if st.Size() != 0 {
+		t.Fatalf("the write-ahead log holds %d bytes after migrating", st.Size())
+	}
 	if v, err := s.Version(); err != nil || v != len(migrations) {
 		t.Fatalf("schema version %d (%v)", v, err)
 	}
