@@ -21,8 +21,9 @@
 // acceptance, obligation, payment, the list pages, the approvals page, a
 // timeline, export and verify of one transaction, serve's start) on a
 // pair holding 10 transactions and on one holding 10 000 and 100 000
-// (1 000 000 with -history.million), alternated, over histories package
-// history generates. Method and numbers: docs/performance.md, "A year of
+// (1 000 000 with -history.million; on the buyer's side only with
+// -history.buyer-only), alternated, over histories package history
+// generates. Method and numbers: docs/performance.md, "A year of
 // history". Upgrade (upgrade_test.go): `party backup` of such a history,
 // and the upgrade of it from one migration behind, which rewrites the
 // largest table (docs/deploy.md, "Upgrading a large database").
