@@ -216,8 +216,9 @@ type batch struct {
 }
 
 // Generate writes n transactions shaped as mix says into both sides'
-// stores (the buyer's only, from BuyerOnly), copies of the templates under fresh identifiers (see the package
-// comment), and returns them in the order of the mix. The copies are made
+// stores (the buyer's only, from BuyerOnly), copies of the templates
+// under fresh identifiers (see the package comment), and returns them in
+// the order of the mix. The copies are made
 // on every processor; each side's rows are written a chunk to one
 // database transaction. On an error, the chunks written before it stay
 // (Generate returns the transactions they hold), and the chunk it failed
@@ -546,6 +547,9 @@ func (src *Source) clone(tp *template, fresh func(string) string, shift time.Dur
 		bodies[o.id] = body
 	}
 	for side, rows := range tp.rows {
+		if src.stores[side] == nil {
+			continue // BuyerOnly: no rows for a side that is not written
+		}
 		for _, r := range rows {
 			col := colIndex(r.Columns)
 			n := store.Rows{Table: r.Table, Columns: r.Columns, Values: make([][]any, len(r.Values))}

@@ -7,8 +7,7 @@ import (
 
 // Footprint is what a database holds on the disk against the record it
 // holds: how an operator sizes the disk for a year of trade, and what
-// BenchmarkBytesPerTransaction (internal/bench) and
-// TestDatabaseStaysNearTheRecord (internal/record) measure.
+// TestDatabaseStaysNearTheRecord (internal/record) measures.
 type Footprint struct {
 	// DatabaseBytes is the database file's size once its write-ahead log
 	// is checkpointed into it (page count × page size), FreeBytes the part

@@ -653,8 +653,8 @@ const idleConns = 8
 // with SQLite's default 4 KiB page, a leaf page held one such row and
 // the rest of it stayed empty, so the database was 1.7 times the record
 // it held (measured on completed transactions, TestDatabaseStaysNearTheRecord
-// in internal/record). 16 KiB pages hold seven, and the database is 1.5
-// times the record; at a million transactions the b-trees are also a
+// in internal/record). 16 KiB pages hold seven, and the database is under
+// 1.5 times the record; at a million transactions the b-trees are also a
 // level shallower. The page size is fixed when a database is created: one
 // created before keeps its own (page_size is a no-op on it) until a
 // `party backup` of it, written in pages of pageSize (Backup), is
