@@ -2,9 +2,12 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,13 +111,16 @@ func issueObligation(b *testing.B, p *growthPair) func() error {
 // alternate runs each act on the pair of sizes[0] and on that of
 // sizes[1] in turn, b.N times each (see growthAlternated), and reports
 // each size's mean wall time, CPU and read and write system calls per
-// act, its median wall time, and the ratios large over small (of the
-// means, and of the medians: p50-ratio).
+// act, its median wall time, and three ratios large over small: of the
+// means (wall-ratio), of the medians (p50-ratio), and the median of the
+// b.N paired ratios (pair-ratio), each the large act over the small one
+// it ran beside. With -growth.samples, each act's times are also
+// written to a file there, one alternation a line.
 func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAct) {
 	for _, act := range acts {
 		b.Run(act.name, func(b *testing.B) {
 			var cpu [2]time.Duration
-			var walls [2][]time.Duration // each act's wall time
+			var walls [2][]time.Duration // each act's wall time, in the order run
 			io := [2]*ioMeter{newIOMeter(b), newIOMeter(b)}
 			b.StopTimer()
 			for i := range b.N {
@@ -139,7 +145,7 @@ func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAc
 				for _, d := range walls[j] {
 					wall[j] += d
 				}
-				p50[j] = median(walls[j])
+				p50[j] = median(slices.Clone(walls[j]))
 			}
 			for j, size := range sizes {
 				b.ReportMetric(ms(wall[j]), fmt.Sprintf("ms@%d", size))
@@ -154,7 +160,51 @@ func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAc
 			// met a checkpoint of the write-ahead log or a collection
 			// moves a mean of 20 by a third on this host, not a median.
 			b.ReportMetric(float64(p50[1])/float64(p50[0]), "p50-ratio")
+			b.ReportMetric(pairRatio(walls), "pair-ratio")
+			writeSamples(b, sizes, walls)
 		})
+	}
+}
+
+// pairRatio is the median of the ratios walls[1][i] / walls[0][i]: each
+// large act over the small act run beside it, a few milliseconds apart.
+// A host whose speed changes over seconds (another tenant's burst) moves
+// both acts of a pair alike, where it moves one size's mean or median
+// more than the other's whenever the burst meets more of one size's acts.
+func pairRatio(walls [2][]time.Duration) float64 {
+	r := make([]float64, len(walls[0]))
+	for i := range r {
+		r[i] = float64(walls[1][i]) / float64(walls[0][i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
+var growthSamples = flag.String("growth.samples", "", "a directory into which alternate writes each act's wall times, in microseconds, one alternation a line")
+
+// writeSamples writes walls to a new file -growth.samples/<benchmark>.n<N>.*.tsv
+// (one per run, with -count; N is b.N, 1 for the testing package's first
+// probe of each benchmark): the two sizes, then a line per alternation,
+// the small size's time then the large's.
+func writeSamples(b *testing.B, sizes [2]int, walls [2][]time.Duration) {
+	if *growthSamples == "" {
+		return
+	}
+	var buf strings.Builder
+	fmt.Fprintf(&buf, "%d\t%d\n", sizes[0], sizes[1])
+	for i := range walls[0] {
+		fmt.Fprintf(&buf, "%d\t%d\n", walls[0][i].Microseconds(), walls[1][i].Microseconds())
+	}
+	name := strings.NewReplacer("/", "_", "=", "").Replace(b.Name())
+	f, err := os.CreateTemp(*growthSamples, fmt.Sprintf("%s.n%d.*.tsv", name, b.N))
+	if err == nil {
+		_, err = f.WriteString(buf.String())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		b.Fatal(err)
 	}
 }
 

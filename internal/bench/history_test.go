@@ -27,6 +27,7 @@ var (
 	historySizes   = flag.String("history.sizes", "10000,100000", "the sizes BenchmarkHistory compares with 10 transactions, comma-separated")
 	historyMillion = flag.Bool("history.million", false, "BenchmarkHistory also at 1 000 000 transactions (some 80 GB of disk for the two instances, an hour to generate)")
 	historyBuyer   = flag.Bool("history.buyer-only", false, "the pairs of -history.sizes hold their history on the buyer's side only (half the disk: 1 000 000 is some 40 GB)")
+	historyRounds  = flag.Int("history.rounds", 1, "how many runs BenchmarkHistory makes on each history it generates, each beside a fresh pair of 10 (-count generates the histories again)")
 )
 
 // BenchmarkHistory measures what a long history costs the acts and reads
@@ -47,6 +48,10 @@ var (
 // read, and the buyer's side of each act) beside a supplier at 10.
 //
 //	TMPDIR=/var/tmp go test -run '^$' -bench History -benchtime 10x -timeout 4h ./internal/bench -history.sizes=1000000 -history.buyer-only
+//
+// -history.rounds=R runs the acts R times on each history generated,
+// each time beside a new pair of 10: R runs for one generation, where
+// -count generates each history again (52 minutes at 1 000 000).
 func BenchmarkHistory(b *testing.B) {
 	sizes, err := historySizeList()
 	if err != nil {
@@ -55,7 +60,22 @@ func BenchmarkHistory(b *testing.B) {
 	small := newHistoryPair(b, 10)
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("txns=%d", n), func(b *testing.B) {
-			alternate(b, [2]int{10, n}, [2]*growthPair{small, newHistoryPair(b, n)}, historyActs)
+			large := newHistoryPair(b, n)
+			if *historyRounds <= 1 {
+				alternate(b, [2]int{10, n}, [2]*growthPair{small, large}, historyActs)
+				return
+			}
+			for r := range *historyRounds {
+				b.Run(fmt.Sprintf("round=%d", r+1), func(b *testing.B) {
+					// Each round's pair of 10 is new: the acts add some 70
+					// transactions to it a round.
+					s := small
+					if r > 0 {
+						s = newHistoryPair(b, 10)
+					}
+					alternate(b, [2]int{10, n}, [2]*growthPair{s, large}, historyActs)
+				})
+			}
 		})
 	}
 }
