@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -1003,6 +1004,34 @@ func TestDurableByDefault(t *testing.T) {
 		s.Close()
 		if got != c.want {
 			t.Errorf("OpenWith(%+v): synchronous = %d, want %d", c.opt, got, c.want)
+		}
+	}
+}
+
+// TestReadsAreMapped: every connection of the pool, the writer's among
+// them, reads the database through a memory map of mmapSize bytes.
+func TestReadsAreMapped(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	want, _ := strconv.ParseInt(mmapSize, 10, 64)
+	ctx := context.Background()
+	// Two connections held at once: the pool opens a second.
+	var conns []*sql.Conn
+	for range 2 {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		var got int64
+		if err := c.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("connection %d: mmap_size = %d, want %d", i, got, want)
 		}
 	}
 }
