@@ -27,7 +27,7 @@ var (
 	historySizes   = flag.String("history.sizes", "10000,100000", "the sizes BenchmarkHistory compares with 10 transactions, comma-separated")
 	historyMillion = flag.Bool("history.million", false, "BenchmarkHistory also at 1 000 000 transactions (some 80 GB of disk for the two instances, an hour to generate)")
 	historyBuyer   = flag.Bool("history.buyer-only", false, "the pairs of -history.sizes hold their history on the buyer's side only (half the disk: 1 000 000 is some 40 GB)")
-	historyRounds  = flag.Int("history.rounds", 1, "how many runs BenchmarkHistory makes on each history it generates, each beside a fresh pair of 10 (-count generates the histories again)")
+	historyRounds  = flag.Int("history.rounds", 1, "how many runs BenchmarkHistory makes on each history it generates, each after the first beside a new pair of 10 (-count generates the histories again)")
 )
 
 // BenchmarkHistory measures what a long history costs the acts and reads
@@ -49,9 +49,10 @@ var (
 //
 //	TMPDIR=/var/tmp go test -run '^$' -bench History -benchtime 10x -timeout 4h ./internal/bench -history.sizes=1000000 -history.buyer-only
 //
-// -history.rounds=R runs the acts R times on each history generated,
-// each time beside a new pair of 10: R runs for one generation, where
-// -count generates each history again (52 minutes at 1 000 000).
+// -history.rounds=R runs the acts R times on each history generated:
+// R runs for one generation, where -count generates each history again
+// (52 minutes at 1 000 000). The first round runs beside the pair of 10
+// every size shares, each later one beside a new pair of 10.
 func BenchmarkHistory(b *testing.B) {
 	sizes, err := historySizeList()
 	if err != nil {
@@ -67,8 +68,8 @@ func BenchmarkHistory(b *testing.B) {
 			}
 			for r := range *historyRounds {
 				b.Run(fmt.Sprintf("round=%d", r+1), func(b *testing.B) {
-					// Each round's pair of 10 is new: the acts add some 70
-					// transactions to it a round.
+					// A new pair of 10 after the first round: the acts add
+					// some 70 transactions a round to the pair they run on.
 					s := small
 					if r > 0 {
 						s = newHistoryPair(b, 10)

@@ -1008,8 +1008,9 @@ func TestDurableByDefault(t *testing.T) {
 	}
 }
 
-// TestReadsAreMapped: every connection of the pool, the writer's among
-// them, reads the database through a memory map of mmapSize bytes.
+// TestReadsAreMapped: every connection the pool opens (the writer is one
+// of them, beginWrite) reads the database through a memory map of
+// mmapSize bytes.
 func TestReadsAreMapped(t *testing.T) {
 	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "party.db"))
