@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,8 +130,11 @@ func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAc
 					j := (i + k) % 2
 					call := act.prep(b, pairs[j])
 					io[j].start()
+					var err error
 					c0, w0 := processCPU(), time.Now()
-					err := call()
+					// Labelled by size: a CPU profile of a run (-cpuprofile)
+					// shows one size's acts with pprof -tagfocus size=N.
+					pprof.Do(context.Background(), pprof.Labels("size", strconv.Itoa(sizes[j])), func(context.Context) { err = call() })
 					walls[j] = append(walls[j], time.Since(w0))
 					cpu[j] += processCPU() - c0
 					io[j].stop()
