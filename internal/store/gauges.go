@@ -8,7 +8,9 @@ import (
 
 // Gauges are the counts an operator's metrics read from the database at
 // each scrape (package metrics): what waits, and where the transactions
-// stand. Each is one indexed read; nothing here runs on an act's path.
+// stand. Each is one indexed read of what is open or waiting, or of a
+// count kept as it changes, never of the history; nothing here runs on
+// an act's path.
 type Gauges struct {
 	// Outbox is, for each counterparty messages wait for, how many and
 	// since when the oldest.
@@ -18,7 +20,8 @@ type Gauges struct {
 	// when none waits).
 	ApprovalsPending int
 	OldestApproval   time.Time
-	// Transactions counts the transactions held, by state.
+	// Transactions counts the transactions held, by state; a state no
+	// transaction is in any longer may be there at zero.
 	Transactions map[string]int
 	// ObligationsDue counts the obligations still owed (pending or
 	// rejected) of open transactions whose due alert was raised;
@@ -74,7 +77,9 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	if oldest != "" {
 		g.OldestApproval, _ = time.Parse(time.RFC3339Nano, oldest)
 	}
-	err = each(`SELECT state, COUNT(*) FROM transactions GROUP BY state`, func(rows *sql.Rows) error {
+	// Kept by triggers (migration 23): counting them read every
+	// transaction ever held.
+	err = each(`SELECT state, n FROM transaction_states`, func(rows *sql.Rows) error {
 		var state string
 		var n int
 		if err := rows.Scan(&state, &n); err != nil {

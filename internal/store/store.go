@@ -628,6 +628,26 @@ var migrations = []string{
 	// the rows written after it; a `party backup` of the database writes
 	// them packed.
 	`ALTER TABLE objects DROP COLUMN stored_at;`,
+	// 23: the count of transactions by state the metrics read at each
+	// scrape (Gauges), kept by triggers instead of counted: GROUP BY
+	// state read an entry of every transaction ever held, 1 ms at 10 000
+	// against 60 µs at 10, and linear beyond. A state that held
+	// transactions keeps its row at zero. Each act that moves a state
+	// writes this table's one page beside the transaction's own (the
+	// formation benchmarks, alternated with and without it, do not see
+	// it).
+	`CREATE TABLE transaction_states (state TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+	INSERT INTO transaction_states(state, n) SELECT state, COUNT(*) FROM transactions GROUP BY state;
+	CREATE TRIGGER transaction_states_created AFTER INSERT ON transactions
+		BEGIN INSERT INTO transaction_states(state, n) VALUES (NEW.state, 1) ON CONFLICT(state) DO UPDATE SET n = n + 1; END;
+	CREATE TRIGGER transaction_states_moved AFTER UPDATE OF state ON transactions
+		WHEN OLD.state IS NOT NEW.state
+		BEGIN
+			UPDATE transaction_states SET n = n - 1 WHERE state = OLD.state;
+			INSERT INTO transaction_states(state, n) VALUES (NEW.state, 1) ON CONFLICT(state) DO UPDATE SET n = n + 1;
+		END;
+	CREATE TRIGGER transaction_states_deleted AFTER DELETE ON transactions
+		BEGIN UPDATE transaction_states SET n = n - 1 WHERE state = OLD.state; END;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
