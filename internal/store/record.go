@@ -306,9 +306,13 @@ func (t *Txn) DeletePendingEvent(transactionID string, sequence int, eventID str
 }
 
 // DeleteObject removes an object that belongs to an act the counterparty
-// refused. It is used only for objects no recorded event references.
+// refused. It is used only for objects no recorded event references: a
+// recorded event's object stays. NOT EXISTS looks that event up by its
+// id's index; NOT IN listed every recorded event first, a read of the
+// whole history under the write lock for each refusal a counterparty
+// chose to send.
 func (t *Txn) DeleteObject(id string) error {
-	_, err := t.exec(`DELETE FROM objects WHERE id = ? AND id NOT IN (SELECT event_id FROM events WHERE status = 'recorded')`, id)
+	_, err := t.exec(`DELETE FROM objects WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ? AND status = 'recorded')`, id, id)
 	return err
 }
 

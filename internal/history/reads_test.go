@@ -1,0 +1,119 @@
+package history_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/partyd/party/internal/export"
+	"github.com/partyd/party/internal/history"
+	"github.com/partyd/party/internal/principal"
+	"github.com/partyd/party/internal/readmodel"
+	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/store"
+)
+
+// wholeRead matches a step of a query plan that reads every row of a table
+// or every entry of one of its indexes: SQLite's SCAN. The tables that hold
+// a row or a few per setting rather than per transaction are left out.
+var wholeRead = regexp.MustCompile(`(?m)^SCAN (\w+)`)
+
+// settings are the tables that hold the organisation's settings and
+// counters, whose size does not follow the history.
+var settings = map[string]bool{"budgets": true, "meta": true, "schema_migrations": true, "key_objects_version": true,
+	"approval_requests_version": true, "transaction_states": true, "mandate_policies": true}
+
+// wholeReadsAllowed are the statements that walk a table or an index on
+// purpose, each with why its cost is not the history's.
+var wholeReadsAllowed = []struct{ contains, why string }{
+	{"FROM transactions WHERE 1=1", "a list page: the transactions by their update time, newest first, until a page is filled (LIMIT)"},
+	{"FROM transactions ORDER BY created_at, rowid", "every transaction: the command line's list of them all, and the one rebuild of the obligations' states a database from before migration 7 needs (rebuildObligationStates)"},
+}
+
+// TestNoStatementReadsTheHistory: every statement the acts and the daily
+// reads prepare, on both sides of a pair that traded every shape of
+// transaction (formation, obligations, settlement, disputes, termination,
+// an open offer), a formation through the principal's approval, the
+// loops of a running instance and the store calls of the rare paths, is
+// explained by SQLite, and none reads a
+// whole table of the history: at a million transactions such a statement
+// would read a million rows on the path of an act. Found this way: filing
+// an approval request read every request ever filed, deleting a refused
+// act's object listed every recorded event.
+func TestNoStatementReadsTheHistory(t *testing.T) {
+	ctx := context.Background()
+	b, s, c := recordtest.Pair(t)
+	history.Trade(t, b, s, c)
+	txn := recordtest.Form(t, b, s, "3200.00")
+	recordtest.Complete(t, b, s, txn)
+	recordtest.Offer(t, s, "3200.00")
+	for _, sd := range []*recordtest.Side{b, s} {
+		e, st := sd.Engine, sd.Node.Org.Store
+		if _, err := e.ListTransactions(ctx, readmodel.ListFilter{Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ListTransactions(ctx, readmodel.ListFilter{Limit: 10, State: "completed"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Inbox(ctx, sd.Actor(), sd.Mandate, 10); err != nil {
+			t.Fatal(err)
+		}
+		e.WorkDeadlines(ctx)
+		e.WorkTiming(ctx)
+		e.WorkSettlements(ctx)
+		e.ReleaseHeld(ctx)
+		e.Resume(ctx)
+		if _, err := st.Gauges(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ApprovalRequestsShown(ctx, principal.DecidedShown); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := export.Write(ctx, st, txn, t.TempDir(), export.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		// The rare paths, by their store calls: a refused act's objects
+		// removed, a withdrawal's renewed decision, a fork's lookup.
+		if err := st.Update(ctx, func(tx *store.Txn) error {
+			if err := tx.DeleteObject("obj_none"); err != nil {
+				return err
+			}
+			return tx.RenameWithdrawalDecision("pol_none", "pol_other")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Forks(ctx, txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, sd := range []*recordtest.Side{b, s} {
+		st := sd.Node.Org.Store
+		for _, q := range st.Prepared() {
+			plan, err := st.Plan(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			n++
+			for _, m := range wholeRead.FindAllStringSubmatch(plan, -1) {
+				if settings[m[1]] || allowed(q) {
+					continue
+				}
+				t.Errorf("%s reads all of %s:\n%s\n%s", sd.Node.Org.Config().OrganizationID, m[1], strings.Join(strings.Fields(q), " "), plan)
+			}
+		}
+	}
+	if n < 100 {
+		t.Fatalf("explained %d statements: the round above prepares more", n)
+	}
+}
+
+func allowed(q string) bool {
+	for _, a := range wholeReadsAllowed {
+		if strings.Contains(q, a.contains) {
+			return true
+		}
+	}
+	return false
+}
