@@ -375,6 +375,9 @@ type growthPair struct {
 	// export, admin the buyer's principal surface (newHistoryPair).
 	done, bundle string
 	admin        http.Handler
+	// pending is the approval request the request_approval act left
+	// (historyActs).
+	pending string
 }
 
 func newGrowthPair(b *testing.B, n int) *growthPair {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/partyd/party/internal/admin"
+	"github.com/partyd/party/internal/agent"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/history"
@@ -20,6 +21,7 @@ import (
 	"github.com/partyd/party/internal/readmodel"
 	"github.com/partyd/party/internal/record"
 	"github.com/partyd/party/internal/recordtest"
+	"github.com/partyd/party/internal/store"
 	"github.com/partyd/party/internal/verify"
 )
 
@@ -146,6 +148,40 @@ var historyActs = []growthAct{
 			return err
 		}
 	}},
+	// The agent's request_approval of an offer's acceptance, held by its
+	// mandate; the request the act before left is rejected untimed first,
+	// so that pending requests do not pile up on the pair that runs more
+	// rounds (the approvals page shows every one).
+	{"request_approval", func(b *testing.B, p *growthPair) func() error {
+		if p.pending != "" {
+			if _, err := p.b.Princ.Decide(context.Background(), p.pending, false, nil); err != nil {
+				b.Fatal(err)
+			}
+			p.pending = ""
+		}
+		act := acceptanceAct(b, p)
+		return func() error {
+			r, err := p.b.Agent.RequestApproval(context.Background(), agent.VerifyInput{MandateID: p.b.Mandate, ProposedAction: act})
+			if err == nil && r.Status != store.ApprovalPending {
+				err = fmt.Errorf("request_approval: %+v", r)
+			}
+			p.pending = r.ApprovalRequestID
+			return err
+		}
+	}},
+	// The principal's approval of a request (the approvals page's
+	// decision): the signed approval object stored, the request decided.
+	{"approve", func(b *testing.B, p *growthPair) func() error {
+		act := acceptanceAct(b, p)
+		r, err := p.b.Agent.RequestApproval(context.Background(), agent.VerifyInput{MandateID: p.b.Mandate, ProposedAction: act})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() error {
+			_, err := p.b.Princ.Decide(context.Background(), r.ApprovalRequestID, true, nil)
+			return err
+		}
+	}},
 	// Pages of pageLen on both sizes: the small pair holds little more.
 	{"list_transactions", func(b *testing.B, p *growthPair) func() error {
 		return func() error {
@@ -233,6 +269,17 @@ var historyActs = []growthAct{
 			return nil
 		}
 	}},
+}
+
+// acceptanceAct is the act document of accepting a new offer of the
+// supplier's, made untimed: what the buyer's agent asks approval for.
+func acceptanceAct(b *testing.B, p *growthPair) map[string]any {
+	o := recordtest.Offer(b, p.s, "3200.00")
+	act, err := p.b.Engine.AcceptanceAct(context.Background(), p.b.Actor(), p.b.Mandate, o.Objects["offer"])
+	if err != nil {
+		b.Fatal(err)
+	}
+	return act
 }
 
 // acceptedObligation takes a new transaction to an obligation whose
