@@ -215,44 +215,26 @@ func (r budgetReader) OpenCommitments(currency, counterparty string) ([]budget.C
 // paid in it (its payments less those the rail reported failed or
 // reversed; one without a settlements row yet counts). A transaction no
 // longer held (an opening offer the counterparty refused) counts none.
+// One statement for them all, not one per transaction: with a monthly
+// budget and 10 000 transactions in the month, accept_offer took 520 ms
+// that way and takes 270 ms this way (10 ms without the budget). It is
+// still a read of every transaction in the period, each act: see
+// docs/performance.md, "A year of history".
 func (r budgetReader) commitments(currency, q string, args ...any) ([]budget.Commitment, error) {
-	rows, err := r.query(q, args...)
+	rows, err := r.query(`SELECT c.transaction_id, t.state,
+			(SELECT json_group_array(amount) FROM spend WHERE transaction_id = c.transaction_id AND currency = ?),
+			(SELECT json_group_array(p.amount) FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id
+				WHERE p.transaction_id = c.transaction_id AND p.currency = ? AND COALESCE(st.state, '') NOT IN ('failed','reversed'))
+		FROM (`+q+`) c JOIN transactions t ON t.id = c.transaction_id`, append([]any{currency, currency}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: commitments: %w", err)
 	}
-	var ids []string
+	defer rows.Close()
+	out := []budget.Commitment{}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
+		var id, state, amounts, paid string
+		if err := rows.Scan(&id, &state, &amounts, &paid); err != nil {
 			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]budget.Commitment, 0, len(ids))
-	for _, id := range ids {
-		rows, err := r.query(`SELECT COALESCE((SELECT state FROM transactions WHERE id = ?), ''),
-			(SELECT json_group_array(amount) FROM spend WHERE transaction_id = ? AND currency = ?),
-			(SELECT json_group_array(p.amount) FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id
-				WHERE p.transaction_id = ? AND p.currency = ? AND COALESCE(st.state, '') NOT IN ('failed','reversed'))`,
-			id, id, currency, id, currency)
-		if err != nil {
-			return nil, fmt.Errorf("store: commitment of %s: %w", id, err)
-		}
-		var state, amounts, paid string
-		if rows.Next() {
-			err = rows.Scan(&state, &amounts, &paid)
-		}
-		rows.Close()
-		if err != nil || state == "" {
-			if err != nil {
-				return nil, err
-			}
-			continue
 		}
 		c := budget.Commitment{TransactionID: id, State: protocol.State(state), Amount: decimal.Zero(), Paid: decimal.Zero()}
 		as, err := decimalList(amounts)
@@ -271,7 +253,7 @@ func (r budgetReader) commitments(currency, q string, args ...any) ([]budget.Com
 		}
 		out = append(out, c)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 func (r budgetReader) PaymentsMade(currency, counterparty string, from, to time.Time) ([]decimal.Decimal, error) {

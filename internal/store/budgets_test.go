@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/partyd/party/internal/budget"
+	"github.com/partyd/party/internal/decimal"
+)
+
+// TestCommitmentsCounted: the budget reader's commitments, read in one
+// statement, are each transaction's largest act, its state now and what
+// was paid in it less payments the rail reported failed or reversed; a
+// transaction whose first act lies outside the period, in another
+// currency or no longer held counts none.
+func TestCommitmentsCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	d := func(v string) decimal.Decimal {
+		x, err := decimal.Parse(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	charge := func(txn, currency string) budget.Charge {
+		return budget.Charge{TransactionID: txn, Currency: currency, Counterparty: "org_b", Agent: "agt_a"}
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		for _, x := range []struct{ id, state string }{{"txn_open", "committed"}, {"txn_ended", "terminated"}, {"txn_old", "committed"}, {"txn_usd", "committed"}, {"txn_gone", "draft"}} {
+			if err := tx.CreateTransaction(x.id, "org_b", "buyer", "", x.state); err != nil {
+				return err
+			}
+		}
+		steps := []func() error{
+			// Two acts: the larger counts, dated at the first.
+			func() error { return tx.Commit("pol_1", charge("txn_open", "EUR"), d("10.00"), at) },
+			func() error { return tx.Commit("pol_2", charge("txn_open", "EUR"), d("15.50"), at.Add(time.Minute)) },
+			// Terminated: what was paid counts, less the failed payment.
+			func() error { return tx.Commit("pol_3", charge("txn_ended", "EUR"), d("100.00"), at) },
+			func() error { return tx.Pay("stl_ok", charge("txn_ended", "EUR"), at) },
+			func() error { return tx.Pay("stl_failed", charge("txn_ended", "EUR"), at) },
+			func() error { return tx.Pay("stl_pending", charge("txn_ended", "EUR"), at) },
+			func() error { return tx.Commit("pol_4", charge("txn_old", "EUR"), d("7.00"), at.Add(-48*time.Hour)) },
+			func() error { return tx.Commit("pol_5", charge("txn_usd", "USD"), d("9.00"), at) },
+			func() error { return tx.Commit("pol_6", charge("txn_gone", "EUR"), d("3.00"), at) },
+			func() error { return tx.DeleteTransaction("txn_gone") },
+			func() error {
+				return tx.PutSettlement(Settlement{InstructionID: "stl_ok", TransactionID: "txn_ended", ObligationID: "obl_1", Rail: "r", IdempotencyKey: "k1", Fingerprint: "f", Ours: true, State: SettlementSucceeded})
+			},
+			func() error {
+				return tx.PutSettlement(Settlement{InstructionID: "stl_failed", TransactionID: "txn_ended", ObligationID: "obl_1", Rail: "r", IdempotencyKey: "k2", Fingerprint: "f", Ours: true, State: SettlementFailed})
+			},
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Payments carry their amounts (Pay records the charge's Amount).
+	if _, err := s.db.Exec(`UPDATE spend_payments SET amount = CASE instruction_id WHEN 'stl_ok' THEN '30.00' WHEN 'stl_failed' THEN '20.00' ELSE '5.25' END`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.BudgetReader(ctx).CommitmentsMade("EUR", "", "", at.Add(-time.Hour), at.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{"txn_open": {"committed", "15.50"}, "txn_ended": {"terminated", "35.25"}}
+	if len(got) != len(want) {
+		t.Fatalf("commitments %+v, want %v", got, want)
+	}
+	for _, c := range got {
+		w, ok := want[c.TransactionID]
+		if !ok || string(c.State) != w[0] || c.Counted().String() != w[1] {
+			t.Errorf("%s: %s, counted %s (amount %s, paid %s); want %v", c.TransactionID, c.State, c.Counted(), c.Amount, c.Paid, w)
+		}
+	}
+	open, err := s.BudgetReader(ctx).OpenCommitments("EUR", "org_b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 2 { // txn_open and txn_old; txn_ended has ended
+		t.Fatalf("open commitments %+v", open)
+	}
+}
