@@ -37,7 +37,8 @@ type ListFilter struct {
 type PageLimit int
 
 // ListTransactions returns one page of the transactions st holds, filtered and paged in SQL: the cost of a page does not depend on
-// how many transactions the instance holds.
+// how many transactions the instance holds, except filtered by a counterparty that holds few of them, which walks the others
+// newest first to fill the page (docs/performance.md, "What still reads in proportion").
 func ListTransactions(ctx context.Context, st *store.Store, f ListFilter) (TransactionPage, error) {
 	ts, next, err := st.ListTransactions(ctx, store.TransactionFilter{State: f.State, Counterparty: f.Counterparty, Limit: int(f.Limit), Before: f.Cursor})
 	if err != nil {
