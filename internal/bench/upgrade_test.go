@@ -18,16 +18,16 @@ import (
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
 // while it is open, and the upgrade of a database from before store
 // migration 22, which rewrites every row of objects, the largest table,
-// by the Open of the next `party serve` (which applies 23 after it). See
-// docs/deploy.md, "Upgrading a large database".
+// by the Open of the next `party serve` (which applies 23 and 24 after
+// it). See docs/deploy.md, "Upgrading a large database".
 //
 //	TMPDIR=/var/tmp go test -run '^$' -bench Upgrade -benchtime 1x -timeout 2h ./internal/bench
 //
 // The database behind is made from the backup: stored_at added back to
 // objects and filled with a time in the format it held (31 bytes a row),
-// migration 23 undone, versions 22 and 23 forgotten, and the file
-// vacuumed, so that its rows are packed as a database written before the
-// migration holds them. Each upgrade runs on a fresh copy of it.
+// the migrations after 22 undone, versions from 22 on forgotten, and the
+// file vacuumed, so that its rows are packed as a database written before
+// the migration holds them. Each upgrade runs on a fresh copy of it.
 func BenchmarkUpgrade(b *testing.B) {
 	sizes, err := historySizeList()
 	if err != nil {
@@ -89,9 +89,14 @@ func BenchmarkUpgrade(b *testing.B) {
 	}
 }
 
-// unmigrate takes the database at path back to before migration 22 (and
-// so before 23, the count of transactions by state, which the upgrade
-// applies after it).
+// undoneAfter22 is the last migration unmigrate undoes: every migration
+// after 22 is undone with it, since the database's version is the
+// highest it records and the upgrade would otherwise apply none.
+const undoneAfter22 = 24
+
+// unmigrate takes the database at path back to before migration 22, and
+// so before those after it (23, the count of transactions by state; 24,
+// three indexes), which the upgrade applies again.
 func unmigrate(b *testing.B, path string) {
 	b.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -99,16 +104,25 @@ func unmigrate(b *testing.B, path string) {
 		b.Fatal(err)
 	}
 	defer db.Close()
+	var version int
+	if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil {
+		b.Fatal(err)
+	}
+	if version != undoneAfter22 {
+		b.Fatalf("the database is at version %d; unmigrate undoes the migrations after 22 up to %d only: undo the newer ones too", version, undoneAfter22)
+	}
 	at := time.Date(2026, 12, 6, 12, 0, 0, 123456789, time.UTC).Format("2006-01-02T15:04:05.000000000Z")
 	for _, q := range []string{
 		`ALTER TABLE objects ADD COLUMN stored_at TEXT NOT NULL DEFAULT ''`,
 		`UPDATE objects SET stored_at = '` + at + `'`,
-		// Migration 23, after it, undone too: an upgrade applies both.
 		`DROP TRIGGER transaction_states_created`,
 		`DROP TRIGGER transaction_states_moved`,
 		`DROP TRIGGER transaction_states_deleted`,
 		`DROP TABLE transaction_states`,
-		`DELETE FROM schema_migrations WHERE version IN (22, 23)`,
+		`DROP INDEX approval_requests_by_act`,
+		`DROP INDEX withdrawals_by_decision`,
+		`DROP INDEX forks_by_transaction`,
+		`DELETE FROM schema_migrations WHERE version >= 22`,
 		`VACUUM`,
 	} {
 		if _, err := db.Exec(q); err != nil {
