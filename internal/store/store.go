@@ -166,11 +166,13 @@ func (s *Store) Prepared() []string {
 	return out
 }
 
-// Plan returns how SQLite runs query, as EXPLAIN QUERY PLAN reports it with
-// every parameter NULL: its steps, one a line ("SEARCH objects USING
-// INDEX ...", "SCAN events", ...).
-func (s *Store) Plan(ctx context.Context, query string) (string, error) {
-	args := make([]any, strings.Count(query, "?"))
+// Plan returns how SQLite runs query with args, as EXPLAIN QUERY PLAN
+// reports it: its steps, one a line ("SEARCH objects USING INDEX ...",
+// "SCAN events", ...). Without args, every parameter is NULL.
+func (s *Store) Plan(ctx context.Context, query string, args ...any) (string, error) {
+	if len(args) == 0 {
+		args = make([]any, strings.Count(query, "?"))
+	}
 	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
 	if err != nil {
 		return "", err

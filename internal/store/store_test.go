@@ -67,27 +67,15 @@ func refKeyRecords(t *testing.T) [][]byte {
 	return out
 }
 
-// queryPlan is SQLite's plan for query, its steps joined by "; ".
+// queryPlan is SQLite's plan for query (Store.Plan), its steps joined
+// by "; ".
 func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 	t.Helper()
-	rows, err := s.db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	plan, err := s.Plan(context.Background(), query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var steps []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		steps = append(steps, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(steps, "; ")
+	return strings.ReplaceAll(plan, "\n", "; ")
 }
 
 func TestObjectsSurviveReopen(t *testing.T) {
