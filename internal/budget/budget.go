@@ -322,21 +322,24 @@ func (c Commitment) Unpaid() decimal.Decimal {
 	return decimal.Max(decimal.Zero(), c.Amount.Sub(c.Paid))
 }
 
-// Reader reads what budgets count. The store implements it over the
-// database transaction that records an act (so the count and the act are
-// one), and over a snapshot for reports.
+// Reader reads what budgets count, summed. The store implements it over
+// the database transaction that records an act (so the count and the act
+// are one), and over a snapshot for reports. It keeps each transaction's
+// Counted and Unpaid, and their sums by day and hour, as the rows they
+// are computed from change, so that a reading costs the days and hours of
+// its period, not the transactions in it (package store, budgets.go).
 type Reader interface {
-	// CommitmentsMade returns the commitments in currency whose first act
-	// was in [from, to), by agent and towards counterparty when they are
-	// not "".
-	CommitmentsMade(currency, agent, counterparty string, from, to time.Time) ([]Commitment, error)
-	// OpenCommitments returns the commitments in currency towards
-	// counterparty in transactions not ended.
-	OpenCommitments(currency, counterparty string) ([]Commitment, error)
-	// PaymentsMade returns the amounts paid in currency towards
+	// Spent is the sum of Counted over the commitments in currency whose
+	// first act was in [from, to), by agent and towards counterparty when
+	// they are not "", and how many commitments that is.
+	Spent(currency, agent, counterparty string, from, to time.Time) (decimal.Decimal, int, error)
+	// Unpaid is the sum of Unpaid over the commitments in currency
+	// towards counterparty (those of transactions not ended).
+	Unpaid(currency, counterparty string) (decimal.Decimal, error)
+	// Paid is the sum of the amounts paid in currency towards
 	// counterparty in [from, to), less those the rail reported failed or
 	// reversed.
-	PaymentsMade(currency, counterparty string, from, to time.Time) ([]decimal.Decimal, error)
+	Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, error)
 }
 
 // Used is b's count now, towards counterparty (the act's, for a budget
@@ -346,33 +349,19 @@ func Used(r Reader, b Budget, counterparty string, now time.Time) (used decimal.
 	if b.Counterparty != "" {
 		counterparty = b.Counterparty
 	}
-	used = decimal.Zero()
 	switch b.Kind {
 	case Spend:
-		cs, err := r.CommitmentsMade(b.Currency, b.AgentID, b.Counterparty, start, end)
-		if err != nil {
-			return used, start, end, err
-		}
-		for _, c := range cs {
-			used = used.Add(c.Counted())
-		}
+		used, _, err = r.Spent(b.Currency, b.AgentID, b.Counterparty, start, end)
 	case Exposure:
-		cs, err := r.OpenCommitments(b.Currency, counterparty)
-		if err != nil {
-			return used, start, end, err
+		var paid decimal.Decimal
+		if used, err = r.Unpaid(b.Currency, counterparty); err == nil {
+			paid, err = r.Paid(b.Currency, counterparty, start, end)
+			used = used.Add(paid)
 		}
-		for _, c := range cs {
-			used = used.Add(c.Unpaid())
-		}
-		ps, err := r.PaymentsMade(b.Currency, counterparty, start, end)
-		if err != nil {
-			return used, start, end, err
-		}
-		for _, p := range ps {
-			used = used.Add(p)
-		}
+	default:
+		used = decimal.Zero()
 	}
-	return used, start, end, nil
+	return used, start, end, err
 }
 
 // Evaluate is every applicable budget's verdict on charge c at now, in

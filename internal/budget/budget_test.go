@@ -114,28 +114,40 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// reader is a Reader over fixed rows.
+// reader is a Reader over fixed rows, summed here with the rules the
+// store sums by (Commitment.Counted and Unpaid).
 type reader struct {
 	made     []Commitment
 	open     map[string][]Commitment
 	payments map[string][]string
 }
 
-func (r reader) CommitmentsMade(currency, agent, counterparty string, from, to time.Time) ([]Commitment, error) {
-	return r.made, nil
-}
-
-func (r reader) OpenCommitments(currency, counterparty string) ([]Commitment, error) {
-	return r.open[counterparty], nil
-}
-
-func (r reader) PaymentsMade(currency, counterparty string, from, to time.Time) ([]decimal.Decimal, error) {
-	var out []decimal.Decimal
-	for _, p := range r.payments[counterparty] {
-		d, _ := decimal.Parse(p)
-		out = append(out, d)
+func (r reader) Spent(currency, agent, counterparty string, from, to time.Time) (decimal.Decimal, int, error) {
+	sum := decimal.Zero()
+	for _, c := range r.made {
+		sum = sum.Add(c.Counted())
 	}
-	return out, nil
+	return sum, len(r.made), nil
+}
+
+func (r reader) Unpaid(currency, counterparty string) (decimal.Decimal, error) {
+	sum := decimal.Zero()
+	for _, c := range r.open[counterparty] {
+		sum = sum.Add(c.Unpaid())
+	}
+	return sum, nil
+}
+
+func (r reader) Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, error) {
+	sum := decimal.Zero()
+	for _, p := range r.payments[counterparty] {
+		d, err := decimal.Parse(p)
+		if err != nil {
+			return sum, err
+		}
+		sum = sum.Add(d)
+	}
+	return sum, nil
 }
 
 func TestCounting(t *testing.T) {

@@ -17,12 +17,16 @@ import (
 // wholeRead matches a step of a query plan that reads every row of a table
 // or every entry of one of its indexes: SQLite's SCAN. The tables that hold
 // a row or a few per setting rather than per transaction are left out.
-var wholeRead = regexp.MustCompile(`(?m)^SCAN (\w+)`)
+var wholeRead = regexp.MustCompile(`(?m)^SCAN ([A-Za-z_]\w*)`) // not "SCAN 9-ROW VALUES CLAUSE", an INSERT's own rows
 
 // settings are the tables that hold the organisation's settings and
-// counters, whose size does not follow the history.
+// counters, whose size does not follow the history, and the work lists a
+// write empties before it commits (budget_dirty: the transactions whose
+// budget counts it changed; budget_backlog, those held before migration
+// 25, emptied by Open).
 var settings = map[string]bool{"budgets": true, "meta": true, "schema_migrations": true, "key_objects_version": true,
-	"approval_requests_version": true, "transaction_states": true, "mandate_policies": true}
+	"approval_requests_version": true, "transaction_states": true, "mandate_policies": true,
+	"budget_dirty": true, "budget_backlog": true}
 
 // wholeReadsAllowed are the statements that walk a table or an index on
 // purpose, each with why its cost is not the history's.
@@ -98,7 +102,7 @@ func TestNoStatementReadsTheHistory(t *testing.T) {
 			}
 			n++
 			for _, m := range wholeRead.FindAllStringSubmatch(plan, -1) {
-				if settings[m[1]] || allowed(q) {
+				if m[1] == "CONSTANT" || settings[m[1]] || allowed(q) { // SCAN CONSTANT ROW: a SELECT without FROM
 					continue
 				}
 				t.Errorf("%s reads all of %s:\n%s\n%s", sd.Node.Org.Config().OrganizationID, m[1], strings.Join(strings.Fields(q), " "), plan)

@@ -87,15 +87,11 @@ func (s *Surface) MandateStanding(ctx context.Context, mandateID string) (Mandat
 	}
 	st, done := s.o.Store.Snapshot(ctx)
 	defer done()
-	made, err := st.BudgetReader(ctx).CommitmentsMade(ms.Currency, ms.AgentID, "", from, s.o.Clock().Add(time.Second))
+	sum, n, err := st.BudgetReader(ctx).Spent(ms.Currency, ms.AgentID, "", from, s.o.Clock().Add(time.Second))
 	if err != nil {
 		return ms, err
 	}
-	sum := decimal.Zero()
-	for _, c := range made {
-		sum = sum.Add(c.Counted())
-	}
-	ms.Committed, ms.Transactions = sum.String(), len(made)
+	ms.Committed, ms.Transactions = sum.String(), n
 	return ms, nil
 }
 

@@ -23,20 +23,22 @@ package store
 // (Txn.BudgetReader), so that counting and recording are one; an act the
 // counterparty refused is removed with its rows (Txn.Unspend). A
 // transaction's commitment is the largest of its acts', dated and
-// attributed by its first. Whether a commitment still counts is read from the transactions row at the time
-// of asking (its state), and whether a payment does from the settlements
-// row (a payment the rail reported failed or reversed does not).
+// attributed by its first. Whether a commitment still counts follows the
+// transactions row (its state), and whether a payment does the
+// settlements row (a payment the rail reported failed or reversed does
+// not). Budgets read none of these rows: they read the running totals
+// kept from them (migration 25, budgetsums.go), which every write brings
+// up to date before it commits.
 
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/partyd/party/internal/budget"
 	"github.com/partyd/party/internal/decimal"
-	"github.com/partyd/party/internal/protocol"
 )
 
 const budgetColumns = `id, kind, period, currency, limit_amount, approve_above, agent_id, counterparty`
@@ -180,107 +182,133 @@ func (t *Txn) query(query string, args ...any) (*sql.Rows, error) {
 	return t.tx.StmtContext(t.ctx, st).QueryContext(t.ctx, args...)
 }
 
-// BudgetReader reads what budgets count inside t (budget.Reader).
-func (t *Txn) BudgetReader() budget.Reader { return budgetReader{t.query} }
+// BudgetReader reads what budgets count inside t (budget.Reader), its
+// own writes included: it brings the totals up to date first.
+func (t *Txn) BudgetReader() budget.Reader {
+	return budgetReader{query: t.query, before: t.settleCounts}
+}
 
 // BudgetReader reads what budgets count, for a report (budget.Reader);
-// run it under a Snapshot for one consistent reading.
+// run it under a Snapshot for one consistent reading. Outside a write
+// the totals are always up to date: every write brings them up to date
+// before it commits (Update), and Open before it returns (fillCounts).
+// A reading that finds them behind (a write outside Update, which none
+// makes) fails instead of counting wrong.
 func (s *Store) BudgetReader(ctx context.Context) budget.Reader {
-	return budgetReader{func(q string, args ...any) (*sql.Rows, error) { return s.query(ctx, q, args...) }}
+	return budgetReader{
+		query: func(q string, args ...any) (*sql.Rows, error) { return s.query(ctx, q, args...) },
+		before: func() error {
+			var behind bool
+			if err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM budget_dirty)`).Scan(&behind); err != nil {
+				return err
+			}
+			if behind {
+				return errors.New("store: budget totals are behind the rows they count (a write outside Update)")
+			}
+			return nil
+		},
+	}
 }
 
 type budgetReader struct {
-	query func(string, ...any) (*sql.Rows, error)
+	query  func(string, ...any) (*sql.Rows, error)
+	before func() error
 }
 
-// firstAct selects the act of s that is its transaction's first in its
-// currency: the one a commitment is dated and attributed by.
-const firstAct = `NOT EXISTS (SELECT 1 FROM spend e WHERE e.transaction_id = s.transaction_id AND e.currency = s.currency
-	AND (e.at < s.at OR (e.at = s.at AND e.act_id < s.act_id)))`
-
-func (r budgetReader) CommitmentsMade(currency, agent, counterparty string, from, to time.Time) ([]budget.Commitment, error) {
-	return r.commitments(currency, `SELECT s.transaction_id FROM spend s
-		WHERE s.currency = ? AND s.at >= ? AND s.at < ? AND (? = '' OR s.agent_id = ?) AND (? = '' OR s.counterparty = ?) AND `+firstAct,
-		currency, from.Unix(), to.Unix(), agent, agent, counterparty, counterparty)
-}
-
-func (r budgetReader) OpenCommitments(currency, counterparty string) ([]budget.Commitment, error) {
-	return r.commitments(currency, `SELECT DISTINCT s.transaction_id FROM spend s JOIN transactions t ON t.id = s.transaction_id
-		WHERE s.counterparty = ? AND s.currency = ? AND t.state NOT IN (?, ?, ?, ?)`,
-		counterparty, currency, string(protocol.Completed), string(protocol.Cancelled), string(protocol.Expired), string(protocol.Terminated))
-}
-
-// commitments reads the commitment in currency of each transaction q
-// selects: the largest amount of its acts, its state now, and what was
-// paid in it (its payments less those the rail reported failed or
-// reversed; one without a settlements row yet counts). A transaction no
-// longer held (an opening offer the counterparty refused) counts none.
-// One statement for them all, not one per transaction: with a monthly
-// budget and 10 000 transactions in the month, accept_offer took 520 ms
-// that way and takes 270 ms this way (10 ms without the budget). It is
-// still a read of every transaction in the period, each act: see
-// docs/performance.md, "A year of history".
-func (r budgetReader) commitments(currency, q string, args ...any) ([]budget.Commitment, error) {
-	rows, err := r.query(`SELECT c.transaction_id, t.state,
-			(SELECT json_group_array(amount) FROM spend WHERE transaction_id = c.transaction_id AND currency = ?),
-			(SELECT json_group_array(p.amount) FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id
-				WHERE p.transaction_id = c.transaction_id AND p.currency = ? AND COALESCE(st.state, '') NOT IN ('failed','reversed'))
-		FROM (`+q+`) c JOIN transactions t ON t.id = c.transaction_id`, append([]any{currency, currency}, args...)...)
-	if err != nil {
-		return nil, fmt.Errorf("store: commitments: %w", err)
+func (r budgetReader) ready() error {
+	if r.before == nil {
+		return nil
 	}
+	return r.before()
+}
+
+// Spent sums the counted commitments of [from, to): the whole days and
+// hours from budget_sums, and the seconds at either end that fill no
+// whole hour from the transactions' own counts (spend_counts), by their
+// first act's time.
+func (r budgetReader) Spent(currency, agent, counterparty string, from, to time.Time) (decimal.Decimal, int, error) {
+	if err := r.ready(); err != nil {
+		return decimal.Zero(), 0, err
+	}
+	return r.sum(whatSpend, currency, anyOf(agent), anyOf(counterparty), from, to, func(lo, hi int64) (*sql.Rows, error) {
+		return r.query(`SELECT counted, 1 FROM spend_counts WHERE currency = ? AND at >= ? AND at < ?
+			AND (? = '' OR agent_id = ?) AND (? = '' OR counterparty = ?)`, currency, lo, hi, agent, agent, counterparty, counterparty)
+	})
+}
+
+func (r budgetReader) Unpaid(currency, counterparty string) (decimal.Decimal, error) {
+	if err := r.ready(); err != nil {
+		return decimal.Zero(), err
+	}
+	rows, err := r.query(`SELECT total, n FROM budget_sums WHERE what = ? AND currency = ? AND agent_id = ? AND counterparty = ? AND span = 0 AND start = 0`,
+		whatUnpaid, currency, anyParty, counterparty)
+	if err != nil {
+		return decimal.Zero(), fmt.Errorf("store: unpaid: %w", err)
+	}
+	sum, _, err := addRows(rows)
+	return sum, err
+}
+
+func (r budgetReader) Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, error) {
+	if err := r.ready(); err != nil {
+		return decimal.Zero(), err
+	}
+	sum, _, err := r.sum(whatPaid, currency, anyParty, counterparty, from, to, func(lo, hi int64) (*sql.Rows, error) {
+		return r.query(`SELECT counted, 1 FROM payment_counts WHERE counterparty = ? AND currency = ? AND at >= ? AND at < ?`,
+			counterparty, currency, lo, hi)
+	})
+	return sum, err
+}
+
+// sum adds up what of [from, to) in currency by agent and counterparty
+// (anyParty for every one): budget_sums for the whole spans it covers, and
+// edge(lo, hi) for the seconds left over.
+func (r budgetReader) sum(what, currency, agent, counterparty string, from, to time.Time, edge func(lo, hi int64) (*sql.Rows, error)) (decimal.Decimal, int, error) {
+	total, n := decimal.Zero(), 0
+	spans, edges := cover(from.Unix(), to.Unix(), sumSpans)
+	for _, sp := range spans {
+		rows, err := r.query(`SELECT total, n FROM budget_sums WHERE what = ? AND currency = ? AND agent_id = ? AND counterparty = ?
+			AND span = ? AND start >= ? AND start < ?`, what, currency, agent, counterparty, sp.span, sp.lo, sp.hi)
+		if err != nil {
+			return total, n, fmt.Errorf("store: budget sums: %w", err)
+		}
+		d, k, err := addRows(rows)
+		if err != nil {
+			return total, n, err
+		}
+		total, n = total.Add(d), n+k
+	}
+	for _, e := range edges {
+		rows, err := edge(e[0], e[1])
+		if err != nil {
+			return total, n, fmt.Errorf("store: budget counts: %w", err)
+		}
+		d, k, err := addRows(rows)
+		if err != nil {
+			return total, n, err
+		}
+		total, n = total.Add(d), n+k
+	}
+	return total, n, nil
+}
+
+// addRows adds up rows of (decimal amount, count).
+func addRows(rows *sql.Rows) (decimal.Decimal, int, error) {
 	defer rows.Close()
-	out := []budget.Commitment{}
+	sum, n := decimal.Zero(), 0
 	for rows.Next() {
-		var id, state, amounts, paid string
-		if err := rows.Scan(&id, &state, &amounts, &paid); err != nil {
-			return nil, err
+		var a string
+		var k int
+		if err := rows.Scan(&a, &k); err != nil {
+			return sum, n, err
 		}
-		c := budget.Commitment{TransactionID: id, State: protocol.State(state), Amount: decimal.Zero(), Paid: decimal.Zero()}
-		as, err := decimalList(amounts)
-		if err != nil {
-			return nil, fmt.Errorf("store: commitments of %s: %w", id, err)
-		}
-		for _, a := range as {
-			c.Amount = decimal.Max(c.Amount, a)
-		}
-		ps, err := decimalList(paid)
-		if err != nil {
-			return nil, fmt.Errorf("store: payments of %s: %w", id, err)
-		}
-		for _, p := range ps {
-			c.Paid = c.Paid.Add(p)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
-}
-
-func (r budgetReader) PaymentsMade(currency, counterparty string, from, to time.Time) ([]decimal.Decimal, error) {
-	rows, err := r.query(`SELECT p.amount FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id
-		WHERE p.counterparty = ? AND p.currency = ? AND p.at >= ? AND p.at < ? AND COALESCE(st.state, '') NOT IN ('failed','reversed')`,
-		counterparty, currency, from.Unix(), to.Unix())
-	if err != nil {
-		return nil, fmt.Errorf("store: payments: %w", err)
-	}
-	return collect(rows, func(row rowScanner) (decimal.Decimal, error) { return scanAmount(row, "payment") })
-}
-
-// decimalList reads a JSON array of decimal strings (json_group_array).
-func decimalList(s string) ([]decimal.Decimal, error) {
-	var raw []string
-	if err := json.Unmarshal([]byte(s), &raw); err != nil {
-		return nil, err
-	}
-	out := make([]decimal.Decimal, 0, len(raw))
-	for _, a := range raw {
 		d, err := decimal.Parse(a)
 		if err != nil {
-			return nil, err
+			return sum, n, fmt.Errorf("store: budget amount %q: %w", a, err)
 		}
-		out = append(out, d)
+		sum, n = sum.Add(d), n+k
 	}
-	return out, nil
+	return sum, n, rows.Err()
 }
 
 // Committed returns a transaction's commitment in currency as recorded

@@ -271,7 +271,10 @@ func (u *update) run(t *Txn) (err error) {
 			u.panicked = p
 		}
 	}()
-	return u.fn(t)
+	if err := u.fn(t); err != nil {
+		return err
+	}
+	return t.settleCounts() // budgetsums.go: the totals commit with the rows they count
 }
 
 // beginWrite begins a write transaction on the writer connection, opening

@@ -694,6 +694,91 @@ var migrations = []string{
 	`CREATE INDEX approval_requests_by_act ON approval_requests(mandate_id, action_hash);
 	CREATE INDEX withdrawals_by_decision ON withdrawals(decision_id);
 	CREATE INDEX forks_by_transaction ON forks(transaction_id);`,
+	// 25: budgets count from running totals (budgets.go, "Running
+	// totals"): a budget read every transaction of its period at each act
+	// it applied to (accept_offer under a monthly budget with 10 000
+	// transactions in the month: 270 ms against 10 without it), and the
+	// approvals page every transaction under a pending request's mandate
+	// (6.5–7.3 s a view at 100 000). Each transaction's counted
+	// commitment and each payment's counted amount are kept, with their
+	// sums by day and by hour; triggers name the transactions whose rows
+	// changed, and the write that changed them brings the totals up to
+	// date before it commits. The totals of a database that already
+	// holds commitments are computed when it is opened after this
+	// migration (budget_backlog, emptied in batches). The indexes that
+	// served the old readings go. A move between two states that have not
+	// ended changes no count (budget.Commitment; TestOpenMovesCountNothing
+	// pins it), so it names no transaction: most of a formation's writes.
+	`CREATE TABLE spend_counts (
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		agent_id       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		counted        TEXT NOT NULL,
+		unpaid         TEXT,
+		PRIMARY KEY (transaction_id, currency)
+	) WITHOUT ROWID;
+	CREATE INDEX spend_counts_by_time ON spend_counts(currency, at);
+	CREATE TABLE payment_counts (
+		instruction_id TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		counted        TEXT NOT NULL
+	) WITHOUT ROWID;
+	CREATE INDEX payment_counts_by_transaction ON payment_counts(transaction_id);
+	CREATE INDEX payment_counts_by_time ON payment_counts(counterparty, currency, at);
+	CREATE TABLE budget_sums (
+		what         TEXT NOT NULL CHECK (what IN ('spend','paid','unpaid')),
+		currency     TEXT NOT NULL,
+		agent_id     TEXT NOT NULL,
+		counterparty TEXT NOT NULL,
+		span         INTEGER NOT NULL,
+		start        INTEGER NOT NULL,
+		total        TEXT NOT NULL CHECK (substr(total, 1, 1) <> '-'),
+		n            INTEGER NOT NULL CHECK (n >= 0),
+		PRIMARY KEY (what, currency, agent_id, counterparty, span, start)
+	) WITHOUT ROWID;
+	CREATE TABLE budget_dirty (transaction_id TEXT PRIMARY KEY) WITHOUT ROWID;
+	CREATE TABLE budget_backlog (transaction_id TEXT PRIMARY KEY) WITHOUT ROWID;
+	INSERT INTO budget_backlog SELECT transaction_id FROM spend UNION SELECT transaction_id FROM spend_payments;
+	CREATE TRIGGER budget_spend_in AFTER INSERT ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_spend_changed AFTER UPDATE ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id), (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_spend_out AFTER DELETE ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_paid_in AFTER INSERT ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_paid_changed AFTER UPDATE ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id), (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_paid_out AFTER DELETE ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_settlement_in AFTER INSERT ON settlements
+		WHEN EXISTS (SELECT 1 FROM spend_payments WHERE instruction_id = NEW.instruction_id)
+		BEGIN INSERT INTO budget_dirty SELECT transaction_id FROM spend_payments WHERE instruction_id = NEW.instruction_id ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_settlement_moved AFTER UPDATE OF state ON settlements
+		WHEN OLD.state IS NOT NEW.state AND EXISTS (SELECT 1 FROM spend_payments WHERE instruction_id = NEW.instruction_id)
+		BEGIN INSERT INTO budget_dirty SELECT transaction_id FROM spend_payments WHERE instruction_id = NEW.instruction_id ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_settlement_out AFTER DELETE ON settlements
+		WHEN EXISTS (SELECT 1 FROM spend_payments WHERE instruction_id = OLD.instruction_id)
+		BEGIN INSERT INTO budget_dirty SELECT transaction_id FROM spend_payments WHERE instruction_id = OLD.instruction_id ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_transaction_in AFTER INSERT ON transactions
+		WHEN EXISTS (SELECT 1 FROM spend WHERE transaction_id = NEW.id)
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_transaction_moved AFTER UPDATE OF state ON transactions
+		WHEN OLD.state IS NOT NEW.state
+			AND (OLD.state IN ('completed','cancelled','expired','terminated') OR NEW.state IN ('completed','cancelled','expired','terminated'))
+			AND EXISTS (SELECT 1 FROM spend WHERE transaction_id = NEW.id)
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_transaction_out AFTER DELETE ON transactions
+		WHEN EXISTS (SELECT 1 FROM spend_counts WHERE transaction_id = OLD.id)
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.id) ON CONFLICT DO NOTHING; END;
+	DROP INDEX spend_by_time;
+	DROP INDEX spend_by_counterparty;
+	DROP INDEX spend_payments_by_counterparty;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
@@ -809,6 +894,10 @@ func OpenWith(path string, opt Options) (*Store, error) {
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if err := s.fillCounts(context.Background()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: budget counts of the transactions held before migration 25: %w", err)
 	}
 	return s, nil
 }
