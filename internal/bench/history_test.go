@@ -13,6 +13,7 @@ import (
 
 	"github.com/partyd/party/internal/admin"
 	"github.com/partyd/party/internal/agent"
+	"github.com/partyd/party/internal/budget"
 	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/export"
 	"github.com/partyd/party/internal/history"
@@ -112,6 +113,19 @@ func newHistoryPair(b *testing.B, n int) *growthPair {
 	}
 	if _, err := src.Generate(context.Background(), n-len(history.DefaultMix), history.DefaultMix); err != nil {
 		b.Fatal(err)
+	}
+	// The buyer's budgets, as an organisation that trades all day sets
+	// them: a month's spend and exposure, high enough never to stop an
+	// act, so that each act that commits to pay reads them (the
+	// generated commitments all lie in this month).
+	for _, k := range []budget.Kind{budget.Spend, budget.Exposure} {
+		bu, err := budget.New("monthly-"+string(k), k, budget.Month, "EUR", "1000000000000.00", "", "", "")
+		if err == nil {
+			err = bs.Node.Org.Store.PutBudget(context.Background(), bu)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 	p.done = recordtest.Form(b, bs, ss, "3200.00")
 	recordtest.Complete(b, bs, ss, p.done)

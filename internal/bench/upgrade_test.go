@@ -18,8 +18,9 @@ import (
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
 // while it is open, and the upgrade of a database from before store
 // migration 22, which rewrites every row of objects, the largest table,
-// by the Open of the next `party serve` (which applies 23 and 24 after
-// it). See docs/deploy.md, "Upgrading a large database".
+// by the Open of the next `party serve` (which applies 23 to 25 after
+// it, and computes the budgets' running totals of every transaction).
+// See docs/deploy.md, "Upgrading a large database".
 //
 //	TMPDIR=/var/tmp go test -run '^$' -bench Upgrade -benchtime 1x -timeout 2h ./internal/bench
 //
@@ -92,11 +93,13 @@ func BenchmarkUpgrade(b *testing.B) {
 // undoneAfter22 is the last migration unmigrate undoes: every migration
 // after 22 is undone with it, since the database's version is the
 // highest it records and the upgrade would otherwise apply none.
-const undoneAfter22 = 24
+const undoneAfter22 = 25
 
 // unmigrate takes the database at path back to before migration 22, and
 // so before those after it (23, the count of transactions by state; 24,
-// three indexes), which the upgrade applies again.
+// three indexes; 25, the budgets' running totals, which the Open after it
+// computes for every transaction that committed to pay), which the
+// upgrade applies again.
 func unmigrate(b *testing.B, path string) {
 	b.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -122,6 +125,26 @@ func unmigrate(b *testing.B, path string) {
 		`DROP INDEX approval_requests_by_act`,
 		`DROP INDEX withdrawals_by_decision`,
 		`DROP INDEX forks_by_transaction`,
+		`DROP TRIGGER budget_spend_in`,
+		`DROP TRIGGER budget_spend_changed`,
+		`DROP TRIGGER budget_spend_out`,
+		`DROP TRIGGER budget_paid_in`,
+		`DROP TRIGGER budget_paid_changed`,
+		`DROP TRIGGER budget_paid_out`,
+		`DROP TRIGGER budget_settlement_in`,
+		`DROP TRIGGER budget_settlement_moved`,
+		`DROP TRIGGER budget_settlement_out`,
+		`DROP TRIGGER budget_transaction_in`,
+		`DROP TRIGGER budget_transaction_moved`,
+		`DROP TRIGGER budget_transaction_out`,
+		`DROP TABLE spend_counts`,
+		`DROP TABLE payment_counts`,
+		`DROP TABLE budget_sums`,
+		`DROP TABLE budget_dirty`,
+		`DROP TABLE budget_backlog`,
+		`CREATE INDEX spend_by_time ON spend(currency, at)`,
+		`CREATE INDEX spend_by_counterparty ON spend(counterparty, currency)`,
+		`CREATE INDEX spend_payments_by_counterparty ON spend_payments(counterparty, currency, at)`,
 		`DELETE FROM schema_migrations WHERE version >= 22`,
 		`VACUUM`,
 	} {
