@@ -222,30 +222,20 @@ func (r budgetReader) ready() error {
 	return r.before()
 }
 
-// Spent sums the counted commitments of [from, to): the whole days and
-// hours from budget_sums, and the seconds at either end that fill no
-// whole hour from the transactions' own counts (spend_counts), by their
-// first act's time.
+// Spent sums the counted commitments of [from, to) from budget_sums:
+// the whole days, hours and seconds it covers (cover).
 func (r budgetReader) Spent(currency, agent, counterparty string, from, to time.Time) (decimal.Decimal, int, error) {
 	if err := r.ready(); err != nil {
 		return decimal.Zero(), 0, err
 	}
-	return r.sum(whatSpend, currency, anyOf(agent), anyOf(counterparty), from, to, func(lo, hi int64) (*sql.Rows, error) {
-		return r.query(`SELECT counted, 1 FROM spend_counts WHERE currency = ? AND at >= ? AND at < ?
-			AND (? = '' OR agent_id = ?) AND (? = '' OR counterparty = ?)`, currency, lo, hi, agent, agent, counterparty, counterparty)
-	})
+	return r.sum(whatSpend, currency, anyOf(agent), anyOf(counterparty), from, to)
 }
 
 func (r budgetReader) Unpaid(currency, counterparty string) (decimal.Decimal, error) {
 	if err := r.ready(); err != nil {
 		return decimal.Zero(), err
 	}
-	rows, err := r.query(`SELECT total, n FROM budget_sums WHERE what = ? AND currency = ? AND agent_id = ? AND counterparty = ? AND span = 0 AND start = 0`,
-		whatUnpaid, currency, anyParty, counterparty)
-	if err != nil {
-		return decimal.Zero(), fmt.Errorf("store: unpaid: %w", err)
-	}
-	sum, _, err := addRows(rows)
+	sum, _, err := r.sum(whatUnpaid, currency, anyParty, counterparty, time.Unix(0, 0), time.Unix(1, 0))
 	return sum, err
 }
 
@@ -253,35 +243,24 @@ func (r budgetReader) Paid(currency, counterparty string, from, to time.Time) (d
 	if err := r.ready(); err != nil {
 		return decimal.Zero(), err
 	}
-	sum, _, err := r.sum(whatPaid, currency, anyParty, counterparty, from, to, func(lo, hi int64) (*sql.Rows, error) {
-		return r.query(`SELECT counted, 1 FROM payment_counts WHERE counterparty = ? AND currency = ? AND at >= ? AND at < ?`,
-			counterparty, currency, lo, hi)
-	})
+	sum, _, err := r.sum(whatPaid, currency, anyParty, counterparty, from, to)
 	return sum, err
 }
 
 // sum adds up what of [from, to) in currency by agent and counterparty
-// (anyParty for every one): budget_sums for the whole spans it covers, and
-// edge(lo, hi) for the seconds left over.
-func (r budgetReader) sum(what, currency, agent, counterparty string, from, to time.Time, edge func(lo, hi int64) (*sql.Rows, error)) (decimal.Decimal, int, error) {
+// (anyParty for every one), from budget_sums; 'unpaid', which is not by
+// time, is its one row at span 0, start 0 (asked for as [0, 1)).
+func (r budgetReader) sum(what, currency, agent, counterparty string, from, to time.Time) (decimal.Decimal, int, error) {
 	total, n := decimal.Zero(), 0
-	spans, edges := cover(from.Unix(), to.Unix(), sumSpans)
+	spans := []spanRange{{0, 0, 1}}
+	if what != whatUnpaid {
+		spans = cover(from.Unix(), to.Unix(), sumSpans)
+	}
 	for _, sp := range spans {
-		rows, err := r.query(`SELECT total, n FROM budget_sums WHERE what = ? AND currency = ? AND agent_id = ? AND counterparty = ?
-			AND span = ? AND start >= ? AND start < ?`, what, currency, agent, counterparty, sp.span, sp.lo, sp.hi)
+		rows, err := r.query(`SELECT total, n FROM budget_sums WHERE what = ? AND currency = ? AND agent_id = ? AND span = ? AND start >= ? AND start < ?
+			AND counterparty = ?`, what, currency, agent, sp.span, sp.lo, sp.hi, counterparty)
 		if err != nil {
 			return total, n, fmt.Errorf("store: budget sums: %w", err)
-		}
-		d, k, err := addRows(rows)
-		if err != nil {
-			return total, n, err
-		}
-		total, n = total.Add(d), n+k
-	}
-	for _, e := range edges {
-		rows, err := edge(e[0], e[1])
-		if err != nil {
-			return total, n, fmt.Errorf("store: budget counts: %w", err)
 		}
 		d, k, err := addRows(rows)
 		if err != nil {

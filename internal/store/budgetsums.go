@@ -20,13 +20,14 @@ package store
 //	  counted                       -- its amount; 0 once the rail reported it failed or reversed
 //	);
 //	CREATE TABLE budget_sums (      -- the sums of the counts above
-//	  what,                         -- 'spend' (counted), 'paid' (payments), by day and by hour;
+//	  what,                         -- 'spend' (counted), 'paid' (payments), by day, hour and second;
 //	                                -- 'unpaid', one row a currency and counterparty (span 0, start 0)
 //	  currency,
-//	  agent_id, counterparty,       -- '*': every one
-//	  span (86400|3600|0), start,   -- unix seconds, a multiple of span
+//	  agent_id,                     -- '*': every one
+//	  span (86400|3600|1|0), start, -- unix seconds, a multiple of span
+//	  counterparty,                 -- '*': every one
 //	  total, n                      -- the sum, a decimal; how many counts it adds
-//	);
+//	);                              -- keyed in that order
 //
 // A count changes only when one of the rows it is computed from does:
 // spend and spend_payments (an act commits, pays, or is refused and
@@ -36,24 +37,32 @@ package store
 // budget_dirty, whoever wrote them; settleCounts, which every Update runs
 // after its function and before its commit, computes those transactions'
 // counts again from their own rows (recount), and moves each change into
-// the sums of its day and hour, in the same database transaction. So the
-// counts are never older than the rows, a refused or rolled-back act
-// takes its counts with it, and a transaction's count is computed by one
-// function whatever changed. Only figures that changed write: a
-// completion moves no count, a termination or a cancellation does.
+// the sums of its day, hour and second, in the same database
+// transaction. So the counts are never older than the rows, a refused or
+// rolled-back act takes its counts with it, and a transaction's count is
+// computed by one function whatever changed. Only figures that changed
+// write: a completion moves no count, a termination or a cancellation
+// does.
 //
-// Reading [from, to) costs the days and hours it covers and, at either
-// end, the counts of the seconds that fill no whole hour (cover): a
+// Reading [from, to) costs the whole days, hours and seconds it covers
+// (cover), one range of rows each, never a transaction's count: a
 // budget's period is whole days, so it reads at most 92 rows a scope; a
-// mandate since its valid_from reads, beside the days, its first and last
-// hour's transactions. The sums are decimals added in Go (the amounts are
-// A202 decimals; SQLite's sum is floating point).
+// mandate since its valid_from reads, beside the days, at most 46 hours
+// and 7 198 seconds at its ends, however many transactions were
+// committed in them (a burst of thousands in one second is one row). The
+// sums are exact decimals, added by a function registered with the driver
+// (decimalAddFunc): the amounts are A202 decimals, and SQLite's sum is
+// floating point.
 //
 // The sums hold each scope a budget reads: by agent and counterparty, by
 // either, by neither ('*'). A payment's sums, and what is committed and
 // not yet paid, are by counterparty only: an exposure budget reads them
 // towards one counterparty, the unpaid part of every open transaction in
-// one row, not one per open transaction.
+// one row, not one per open transaction. The key puts the counterparty
+// last, so that the rows one count moves (its agent's and every agent's,
+// each at its day, hour and second) lie on six runs of the table, not
+// twelve; a reading by counterparty skips the other counterparties'
+// rows of its days and hours.
 
 import (
 	"context"
@@ -77,9 +86,10 @@ const (
 	anyParty = "*"
 )
 
-// sumSpans are the spans budget_sums keeps, longest first: a day and an
-// hour, in seconds.
-var sumSpans = []int64{86400, 3600}
+// sumSpans are the spans budget_sums keeps, longest first: a day, an
+// hour and a second. The times counted are whole seconds, so any period
+// is whole spans: at most its days, 46 hours and 7 198 seconds.
+var sumSpans = []int64{86400, 3600, 1}
 
 func anyOf(id string) string {
 	if id == "" {
@@ -91,24 +101,18 @@ func anyOf(id string) string {
 // spanRange is the spans of one length starting in [lo, hi).
 type spanRange struct{ span, lo, hi int64 }
 
-// cover splits the seconds [lo, hi) into whole spans (the longest that
-// fit, longest first) and the seconds at its ends that fill none.
-func cover(lo, hi int64, spans []int64) (whole []spanRange, edges [][2]int64) {
-	if lo >= hi {
-		return nil, nil
-	}
-	if len(spans) == 0 {
-		return nil, [][2]int64{{lo, hi}}
+// cover splits the seconds [lo, hi) into whole spans, the longest that
+// fit first; spans ends with 1, so nothing is left over.
+func cover(lo, hi int64, spans []int64) []spanRange {
+	if lo >= hi || len(spans) == 0 {
+		return nil
 	}
 	s := spans[0]
 	a, b := -floorTo(-lo, s), floorTo(hi, s) // lo rounded up, hi down
 	if a >= b {
 		return cover(lo, hi, spans[1:])
 	}
-	lw, le := cover(lo, a, spans[1:])
-	rw, re := cover(b, hi, spans[1:])
-	whole = append(append(append(whole, spanRange{s, a, b}), lw...), rw...)
-	return whole, append(le, re...)
+	return append(append([]spanRange{{s, a, b}}, cover(lo, a, spans[1:])...), cover(b, hi, spans[1:])...)
 }
 
 // floorTo is the largest multiple of s at or below x.

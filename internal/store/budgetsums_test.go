@@ -389,26 +389,18 @@ func TestCover(t *testing.T) {
 	t.Parallel()
 	day, hour := int64(86400), int64(3600)
 	for _, c := range []struct{ lo, hi int64 }{
-		{0, day}, {1, day}, {day + 5, 3*day + 7}, {hour - 1, hour + 1}, {-3*day - 17, day + 3}, {5, 5}, {7, 3},
+		{0, day}, {1, day}, {day + 5, 3*day + 7}, {hour - 1, hour + 1}, {-3*day - 17, day + 3}, {5, 5}, {7, 3}, {hour + 1, 2*hour - 1},
 	} {
-		whole, edges := cover(c.lo, c.hi, sumSpans)
 		covered := map[int64]int{}
-		mark := func(lo, hi int64) {
-			for x := lo; x < hi; x++ {
-				covered[x]++
-			}
-		}
-		for _, w := range whole {
-			if w.lo%w.span != 0 || w.hi%w.span != 0 {
+		rows := int64(0)
+		for _, w := range cover(c.lo, c.hi, sumSpans) {
+			if w.lo%w.span != 0 || w.hi%w.span != 0 || w.lo >= w.hi {
 				t.Errorf("[%d, %d): span %+v not aligned", c.lo, c.hi, w)
 			}
-			mark(w.lo, w.hi)
-		}
-		for _, e := range edges {
-			if e[1]-e[0] >= hour {
-				t.Errorf("[%d, %d): an edge of %d seconds, a whole hour or more", c.lo, c.hi, e[1]-e[0])
+			rows += (w.hi - w.lo) / w.span
+			for x := w.lo; x < w.hi; x++ {
+				covered[x]++
 			}
-			mark(e[0], e[1])
 		}
 		for x := c.lo; x < c.hi; x++ {
 			if covered[x] != 1 {
@@ -417,6 +409,9 @@ func TestCover(t *testing.T) {
 		}
 		if len(covered) != int(max(0, c.hi-c.lo)) {
 			t.Fatalf("[%d, %d): %d seconds covered", c.lo, c.hi, len(covered))
+		}
+		if days := max(0, c.hi-c.lo) / day; rows > days+2+2*23+2*3599 {
+			t.Errorf("[%d, %d): %d rows to read", c.lo, c.hi, rows)
 		}
 	}
 }

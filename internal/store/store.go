@@ -701,7 +701,7 @@ var migrations = []string{
 	// approvals page every transaction under a pending request's mandate
 	// (6.5–7.3 s a view at 100 000). Each transaction's counted
 	// commitment and each payment's counted amount are kept, with their
-	// sums by day and by hour; triggers name the transactions whose rows
+	// sums by day, hour and second; triggers name the transactions whose rows
 	// changed, and the write that changed them brings the totals up to
 	// date before it commits. The totals of a database that already
 	// holds commitments are computed when it is opened after this
@@ -719,7 +719,6 @@ var migrations = []string{
 		unpaid         TEXT,
 		PRIMARY KEY (transaction_id, currency)
 	) WITHOUT ROWID;
-	CREATE INDEX spend_counts_by_time ON spend_counts(currency, at);
 	CREATE TABLE payment_counts (
 		instruction_id TEXT PRIMARY KEY,
 		transaction_id TEXT NOT NULL,
@@ -729,7 +728,6 @@ var migrations = []string{
 		counted        TEXT NOT NULL
 	) WITHOUT ROWID;
 	CREATE INDEX payment_counts_by_transaction ON payment_counts(transaction_id);
-	CREATE INDEX payment_counts_by_time ON payment_counts(counterparty, currency, at);
 	CREATE TABLE budget_sums (
 		what         TEXT NOT NULL CHECK (what IN ('spend','paid','unpaid')),
 		currency     TEXT NOT NULL,
@@ -739,7 +737,7 @@ var migrations = []string{
 		start        INTEGER NOT NULL,
 		total        TEXT NOT NULL CHECK (substr(total, 1, 1) <> '-'),
 		n            INTEGER NOT NULL CHECK (n >= 0),
-		PRIMARY KEY (what, currency, agent_id, counterparty, span, start)
+		PRIMARY KEY (what, currency, agent_id, span, start, counterparty)
 	) WITHOUT ROWID;
 	CREATE TABLE budget_dirty (transaction_id TEXT PRIMARY KEY) WITHOUT ROWID;
 	CREATE TABLE budget_backlog (transaction_id TEXT PRIMARY KEY) WITHOUT ROWID;
