@@ -153,10 +153,14 @@ func (t *Txn) settleCounts() error {
 	if err != nil || len(ids) == 0 {
 		return err
 	}
+	d := sumDeltas{}
 	for _, id := range ids {
-		if err := t.recount(id); err != nil {
+		if err := t.recount(id, d); err != nil {
 			return fmt.Errorf("store: budget counts of %s: %w", id, err)
 		}
+	}
+	if err := t.addSums(d); err != nil {
+		return fmt.Errorf("store: budget sums: %w", err)
 	}
 	_, err = t.exec(`DELETE FROM budget_dirty`)
 	return err
@@ -173,14 +177,14 @@ func (t *Txn) dirtyTransactions(q string, args ...any) ([]string, error) {
 	})
 }
 
-// recount computes transaction id's counts from its own rows, and writes
-// what changed, into its counts and the sums of their days and hours.
-func (t *Txn) recount(id string) error {
+// recount computes transaction id's counts from its own rows, writes
+// those that changed, and adds their changes to d, for the caller to add
+// into the sums once for every transaction it recounts (addSums).
+func (t *Txn) recount(id string, d sumDeltas) error {
 	spendNow, spendWas, payNow, payWas, err := t.counts(id)
 	if err != nil {
 		return err
 	}
-	d := sumDeltas{}
 	for currency, was := range spendWas {
 		now, ok := spendNow[currency]
 		if ok && now.same(was) {
@@ -232,7 +236,7 @@ func (t *Txn) recount(id string) error {
 			return err
 		}
 	}
-	return t.addSums(d)
+	return nil
 }
 
 // transactionCounts is what one statement reads of a transaction for
@@ -401,12 +405,28 @@ func (t *Txn) addSums(d sumDeltas) error {
 			}
 			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
 			args = append(args, k.what, k.currency, k.agent, k.counterparty, k.span, k.start, x.total.String(), x.n)
+			if len(args) == 8*sumRowsAStatement {
+				if err := t.upsertSums(q.String(), args); err != nil {
+					return err
+				}
+				q.Reset()
+				args = args[:0]
+			}
 		}
 	}
 	if len(args) == 0 {
 		return nil
 	}
-	_, err := t.exec(`INSERT INTO budget_sums(what, currency, agent_id, counterparty, span, start, total, n) VALUES `+q.String()+`
+	return t.upsertSums(q.String(), args)
+}
+
+// sumRowsAStatement is the most rows one statement of addSums adds: well
+// within SQLite's bound on a statement's parameters, and few statements'
+// texts (one for each number of rows up to it) for the store to prepare.
+const sumRowsAStatement = 32
+
+func (t *Txn) upsertSums(values string, args []any) error {
+	_, err := t.exec(`INSERT INTO budget_sums(what, currency, agent_id, counterparty, span, start, total, n) VALUES `+values+`
 		ON CONFLICT DO UPDATE SET total = `+decimalAddFunc+`(total, excluded.total), n = n + excluded.n`, args...)
 	return err
 }
@@ -474,13 +494,17 @@ func (s *Store) fillCounts(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			d := sumDeltas{}
 			for _, id := range ids {
-				if err := t.recount(id); err != nil {
+				if err := t.recount(id, d); err != nil {
 					return fmt.Errorf("store: budget counts of %s: %w", id, err)
 				}
 				if _, err := t.exec(`DELETE FROM budget_backlog WHERE transaction_id = ?`, id); err != nil {
 					return err
 				}
+			}
+			if err := t.addSums(d); err != nil {
+				return fmt.Errorf("store: budget sums: %w", err)
 			}
 			left = len(ids) == fillBatch
 			return nil
