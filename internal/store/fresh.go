@@ -36,6 +36,7 @@ var fresh struct {
 // report what stops them).
 func createFresh(path string, noSync bool) {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		sweepCopies(path)
 		return
 	}
 	var b [8]byte
@@ -65,6 +66,18 @@ func createFresh(path string, noSync bool) {
 	// created meanwhile.
 	if os.Link(tmp, path) == nil && !noSync {
 		syncPath(filepath.Dir(path))
+	}
+}
+
+// sweepCopies removes what a creation of the database at path left
+// beside it when its process stopped between writing the copy and
+// removing it (path.new-…, and its journal). Only once the database is
+// there: a process still creating one then finds its link refused, or
+// its copy gone, and opens the database that is there, as it would have.
+func sweepCopies(path string) {
+	left, _ := filepath.Glob(path + ".new-*")
+	for _, f := range left {
+		os.Remove(f)
 	}
 }
 

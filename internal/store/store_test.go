@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -1084,5 +1085,33 @@ func TestFreshDatabaseIsTheMigratedOne(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*.new-*")); len(left) > 0 {
 		t.Errorf("the copy's temporary file stayed: %v", left)
+	}
+}
+
+// TestLeftoverCopySwept: the copy a creation leaves beside the database
+// when its process stops before removing it (party.db.new-…, and its
+// journal) is removed by the next Open; nothing else beside it is.
+func TestLeftoverCopySwept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "party.db")
+	open(t, path).Close()
+	left := []string{path + ".new-0123456789abcdef", path + ".new-0123456789abcdef-journal"}
+	kept := []string{path + ".newer", filepath.Join(dir, "other.db.new-0123456789abcdef")}
+	for _, f := range append(append([]string{}, left...), kept...) {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open(t, path)
+	for _, f := range left {
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left after Open (%v)", filepath.Base(f), err)
+		}
+	}
+	for _, f := range kept {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s removed: %v", filepath.Base(f), err)
+		}
 	}
 }
