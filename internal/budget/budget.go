@@ -325,9 +325,10 @@ func (c Commitment) Unpaid() decimal.Decimal {
 // Reader reads what budgets count, summed. The store implements it over
 // the database transaction that records an act (so the count and the act
 // are one), and over a snapshot for reports. It keeps each transaction's
-// Counted and Unpaid, and their sums by day and hour, as the rows they
-// are computed from change, so that a reading costs the days and hours of
-// its period, not the transactions in it (package store, budgets.go).
+// Counted and Unpaid, and their sums by day, hour and second, as the rows
+// they are computed from change, so that a reading costs the days, hours
+// and seconds of its period, not the transactions in it (package store,
+// budgetsums.go).
 type Reader interface {
 	// Spent is the sum of Counted over the commitments in currency whose
 	// first act was in [from, to), by agent and towards counterparty when

@@ -228,14 +228,14 @@ func (r budgetReader) Spent(currency, agent, counterparty string, from, to time.
 	if err := r.ready(); err != nil {
 		return decimal.Zero(), 0, err
 	}
-	return r.sum(whatSpend, currency, anyOf(agent), anyOf(counterparty), from, to)
+	return r.sum(whatSpend, currency, anyOf(agent), anyOf(counterparty), cover(from.Unix(), to.Unix(), sumSpans))
 }
 
 func (r budgetReader) Unpaid(currency, counterparty string) (decimal.Decimal, error) {
 	if err := r.ready(); err != nil {
 		return decimal.Zero(), err
 	}
-	sum, _, err := r.sum(whatUnpaid, currency, anyParty, counterparty, time.Unix(0, 0), time.Unix(1, 0))
+	sum, _, err := r.sum(whatUnpaid, currency, anyParty, counterparty, unpaidSpan)
 	return sum, err
 }
 
@@ -243,19 +243,18 @@ func (r budgetReader) Paid(currency, counterparty string, from, to time.Time) (d
 	if err := r.ready(); err != nil {
 		return decimal.Zero(), err
 	}
-	sum, _, err := r.sum(whatPaid, currency, anyParty, counterparty, from, to)
+	sum, _, err := r.sum(whatPaid, currency, anyParty, counterparty, cover(from.Unix(), to.Unix(), sumSpans))
 	return sum, err
 }
 
-// sum adds up what of [from, to) in currency by agent and counterparty
-// (anyParty for every one), from budget_sums; 'unpaid', which is not by
-// time, is its one row at span 0, start 0 (asked for as [0, 1)).
-func (r budgetReader) sum(what, currency, agent, counterparty string, from, to time.Time) (decimal.Decimal, int, error) {
+// unpaidSpan is where the 'unpaid' sums lie, which are not by time: one
+// row at span 0, start 0.
+var unpaidSpan = []spanRange{{0, 0, 1}}
+
+// sum adds up the rows of budget_sums of what in currency by agent and
+// counterparty (anyParty for every one) in spans.
+func (r budgetReader) sum(what, currency, agent, counterparty string, spans []spanRange) (decimal.Decimal, int, error) {
 	total, n := decimal.Zero(), 0
-	spans := []spanRange{{0, 0, 1}}
-	if what != whatUnpaid {
-		spans = cover(from.Unix(), to.Unix(), sumSpans)
-	}
 	for _, sp := range spans {
 		rows, err := r.query(`SELECT total, n FROM budget_sums WHERE what = ? AND currency = ? AND agent_id = ? AND span = ? AND start >= ? AND start < ?
 			AND counterparty = ?`, what, currency, agent, sp.span, sp.lo, sp.hi, counterparty)

@@ -149,10 +149,32 @@ func (p paymentCount) same(o paymentCount) bool {
 // settleCounts brings the counts and sums of every transaction in
 // budget_dirty up to date, and empties it.
 func (t *Txn) settleCounts() error {
-	ids, err := t.dirtyTransactions(`SELECT transaction_id FROM budget_dirty`)
+	ids, err := t.transactionIDs(`SELECT transaction_id FROM budget_dirty`)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
+	if err := t.recountAll(ids); err != nil {
+		return err
+	}
+	_, err = t.exec(`DELETE FROM budget_dirty`)
+	return err
+}
+
+// transactionIDs runs q, a query of transaction ids.
+func (t *Txn) transactionIDs(q string, args ...any) ([]string, error) {
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row rowScanner) (string, error) {
+		var id string
+		return id, row.Scan(&id)
+	})
+}
+
+// recountAll recounts the transactions ids and adds their changes into
+// the sums, once for them all.
+func (t *Txn) recountAll(ids []string) error {
 	d := sumDeltas{}
 	for _, id := range ids {
 		if err := t.recount(id, d); err != nil {
@@ -162,19 +184,7 @@ func (t *Txn) settleCounts() error {
 	if err := t.addSums(d); err != nil {
 		return fmt.Errorf("store: budget sums: %w", err)
 	}
-	_, err = t.exec(`DELETE FROM budget_dirty`)
-	return err
-}
-
-func (t *Txn) dirtyTransactions(q string, args ...any) ([]string, error) {
-	rows, err := t.query(q, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, func(row rowScanner) (string, error) {
-		var id string
-		return id, row.Scan(&id)
-	})
+	return nil
 }
 
 // recount computes transaction id's counts from its own rows, writes
@@ -490,21 +500,17 @@ func (s *Store) fillCounts(ctx context.Context) error {
 	for {
 		left := false
 		err := s.Update(ctx, func(t *Txn) error {
-			ids, err := t.dirtyTransactions(`SELECT transaction_id FROM budget_backlog LIMIT ?`, fillBatch)
+			ids, err := t.transactionIDs(`SELECT transaction_id FROM budget_backlog LIMIT ?`, fillBatch)
 			if err != nil {
 				return err
 			}
-			d := sumDeltas{}
+			if err := t.recountAll(ids); err != nil {
+				return err
+			}
 			for _, id := range ids {
-				if err := t.recount(id, d); err != nil {
-					return fmt.Errorf("store: budget counts of %s: %w", id, err)
-				}
 				if _, err := t.exec(`DELETE FROM budget_backlog WHERE transaction_id = ?`, id); err != nil {
 					return err
 				}
-			}
-			if err := t.addSums(d); err != nil {
-				return fmt.Errorf("store: budget sums: %w", err)
 			}
 			left = len(ids) == fillBatch
 			return nil
