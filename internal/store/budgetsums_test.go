@@ -333,22 +333,8 @@ func TestRunningTotalsFilledOnUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "party.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	const before = 24
-	for v := 1; v <= before; v++ {
-		if _, err := db.ExecContext(ctx, migrations[v-1]); err != nil {
-			t.Fatalf("migration %d: %v", v, err)
-		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := migratedTo(t, "file:"+path, before)
 	base := time.Date(2026, 12, 7, 11, 37, 23, 0, time.UTC)
 	n := fillBatch*2 + 17
 	tx, _ := db.Begin()

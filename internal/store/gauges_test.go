@@ -127,22 +127,8 @@ func TestTransactionStatesMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "party.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	const before = 22
-	for v := 1; v <= before; v++ {
-		if _, err := db.ExecContext(ctx, migrations[v-1]); err != nil {
-			t.Fatalf("migration %d: %v", v, err)
-		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := migratedTo(t, "file:"+path, before)
 	for i, state := range []string{"draft", "committed", "committed", "completed", "completed", "completed"} {
 		if _, err := db.ExecContext(ctx, `INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at) VALUES (?, 'org_a', 'buyer', ?, ?, ?)`,
 			fmt.Sprintf("txn_%d", i), state, now(), now()); err != nil {

@@ -68,6 +68,30 @@ func refKeyRecords(t *testing.T) [][]byte {
 	return out
 }
 
+// migratedTo opens the database at dsn, a new file, with the migrations
+// up to version applied and recorded, as a binary of that version left
+// it: the start of a test of the migration after.
+func migratedTo(t *testing.T, dsn string, version int) *sql.DB {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= version; v++ {
+		if _, err := db.ExecContext(ctx, migrations[v-1]); err != nil {
+			t.Fatalf("migration %d: %v", v, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
 // queryPlan is SQLite's plan for query (Store.Plan), its steps joined
 // by "; ".
 func queryPlan(t *testing.T, s *Store, query string, args ...any) string {

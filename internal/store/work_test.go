@@ -310,22 +310,8 @@ func TestOpenOfferMarks(t *testing.T) {
 func TestOpenOfferMigration(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "party.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const before = 9
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for v := 1; v <= before; v++ {
-		if _, err := db.ExecContext(ctx, migrations[v-1]); err != nil {
-			t.Fatalf("migration %d: %v", v, err)
-		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := migratedTo(t, "file:"+path, before)
 	for _, r := range []struct{ id, state string }{
 		{"txn_draft", "draft"}, {"txn_amending", "committed"}, {"txn_agreed", "in_performance"}, {"txn_done", "completed"},
 	} {
@@ -426,22 +412,8 @@ func TestRebuildMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "party.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const before = 15
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for v := 1; v <= before; v++ {
-		if _, err := db.ExecContext(ctx, migrations[v-1]); err != nil {
-			t.Fatalf("migration %d: %v", v, err)
-		}
-		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := migratedTo(t, "file:"+path+"?_pragma=foreign_keys(1)", before)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, q, args...); err != nil {
