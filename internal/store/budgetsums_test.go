@@ -331,13 +331,54 @@ func testRunningTotals(t *testing.T, seed uint64) {
 // more transactions than one batch writes.
 func TestRunningTotalsFilledOnUpgrade(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	path, base, n := heldBefore25(t)
+	s := open(t, path)
+	checkFilled(t, s, base, n)
+}
+
+// TestRunningTotalsFillResumes: an Open stopped between two batches of
+// the fill (the power cut after a batch committed) leaves the batches
+// done counted and the rest in the backlog; the next Open finishes it,
+// and the totals are what the rows say. Not parallel: it sets the
+// store's testing seam, which only the fills of this package's tests
+// reach.
+func TestRunningTotalsFillResumes(t *testing.T) {
+	path, base, n := heldBefore25(t)
+	stop := errors.New("power cut")
+	testingOnlyStopFill = func() error { return stop }
+	_, err := Open(path)
+	testingOnlyStopFill = nil
+	if !errors.Is(err, stop) {
+		t.Fatalf("the stopped Open: %v", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted, backlog int
+	db.QueryRow(`SELECT COUNT(*) FROM spend_counts`).Scan(&counted)
+	db.QueryRow(`SELECT COUNT(*) FROM budget_backlog`).Scan(&backlog)
+	db.Close()
+	if counted != fillBatch || backlog != n-fillBatch {
+		t.Fatalf("after the stop: %d counted, %d in the backlog; want %d and %d", counted, backlog, fillBatch, n-fillBatch)
+	}
+	checkFilled(t, open(t, path), base, n)
+}
+
+// heldBefore25 writes a database at version 24 holding more transactions
+// with commitments and payments than two batches of the fill, and
+// returns its path, the time about which they lie, and how many.
+func heldBefore25(t *testing.T) (string, time.Time, int) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "party.db")
-	const before = 24
-	db := migratedTo(t, "file:"+path, before)
+	db := migratedTo(t, "file:"+path, 24)
+	defer db.Close()
 	base := time.Date(2026, 12, 7, 11, 37, 23, 0, time.UTC)
 	n := fillBatch*2 + 17
-	tx, _ := db.Begin()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		id := fmt.Sprintf("txn_%05d", i)
 		state := []string{"committed", "completed", "cancelled", "terminated"}[i%4]
@@ -358,16 +399,21 @@ func TestRunningTotalsFilledOnUpgrade(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
-	s := open(t, path)
+	return path, base.Add(time.Duration(n) * 7 * time.Minute / 2), n
+}
+
+// checkFilled checks s, opened on heldBefore25's database: nothing left
+// in the backlog, and every reading what the rows say.
+func checkFilled(t *testing.T, s *Store, mid time.Time, n int) {
+	t.Helper()
 	var backlog int
 	if err := s.db.QueryRow(`SELECT COUNT(*) FROM budget_backlog`).Scan(&backlog); err != nil || backlog != 0 {
 		t.Fatalf("backlog %d after open (%v)", backlog, err)
 	}
-	rng := rand.New(rand.NewPCG(25, 25))
-	checkTotals(t, s, rng, base.Add(time.Duration(n)*7*time.Minute/2), "upgraded")
-	if got, k, _ := s.BudgetReader(ctx).Spent("EUR", "", "", time.Time{}, base.Add(365*24*time.Hour)); k != n || got.IsZero() {
-		t.Fatalf("spent %s in %d transactions since ever, want %d (a cancelled one counts nothing, and is one)", got, k, n)
+	checkTotals(t, s, rand.New(rand.NewPCG(25, 25)), mid, "upgraded")
+	got, k, err := s.BudgetReader(context.Background()).Spent("EUR", "", "", time.Time{}, mid.Add(365*24*time.Hour))
+	if err != nil || k != n || got.IsZero() {
+		t.Fatalf("spent %s in %d transactions since ever (%v), want %d (a cancelled one counts nothing, and is one)", got, k, err, n)
 	}
 }
 
