@@ -339,8 +339,8 @@ type Reader interface {
 	Unpaid(currency, counterparty string) (decimal.Decimal, error)
 	// Paid is the sum of the amounts paid in currency towards
 	// counterparty in [from, to), less those the rail reported failed or
-	// reversed.
-	Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, error)
+	// reversed, and how many payments that is (those included, at zero).
+	Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, int, error)
 }
 
 // Used is b's count now, towards counterparty (the act's, for a budget
@@ -356,7 +356,7 @@ func Used(r Reader, b Budget, counterparty string, now time.Time) (used decimal.
 	case Exposure:
 		var paid decimal.Decimal
 		if used, err = r.Unpaid(b.Currency, counterparty); err == nil {
-			paid, err = r.Paid(b.Currency, counterparty, start, end)
+			paid, _, err = r.Paid(b.Currency, counterparty, start, end)
 			used = used.Add(paid)
 		}
 	default:

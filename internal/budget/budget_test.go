@@ -138,16 +138,16 @@ func (r reader) Unpaid(currency, counterparty string) (decimal.Decimal, error) {
 	return sum, nil
 }
 
-func (r reader) Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, error) {
+func (r reader) Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, int, error) {
 	sum := decimal.Zero()
 	for _, p := range r.payments[counterparty] {
 		d, err := decimal.Parse(p)
 		if err != nil {
-			return sum, err
+			return sum, 0, err
 		}
 		sum = sum.Add(d)
 	}
-	return sum, nil
+	return sum, len(r.payments[counterparty]), nil
 }
 
 func TestCounting(t *testing.T) {

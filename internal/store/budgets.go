@@ -239,12 +239,11 @@ func (r budgetReader) Unpaid(currency, counterparty string) (decimal.Decimal, er
 	return sum, err
 }
 
-func (r budgetReader) Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, error) {
+func (r budgetReader) Paid(currency, counterparty string, from, to time.Time) (decimal.Decimal, int, error) {
 	if err := r.ready(); err != nil {
-		return decimal.Zero(), err
+		return decimal.Zero(), 0, err
 	}
-	sum, _, err := r.sum(whatPaid, currency, anyParty, counterparty, cover(from.Unix(), to.Unix(), sumSpans))
-	return sum, err
+	return r.sum(whatPaid, currency, anyParty, counterparty, cover(from.Unix(), to.Unix(), sumSpans))
 }
 
 // unpaidSpan is where the 'unpaid' sums lie, which are not by time: one

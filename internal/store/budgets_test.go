@@ -84,15 +84,15 @@ func TestCommitmentsCounted(t *testing.T) {
 	if unpaid, err := r.Unpaid("EUR", "org_b"); err != nil || unpaid.String() != "22.50" {
 		t.Fatalf("unpaid %s (%v), want 15.50 + 7.00", unpaid, err)
 	}
-	if paid, err := r.Paid("EUR", "org_b", at.Add(-time.Hour), at.Add(time.Hour)); err != nil || paid.String() != "35.25" {
-		t.Fatalf("paid %s (%v), want 30.00 + 5.25", paid, err)
+	if paid, n, err := r.Paid("EUR", "org_b", at.Add(-time.Hour), at.Add(time.Hour)); err != nil || paid.String() != "35.25" || n != 3 {
+		t.Fatalf("paid %s in %d payments (%v), want 30.00 + 5.25 in 3 (the failed one at zero)", paid, n, err)
 	}
 	// A write outside Update leaves the totals behind: the reading fails
 	// rather than count wrong.
 	if _, err := s.db.Exec(`UPDATE spend_payments SET amount = '1.00' WHERE instruction_id = 'stl_ok'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Paid("EUR", "org_b", at.Add(-time.Hour), at.Add(time.Hour)); err == nil {
+	if _, _, err := r.Paid("EUR", "org_b", at.Add(-time.Hour), at.Add(time.Hour)); err == nil {
 		t.Fatal("a reading over totals behind their rows succeeded")
 	}
 }

@@ -68,11 +68,12 @@ func readRowsBudget(t *testing.T, s *Store) rowsBudget {
 		var txn, cur, cp, amount, settled string
 		var at int64
 		rows.Scan(&txn, &cur, &cp, &amount, &at, &settled)
+		a := dec(amount)
 		if settled == SettlementFailed || settled == SettlementReversed {
-			continue
+			a = decimal.Zero()
 		}
-		out.payments = append(out.payments, rowsPayment{cur, cp, at, dec(amount)})
-		paid[[2]string{txn, cur}] = paid[[2]string{txn, cur}].Add(dec(amount))
+		out.payments = append(out.payments, rowsPayment{cur, cp, at, a})
+		paid[[2]string{txn, cur}] = paid[[2]string{txn, cur}].Add(a)
 	}
 	rows.Close()
 	type first struct {
@@ -126,14 +127,14 @@ func (b rowsBudget) unpaid(currency, cp string) decimal.Decimal {
 	return sum
 }
 
-func (b rowsBudget) paid(currency, cp string, from, to time.Time) decimal.Decimal {
-	sum := decimal.Zero()
+func (b rowsBudget) paid(currency, cp string, from, to time.Time) (decimal.Decimal, int) {
+	sum, n := decimal.Zero(), 0
 	for _, p := range b.payments {
 		if p.currency == currency && p.counterparty == cp && p.at >= from.Unix() && p.at < to.Unix() {
-			sum = sum.Add(p.amount)
+			sum, n = sum.Add(p.amount), n+1
 		}
 	}
-	return sum
+	return sum, n
 }
 
 // checkTotals compares the running totals' readings with the rows',
@@ -177,9 +178,9 @@ func checkTotals(t *testing.T, s *Store, rng *rand.Rand, base time.Time, when st
 				}
 			}
 			for _, cp := range []string{"org_b", "org_c"} {
-				got, err := r.Paid(cur, cp, p.from, p.to)
-				if w := want.paid(cur, cp, p.from, p.to); err != nil || got.Cmp(w) != 0 {
-					t.Fatalf("%s: paid %s %q [%s, %s): %s (%v), the rows say %s", when, cur, cp, p.from, p.to, got, err, w)
+				got, n, err := r.Paid(cur, cp, p.from, p.to)
+				if w, wn := want.paid(cur, cp, p.from, p.to); err != nil || got.Cmp(w) != 0 || n != wn {
+					t.Fatalf("%s: paid %s %q [%s, %s): %s in %d (%v), the rows say %s in %d", when, cur, cp, p.from, p.to, got, n, err, w, wn)
 				}
 			}
 		}
