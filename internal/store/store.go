@@ -810,26 +810,39 @@ const idleConns = 8
 // restored.
 const pageSize = "16384"
 
-// mmapSize is how much of the database file each connection reads through
-// a memory map instead of read system calls, in bytes: the most this
-// build of SQLite allows (SQLITE_MAX_MMAP_SIZE, 2 GiB less 64 KiB; a
-// larger value is cut to it), about 50 000 transactions' worth. Why: a
-// connection's page cache is emptied at the start of each read
-// transaction that follows another connection's commit (SQLite's rule
-// in WAL mode), so every read after an act read its b-trees' pages
-// again, each a system call and a 16 KiB copy. Mapped, a page is read
-// where the operating system holds it (the map itself is dropped and
-// made again with the cache, two system calls). Measured with
-// BenchmarkHistory: at 10 000 transactions, where the whole file is
-// mapped, accept_offer went from 1.30–1.35 times its cost at 10 to
-// 1.15–1.17; at 100 000, where the pages an act writes lie past the
-// map, its reads went from 171–181 system calls to 116–125 and its
-// ratio stayed where it was. The map is read-only (SQLite writes
-// through the WAL and write(2) as before), so it cannot corrupt the
-// file; a disk that fails under a mapped read stops the process
-// (SIGBUS) instead of returning an error, and a stopped process loses
-// nothing it committed.
-const mmapSize = "2147418112"
+// mmapSize is how much of the database file a connection reads through a
+// memory map: none. SQLite empties a connection's page cache at the start
+// of each read transaction that follows another connection's commit (its
+// rule in WAL mode), and a mapped connection then also drops its map
+// (munmap: the process's page-table entries torn down, every core's TLB
+// flushed) and faults each page in again as it reads it. Every act
+// commits, so nearly every read transaction pays that: a commit on one
+// connection and then a point read on another takes 73 µs read by system
+// call and 266 µs mapped (BenchmarkReadAfterCommit), 57 µs and 226 µs on
+// a copy of a buyer holding 10 000 transactions. Alternated in
+// BenchmarkHistory at 10 000 transactions on disk, every act that writes
+// was cheaper without the map and grew less: accept_offer 7.1–7.4 ms and
+// 1.10–1.11 times its cost at 10, against 8.4–9.8 ms and 1.14–1.19
+// mapped; propose_offer 1.01–1.02 against 1.15. (A map of 2 GiB was
+// measured the better on the build that adopted it, before the budgets'
+// running totals; measured again on this one, it is the worse.) Set
+// explicitly, since SQLite's default depends on how it was built; pinned
+// by TestReadsAreNotMapped.
+const mmapSize = "0"
+
+// cacheSize is each connection's page cache, in SQLite's terms (negative:
+// KiB): 16 MiB, against SQLite's default of 2 MiB. Without a memory map
+// (mmapSize) a page a connection no longer holds is read again by system
+// call, and the pages a page of list_inbox, a timeline or the approvals
+// page reads at 10 000 transactions outgrow 2 MiB: without the map and
+// at 2 MiB they cost up to 1.25 times their cost at 10, and up to a
+// third more than mapped; at 16 MiB, 0.99–1.03 and less than mapped
+// (BenchmarkHistory, alternated with the mapped build). A cache fills
+// only with pages read, and a reader's is emptied after each commit of
+// another connection (SQLite's rule in WAL mode), so it is the
+// writer's, and a reader's while no act commits, that grows: at most
+// 16 MiB a connection, 144 MiB for the writer and idleConns readers.
+const cacheSize = "-16384"
 
 // sizePages gives a database that holds nothing yet (no file, or an empty
 // one: createFresh could not write the copy) its page size before it is
@@ -881,8 +894,7 @@ func OpenWith(path string, opt Options) (*Store, error) {
 	}
 	createFresh(path, opt.NoSync)
 	sizePages(path)
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + sync + ")&_pragma=temp_store(MEMORY)&_pragma=mmap_size(" + mmapSize + ")&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", dsn(path, sync, mmapSize))
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -898,6 +910,12 @@ func OpenWith(path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("store: budget counts of the transactions held before migration 25: %w", err)
 	}
 	return s, nil
+}
+
+// dsn is the data source name of the pool's connections: the pragmas
+// each runs as it opens (see OpenWith).
+func dsn(path, sync, mmap string) string {
+	return "file:" + path + "?_pragma=cache_size(" + cacheSize + ")&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + sync + ")&_pragma=temp_store(MEMORY)&_pragma=mmap_size(" + mmap + ")&_txlock=immediate"
 }
 
 // Close closes the database; for a snapshot, nothing (its done ends it).
