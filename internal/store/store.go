@@ -819,15 +819,14 @@ const pageSize = "16384"
 // commits, so nearly every read transaction pays that: a commit on one
 // connection and then a point read on another takes 73 µs read by system
 // call and 266 µs mapped (BenchmarkReadAfterCommit), 57 µs and 226 µs on
-// a copy of a buyer holding 10 000 transactions. Alternated in
-// BenchmarkHistory at 10 000 transactions on disk, every act that writes
-// was cheaper without the map and grew less: accept_offer 7.1–7.4 ms and
-// 1.10–1.11 times its cost at 10, against 8.4–9.8 ms and 1.14–1.19
-// mapped; propose_offer 1.01–1.02 against 1.15. (A map of 2 GiB was
-// measured the better on the build that adopted it, before the budgets'
-// running totals; measured again on this one, it is the worse.) Set
-// explicitly, since SQLite's default depends on how it was built; pinned
-// by TestReadsAreNotMapped.
+// a copy of a buyer holding 10 000 transactions. Alternated with the
+// mapped build in BenchmarkHistory at 10 000 transactions, every act was
+// cheaper (accept_offer 5.0–5.9 ms at 10 and 6.2–7.5 ms at 10 000,
+// against 6.2–6.8 and 7.3–8.6 ms), and a formation 8 % faster; see
+// docs/performance.md, "What grows". (A map of 2 GiB measured the better
+// on the build that adopted it, before the budgets' running totals.)
+// Set explicitly, since SQLite's default depends on how it was built;
+// pinned by TestReadsAreNotMapped.
 const mmapSize = "0"
 
 // cacheSize is each connection's page cache, in SQLite's terms (negative:
