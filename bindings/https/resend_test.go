@@ -143,12 +143,12 @@ func TestResendAnsweredAlikeOverBothBindings(t *testing.T) {
 	same("agreement.direct's message again", direct, first)
 	// The event alone, as the buyer signed it: what the supplier
 	// countersigned, answered from its record.
-	ev := appenderOnly(t, mustObject(t, s, x.EventID))
+	ev := appenderOnly(t, mustObject(t, s, x.TransactionID, x.EventID))
 	if !bytes.Equal(ev, direct[len(direct)-1]) {
 		t.Fatal("the event without its countersignature is not the bytes the buyer sent")
 	}
 	got := same("agreement.direct's event alone", [][]byte{ev}, nil)
-	if len(got) == 0 || !bytes.Equal(got[0], mustObject(t, s, x.EventID)) {
+	if len(got) == 0 || !bytes.Equal(got[0], mustObject(t, s, x.TransactionID, x.EventID)) {
 		t.Fatalf("the event alone is answered with %d objects, not its countersigned bytes first", len(got))
 	}
 	// The agreement alone, as the buyer proposed it: the supplier answers
@@ -168,9 +168,9 @@ func TestResendAnsweredAlikeOverBothBindings(t *testing.T) {
 	recordtest.SameRecord(t, b, s, txn, 2)
 }
 
-func mustObject(t *testing.T, sd *recordtest.Side, id string) []byte {
+func mustObject(t *testing.T, sd *recordtest.Side, txn, id string) []byte {
 	t.Helper()
-	b, err := sd.Node.Org.Store.GetObject(context.Background(), id)
+	b, err := sd.Node.Org.Store.GetObject(context.Background(), txn, id)
 	if err != nil {
 		t.Fatal(err)
 	}

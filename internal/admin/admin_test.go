@@ -355,7 +355,7 @@ func TestPageShowsActAndDecides(t *testing.T) {
 	if version() == before {
 		t.Error("the version did not move with a decision")
 	}
-	apr, err := f.n.Org.Store.GetObject(context.Background(), st.ApprovalID)
+	apr, err := f.n.Org.Store.GetObject(context.Background(), st.TransactionID, st.ApprovalID)
 	if err != nil || !strings.Contains(string(apr), `"conditions":["collect after 14:00","certificate in PDF"]`) {
 		t.Fatalf("approval object %s %v", apr, err)
 	}
@@ -378,7 +378,7 @@ func TestPageShowsActAndDecides(t *testing.T) {
 	if st2.Status != "rejected" {
 		t.Fatalf("after reject: %s", st2.Status)
 	}
-	if rej, err := f.n.Org.Store.GetObject(context.Background(), st2.ApprovalID); err != nil ||
+	if rej, err := f.n.Org.Store.GetObject(context.Background(), st2.TransactionID, st2.ApprovalID); err != nil ||
 		!strings.Contains(string(rej), `"conditions":["Above this quarter's plan."],"decision":"rejected"`) {
 		t.Fatalf("rejection object %s %v", rej, err)
 	}

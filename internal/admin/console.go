@@ -136,7 +136,7 @@ func (h *handler) renderPage(w http.ResponseWriter, r *http.Request, code int, d
 			v.Limit, v.Room, v.Committed = h.mandateWords(ctx, a, standings)
 			d.Pending = append(d.Pending, v)
 		} else {
-			v.Decision = h.decision(ctx, a.ApprovalID, wc.name)
+			v.Decision = h.decision(ctx, a.TransactionID, a.ApprovalID, wc.name)
 			d.Decided = append(d.Decided, v)
 		}
 	}
@@ -204,11 +204,11 @@ func (h *handler) mandateWords(ctx context.Context, a principal.Approval, cache 
 }
 
 // decision reads a decided request's approval object in words.
-func (h *handler) decision(ctx context.Context, approvalID string, name func(string) string) *decisionView {
+func (h *handler) decision(ctx context.Context, transactionID, approvalID string, name func(string) string) *decisionView {
 	if approvalID == "" {
 		return nil
 	}
-	dec, err := h.p.Decision(ctx, approvalID)
+	dec, err := h.p.Decision(ctx, transactionID, approvalID)
 	if err != nil {
 		h.log.Error("admin: reading an approval", "approval_id", approvalID, "error", err)
 		return nil

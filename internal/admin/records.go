@@ -241,7 +241,7 @@ func (h *handler) timeline(r *http.Request, id string) (timelineView, error) {
 	st := h.rec.Store()
 	for _, o := range v.Objects {
 		row := objectRow{ID: o.ID, Type: o.ObjectType, CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt}
-		if raw, err := st.GetObject(r.Context(), o.ID); err == nil {
+		if raw, err := st.GetObject(r.Context(), v.TransactionID, o.ID); err == nil {
 			var buf bytes.Buffer
 			if json.Indent(&buf, raw, "", "  ") == nil {
 				row.JSON = buf.String()

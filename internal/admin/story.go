@@ -123,7 +123,7 @@ func (h *handler) story(ctx context.Context, in storyInput) (steps []step, deadl
 		s.Tech = append(s.Tech, item{Label: "Request", Value: a.RequestID}, item{Label: "Action hash", Value: a.ActionHash})
 		steps = append(steps, s)
 		if a.ApprovalID != "" && !decided[a.ApprovalID] {
-			if dec, err := h.p.Decision(ctx, a.ApprovalID); err == nil {
+			if dec, err := h.p.Decision(ctx, v.TransactionID, a.ApprovalID); err == nil {
 				steps = append(steps, decisionStep(dec, h.org, name))
 			}
 		}

@@ -197,7 +197,8 @@ func (a *Surface) Evaluate(ctx context.Context, mandateID string, act map[string
 	}
 	var approval map[string]any
 	if approvalID != "" {
-		b, err := a.o.Store.GetObject(ctx, approvalID)
+		txn, _ := act["transaction_id"].(string) // an approval is its act's transaction's
+		b, err := a.o.Store.GetObject(ctx, txn, approvalID)
 		if err != nil {
 			return authority.Result{}, reason.Refusef(reason.ApprovalRequired, "approval %s is not held by this instance", approvalID)
 		}
@@ -405,7 +406,7 @@ func (a *Surface) statusOf(ctx context.Context, r store.ApprovalRequest) (Approv
 	res := ApprovalStatusResult{ApprovalRequestID: r.ID, Status: r.Status, ApprovalID: r.ApprovalID, ActionHash: r.ActionHash,
 		MandateID: r.MandateID, TransactionID: r.TransactionID, RequestedAt: r.RequestedAt, DecidedAt: r.DecidedAt}
 	if r.ApprovalID != "" {
-		b, err := a.o.Store.GetObject(ctx, r.ApprovalID)
+		b, err := a.o.Store.GetObject(ctx, r.TransactionID, r.ApprovalID)
 		if err != nil {
 			return res, err
 		}

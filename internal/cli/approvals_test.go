@@ -176,7 +176,7 @@ func TestApprovalsFlow(t *testing.T) {
 		t.Fatalf("agent sees %+v %v", st, err)
 	}
 	// The reason is signed into the rejection, one condition per line.
-	if rej, err := n.Org.Store.GetObject(ctx, st.ApprovalID); err != nil || !strings.Contains(string(rej), `"conditions":["over this quarter's budget","ask again in April"]`) {
+	if rej, err := n.Org.Store.GetObject(ctx, st.TransactionID, st.ApprovalID); err != nil || !strings.Contains(string(rej), `"conditions":["over this quarter's budget","ask again in April"]`) {
 		t.Fatalf("the rejection %s %v", rej, err)
 	}
 	v, err = a.VerifyMandate(ctx, agent.VerifyInput{MandateID: mid, ProposedAction: acceptAct("3900.00"), ApprovalID: st.ApprovalID})

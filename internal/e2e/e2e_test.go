@@ -235,10 +235,10 @@ func records(t *testing.T, buyer, supplier *demo.Party, txn string, want int) {
 			if e.Status != store.EventRecorded {
 				t.Fatalf("%s: event %d is %s", p.Name, e.Sequence, e.Status)
 			}
-			b, _ := st.GetObject(ctx, e.EventID)
+			b, _ := st.GetObject(ctx, e.TransactionID, e.EventID)
 			held[i] = append(held[i], b)
 		}
-		rec, _ := st.GetObject(ctx, p.Config.AgentKeyID)
+		rec, _ := st.GetObject(ctx, "", p.Config.AgentKeyID) // a key record: bound to no transaction
 		obj, _ := canonical.DecodeObject(rec)
 		pub, _ := keys.ParseJWK(obj["payload"].(map[string]any)["public_key_jwk"])
 		pubs[p.Config.AgentKeyID] = pub
@@ -532,7 +532,7 @@ func TestRestartKeepsMandatesAndKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	raw, err := st.GetObject(ctx, off["objects"].(map[string]any)["offer"].(string))
+	raw, err := st.GetObject(ctx, off["transaction_id"].(string), off["objects"].(map[string]any)["offer"].(string))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +541,7 @@ func TestRestartKeepsMandatesAndKeys(t *testing.T) {
 	if entries[0]["key_id"] != supplier.Config.AgentKeyID {
 		t.Fatalf("the offer is signed with %v, not the agent key %s init created", entries[0]["key_id"], supplier.Config.AgentKeyID)
 	}
-	rec, _ := st.GetObject(ctx, supplier.Config.AgentKeyID)
+	rec, _ := st.GetObject(ctx, "", supplier.Config.AgentKeyID) // a key record: bound to no transaction
 	kr, _ := canonical.DecodeObject(rec)
 	pub, _ := keys.ParseJWK(kr["payload"].(map[string]any)["public_key_jwk"])
 	if err := signature.VerifyEntry(obj, 0, pub); err != nil {

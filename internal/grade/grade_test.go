@@ -488,7 +488,7 @@ func TestMinimumGradeInMandatePolicy(t *testing.T) {
 	if err != nil || out.Status != record.StatusDelivered {
 		t.Fatalf("an offer to a graded counterparty: %+v %v", out, err)
 	}
-	if _, err := b.Node.Org.Store.GetObject(ctx, out.Objects["offer"]); err != nil {
+	if _, err := b.Node.Org.Store.GetObject(ctx, out.TransactionID, out.Objects["offer"]); err != nil {
 		t.Fatalf("the buyer does not hold the offer: %v", err)
 	}
 }

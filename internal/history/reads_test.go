@@ -81,7 +81,7 @@ func TestNoStatementReadsTheHistory(t *testing.T) {
 		// The rare paths, by their store calls: a refused act's objects
 		// removed, a withdrawal's renewed decision, a fork's lookup.
 		if err := st.Update(ctx, func(tx *store.Txn) error {
-			if err := tx.DeleteObject("obj_none"); err != nil {
+			if err := tx.DeleteObject(txn, "obj_none"); err != nil {
 				return err
 			}
 			return tx.RenameWithdrawalDecision("pol_none", "pol_other")

@@ -74,7 +74,7 @@ func OpenWith(dir string, so store.Options) (*Instance, error) {
 // key it describes (bootstrap signs it so); anything else means the
 // database is not this state directory's, and the instance does not open.
 func ownPrincipalKey(ctx context.Context, st *store.Store, cfg Config) (crypto.PublicKey, error) {
-	raw, err := st.GetObject(ctx, cfg.PrincipalKeyID)
+	raw, err := st.GetObject(ctx, "", cfg.PrincipalKeyID) // a key record is bound to no transaction
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("instance: the record holds no key record for the principal key %s (was it made by `party init`?)", cfg.PrincipalKeyID)
 	}

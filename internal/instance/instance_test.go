@@ -227,7 +227,7 @@ func TestOpenNeverReadsThePrincipalKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := oin.Store.GetObject(ctx, osum.PrincipalKeyID)
+	foreign, err := oin.Store.GetObject(ctx, "", osum.PrincipalKeyID) // a key record: bound to no transaction
 	oin.Close()
 	if err != nil {
 		t.Fatal(err)

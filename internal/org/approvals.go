@@ -98,7 +98,7 @@ func (o *Org) LatestApproval(ctx context.Context, mandateID, actionHash string) 
 	if req.Status != store.ApprovalApproved || req.ApprovalID == "" {
 		return req, nil, true, nil
 	}
-	b, err := o.Store.GetObject(ctx, req.ApprovalID)
+	b, err := o.Store.GetObject(ctx, req.TransactionID, req.ApprovalID)
 	if err != nil {
 		return req, nil, true, err
 	}

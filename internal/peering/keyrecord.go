@@ -391,7 +391,7 @@ func (t *TrustedKeys) addVersion(ctx context.Context, peer instance.PeerInfo, re
 	if t.store == nil {
 		return "", fmt.Errorf("%w: %s: a later key record version needs the record it follows", ErrUntrustedKey, id)
 	}
-	held, err := t.store.GetObject(ctx, prev)
+	held, err := t.store.GetObject(ctx, "", prev) // key records are bound to no transaction
 	if err != nil {
 		return "", fmt.Errorf("%w: %s follows %s, which is not held", ErrUntrustedKey, id, prev)
 	}

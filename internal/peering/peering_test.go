@@ -355,7 +355,7 @@ func TestKeyRecordExchange(t *testing.T) {
 	if err != nil || len(records) != 2 || !bytes.Equal(records[0], b.KeyRecords[0]) || !bytes.Equal(records[1], b.KeyRecords[1]) {
 		t.Fatalf("served records differ from the stored bytes (%d, %v)", len(records), err)
 	}
-	if _, err := a.Instance.Store.GetObject(ctx, b.Instance.Config.AgentKeyID); err != nil {
+	if _, err := a.Instance.Store.GetObject(ctx, "", b.Instance.Config.AgentKeyID); err != nil {
 		t.Fatalf("trusted record not kept: %v", err)
 	}
 

@@ -111,9 +111,10 @@ type Decision struct {
 	ActionHash     string   `json:"action_hash"`
 }
 
-// Decision reads the approval object a request was decided with.
-func (s *Surface) Decision(ctx context.Context, approvalID string) (Decision, error) {
-	b, err := s.o.Store.GetObject(ctx, approvalID)
+// Decision reads the approval object a request about transaction
+// transactionID was decided with.
+func (s *Surface) Decision(ctx context.Context, transactionID, approvalID string) (Decision, error) {
+	b, err := s.o.Store.GetObject(ctx, transactionID, approvalID)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -172,7 +172,7 @@ func ReadDisputes(ctx context.Context, st *store.Store, txn string) (Disputes, e
 		default:
 			continue
 		}
-		raw, err := st.GetObject(ctx, x.EventID)
+		raw, err := st.GetObject(ctx, x.TransactionID, x.EventID)
 		if err != nil {
 			return v, err
 		}

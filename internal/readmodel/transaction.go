@@ -223,7 +223,7 @@ func Transaction(ctx context.Context, st *store.Store, d Derived, id string) (Tr
 	for i, x := range evs {
 		ev := byID[x.EventID]
 		if ev == nil { // not readable above: read it alone, for its error
-			b, err := st.GetObject(ctx, x.EventID)
+			b, err := st.GetObject(ctx, x.TransactionID, x.EventID)
 			if err != nil {
 				return v, err
 			}

@@ -227,7 +227,7 @@ func TestChildWideningRefusedByCountersigner(t *testing.T) {
 		}
 		pol := leadDecision(t, objs)
 		payloadOf(pol)["mandate_ids"] = []any{id, parent}
-		offer, _ := b.Node.Org.Store.GetObject(ctx, o.Objects["offer"])
+		offer, _ := b.Node.Org.Store.GetObject(ctx, o.TransactionID, o.Objects["offer"])
 		ov, _ := canonical.DecodeObject(offer)
 		doc := authority.Document("offer.accept", o.TransactionID, "org_delta", payloadOf(ov)["terms"].(map[string]any), nil, m)
 		h, err := authority.ActionHash(doc)

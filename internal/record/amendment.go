@@ -114,7 +114,7 @@ func (e *Engine) openAmendment(ctx context.Context, t store.Transaction) (*objec
 // version amended): what an agent passes to verify_mandate and
 // request_approval before accept_amendment.
 func (e *Engine) AmendmentAct(ctx context.Context, a Actor, mandateID, offerID string) (map[string]any, error) {
-	offer := held(ctx, e, offerID, object.AsOffer)
+	offer := named(ctx, e, offerID, object.AsOffer)
 	if offer == nil {
 		return nil, refusef(reason.OfferStale, "offer %s is not held here", offerID)
 	}
@@ -158,7 +158,7 @@ var agreementAmend = &act[AmendInput]{
 }
 
 func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec, error) {
-	offer := held(ctx, e, in.OfferID, object.AsOffer)
+	offer := named(ctx, e, in.OfferID, object.AsOffer)
 	if offer == nil {
 		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
 	}
@@ -317,7 +317,7 @@ func (e *Engine) inForceOwesTerms(ctx context.Context, txn string, agr *Obj, add
 		if remainders[os.ObligationID] || dropped[os.ObligationID] {
 			continue
 		}
-		o := held(ctx, e, os.ObligationID, object.AsObligation)
+		o := held(ctx, e, txn, os.ObligationID, object.AsObligation)
 		if o == nil {
 			return errf("obligation %s is not held", os.ObligationID)
 		}
@@ -409,7 +409,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 		if obr.P("response_type") != "waive" {
 			return refusef(reason.StateTransitionDenied, "an amendment carries waivers of the duties it drops, not a %s response", obr.P("response_type"))
 		}
-		obl := held(ctx, e, obr.P("obligation_id"), object.AsObligation)
+		obl := held(ctx, e, r.txn, obr.P("obligation_id"), object.AsObligation)
 		if obl == nil || obl.Txn() != r.txn {
 			return refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.P("obligation_id"))
 		}
@@ -471,7 +471,7 @@ func cosignAmendment(ctx context.Context, e *Engine, r *receipt, ev *Event) ([]*
 // signature of the new version v2 under, when it signs it and when it
 // answers again: the one it offered the amendment under.
 func (e *Engine) amendmentMandate(ctx context.Context, v2 *Obj) (map[string]any, error) {
-	offer := held(ctx, e, v2.P("accepted_offer_id"), object.AsOffer)
+	offer := held(ctx, e, v2.Txn(), v2.P("accepted_offer_id"), object.AsOffer)
 	if offer == nil {
 		return nil, errf("the amendment offer %s is not held", v2.P("accepted_offer_id"))
 	}
@@ -482,7 +482,7 @@ func (e *Engine) amendmentMandate(ctx context.Context, v2 *Obj) (map[string]any,
 // countersigned before: the new version as signed by both, and its
 // decision to sign it.
 func amendmentAnswer(ctx context.Context, e *Engine, txn string, ev *Event) ([][]byte, error) {
-	v2 := held(ctx, e, ev.Data("agreement_id"), object.AsAgreement)
+	v2 := held(ctx, e, txn, ev.Data("agreement_id"), object.AsAgreement)
 	if v2 == nil {
 		return nil, errf("agreement %s is not held", ev.Data("agreement_id"))
 	}

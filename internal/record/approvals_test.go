@@ -127,7 +127,7 @@ func TestApprovalReleasesHeldAcceptanceGranted(t *testing.T) {
 	if types[4] != "acceptance.granted" {
 		t.Fatalf("events %v", types)
 	}
-	if _, err := s.Node.Org.Store.GetObject(ctx, apr["id"].(string)); err != nil {
+	if _, err := s.Node.Org.Store.GetObject(ctx, apr["transaction_id"].(string), apr["id"].(string)); err != nil {
 		t.Fatalf("the approval did not travel with the event: %v", err)
 	}
 	approvalVerified(t, txn, apr["id"].(string), "acceptance.granted", b, s)
@@ -221,7 +221,7 @@ func TestOfferorAgreementSignHeldForApproval(t *testing.T) {
 	if !slices.Equal(types, []string{"agreement.direct", "agreement.committed"}) {
 		t.Fatalf("events %v", types)
 	}
-	if _, err := b.Node.Org.Store.GetObject(ctx, apr["id"].(string)); err != nil {
+	if _, err := b.Node.Org.Store.GetObject(ctx, apr["transaction_id"].(string), apr["id"].(string)); err != nil {
 		t.Fatalf("the offeror's approval did not travel with its signature: %v", err)
 	}
 	v, _ = b.Engine.Transaction(ctx, txn)

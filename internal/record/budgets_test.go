@@ -178,7 +178,7 @@ func TestBudgetHoldReleasedByApproval(t *testing.T) {
 		t.Fatalf("the supplier holds %s", st)
 	}
 	// The budget's approval is this organisation's business.
-	if _, err := s.Node.Org.Store.GetObject(ctx, apr["id"].(string)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Node.Org.Store.GetObject(ctx, apr["transaction_id"].(string), apr["id"].(string)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the budget's approval reached the counterparty: %v", err)
 	}
 	// The threshold was released, never the limit.

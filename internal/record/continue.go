@@ -105,7 +105,7 @@ func (e *Engine) approvalExpired(ctx context.Context, r store.ApprovalRequest) b
 	if r.Status != store.ApprovalApproved || r.ApprovalID == "" {
 		return false
 	}
-	apr, ok := e.getTyped(ctx, r.ApprovalID, protocol.Approval)
+	apr, ok := e.getTyped(ctx, r.TransactionID, r.ApprovalID, protocol.Approval)
 	if !ok {
 		return false
 	}

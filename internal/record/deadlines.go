@@ -64,7 +64,7 @@ func (e *Engine) offerDeadline(ctx context.Context, offer *object.Offer) (time.T
 	if err != nil || id == "" {
 		return deadline, err
 	}
-	pol, ok := e.getTyped(ctx, id, protocol.PolicyDecision)
+	pol, ok := e.getTyped(ctx, offer.Txn(), id, protocol.PolicyDecision)
 	if !ok {
 		return deadline, nil
 	}

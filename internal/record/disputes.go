@@ -246,7 +246,7 @@ func authorityPrincipal(o *Obj) bool {
 // disputeSubject resolves what a dispute raised by in would be about:
 // the subject object and, for an obligation_state, the obligation.
 func (e *Engine) disputeSubject(ctx context.Context, txn string, kind protocol.DisputeSubject, id string) (*Obj, error) {
-	o, err := e.get(ctx, id)
+	o, err := e.get(ctx, txn, id)
 	if err != nil || o.Txn() != txn {
 		return nil, refusef(reason.DisputeSubjectUnreferenced, "%s is not an object of transaction %s held here", orNoneStr(id), txn)
 	}
@@ -261,7 +261,7 @@ func (e *Engine) disputeSubject(ctx context.Context, txn string, kind protocol.D
 	}
 	switch os.State {
 	case protocol.OblAsserted:
-		return e.get(ctx, os.Assertions[len(os.Assertions)-1])
+		return e.get(ctx, txn, os.Assertions[len(os.Assertions)-1])
 	case protocol.OblAccepted, protocol.OblRejected:
 		if placed := e.placedBy(ctx, object.AsObligation(o), os); placed != nil {
 			return placed, nil
@@ -332,7 +332,7 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 		return nil, refusef(reason.DisputeSubjectUnreferenced, "dispute %s is against %s; bilaterally it is against the counterparty %s", dsp.ID(), dsp.PartyOrg("respondent_party"), respondent)
 	}
 	kind := protocol.DisputeSubject(dsp.P("subject_type"))
-	subject, err := e.get(ctx, dsp.P("subject_id"))
+	subject, err := e.get(ctx, st.t.ID, dsp.P("subject_id"))
 	if err != nil || subject.Txn() != st.t.ID || subject.Hash() != dsp.P("subject_hash") {
 		return nil, refusef(reason.DisputeSubjectUnreferenced, "dispute %s names subject %s by a hash that resolves to nothing of transaction %s held here", dsp.ID(), dsp.P("subject_id"), st.t.ID)
 	}
@@ -346,7 +346,7 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 			return nil, refusef(reason.DisputeSubjectUnreferenced, "a %s is not an act subject: a decision is a refusal's, a determination an appeal's subject", subject.Type())
 		}
 	case protocol.SubjectObligationState:
-		obl := held(ctx, e, subject.P("obligation_id"), object.AsObligation)
+		obl := held(ctx, e, st.t.ID, subject.P("obligation_id"), object.AsObligation)
 		if obl == nil || (subject.Type() != protocol.PerformanceEvent && subject.Type() != protocol.ObligationResponse) {
 			return nil, refusef(reason.DisputeSubjectUnreferenced, "an obligation_state subject is the assertion or response that placed an obligation in its state, not a %s", subject.Type())
 		}
@@ -357,7 +357,7 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 		var placed *Obj
 		switch os.State {
 		case protocol.OblAsserted:
-			placed, _ = e.get(ctx, os.outstanding())
+			placed, _ = e.get(ctx, st.t.ID, os.outstanding())
 		case protocol.OblAccepted, protocol.OblRejected:
 			placed = e.placedBy(ctx, obl, os)
 		default:
@@ -431,7 +431,7 @@ func (e *Engine) checkEvidenceRefs(ctx context.Context, txn string, v any, trave
 		id := str(ref["evidence_id"])
 		evd := travelling[id]
 		if evd == nil {
-			held, ok := e.getTyped(ctx, id, protocol.Evidence)
+			held, ok := e.getTyped(ctx, txn, id, protocol.Evidence)
 			if !ok || held.Txn() != txn {
 				return refusef(reason.EvidenceUnverified, "evidence %s is neither held on %s nor presented with the act", orNoneStr(id), txn)
 			}
@@ -536,7 +536,7 @@ func (e *Engine) buildDispute(ctx context.Context, st *state, b *builder, subjec
 	refs := []any{}
 	travelling := map[string]*Obj{}
 	for _, id := range evidenceIDs {
-		evd, ok := e.getTyped(ctx, id, protocol.Evidence)
+		evd, ok := e.getTyped(ctx, st.t.ID, id, protocol.Evidence)
 		if !ok || evd.Txn() != st.t.ID {
 			return nil, refusef(reason.EvidenceUnverified, "evidence %s is not held on %s", id, st.t.ID)
 		}
@@ -708,7 +708,7 @@ var determinationIssue = &act[DeterminationInput]{
 }
 
 func determinationSpec(ctx context.Context, e *Engine, a Actor, in DeterminationInput) (actSpec, error) {
-	dsp, ok := e.getTyped(ctx, in.DisputeID, protocol.Dispute)
+	dsp, ok := e.namedTyped(ctx, in.DisputeID, protocol.Dispute)
 	if !ok {
 		return actSpec{}, refusef(reason.DisputeSubjectUnreferenced, "dispute %s is not held here", in.DisputeID)
 	}
@@ -763,21 +763,21 @@ func (e *Engine) buildDetermination(ctx context.Context, st *state, b *builder, 
 	var relied []any
 	var inputs []verify.InputRef
 	for _, id := range ids {
-		evd, ok := e.getTyped(ctx, id, protocol.Evidence)
+		evd, ok := e.getTyped(ctx, st.t.ID, id, protocol.Evidence)
 		if !ok || evd.Txn() != st.t.ID {
 			return nil, refusef(reason.EvidenceUnverified, "evidence %s relied on is not held on %s", id, st.t.ID)
 		}
 		relied = append(relied, evidenceRef(evd, ""))
 		inputs = append(inputs, verify.InputRef{ID: evd.ID(), Hash: evd.Hash()})
 	}
-	subject, err := e.get(ctx, dsp.P("subject_id"))
+	subject, err := e.get(ctx, st.t.ID, dsp.P("subject_id"))
 	if err != nil {
 		return nil, refusef(reason.DisputeSubjectUnreferenced, "the subject %s of %s is not held here", dsp.P("subject_id"), dsp.ID())
 	}
 	var supersedes any
 	var superseded *verify.InputRef
 	if in.Supersedes != "" {
-		target, ok := e.getTyped(ctx, in.Supersedes, protocol.Determination)
+		target, ok := e.getTyped(ctx, st.t.ID, in.Supersedes, protocol.Determination)
 		if !ok {
 			return nil, refusef(reason.DisputeSubjectUnreferenced, "determination %s is not held here", in.Supersedes)
 		}
@@ -842,7 +842,7 @@ func anyList(v any) []any { l, _ := v.([]any); return l }
 // against the target machine, and the supersession.
 func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, from string) error {
 	p := det.Payload()
-	dsp, ok := e.getTyped(ctx, det.P("dispute_id"), protocol.Dispute)
+	dsp, ok := e.getTyped(ctx, st.t.ID, det.P("dispute_id"), protocol.Dispute)
 	if !ok || dsp.Txn() != st.t.ID {
 		return refusef(reason.DisputeSubjectUnreferenced, "determination %s answers dispute %s, which is not held on %s", det.ID(), det.P("dispute_id"), st.t.ID)
 	}
@@ -859,7 +859,7 @@ func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, fr
 	if string(mustCanonical(q["rules_ref"])) != string(mustCanonical(dsp.Payload()["rules_ref"])) {
 		return refusef(reason.DeterminationNotFollowing, "the question cites other rules than those in force at the subject act, which the dispute cites")
 	}
-	subject, err := e.get(ctx, dsp.P("subject_id"))
+	subject, err := e.get(ctx, st.t.ID, dsp.P("subject_id"))
 	if err != nil {
 		return refusef(reason.DisputeSubjectUnreferenced, "the subject of %s is not held here", dsp.ID())
 	}
@@ -867,7 +867,7 @@ func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, fr
 	var inputs []verify.InputRef
 	for _, x := range anyList(out["evidence_relied_on"]) {
 		ref, _ := x.(map[string]any)
-		evd, ok := e.getTyped(ctx, str(ref["evidence_id"]), protocol.Evidence)
+		evd, ok := e.getTyped(ctx, st.t.ID, str(ref["evidence_id"]), protocol.Evidence)
 		if !ok || evd.Txn() != st.t.ID || evd.Hash() != str(ref["content_hash"]) {
 			return refusef(reason.EvidenceUnverified, "evidence %v relied on is not evidence of %s held here, by its hash", ref["evidence_id"], st.t.ID)
 		}
@@ -880,7 +880,7 @@ func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, fr
 	}
 	sup := object.Sub(p, "supersedes")
 	if len(sup) > 0 {
-		target, ok := e.getTyped(ctx, str(sup["determination_id"]), protocol.Determination)
+		target, ok := e.getTyped(ctx, st.t.ID, str(sup["determination_id"]), protocol.Determination)
 		if !ok || target.Txn() != st.t.ID || target.Hash() != str(sup["determination_hash"]) {
 			return refusef(reason.DisputeSubjectUnreferenced, "determination %s supersedes %v, which is not a determination of %s held here by that hash", det.ID(), sup["determination_id"], st.t.ID)
 		}
@@ -977,7 +977,7 @@ func (e *Engine) applyDisputeObjects(tx *store.Txn, o *Obj) error {
 		// The subject (an assertion or response) names the obligation;
 		// the dispute travels alone only in exception_open, where the
 		// obligation moves without an aggregate event.
-		subject, err := tx.GetObject(o.P("subject_id"))
+		subject, err := tx.GetObject(o.Txn(), o.P("subject_id"))
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ func TestDisputeActsHeldForApproval(t *testing.T) {
 		// the one an event records and the determination's, an act
 		// recorded by its objects alone (verify's standaloneApproval).
 		for _, id := range []string{apr["id"].(string), sapr["id"].(string)} {
-			if _, err := sd.Node.Org.Store.GetObject(ctx, id); err != nil {
+			if _, err := sd.Node.Org.Store.GetObject(ctx, txn, id); err != nil {
 				t.Fatalf("%s does not hold the approval %s: %v", sd.Node.Org.Config().OrganizationID, id, err)
 			}
 		}

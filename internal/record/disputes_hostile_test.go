@@ -342,7 +342,7 @@ func TestDeterminationNeverDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := evs[len(evs)-1]
-	raw, err := b.Node.Org.Store.GetObject(ctx, head.EventID)
+	raw, err := b.Node.Org.Store.GetObject(ctx, txn, head.EventID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestForkRaisedAsDispute(t *testing.T) {
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("%d events: %v", len(evs), err)
 	}
-	raw, err := b.Node.Org.Store.GetObject(ctx, evs[2].EventID)
+	raw, err := b.Node.Org.Store.GetObject(ctx, txn, evs[2].EventID)
 	if err != nil {
 		t.Fatal(err)
 	}

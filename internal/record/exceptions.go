@@ -154,8 +154,8 @@ func (e *Engine) failedSettlement(ctx context.Context, txn, id string) (stl, rcp
 			if (id != "" && in.InstructionID != id) || (in.Status != ledger.InstrFailed && in.Status != ledger.InstrReversed) {
 				continue
 			}
-			o, ok := e.getTyped(ctx, in.InstructionID, protocol.Settlement)
-			r, ok2 := e.getTyped(ctx, in.SettledBy, protocol.AdapterReceipt)
+			o, ok := e.getTyped(ctx, txn, in.InstructionID, protocol.Settlement)
+			r, ok2 := e.getTyped(ctx, txn, in.SettledBy, protocol.AdapterReceipt)
 			if !ok || !ok2 {
 				return nil, nil, errf("instruction %s or its receipt %s is not held", in.InstructionID, in.SettledBy)
 			}
@@ -259,7 +259,7 @@ func checkExceptionOpened(ctx context.Context, e *Engine, r *receipt, ev *Event)
 	if ev.Data("agreement_id") != agr || ev.Data("obligation_id") != exc.P("obligation_id") {
 		return refusef(reason.StateTransitionDenied, "exception.opened names another agreement or obligation than the exception in force")
 	}
-	if obl, ok := e.getTyped(ctx, exc.P("obligation_id"), protocol.Obligation); !ok || obl.Txn() != r.txn {
+	if obl, ok := e.getTyped(ctx, r.txn, exc.P("obligation_id"), protocol.Obligation); !ok || obl.Txn() != r.txn {
 		return refusef(reason.ObligationSubjectUnreferenced, "exception %s is about obligation %s, which is not held on %s", exc.ID(), exc.P("obligation_id"), r.txn)
 	}
 	travelling := map[string]*Obj{}
@@ -386,15 +386,15 @@ func (e *Engine) openException(ctx context.Context, st *state) (exc, obl *Obj, e
 		if rows[i].Status != store.EventRecorded {
 			continue
 		}
-		ev, err := e.getEvent(ctx, rows[i].EventID)
+		ev, err := e.getEvent(ctx, st.t.ID, rows[i].EventID)
 		if err != nil {
 			return nil, nil, err
 		}
 		var ok bool
-		if exc, ok = e.getTyped(ctx, ev.Data("exception_id"), protocol.Exception); !ok {
+		if exc, ok = e.getTyped(ctx, st.t.ID, ev.Data("exception_id"), protocol.Exception); !ok {
 			return nil, nil, errf("the exception %s is not held", ev.Data("exception_id"))
 		}
-		if obl, ok = e.getTyped(ctx, exc.P("obligation_id"), protocol.Obligation); !ok {
+		if obl, ok = e.getTyped(ctx, st.t.ID, exc.P("obligation_id"), protocol.Obligation); !ok {
 			return nil, nil, errf("the obligation %s is not held", exc.P("obligation_id"))
 		}
 		return exc, obl, nil
@@ -654,7 +654,7 @@ func checkRemediationAccepted(ctx context.Context, e *Engine, r *receipt, ev *Ev
 	if obl == nil || obl.ID() != ev.Data("obligation_id") {
 		return refusef(reason.ObligationSubjectUnreferenced, "remediation.accepted names an obligation that does not travel with it")
 	}
-	agr := held(ctx, e, rec.obl.P("agreement_id"), object.AsAgreement)
+	agr := held(ctx, e, r.txn, rec.obl.P("agreement_id"), object.AsAgreement)
 	if agr == nil {
 		return errf("the agreement %s is not held", rec.obl.P("agreement_id"))
 	}

@@ -405,7 +405,7 @@ var offerAccept = &act[AcceptInput]{
 }
 
 func acceptSpec(ctx context.Context, e *Engine, a Actor, in AcceptInput) (actSpec, error) {
-	offer := held(ctx, e, in.OfferID, object.AsOffer)
+	offer := named(ctx, e, in.OfferID, object.AsOffer)
 	if offer == nil {
 		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here; call list_inbox", in.OfferID)
 	}
@@ -490,7 +490,7 @@ func (e *Engine) advance(ctx context.Context, txn string) error {
 	if _, err := e.db.EventAt(ctx, txn, 2); err == nil {
 		return nil // agreement.committed is pending
 	}
-	ev1, err := e.getEvent(ctx, first.EventID)
+	ev1, err := e.getEvent(ctx, txn, first.EventID)
 	if err != nil {
 		return err
 	}
@@ -593,7 +593,7 @@ func travelling(objs []*Obj) *Obj {
 // and the message, filled in once that has run.
 func (e *Engine) draftAgreement(ctx context.Context, t store.Transaction, ev1 *Event) (func(tx *store.Txn) error, *store.OutboxMessage, error) {
 	now := e.clock().UTC().Truncate(time.Second)
-	offer := held(ctx, e, ev1.Data("offer_id"), object.AsOffer)
+	offer := held(ctx, e, t.ID, ev1.Data("offer_id"), object.AsOffer)
 	if offer == nil {
 		return nil, nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
@@ -1064,7 +1064,7 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if !r.st.known {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is not held with %s", r.txn, r.from)
 	}
-	if held := held(ctx, e, agr.ID(), object.AsAgreement); held != nil {
+	if held := held(ctx, e, r.txn, agr.ID(), object.AsAgreement); held != nil {
 		// Asked again under another message key: answer with what was
 		// signed the first time.
 		if held.Hash() != agr.Hash() {
@@ -1083,15 +1083,15 @@ func (e *Engine) receiveAgreement(ctx context.Context, r *receipt) ([][]byte, er
 	if err != nil || first.AppendedBy != r.from || first.Status != store.EventRecorded {
 		return nil, refusef(reason.StateTransitionDenied, "transaction %s has no recorded acceptance by %s to sign an agreement for", r.txn, r.from)
 	}
-	ev1, err := e.getEvent(ctx, first.EventID)
+	ev1, err := e.getEvent(ctx, r.txn, first.EventID)
 	if err != nil {
 		return nil, err
 	}
-	offer := held(ctx, e, ev1.Data("offer_id"), object.AsOffer)
+	offer := held(ctx, e, r.txn, ev1.Data("offer_id"), object.AsOffer)
 	if offer == nil {
 		return nil, errf("the accepted offer %s is not held", ev1.Data("offer_id"))
 	}
-	acc, ok := e.getTyped(ctx, ev1.Data("acceptance_id"), protocol.Acceptance)
+	acc, ok := e.getTyped(ctx, r.txn, ev1.Data("acceptance_id"), protocol.Acceptance)
 	if !ok {
 		return nil, errf("the recorded acceptance %s is not held", ev1.Data("acceptance_id"))
 	}
@@ -1173,7 +1173,7 @@ func (e *Engine) checkProposed(ctx context.Context, r *receipt, agr *Obj, offer 
 	if len(ids) != 1 {
 		return refusef(reason.AgreementHashMismatch, "agreement %s must name exactly one commitment, this instance's", agr.ID())
 	}
-	if _, err := e.get(ctx, str(ids[0])); err == nil {
+	if _, err := e.get(ctx, r.txn, str(ids[0])); err == nil {
 		return refusef(reason.AgreementHashMismatch, "commitment id %v is already in use", ids[0])
 	}
 	return nil
@@ -1277,7 +1277,7 @@ func cosignDirect(ctx context.Context, e *Engine, r *receipt, ev *Event) ([]*Obj
 	if agr == nil {
 		return nil, nil, nil // an acceptance of an older build: the agreement comes on its own
 	}
-	offer := held(ctx, e, ev.Data("offer_id"), object.AsOffer)
+	offer := held(ctx, e, r.txn, ev.Data("offer_id"), object.AsOffer)
 	if offer == nil {
 		return nil, nil, errf("the accepted offer %s is not held", ev.Data("offer_id"))
 	}
@@ -1346,7 +1346,7 @@ func directAnswer(ctx context.Context, e *Engine, txn string, ev *Event) ([][]by
 	if err != nil {
 		return nil, err
 	}
-	raw, err := e.db.GetObject(ctx, x.EventID)
+	raw, err := e.db.GetObject(ctx, txn, x.EventID)
 	if err != nil {
 		return nil, err
 	}
@@ -1512,7 +1512,7 @@ func checkAgreementCommitted(ctx context.Context, e *Engine, r *receipt, ev *Eve
 // request_approval before accept_offer, so that an approval binds exactly
 // the act that will be recorded.
 func (e *Engine) AcceptanceAct(ctx context.Context, a Actor, mandateID, offerID string) (map[string]any, error) {
-	offer := held(ctx, e, offerID, object.AsOffer)
+	offer := named(ctx, e, offerID, object.AsOffer)
 	if offer == nil {
 		return nil, refusef(reason.OfferStale, "offer %s is not held here", offerID)
 	}

@@ -24,10 +24,13 @@ type heldReader struct {
 	e    *Engine
 	st   *store.Store
 	peer string
+	// txn is the transaction whose record is read: Object finds its
+	// objects only (verify.Gather follows no reference out of it).
+	txn string
 }
 
 func (r heldReader) Object(ctx context.Context, id string) (map[string]any, error) {
-	b, err := r.st.GetObject(ctx, id)
+	b, err := r.st.GetObject(ctx, r.txn, id)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +133,7 @@ func (e *Engine) eventAt(ctx context.Context, txn string, seq int) (*Event, erro
 	if err != nil {
 		return nil, err
 	}
-	return e.getEvent(ctx, ev.EventID)
+	return e.getEvent(ctx, txn, ev.EventID)
 }
 
 // keyRecords returns every key record held (of every organisation), by
@@ -166,7 +169,7 @@ func (e *Engine) readWorkingSet(ctx context.Context, st *state, news []*Obj) (ve
 	for i, o := range news {
 		vals[i] = o.Value()
 	}
-	x, err := verify.Gather(ctx, heldReader{e: e, st: snap, peer: st.t.Counterparty}, tip, vals)
+	x, err := verify.Gather(ctx, heldReader{e: e, st: snap, peer: st.t.Counterparty, txn: tip.Transaction}, tip, vals)
 	if err != nil {
 		return x, err
 	}

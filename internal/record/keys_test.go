@@ -96,7 +96,7 @@ func TestRotatedKeyOldSignaturesVerifyNewKeyActs(t *testing.T) {
 	onlyReissuedActs(t, b, s, txn, obl, newMandate)
 	evs, _ := s.Node.Org.Store.Events(ctx, txn)
 	signer := func(i int) string {
-		raw, _ := s.Node.Org.Store.GetObject(ctx, evs[i].EventID)
+		raw, _ := s.Node.Org.Store.GetObject(ctx, txn, evs[i].EventID)
 		o, _ := canonical.DecodeObject(raw)
 		for _, en := range o["signatures"].([]any) {
 			if kid := en.(map[string]any)["key_id"].(string); kid == oldKey || kid == rot.NewKeyID {

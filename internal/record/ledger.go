@@ -79,7 +79,7 @@ func (e *Engine) ledgerRecord(ctx context.Context, txn string) (ledger.Record, e
 		if x.Status != store.EventRecorded {
 			continue
 		}
-		ev, err := e.getEvent(ctx, x.EventID)
+		ev, err := e.getEvent(ctx, txn, x.EventID)
 		if err != nil {
 			return rec, err
 		}

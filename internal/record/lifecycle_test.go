@@ -776,8 +776,8 @@ func TestAmendmentChangesPriceAndAddsDuty(t *testing.T) {
 		if sigs := a2["signatures"].([]any); len(sigs) != 2 {
 			t.Fatalf("version 2 carries %d signatures", len(sigs))
 		}
-		o1, _ := sd.Node.Org.Store.GetObject(ctx, obl1)
-		o2, _ := sd.Node.Org.Store.GetObject(ctx, obl2)
+		o1, _ := sd.Node.Org.Store.GetObject(ctx, txn, obl1)
+		o2, _ := sd.Node.Org.Store.GetObject(ctx, txn, obl2)
 		if payloadOf(mustDecode(t, o1))["subject"].(map[string]any)["terms_hash"] != payloadOf(mustDecode(t, v1raw[0]))["terms_hash"] ||
 			payloadOf(mustDecode(t, o2))["subject"].(map[string]any)["terms_hash"] != payloadOf(a2)["terms_hash"] {
 			t.Fatal("the obligations do not keep their version's terms_hash")

@@ -161,7 +161,7 @@ func TestTokenPaymentDoesNotComplete(t *testing.T) {
 	// The payer lies: its own copy of the instruction now says 3200.00,
 	// signed with its real key. It appends the completion its copy allows.
 	stl := out.Objects["settlement_instruction"]
-	raw, err := b.Node.Org.Store.GetObject(ctx, stl)
+	raw, err := b.Node.Org.Store.GetObject(ctx, txn, stl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestTokenPaymentDoesNotComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := b.Node.Org.Store.Update(ctx, func(tx *store.Txn) error {
-		return tx.ReplaceVerified(store.ObjectInfo{ID: stl, ContentHash: orig["content_hash"].(string)}, raw, forged)
+		return tx.ReplaceVerified(store.ObjectInfo{ID: stl, TransactionID: txn, ContentHash: orig["content_hash"].(string)}, raw, forged)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -271,9 +271,9 @@ func TestDisputedObligationPaidAndCompleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stl, _ := b.Node.Org.Store.GetObject(ctx, out.Objects["settlement_instruction"])
+	stl, _ := b.Node.Org.Store.GetObject(ctx, txn, out.Objects["settlement_instruction"])
 	o, _ := canonical.DecodeObject(stl)
-	detRaw, _ := b.Node.Org.Store.GetObject(ctx, det.Objects["determination"])
+	detRaw, _ := b.Node.Org.Store.GetObject(ctx, txn, det.Objects["determination"])
 	d, _ := canonical.DecodeObject(detRaw)
 	if trig := payloadOf(o)["trigger"].(map[string]any); trig["accepting_act_hash"] != d["content_hash"] {
 		t.Fatalf("the trigger binds %v, not the determination %v", trig["accepting_act_hash"], d["content_hash"])

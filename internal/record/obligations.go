@@ -375,7 +375,7 @@ func asRefusal(err error, fallback reason.Code) error {
 
 // heldObligation loads an obligation this instance holds.
 func (e *Engine) heldObligation(ctx context.Context, id string) (*object.Obligation, error) {
-	obl := held(ctx, e, id, object.AsObligation)
+	obl := named(ctx, e, id, object.AsObligation)
 	if obl == nil {
 		return nil, refusef(reason.ObligationSubjectUnreferenced, "obligation %s is not held here", id)
 	}
@@ -599,7 +599,7 @@ func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Ev
 // unit, its evidence references resolving to evidence that travels (marked
 // in used).
 func (e *Engine) checkAssertion(ctx context.Context, r *receipt, prf *Obj, evidence map[string]*Obj, used map[string]bool) error {
-	obl := held(ctx, e, prf.P("obligation_id"), object.AsObligation)
+	obl := held(ctx, e, r.txn, prf.P("obligation_id"), object.AsObligation)
 	if obl == nil || obl.Txn() != r.txn {
 		return refusef(reason.ObligationSubjectUnreferenced, "assertion %s names obligation %s, which is not held here", prf.ID(), prf.P("obligation_id"))
 	}
@@ -801,7 +801,7 @@ func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 		return refusef(reason.ObligationResponseHashMismatch, "%s is not an assertion of %s; the outstanding one is %s", in.AssertionID, in.ObligationID, it.last)
 	}
 	var ok bool
-	if it.prf, ok = e.getTyped(ctx, it.last, protocol.PerformanceEvent); !ok {
+	if it.prf, ok = e.getTyped(ctx, it.obl.Txn(), it.last, protocol.PerformanceEvent); !ok {
 		return errf("assertion %s is not held", it.last)
 	}
 	if in.AssertionHash != "" && in.AssertionHash != it.prf.Hash() {
@@ -935,7 +935,7 @@ func checkResponse(ctx context.Context, e *Engine, r *receipt, ev *Event) error 
 // quantity and, when short, naming its remainder (marked in named). full
 // reports an accept of all that is owed.
 func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, remainders map[string]*Obj, named map[string]bool) (full bool, err error) {
-	obl := held(ctx, e, obr.P("obligation_id"), object.AsObligation)
+	obl := held(ctx, e, r.txn, obr.P("obligation_id"), object.AsObligation)
 	if obl == nil || obl.Txn() != r.txn {
 		return false, refusef(reason.ObligationSubjectUnreferenced, "response %s names an obligation not held here", obr.ID())
 	}
@@ -956,7 +956,7 @@ func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, rem
 	default:
 		return false, refusef(reason.ObligationResponseHashMismatch, "response %s answers %s, which is not an assertion of %s", obr.ID(), obr.P("assertion_id"), obl.ID())
 	}
-	prf, ok := e.getTyped(ctx, last, protocol.PerformanceEvent)
+	prf, ok := e.getTyped(ctx, r.txn, last, protocol.PerformanceEvent)
 	if !ok {
 		return false, errf("assertion %s is not held", last)
 	}
@@ -998,7 +998,7 @@ func (e *Engine) checkRemainder(ctx context.Context, txn string, obl *object.Obl
 		return refusef(reason.ObligationRemainderMissing, "accepting %s of %s needs a remainder obligation for the difference %s, named by the response and travelling with it", obr.P("accepted_quantity"), obl.Quantity(), want)
 	}
 	mp := rem.Payload()
-	if _, err := e.get(ctx, rem.ID()); err == nil || rem.Txn() != txn {
+	if _, err := e.db.NamedObjectTransaction(ctx, rem.ID()); err == nil || rem.Txn() != txn {
 		return refusef(reason.ObligationRemainderMissing, "remainder %s is not a new obligation of transaction %s", rem.ID(), txn)
 	}
 	rq, err := decimal.ParseQuantity(str(mp["quantity"]))

@@ -271,7 +271,7 @@ func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
 	// Both records hold the same response, the same remainder and the
 	// untouched original, byte for byte.
 	load := func(sd *recordtest.Side, id string) map[string]any {
-		raw, err := sd.Node.Org.Store.GetObject(ctx, id)
+		raw, err := sd.Node.Org.Store.GetObject(ctx, txn, id)
 		if err != nil {
 			t.Fatalf("%s does not hold %s: %v", sd.Node.Org.Config().OrganizationID, id, err)
 		}
@@ -279,8 +279,8 @@ func TestPartialAcceptanceIssuesRemainder(t *testing.T) {
 		return o
 	}
 	for _, id := range []string{out.Objects["obligation_response"], rem, obl} {
-		bb, _ := b.Node.Org.Store.GetObject(ctx, id)
-		sb, _ := s.Node.Org.Store.GetObject(ctx, id)
+		bb, _ := b.Node.Org.Store.GetObject(ctx, txn, id)
+		sb, _ := s.Node.Org.Store.GetObject(ctx, txn, id)
 		if bb == nil || !bytes.Equal(bb, sb) {
 			t.Fatalf("%s differs between the records", id)
 		}
@@ -352,7 +352,7 @@ func TestRejectionThenSecondAssertionAccepted(t *testing.T) {
 			rejection:                          {"response_type": "reject", "reason_code": "quantity_short", "assertion_hash": first.Objects["assertion_hash"]},
 			out.Objects["obligation_response"]: {"response_type": "accept", "accepted_quantity": "20", "assertion_hash": second.Objects["assertion_hash"]},
 		} {
-			raw, err := sd.Node.Org.Store.GetObject(ctx, id)
+			raw, err := sd.Node.Org.Store.GetObject(ctx, txn, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -508,7 +508,7 @@ func TestObligationRefusalsLeaveNoTrace(t *testing.T) {
 	// An obligation nobody named rides along with an acceptance: refused,
 	// so the supplier stores nothing the buyer's record lacks.
 	smuggle := func(objs []map[string]any) []map[string]any {
-		raw, _ := b.Node.Org.Store.GetObject(ctx, obl)
+		raw, _ := b.Node.Org.Store.GetObject(ctx, txn, obl)
 		o, _ := canonical.DecodeObject(raw)
 		o["id"] = "obl_0123456789abcdef01234567"
 		payloadOf(o)["quantity"] = "1"

@@ -213,14 +213,14 @@ func (e *Engine) rebuildObligationStates(ctx context.Context) error {
 				if x.Status != store.EventRecorded {
 					continue
 				}
-				ev, err := e.getEvent(ctx, x.EventID)
+				ev, err := e.getEvent(ctx, t.ID, x.EventID)
 				if err != nil {
 					return err
 				}
 				var objs []*Obj
 				for _, member := range []string{"obligation_id", "performance_event_id", "obligation_response_id"} {
 					if id := ev.Data(member); id != "" {
-						if o, err := e.get(ctx, id); err == nil {
+						if o, err := e.get(ctx, t.ID, id); err == nil {
 							objs = append(objs, o)
 						}
 					}

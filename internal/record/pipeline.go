@@ -208,10 +208,7 @@ func (b *builder) lookup(ctx context.Context) authority.Lookup {
 				return o.Value()
 			}
 		}
-		if o, err := b.e.get(ctx, id); err == nil && (o.Txn() == "" || o.Txn() == b.txn) {
-			return o.Value()
-		}
-		return nil
+		return b.e.lookupHeld(ctx, b.txn, id)
 	}
 }
 
@@ -286,8 +283,11 @@ func (e *Engine) performAct(ctx context.Context, spec actSpec) (Outcome, error) 
 	var approval *Obj
 	if spec.approvalID != "" {
 		var ok bool
-		if approval, ok = e.getTyped(ctx, spec.approvalID, protocol.Approval); !ok {
-			return Outcome{}, refusef(reason.ApprovalRequired, "approval %s is not held here", spec.approvalID)
+		if approval, ok = e.getTyped(ctx, spec.txn, spec.approvalID, protocol.Approval); !ok {
+			// An approval is its act's transaction's (store, migration
+			// 26): one given for an act on another transaction is not
+			// this one's, whatever it approved.
+			return Outcome{}, refusef(reason.ApprovalRequired, "approval %s is not held for transaction %s", spec.approvalID, spec.txn)
 		}
 	}
 	terms, refs, err := spec.act(ctx, st)
@@ -716,7 +716,7 @@ func (e *Engine) settleEvent(ctx context.Context, m store.OutboxMessage, objs []
 // its countersigned bytes, and applies what it moves.
 func (e *Engine) recordCountersigned(tx *store.Txn, objs []*Obj, got *Event) error {
 	ours := messageEvent(objs)
-	held, err := tx.GetObject(ours.ID())
+	held, err := tx.GetObject(ours.Txn(), ours.ID())
 	if err != nil {
 		return err
 	}
@@ -853,7 +853,7 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 					return err
 				}
 			default:
-				if err := tx.DeleteObject(o.ID()); err != nil {
+				if err := tx.DeleteObject(o.Txn(), o.ID()); err != nil {
 					return err
 				}
 				// What the act committed or paid goes with it (budgets.go).
@@ -953,7 +953,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 	req := authority.Request{Mandate: mandate, Act: pa.Document,
 		Actor: authority.Actor{OrganizationID: e.org.Config().OrganizationID, AgentID: agent, KeyID: s.KeyID()}}
 	if pa.ApprovalID != "" {
-		if apr, ok := e.getTyped(ctx, pa.ApprovalID, protocol.Approval); ok {
+		if apr, ok := e.getTyped(ctx, m.TransactionID, pa.ApprovalID, protocol.Approval); ok {
 			req.Approval = apr.Value()
 		}
 	}
@@ -983,7 +983,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		rreq := req
 		rreq.Act, rreq.Approval = rd.Document, nil
 		if rd.ApprovalID != "" {
-			if apr, ok := e.getTyped(ctx, rd.ApprovalID, protocol.Approval); ok {
+			if apr, ok := e.getTyped(ctx, m.TransactionID, rd.ApprovalID, protocol.Approval); ok {
 				rreq.Approval = apr.Value()
 			}
 		}
@@ -1064,7 +1064,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		next = now
 	}
 	err = e.update(ctx, m.TransactionID, func(tx *store.Txn) error {
-		if err := tx.DeleteObject(oldPol.ID()); err != nil {
+		if err := tx.DeleteObject(oldPol.Txn(), oldPol.ID()); err != nil {
 			return err
 		}
 		if err := tx.PutVerified(info(pol), pol.Raw(), originLocal); err != nil {
@@ -1072,7 +1072,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 		}
 		for _, o := range oldRiders {
 			np := renewed[o.P("action_hash")]
-			if err := tx.DeleteObject(o.ID()); err != nil {
+			if err := tx.DeleteObject(o.Txn(), o.ID()); err != nil {
 				return err
 			}
 			if err := tx.PutVerified(info(np), np.Raw(), originLocal); err != nil {
@@ -1080,7 +1080,7 @@ func (e *Engine) renewAt(ctx context.Context, m store.OutboxMessage, cause error
 			}
 		}
 		for _, o := range oldDropped {
-			if err := tx.DeleteObject(o.ID()); err != nil {
+			if err := tx.DeleteObject(o.Txn(), o.ID()); err != nil {
 				return err
 			}
 		}

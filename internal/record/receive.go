@@ -74,7 +74,7 @@ func (e *Engine) held(ctx context.Context, r *receipt, id string, t protocol.Obj
 	if o := r.find(id); o != nil {
 		return o, o.Type() == t
 	}
-	return e.getTyped(ctx, id, t)
+	return e.getTyped(ctx, r.txn, id, t)
 }
 
 // lookup resolves an object by id from the message, then the record: what
@@ -84,10 +84,7 @@ func (e *Engine) lookupWith(ctx context.Context, r *receipt) func(id string) map
 		if o := r.find(id); o != nil {
 			return o.Value()
 		}
-		if o, err := e.get(ctx, id); err == nil && (o.Txn() == "" || o.Txn() == r.txn) {
-			return o.Value()
-		}
-		return nil
+		return e.lookupHeld(ctx, r.txn, id)
 	}
 }
 
@@ -466,7 +463,7 @@ func (e *Engine) receiveCountersignature(ctx context.Context, r *receipt) ([][]b
 	if t.Counterparty != r.from {
 		return nil, refusef(reason.StreamMismatch, "transaction %s is held with %s, not %s", r.txn, t.Counterparty, r.from)
 	}
-	ours, err := e.getEvent(ctx, x.EventID)
+	ours, err := e.getEvent(ctx, r.txn, x.EventID)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +539,7 @@ func (e *Engine) position(ctx context.Context, r *receipt, ev *Event) ([][]byte,
 	if x, err := e.db.EventAt(ctx, r.txn, seq); err == nil {
 		switch {
 		case x.ContentHash == ev.Hash() && x.Status == store.EventRecorded:
-			held, err := e.db.GetObject(ctx, x.EventID)
+			held, err := e.db.GetObject(ctx, r.txn, x.EventID)
 			if err != nil {
 				return nil, err, true
 			}
@@ -641,7 +638,7 @@ func (e *Engine) yieldPosition(tx *store.Txn, r *receipt) error {
 					return err
 				}
 			default:
-				if err := tx.DeleteObject(o.ID()); err != nil {
+				if err := tx.DeleteObject(o.Txn(), o.ID()); err != nil {
 					return err
 				}
 			}

@@ -288,14 +288,14 @@ func (e *Engine) instructionByKey(ctx context.Context, txn, key string, inFlight
 	var held *Obj
 	if s, err := e.db.SettlementByKey(ctx, txn, key); err == nil {
 		var ok bool
-		if held, ok = e.getTyped(ctx, s.InstructionID, protocol.Settlement); !ok {
+		if held, ok = e.getTyped(ctx, txn, s.InstructionID, protocol.Settlement); !ok {
 			return "", false, errf("instruction %s is not held", s.InstructionID)
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", false, err
 	}
 	for _, x := range inFlight {
-		if o, ok := e.getTyped(ctx, x, protocol.Settlement); ok && o.P("idempotency_key") == key {
+		if o, ok := e.getTyped(ctx, txn, x, protocol.Settlement); ok && o.P("idempotency_key") == key {
 			held = o
 		}
 	}
@@ -348,7 +348,7 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Event) erro
 		return refusef(reason.SettlementTriggerAbsent, "settlement.instructed names an instruction that does not travel with it")
 	}
 	p := stl.Payload()
-	obl := held(ctx, e, stl.ObligationID(), object.AsObligation)
+	obl := held(ctx, e, r.txn, stl.ObligationID(), object.AsObligation)
 	if obl == nil || obl.Txn() != r.txn || ev.Data("obligation_id") != obl.ID() || stl.AgreementID() != obl.AgreementID() {
 		return refusef(reason.SettlementTriggerAbsent, "instruction %s names an obligation of this transaction that is not held here", stl.ID())
 	}
@@ -447,7 +447,7 @@ func (e *Engine) workSettlement(ctx context.Context, id string) error {
 	if !ok {
 		return refusef(reason.SettlementRailUnknown, "rail %s is not configured here any more", s.Rail)
 	}
-	stl := held(ctx, e, id, object.AsSettlement)
+	stl := held(ctx, e, s.TransactionID, id, object.AsSettlement)
 	if stl == nil {
 		return errf("instruction %s is not held", id)
 	}
@@ -588,7 +588,7 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 	if !r.st.known {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "transaction %s is not held here", r.txn)
 	}
-	stl := held(ctx, e, rcp.P("settlement_instruction_id"), object.AsSettlement)
+	stl := held(ctx, e, r.txn, rcp.P("settlement_instruction_id"), object.AsSettlement)
 	if stl == nil || stl.Txn() != r.txn || stl.IdempotencyKey() != rcp.P("idempotency_key") || stl.Payer() != r.from {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s answers instruction %s under key %s, which %s never issued here",
 			rcp.ID(), rcp.P("settlement_instruction_id"), rcp.P("idempotency_key"), r.from)
@@ -746,7 +746,7 @@ func checkCompleted(ctx context.Context, e *Engine, r *receipt, ev *Event) error
 		return refusef(reason.StateTransitionDenied, "transaction.completed names agreement %s, not this transaction's", ev.Data("agreement_id"))
 	}
 	if id := ev.Data("adapter_receipt_id"); id != "" && id != rcp {
-		if held, ok := e.getTyped(ctx, id, protocol.AdapterReceipt); !ok || held.P("status") != string(rails.Succeeded) {
+		if held, ok := e.getTyped(ctx, r.txn, id, protocol.AdapterReceipt); !ok || held.P("status") != string(rails.Succeeded) {
 			return refusef(reason.SettlementReceiptUnmatched, "transaction.completed names receipt %s, which is not a succeeded receipt held here", id)
 		}
 	}
@@ -798,7 +798,7 @@ func (e *Engine) SettlementStatus(ctx context.Context, txn string) ([]Settlement
 	out := []SettlementView{}
 	for _, s := range rows {
 		v := SettlementView{InstructionID: s.InstructionID, ObligationID: s.ObligationID, Rail: s.Rail, IdempotencyKey: s.IdempotencyKey, State: s.State, Attempts: s.Attempts, Receipts: []ReceiptView{}}
-		if stl, ok := e.getTyped(ctx, s.InstructionID, protocol.Settlement); ok {
+		if stl, ok := e.getTyped(ctx, txn, s.InstructionID, protocol.Settlement); ok {
 			a := stl.PSub("amount")
 			v.Amount = Money{Currency: str(a["currency"]), Amount: str(a["amount"])}
 		}

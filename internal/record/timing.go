@@ -136,7 +136,7 @@ func (e *Engine) dueViews(ctx context.Context, txn string, rows []store.Obligati
 		if !owed(row.State) {
 			continue
 		}
-		obl, err := e.get(ctx, row.ObligationID)
+		obl, err := e.get(ctx, txn, row.ObligationID)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -203,7 +203,7 @@ func (f *dueFacts) act(h string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	ev, err := f.e.get(f.ctx, id) // only the event named is read
+	ev, err := f.e.get(f.ctx, f.txn, id) // only the event named is read
 	if err != nil {
 		f.err = err
 		return time.Time{}, false
@@ -245,7 +245,7 @@ func (f *dueFacts) discharged(id string) (time.Time, bool) {
 			f.err = err
 			return time.Time{}, false
 		}
-		ev, err := f.e.getEvent(f.ctx, x.EventID)
+		ev, err := f.e.getEvent(f.ctx, f.txn, x.EventID)
 		if err != nil {
 			f.err = err
 			return time.Time{}, false

@@ -46,22 +46,57 @@ func info(o *Obj) store.ObjectInfo {
 	return store.ObjectInfo{ID: o.ID(), ObjectType: string(o.Type()), TransactionID: o.Txn(), ContentHash: o.Hash()}
 }
 
-// get reads one object of the record.
-func (e *Engine) get(ctx context.Context, id string) (*Obj, error) {
-	b, err := e.db.GetObject(ctx, id)
+// get reads object id of transaction txn's record. An object is found by
+// its transaction and its id (store, migration 26): the same id in another
+// transaction is not this record's, and is not read.
+func (e *Engine) get(ctx context.Context, txn, id string) (*Obj, error) {
+	b, err := e.db.GetObject(ctx, txn, id)
 	if err != nil {
 		return nil, err
 	}
 	return e.parse(b)
 }
 
-// getEvent reads one event of the record.
-func (e *Engine) getEvent(ctx context.Context, id string) (*Event, error) {
-	b, err := e.db.GetObject(ctx, id)
+// getEvent reads event id of transaction txn's record.
+func (e *Engine) getEvent(ctx context.Context, txn, id string) (*Event, error) {
+	b, err := e.db.GetObject(ctx, txn, id)
 	if err != nil {
 		return nil, err
 	}
 	return e.views.ParseEvent(b)
+}
+
+// named reads the offer, obligation or dispute id that an agent names by
+// its id alone, from the transaction it belongs to
+// (store.NamedObjectTransaction): nil when none is held, or it is not of
+// the type as makes a view of.
+func named[T any](ctx context.Context, e *Engine, id string, as func(*Obj) *T) *T {
+	txn, err := e.db.NamedObjectTransaction(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return held(ctx, e, txn, id, as)
+}
+
+// namedTyped is named for a type without a typed view.
+func (e *Engine) namedTyped(ctx context.Context, id string, t protocol.ObjectType) (*Obj, bool) {
+	txn, err := e.db.NamedObjectTransaction(ctx, id)
+	if err != nil {
+		return nil, false
+	}
+	return e.getTyped(ctx, txn, id, t)
+}
+
+// lookupHeld resolves id for an act on transaction txn from the record:
+// an object of txn, or one bound to no transaction (a key record).
+func (e *Engine) lookupHeld(ctx context.Context, txn, id string) map[string]any {
+	if o, err := e.get(ctx, txn, id); err == nil {
+		return o.Value()
+	}
+	if o, err := e.get(ctx, "", id); err == nil {
+		return o.Value()
+	}
+	return nil
 }
 
 // messageEvent is the event a message carries last, or nil when its last
@@ -74,19 +109,21 @@ func messageEvent(objs []*Obj) *Event {
 	return object.AsEvent(objs[len(objs)-1])
 }
 
-// getTyped reads one object of the record and requires its type.
-func (e *Engine) getTyped(ctx context.Context, id string, t protocol.ObjectType) (*Obj, bool) {
-	o, err := e.get(ctx, id)
+// getTyped reads object id of transaction txn's record and requires its
+// type.
+func (e *Engine) getTyped(ctx context.Context, txn, id string, t protocol.ObjectType) (*Obj, bool) {
+	o, err := e.get(ctx, txn, id)
 	if err != nil || o.Type() != t {
 		return nil, false
 	}
 	return o, true
 }
 
-// held reads one object of the record as the typed view as makes of it
-// (object.AsOffer, ...): nil when it is not held, or not of that type.
-func held[T any](ctx context.Context, e *Engine, id string, as func(*Obj) *T) *T {
-	o, err := e.get(ctx, id)
+// held reads object id of transaction txn's record as the typed view as
+// makes of it (object.AsOffer, ...): nil when it is not held, or not of
+// that type.
+func held[T any](ctx context.Context, e *Engine, txn, id string, as func(*Obj) *T) *T {
+	o, err := e.get(ctx, txn, id)
 	if err != nil {
 		return nil
 	}

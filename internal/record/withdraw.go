@@ -49,7 +49,7 @@ var offerWithdraw = &act[WithdrawInput]{
 }
 
 func withdrawSpec(ctx context.Context, e *Engine, a Actor, in WithdrawInput) (actSpec, error) {
-	offer := held(ctx, e, in.OfferID, object.AsOffer)
+	offer := named(ctx, e, in.OfferID, object.AsOffer)
 	if offer == nil {
 		return actSpec{}, refusef(reason.OfferStale, "offer %s is not held here", in.OfferID)
 	}

@@ -416,8 +416,11 @@ func SameRecord(t testing.TB, b, s *Side, txn string, want int) []string {
 	}
 	var types []string
 	for i := range be {
-		bb, _ := b.Node.Org.Store.GetObject(ctx, be[i].EventID)
-		sb, _ := s.Node.Org.Store.GetObject(ctx, se[i].EventID)
+		bb, berr := b.Node.Org.Store.GetObject(ctx, txn, be[i].EventID)
+		sb, serr := s.Node.Org.Store.GetObject(ctx, txn, se[i].EventID)
+		if berr != nil || serr != nil {
+			t.Fatalf("event %d: buyer %v, supplier %v", i+1, berr, serr)
+		}
 		if !bytes.Equal(bb, sb) || be[i].Status != store.EventRecorded || se[i].Status != store.EventRecorded {
 			t.Fatalf("event %d differs between the records or is not recorded", i+1)
 		}

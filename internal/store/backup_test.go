@@ -69,7 +69,7 @@ func backupHolds(t *testing.T, path string) []string {
 			t.Fatalf("the backup holds %s with %d events (%v), want %d", x.ID, len(evs), err, backupEvents)
 		}
 		for _, e := range evs {
-			if _, err := b.GetObject(ctx, e.EventID); err != nil {
+			if _, err := b.GetObject(ctx, x.ID, e.EventID); err != nil {
 				t.Fatalf("the backup holds event %s of %s without its object: %v", e.EventID, x.ID, err)
 			}
 		}
@@ -107,9 +107,9 @@ func TestBackupCopiesTheRows(t *testing.T) {
 	// The same rows, byte for byte.
 	b := open(t, out)
 	for n := range 5 {
-		id := fmt.Sprintf("evt_%06d_2", n)
-		want, _ := s.GetObject(ctx, id)
-		got, err := b.GetObject(ctx, id)
+		txn, id := fmt.Sprintf("txn_%06d", n), fmt.Sprintf("evt_%06d_2", n)
+		want, _ := s.GetObject(ctx, txn, id)
+		got, err := b.GetObject(ctx, txn, id)
 		if err != nil || string(got) != string(want) {
 			t.Fatalf("%s: %q (%v), want %q", id, got, err, want)
 		}

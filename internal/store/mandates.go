@@ -197,7 +197,7 @@ func (s *Store) MandateRevocation(ctx context.Context, id string) ([]byte, error
 	if !rid.Valid {
 		return nil, fmt.Errorf("%w: no revocation record for %s", ErrNotFound, id)
 	}
-	return s.GetObject(ctx, rid.String)
+	return s.GetObject(ctx, "", rid.String) // a revocation record is bound to no transaction
 }
 
 // SetMandateStatus moves a mandate from one status to another. Revoked is

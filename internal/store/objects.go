@@ -84,14 +84,34 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 	if n, _ := res.RowsAffected(); n == 1 {
 		return info, nil
 	}
+	q, args := objectQuery("body", info.TransactionID, info.ID)
 	var held []byte
-	if err := t.queryRow(`SELECT body FROM objects WHERE id = ?`, info.ID).Scan(&held); err != nil {
+	switch err := t.queryRow(q, args...).Scan(&held); {
+	case errors.Is(err, sql.ErrNoRows):
+		// Not under its key: the conflict was on the index of the
+		// objects an agent names by id, which another transaction's
+		// offer, obligation or dispute holds.
+		return ObjectInfo{}, fmt.Errorf("%w: %s is held in another transaction", ErrConflict, info.ID)
+	case err != nil:
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
 	}
 	if string(held) != string(body) {
 		return ObjectInfo{}, fmt.Errorf("%w: %s is held with other bytes", ErrConflict, info.ID)
 	}
 	return info, nil
+}
+
+// objectQuery is the query for one object by its key (migration 26): its
+// transaction and its id, or its id alone for an object bound to no
+// transaction (transaction "": a key record, a revocation record). Both
+// are one row's search of objects_by_key (SQLite takes IS NULL as an
+// equality on its first column); objects_unbound keeps the unbound ids
+// unique, which objects_by_key cannot (its NULLs are all distinct).
+func objectQuery(columns, transactionID, id string) (string, []any) {
+	if transactionID == "" {
+		return `SELECT ` + columns + ` FROM objects WHERE transaction_id IS NULL AND id = ?`, []any{id}
+	}
+	return `SELECT ` + columns + ` FROM objects WHERE transaction_id = ? AND id = ?`, []any{transactionID, id}
 }
 
 // ReplaceObject swaps the stored bytes of object id from old to new, for
@@ -102,14 +122,34 @@ func (s *Store) ReplaceObject(ctx context.Context, id string, old, new []byte) e
 	return s.Update(ctx, func(t *Txn) error { return t.ReplaceObject(id, old, new) })
 }
 
-// GetObject returns the stored bytes of object id.
-func (s *Store) GetObject(ctx context.Context, id string) ([]byte, error) {
+// GetObject returns the stored bytes of object id of transaction
+// transactionID, or of the object id bound to no transaction when
+// transactionID is "". An object is found by its transaction and its id
+// (migration 26), never by its id alone: the same id in another
+// transaction is another object.
+func (s *Store) GetObject(ctx context.Context, transactionID, id string) ([]byte, error) {
+	q, args := objectQuery("body", transactionID, id)
 	var body []byte
-	err := s.queryRow(ctx, `SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
+	err := s.queryRow(ctx, q, args...).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
 	}
 	return body, err
+}
+
+// NamedObjectTransaction returns the transaction of the offer, obligation
+// or dispute id, or ErrNotFound when none is held: how a tool that names
+// one by its id alone (an offer to accept, an obligation to perform, a
+// dispute to determine) finds the record it acts on. Those three types'
+// ids are unique across transactions (migration 26's objects_named), so
+// an id names one transaction's object.
+func (s *Store) NamedObjectTransaction(ctx context.Context, id string) (string, error) {
+	var txn string
+	err := s.queryRow(ctx, `SELECT transaction_id FROM objects WHERE id = ? AND object_type IN ('offer', 'obligation', 'dispute')`, id).Scan(&txn)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%w: no offer, obligation or dispute %s", ErrNotFound, id)
+	}
+	return txn, err
 }
 
 // TransactionObjects returns the bytes of every object of a transaction, in

@@ -391,11 +391,12 @@ func (t *Txn) PutInbox(fromOrg, messageKey, transactionID string, replyIDs []str
 func (s *Store) InboxReply(ctx context.Context, fromOrg, messageKey string) ([][]byte, error) {
 	var body []byte
 	var ids sql.NullString
-	st, err := s.stmt(ctx, `SELECT reply, reply_ids FROM inbox WHERE from_org = ? AND message_key = ?`)
+	var txn string
+	st, err := s.stmt(ctx, `SELECT reply, reply_ids, transaction_id FROM inbox WHERE from_org = ? AND message_key = ?`)
 	if err != nil {
 		return nil, fmt.Errorf("store: inbox: %w", err)
 	}
-	err = st.QueryRowContext(detach(ctx), fromOrg, messageKey).Scan(&body, &ids)
+	err = st.QueryRowContext(detach(ctx), fromOrg, messageKey).Scan(&body, &ids, &txn)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: inbox message %s from %s", ErrNotFound, messageKey, fromOrg)
 	}
@@ -411,7 +412,12 @@ func (s *Store) InboxReply(ctx context.Context, fromOrg, messageKey string) ([][
 	}
 	out := make([][]byte, 0, len(list))
 	for _, id := range list {
-		b, err := s.GetObject(ctx, id)
+		// The reply's objects are the message's transaction's; one bound
+		// to none (a key record) is found by its id alone.
+		b, err := s.GetObject(ctx, txn, id)
+		if errors.Is(err, ErrNotFound) {
+			b, err = s.GetObject(ctx, "", id)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store: inbox reply object %s: %w", id, err)
 		}

@@ -146,9 +146,10 @@ func (t *Txn) ReplaceObject(id string, old, new []byte) error {
 }
 
 // GetObject is Store.GetObject inside the transaction.
-func (t *Txn) GetObject(id string) ([]byte, error) {
+func (t *Txn) GetObject(transactionID, id string) ([]byte, error) {
+	q, args := objectQuery("body", transactionID, id)
 	var body []byte
-	err := t.queryRow(`SELECT body FROM objects WHERE id = ?`, id).Scan(&body)
+	err := t.queryRow(q, args...).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
 	}
@@ -301,18 +302,19 @@ func (t *Txn) DeletePendingEvent(transactionID string, sequence int, eventID str
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("%w: no pending event %s", ErrNotFound, eventID)
 	}
-	_, err = t.exec(`DELETE FROM objects WHERE id = ?`, eventID)
+	_, err = t.exec(`DELETE FROM objects WHERE transaction_id = ? AND id = ?`, transactionID, eventID)
 	return err
 }
 
-// DeleteObject removes an object that belongs to an act the counterparty
-// refused. It is used only for objects no recorded event references: a
-// recorded event's object stays. NOT EXISTS looks that event up by its
-// id's index; NOT IN listed every recorded event first, a read of the
-// whole history under the write lock for each refusal a counterparty
-// chose to send.
-func (t *Txn) DeleteObject(id string) error {
-	_, err := t.exec(`DELETE FROM objects WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ? AND status = 'recorded')`, id, id)
+// DeleteObject removes an object of transaction transactionID that
+// belongs to an act the counterparty refused. It is used only for objects
+// no recorded event references: a recorded event's object stays. NOT
+// EXISTS looks that event up by its key's index; NOT IN listed every
+// recorded event first, a read of the whole history under the write lock
+// for each refusal a counterparty chose to send.
+func (t *Txn) DeleteObject(transactionID, id string) error {
+	_, err := t.exec(`DELETE FROM objects WHERE transaction_id = ? AND id = ?
+		AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ? AND event_id = ? AND status = 'recorded')`, transactionID, id, transactionID, id)
 	return err
 }
 

@@ -8,19 +8,26 @@
 //
 // The schema, as of the latest migration:
 //
-//	-- Every envelope object, keyed by id. body is the exact canonical bytes;
-//	-- content_hash is over body minus content_hash, signatures and
-//	-- kernel_annotations, so adding a countersignature changes body and
-//	-- leaves content_hash alone. The hash covers the id, so it is unique
-//	-- with it (migration 16 dropped the index that repeated that).
+//	-- Every envelope object, keyed by its transaction and its id
+//	-- (migration 26), or by its id among the objects bound to no
+//	-- transaction (key and revocation records). body is the exact
+//	-- canonical bytes; content_hash is over body minus content_hash,
+//	-- signatures and kernel_annotations, so adding a countersignature
+//	-- changes body and leaves content_hash alone. The hash covers the id,
+//	-- so it is unique with it (migration 16 dropped the index that
+//	-- repeated that).
 //	CREATE TABLE objects (
-//	  id             TEXT PRIMARY KEY,
+//	  id             TEXT NOT NULL,
 //	  object_type    TEXT NOT NULL,
-//	  transaction_id TEXT,
+//	  transaction_id TEXT,             -- NULL for an object bound to none
 //	  content_hash   TEXT NOT NULL,
 //	  body           BLOB NOT NULL,
-//	  origin         TEXT NOT NULL    -- "local" or the sending organisation
+//	  origin         TEXT NOT NULL     -- "local" or the sending organisation
 //	);
+//	CREATE UNIQUE INDEX objects_by_key ON objects(transaction_id, id);
+//	CREATE UNIQUE INDEX objects_unbound ON objects(id) WHERE transaction_id IS NULL;
+//	-- The objects an agent names by id alone: one id, one transaction.
+//	CREATE UNIQUE INDEX objects_named ON objects(id) WHERE object_type IN ('offer', 'obligation', 'dispute');
 //	-- Standalone mandate documents (a202-mandate/0.1), ours and peers'.
 //	CREATE TABLE mandates (
 //	  id               TEXT PRIMARY KEY,
@@ -777,12 +784,80 @@ var migrations = []string{
 	DROP INDEX spend_by_time;
 	DROP INDEX spend_by_counterparty;
 	DROP INDEX spend_payments_by_counterparty;`,
+	// 26: an object is keyed by its transaction and its id, not its id
+	// alone. Identifiers are random (decisions.md item 4), so an index
+	// keyed by id alone put each object an act stored on a leaf of its
+	// own once the instance held many transactions: 7 to 9 leaves of the
+	// objects' id index written by each side at every acceptance at
+	// 10 000 transactions, and more at each tenfold (docs/performance.md,
+	// "What grows"). Keyed by transaction first, an act's objects and
+	// events share their transaction's leaves at any size, as the index
+	// by transaction and type always did. An object bound to no
+	// transaction (a key record, a revocation record) is keyed by its id
+	// among those (a partial index). The offers, obligations and disputes,
+	// which an agent names by their id alone (accept_offer's offer_id),
+	// keep an index by id, unique across transactions as before (a
+	// partial index, one leaf written an offer, obligation or dispute
+	// stored: NamedObjectTransaction). Rows keep their rowids, so storage
+	// order is kept. events names its object by the same key, so its
+	// foreign key and its unique event id move to the pair; both tables
+	// are rebuilt, with foreign keys off and checked after
+	// (fkOffMigrations).
+	`CREATE TABLE objects_new (
+		id             TEXT NOT NULL,
+		object_type    TEXT NOT NULL,
+		transaction_id TEXT,
+		content_hash   TEXT NOT NULL,
+		body           BLOB NOT NULL,
+		origin         TEXT NOT NULL
+	);
+	INSERT INTO objects_new(rowid, id, object_type, transaction_id, content_hash, body, origin)
+		SELECT rowid, id, object_type, transaction_id, content_hash, body, origin FROM objects ORDER BY rowid;
+	DROP TABLE objects;
+	ALTER TABLE objects_new RENAME TO objects;
+	CREATE UNIQUE INDEX objects_by_key ON objects(transaction_id, id);
+	CREATE UNIQUE INDEX objects_unbound ON objects(id) WHERE transaction_id IS NULL;
+	CREATE UNIQUE INDEX objects_named ON objects(id) WHERE object_type IN ('offer', 'obligation', 'dispute');
+	CREATE INDEX objects_by_transaction ON objects(transaction_id, object_type);
+	CREATE INDEX key_objects ON objects(object_type) WHERE object_type = 'key_record' OR object_type = 'revocation_record';
+	CREATE INDEX obligation_responses_by_type ON objects(transaction_id, json_extract(CAST(body AS TEXT), '$.payload.response_type'))
+		WHERE object_type = 'obligation_response';
+	CREATE TRIGGER key_objects_inserted AFTER INSERT ON objects
+		WHEN NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_updated AFTER UPDATE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record') OR NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TABLE events_new (
+		transaction_id      TEXT NOT NULL REFERENCES transactions(id),
+		sequence            INTEGER NOT NULL,
+		event_id            TEXT NOT NULL,
+		content_hash        TEXT NOT NULL,
+		previous_event_hash TEXT,
+		event_type          TEXT NOT NULL,
+		from_state          TEXT,
+		to_state            TEXT NOT NULL,
+		appended_by         TEXT NOT NULL,
+		status              TEXT NOT NULL CHECK (status IN ('pending','recorded')),
+		PRIMARY KEY (transaction_id, sequence),
+		UNIQUE (transaction_id, event_id),
+		FOREIGN KEY (transaction_id, event_id) REFERENCES objects(transaction_id, id)
+	) WITHOUT ROWID;
+	INSERT INTO events_new(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
+		SELECT transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status FROM events;
+	DROP TABLE events;
+	ALTER TABLE events_new RENAME TO events;
+	CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence);
+	UPDATE key_objects_version SET n = n + 1 WHERE id = 1;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
 // procedure for rebuilding a table that others reference asks, and with
 // every foreign key checked before they commit (migrate).
-var fkOffMigrations = map[int]bool{16: true, 17: true}
+var fkOffMigrations = map[int]bool{16: true, 17: true, 26: true}
 
 // idleConns is how many connections the pool keeps open between uses.
 // database/sql keeps two by default, so when more goroutines than that

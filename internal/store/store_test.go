@@ -67,6 +67,17 @@ func refKeyRecords(t *testing.T) [][]byte {
 	return out
 }
 
+// objectTxn is the transaction of the canonical object body ("" when it
+// has none), the first half of its key (migration 26).
+func objectTxn(t *testing.T, body []byte) string {
+	t.Helper()
+	info, _, err := objectInfo(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.TransactionID
+}
+
 // migratedTo opens the database at dsn, a new file, with the migrations
 // up to version applied and recorded, as a binary of that version left
 // it: the start of a test of the migration after.
@@ -119,7 +130,7 @@ func TestObjectsSurviveReopen(t *testing.T) {
 	s.Close()
 	s2 := open(t, path)
 	for id, b := range objs {
-		got, err := s2.GetObject(ctx, id)
+		got, err := s2.GetObject(ctx, objectTxn(t, b), id)
 		if err != nil || string(got) != string(b) {
 			t.Fatalf("%s after reopen: %v", id, err)
 		}
@@ -750,7 +761,7 @@ func TestCancelledCall(t *testing.T) {
 	}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Update under a cancelled context: %v", err)
 	}
-	if _, err := s.GetObject(context.Background(), "acc_12292097c638706e02ddc479"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetObject(context.Background(), objectTxn(t, acc), "acc_12292097c638706e02ddc479"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a cancelled call stored the object: %v", err)
 	}
 
@@ -765,8 +776,8 @@ func TestCancelledCall(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("a begun transaction did not commit after its caller's cancel: %v", err)
 	}
-	for _, id := range []string{"acc_12292097c638706e02ddc479", "agr_f3d6af902f16489fac9c9eb4"} {
-		if _, err := s.GetObject(context.Background(), id); err != nil {
+	for id, body := range map[string][]byte{"acc_12292097c638706e02ddc479": acc, "agr_f3d6af902f16489fac9c9eb4": agr} {
+		if _, err := s.GetObject(context.Background(), objectTxn(t, body), id); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
@@ -822,7 +833,12 @@ func TestTxnState(t *testing.T) {
 	if evt == nil {
 		t.Fatal("no reference event")
 	}
-	const txn = "txn_state_test"
+	// The event's own transaction: an event names its object by its
+	// transaction and its id (migration 26).
+	txn := objectTxn(t, evt)
+	if txn == "" {
+		t.Fatalf("reference event %s has no transaction", evtID)
+	}
 	state := func(tx *Txn, want string) error {
 		got, err := tx.State(txn)
 		if err != nil {
@@ -941,20 +957,20 @@ func TestSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, done := s.Snapshot(ctx)
-	if _, err := snap.GetObject(ctx, first.ID); err != nil {
+	if _, err := snap.GetObject(ctx, first.TransactionID, first.ID); err != nil {
 		t.Fatalf("read in the snapshot: %v", err)
 	}
 	// Written through the snapshot: Update is the database's, not in it.
 	if err := snap.Update(ctx, func(tx *Txn) error { _, err := tx.PutObject(bodies[1], "local"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := snap.GetObject(ctx, second.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := snap.GetObject(ctx, second.TransactionID, second.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a write after the snapshot began is seen in it: %v", err)
 	}
-	if _, err := s.GetObject(ctx, second.ID); err != nil {
+	if _, err := s.GetObject(ctx, second.TransactionID, second.ID); err != nil {
 		t.Fatalf("a read through the Store is in its snapshot: %v", err)
 	}
-	if _, err := other.GetObject(ctx, first.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := other.GetObject(ctx, first.TransactionID, first.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another store holds this one's object: %v", err)
 	}
 	if again, end := snap.Snapshot(ctx); again != snap {
@@ -963,7 +979,7 @@ func TestSnapshot(t *testing.T) {
 		end()
 	}
 	done()
-	if _, err := s.GetObject(ctx, second.ID); err != nil {
+	if _, err := s.GetObject(ctx, second.TransactionID, second.ID); err != nil {
 		t.Fatalf("after the snapshot: %v", err)
 	}
 }
@@ -1192,6 +1208,210 @@ func TestLeftoverCopySwept(t *testing.T) {
 	for _, f := range kept {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("%s removed: %v", filepath.Base(f), err)
+		}
+	}
+}
+
+// keyedObject is the canonical bytes of an object with id, object_type
+// typ, transaction_id txn (none when txn is "") and a payload holding
+// note, with its own content_hash: two calls that differ only in txn or
+// note give two objects of the same id.
+func keyedObject(t *testing.T, id, typ, txn, note string) []byte {
+	t.Helper()
+	obj := map[string]any{"id": id, "object_type": typ, "payload": map[string]any{"note": note}, "signatures": []any{}}
+	if txn != "" {
+		obj["transaction_id"] = txn
+	}
+	h, err := canonical.ContentHash(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj["content_hash"] = h
+	b, err := canonical.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the store indexes is what was meant.
+	info, _, err := objectInfo(b)
+	if err != nil || info.ID != id || info.ObjectType != typ || info.TransactionID != txn {
+		t.Fatalf("built %+v (%v), want %s %s of %q", info, err, typ, id, txn)
+	}
+	return b
+}
+
+// getObjects reads the object id of transaction txn through the Store and
+// through a Txn, and fails t when the two disagree.
+func getObjects(t *testing.T, s *Store, txn, id string) ([]byte, error) {
+	t.Helper()
+	ctx := context.Background()
+	body, err := s.GetObject(ctx, txn, id)
+	var inTx []byte
+	var errTx error
+	if err := s.Update(ctx, func(tx *Txn) error { inTx, errTx = tx.GetObject(txn, id); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(body, inTx) || errors.Is(err, ErrNotFound) != errors.Is(errTx, ErrNotFound) || (err == nil) != (errTx == nil) {
+		t.Fatalf("GetObject(%q, %s): the Store read %q (%v), a Txn %q (%v)", txn, id, body, err, inTx, errTx)
+	}
+	return body, err
+}
+
+// TestObjectKeyedByTransaction: an object is keyed by its transaction and
+// its id (migration 26), so the same id in two transactions is two
+// objects, each stored and each read back under its own transaction with
+// its own bytes; a transaction holding neither, and the objects bound to
+// no transaction, hold no object of that id.
+func TestObjectKeyedByTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	// An acceptance: not one of the types whose id is unique across
+	// transactions (objects_named).
+	const id = "acc_000000000000000000000001"
+	const txnA, txnB, txnC = "txn_keyed_a", "txn_keyed_b", "txn_keyed_c"
+	a := keyedObject(t, id, "acceptance", txnA, "of a")
+	b := keyedObject(t, id, "acceptance", txnB, "of b")
+	if bytes.Equal(a, b) {
+		t.Fatal("the two objects have the same bytes")
+	}
+	if _, err := s.PutObject(ctx, a, "local"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.PutObject(ctx, b, "org_b"); err != nil {
+		t.Fatalf("the same id in another transaction: %v", err)
+	} else if info.TransactionID != txnB || info.ID != id {
+		t.Fatalf("stored as %+v", info)
+	}
+	var rows int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d rows of %s (%v), want 2", rows, id, err)
+	}
+	for txn, want := range map[string][]byte{txnA: a, txnB: b} {
+		got, err := getObjects(t, s, txn, id)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s of %s: %q (%v), want %q", id, txn, got, err, want)
+		}
+		all, err := s.TransactionObjects(ctx, txn)
+		if err != nil || len(all) != 1 || !bytes.Equal(all[0], want) {
+			t.Fatalf("objects of %s: %q (%v), want its own", txn, all, err)
+		}
+	}
+	for _, txn := range []string{txnC, ""} {
+		if got, err := getObjects(t, s, txn, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s of %q: %q (%v), want ErrNotFound", id, txn, got, err)
+		}
+	}
+	// Storing either again is a no-op, each under its own key.
+	for _, body := range [][]byte{a, b} {
+		if _, err := s.PutObject(ctx, body, "local"); err != nil {
+			t.Fatalf("second put of identical bytes: %v", err)
+		}
+	}
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d rows of %s after storing them again (%v), want 2", rows, id, err)
+	}
+}
+
+// TestObjectConflictInItsTransaction: within one transaction an object id
+// is still one object: other bytes under an id it holds are ErrConflict,
+// and the held bytes (and those of the same id in another transaction)
+// stay as they were.
+func TestObjectConflictInItsTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	const id = "acc_000000000000000000000002"
+	const txnA, txnB = "txn_conflict_a", "txn_conflict_b"
+	first := keyedObject(t, id, "acceptance", txnA, "first")
+	second := keyedObject(t, id, "acceptance", txnA, "second")
+	elsewhere := keyedObject(t, id, "acceptance", txnB, "elsewhere")
+	for _, body := range [][]byte{first, elsewhere} {
+		if _, err := s.PutObject(ctx, body, "local"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PutObject(ctx, second, "org_x"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("other bytes under an id its transaction holds: %v", err)
+	}
+	if err := s.Update(ctx, func(tx *Txn) error { _, err := tx.PutObject(second, "org_x"); return err }); !errors.Is(err, ErrConflict) {
+		t.Fatalf("other bytes under an id its transaction holds, in a Txn: %v", err)
+	}
+	for txn, want := range map[string][]byte{txnA: first, txnB: elsewhere} {
+		if got, err := getObjects(t, s, txn, id); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s of %s after the conflict: %q (%v), want %q", id, txn, got, err, want)
+		}
+	}
+	var rows int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d rows of %s (%v), want 2", rows, id, err)
+	}
+}
+
+// TestUnboundObjectKeyedByID: an object bound to no transaction (a key
+// record) is found with transaction "" and under no transaction id, and
+// its id is one object among the unbound: other bytes under it are
+// ErrConflict (objects_unbound; the key by transaction and id would let
+// two rows with no transaction through, NULLs being distinct).
+func TestUnboundObjectKeyedByID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	const id = "key_keyed_000001"
+	rec := keyedObject(t, id, "key_record", "", "first")
+	other := keyedObject(t, id, "key_record", "", "second")
+	if _, err := s.PutObject(ctx, rec, "org_a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := getObjects(t, s, "", id); err != nil || !bytes.Equal(got, rec) {
+		t.Fatalf("%s unbound: %q (%v), want %q", id, got, err, rec)
+	}
+	if got, err := getObjects(t, s, "txn_keyed_a", id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("%s under a transaction id: %q (%v), want ErrNotFound", id, got, err)
+	}
+	if _, err := s.PutObject(ctx, rec, "org_a"); err != nil {
+		t.Fatalf("second put of identical bytes: %v", err)
+	}
+	if _, err := s.PutObject(ctx, other, "org_b"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a second unbound object with the same id: %v", err)
+	}
+	if got, err := getObjects(t, s, "", id); err != nil || !bytes.Equal(got, rec) {
+		t.Fatalf("%s after the conflict: %q (%v), want %q", id, got, err, rec)
+	}
+	var rows int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("%d rows of %s (%v), want 1", rows, id, err)
+	}
+}
+
+// TestObjectReadPlans: the two statements that read an object by its key,
+// the ones GetObject prepares, are each a SEARCH of one row on
+// objects_by_key (SQLite takes transaction_id IS NULL as an equality on
+// its first column; objects_unbound keeps unbound ids unique).
+func TestObjectReadPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	for _, c := range []struct{ txn, query, index string }{
+		{"txn_plan", `SELECT body FROM objects WHERE transaction_id = ? AND id = ?`, "objects_by_key"},
+		{"", `SELECT body FROM objects WHERE transaction_id IS NULL AND id = ?`, "objects_by_key"},
+	} {
+		if _, err := s.GetObject(ctx, c.txn, "obj_plan"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("GetObject(%q): %v", c.txn, err)
+		}
+		prepared := false
+		for _, q := range s.Prepared() {
+			prepared = prepared || q == c.query
+		}
+		if !prepared {
+			t.Errorf("GetObject(%q) did not prepare %s", c.txn, c.query)
+		}
+		args := []any{"obj_plan"}
+		if c.txn != "" {
+			args = []any{c.txn, "obj_plan"}
+		}
+		plan := queryPlan(t, s, c.query, args...)
+		if !strings.Contains(plan, "SEARCH objects USING INDEX "+c.index+" (") {
+			t.Errorf("%s: plan %q, want a SEARCH using %s", c.query, plan, c.index)
 		}
 	}
 }

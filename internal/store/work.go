@@ -265,10 +265,17 @@ func (t *Txn) PutVerified(info ObjectInfo, body []byte, origin string) error {
 	return err
 }
 
-// ReplaceVerified swaps the stored bytes of object info.ID from old to
-// new, as ReplaceObject does, for bytes the caller verified.
+// ReplaceVerified swaps the stored bytes of object info.ID of transaction
+// info.TransactionID from old to new, as ReplaceObject does, for bytes the
+// caller verified.
 func (t *Txn) ReplaceVerified(info ObjectInfo, old, new []byte) error {
-	res, err := t.exec(`UPDATE objects SET body = ? WHERE id = ? AND body = ? AND content_hash = ?`, new, info.ID, old, info.ContentHash)
+	q := `UPDATE objects SET body = ? WHERE transaction_id = ? AND id = ? AND body = ? AND content_hash = ?`
+	args := []any{new, info.TransactionID, info.ID, old, info.ContentHash}
+	if info.TransactionID == "" {
+		q = `UPDATE objects SET body = ? WHERE transaction_id IS NULL AND id = ? AND body = ? AND content_hash = ?`
+		args = []any{new, info.ID, old, info.ContentHash}
+	}
+	res, err := t.exec(q, args...)
 	if err != nil {
 		return err
 	}

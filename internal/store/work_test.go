@@ -403,7 +403,8 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 // TestRebuildMigration: migration 16 rebuilds objects and events without
 // the unique index on content_hash, and 17 rebuilds events, inbox and
 // idempotency WITHOUT ROWID, and 22 rewrites objects without stored_at,
-// in a database made before them: every row
+// and 26 rebuilds both keyed by transaction and id, in a database made
+// before them: every row
 // kept with its bytes (an object with its rowid too), the indexes and
 // triggers back, the foreign keys still enforced after them (the
 // migrations ran with them off), nothing left of the index 16 dropped, and
@@ -475,7 +476,10 @@ func TestRebuildMigration(t *testing.T) {
 	if err := s.db.QueryRowContext(ctx, `SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type IN ('index', 'trigger') AND tbl_name IN ('objects', 'events') ORDER BY name)`).Scan(&indexes); err != nil {
 		t.Fatal(err)
 	}
-	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_by_transaction,obligation_responses_by_type,sqlite_autoindex_events_1,sqlite_autoindex_objects_1" // events' primary key is the table itself now (17)
+	// events' primary key is the table itself (17); its one autoindex is
+	// the unique (transaction_id, event_id) of 26, and objects has none
+	// (26: keyed by objects_by_key and objects_unbound).
+	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_by_key,objects_by_transaction,objects_named,objects_unbound,obligation_responses_by_type,sqlite_autoindex_events_2"
 	if indexes != want {
 		t.Fatalf("indexes and triggers:\n%s\nwant\n%s", indexes, want)
 	}
@@ -495,7 +499,7 @@ func TestRebuildMigration(t *testing.T) {
 			t.Fatal("an event naming no object was stored after the migration")
 		}
 	}
-	// An event's id is still unique.
+	// An event's id is still unique in its transaction.
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 3, 'obj_001', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
 		t.Fatal("a second event with the id of another was stored after the migration")
 	}
@@ -507,8 +511,8 @@ func TestRebuildMigration(t *testing.T) {
 	if err := s.db.QueryRowContext(ctx, `SELECT n FROM key_objects_version`).Scan(&v1); err != nil {
 		t.Fatal(err)
 	}
-	if v1 != v0+2 { // one for the migration itself, one for the key record
-		t.Fatalf("key objects version %d -> %d, want +2", v0, v1)
+	if v1 != v0+3 { // one for each migration that rebuilt objects (16, 26), one for the key record
+		t.Fatalf("key objects version %d -> %d, want +3", v0, v1)
 	}
 	// And the plans still use the indexes.
 	if plan := queryPlan(t, s, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ?`, "txn_a", "offer"); !strings.Contains(plan, "objects_by_transaction") {
