@@ -517,9 +517,17 @@ func (e *Engine) keepAnswer(ctx context.Context, r *receipt, reply [][]byte) ([]
 }
 
 // putReceived stores an object that travelled with a message; the same
-// bytes held already are not an error.
+// bytes held already are not an error. An offer, obligation or dispute
+// under an id another transaction's holds is refused: an agent names
+// those by id alone, so one id names one transaction's
+// (store.NamedObjectTransaction), and the message that reuses one
+// records nothing.
 func putReceived(tx *store.Txn, o *Obj, from string) error {
-	if err := tx.PutVerified(info(o), o.Raw(), from); err != nil && !errors.Is(err, store.ErrConflict) {
+	err := tx.PutVerified(info(o), o.Raw(), from)
+	switch {
+	case errors.Is(err, store.ErrHeldElsewhere):
+		return refusef(reason.StreamMismatch, "%s %s is held here in another transaction than %s", o.Type(), o.ID(), o.Txn())
+	case err != nil && !errors.Is(err, store.ErrConflict):
 		return err
 	}
 	return nil

@@ -91,7 +91,7 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 		// Not under its key: the conflict was on the index of the
 		// objects an agent names by id, which another transaction's
 		// offer, obligation or dispute holds.
-		return ObjectInfo{}, fmt.Errorf("%w: %s is held in another transaction", ErrConflict, info.ID)
+		return ObjectInfo{}, fmt.Errorf("%w: %w: %s", ErrConflict, ErrHeldElsewhere, info.ID)
 	case err != nil:
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
 	}

@@ -88,6 +88,10 @@ var (
 	// ErrConflict means a compare-and-swap found other bytes than expected,
 	// or an insert found a different row under the same key.
 	ErrConflict = errors.New("store: conflict")
+	// ErrHeldElsewhere means an offer, obligation or dispute was stored
+	// under an id another transaction's holds (NamedObjectTransaction): it
+	// comes with ErrConflict.
+	ErrHeldElsewhere = errors.New("store: id held in another transaction")
 	// ErrTooNew means the database was written by a newer party.
 	ErrTooNew = errors.New("store: database schema is newer than this binary")
 )

@@ -1415,3 +1415,50 @@ func TestObjectReadPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedObjectUniqueAcrossTransactions: an offer, obligation or
+// dispute, which an agent names by id alone, keeps its id across
+// transactions (objects_named): a second under the same id in another
+// transaction is ErrConflict and ErrHeldElsewhere, nothing stored, and
+// NamedObjectTransaction finds the first's transaction.
+func TestNamedObjectUniqueAcrossTransactions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	for _, c := range []struct{ id, typ string }{
+		{"off_000000000000000000000001", "offer"},
+		{"obl_000000000000000000000001", "obligation"},
+		{"dsp_000000000000000000000001", "dispute"},
+	} {
+		first := keyedObject(t, c.id, c.typ, "txn_named_a", "first")
+		second := keyedObject(t, c.id, c.typ, "txn_named_b", "second")
+		if _, err := s.PutObject(ctx, first, "local"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.PutObject(ctx, second, "org_b")
+		if !errors.Is(err, ErrConflict) || !errors.Is(err, ErrHeldElsewhere) {
+			t.Fatalf("%s %s in a second transaction: %v", c.typ, c.id, err)
+		}
+		if _, err := s.GetObject(ctx, "txn_named_b", c.id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the second %s was stored: %v", c.typ, err)
+		}
+		if txn, err := s.NamedObjectTransaction(ctx, c.id); err != nil || txn != "txn_named_a" {
+			t.Fatalf("%s names %q (%v), want txn_named_a", c.id, txn, err)
+		}
+	}
+	// An acceptance is not named so: its id is the first's transaction's
+	// only.
+	if _, err := s.NamedObjectTransaction(ctx, "acc_000000000000000000000009"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown id: %v", err)
+	}
+	if _, err := s.PutObject(ctx, keyedObject(t, "acc_000000000000000000000009", "acceptance", "txn_named_a", "x"), "local"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NamedObjectTransaction(ctx, "acc_000000000000000000000009"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an acceptance found by id alone: %v", err)
+	}
+	plan := queryPlan(t, s, `SELECT transaction_id FROM objects WHERE id = ? AND object_type IN ('offer', 'obligation', 'dispute')`, "off_000000000000000000000001")
+	if !strings.Contains(plan, "USING INDEX objects_named") {
+		t.Fatalf("NamedObjectTransaction's plan: %q", plan)
+	}
+}
