@@ -16,19 +16,23 @@ import (
 // BenchmarkUpgrade measures what an operator of a long-lived instance
 // waits for, on the buyer's database of a generated history of N
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
-// while it is open, and the upgrade of a database from before store
-// migration 22, which rewrites every row of objects, the largest table,
-// by the Open of the next `party serve` (which applies 23 to 25 after
-// it, and computes the budgets' running totals of every transaction).
-// See docs/deploy.md, "Upgrading a large database".
+// while it is open; the upgrade of a database from the release before
+// store migration 26 (upgrade-26), which rebuilds objects, the largest
+// table, and events, keyed by transaction and id; and the upgrade from
+// before migration 22 (upgrade), which rewrites every row of objects too
+// and applies 23 to 26 after it (computing the budgets' running totals
+// of every transaction on the way). Each is timed as the Open of the next
+// `party serve`. See docs/deploy.md, "Upgrading a large database".
 //
 //	TMPDIR=/var/tmp go test -run '^$' -bench Upgrade -benchtime 1x -timeout 2h ./internal/bench
 //
-// The database behind is made from the backup: stored_at added back to
-// objects and filled with a time in the format it held (31 bytes a row),
-// the migrations after 22 undone, versions from 22 on forgotten, and the
-// file vacuumed, so that its rows are packed as a database written before
-// the migration holds them. Each upgrade runs on a fresh copy of it.
+// The databases behind are made from backups: for upgrade-26, objects and
+// events rebuilt as before 26 and version 26 forgotten; for upgrade, that
+// and stored_at added back to objects and filled with a time in the
+// format it held (31 bytes a row), the migrations after 22 undone, and
+// versions from 22 on forgotten; each file vacuumed, so that its rows are
+// packed as a database written before the migration holds them. Each
+// upgrade runs on a fresh copy.
 func BenchmarkUpgrade(b *testing.B) {
 	sizes, err := historySizeList()
 	if err != nil {
@@ -51,43 +55,83 @@ func BenchmarkUpgrade(b *testing.B) {
 				}
 				b.ReportMetric(float64(bytes)/1e6, "MB")
 			})
+			want, err := live.Version()
+			if err != nil {
+				b.Fatal(err)
+			}
+			// From the release before migration 26: objects and events
+			// rebuilt, keyed by transaction and id.
+			behind26 := filepath.Join(dir, "behind26.db")
+			if _, err := live.Backup(ctx, behind26); err != nil {
+				b.Fatal(err)
+			}
+			unmigrate26(b, behind26)
+			b.Run("upgrade-26", func(b *testing.B) {
+				timeUpgrade(b, dir, behind26, want, func(path string) {
+					if !indexHeld(b, path, "objects_by_key") {
+						b.Fatal("the upgrade left objects keyed by id")
+					}
+				})
+			})
+			os.Remove(behind26)
+			// From before migration 22: every row of objects rewritten
+			// twice (22 and 26), and 23 to 25 between.
 			behind := filepath.Join(dir, "behind.db")
 			if _, err := live.Backup(ctx, behind); err != nil {
 				b.Fatal(err)
 			}
 			unmigrate(b, behind)
-			want, err := live.Version()
-			if err != nil {
-				b.Fatal(err)
-			}
 			b.Run("upgrade", func(b *testing.B) {
-				st, err := os.Stat(behind)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				for i := range b.N {
-					path := filepath.Join(dir, fmt.Sprintf("upgrade-%d.db", i))
-					copyFile(b, behind, path)
-					b.StartTimer()
-					s, err := store.Open(path)
-					b.StopTimer()
-					if err != nil {
-						b.Fatal(err)
-					}
-					if v, err := s.Version(); err != nil || v != want {
-						b.Fatalf("upgraded to version %d (%v), want %d", v, err, want)
-					}
-					s.Close()
+				timeUpgrade(b, dir, behind, want, func(path string) {
 					if columnHeld(b, path, "objects", "stored_at") {
 						b.Fatal("the upgrade left stored_at in objects")
 					}
-					os.Remove(path)
-				}
-				b.ReportMetric(float64(st.Size())/1e6, "MB")
+				})
 			})
 		})
 	}
+}
+
+// timeUpgrade times the Open that upgrades a fresh copy of the database at
+// behind to version want, b.N times, and checks each copy with check.
+func timeUpgrade(b *testing.B, dir, behind string, want int, check func(path string)) {
+	st, err := os.Stat(behind)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	for i := range b.N {
+		path := filepath.Join(dir, fmt.Sprintf("upgrade-%d.db", i))
+		copyFile(b, behind, path)
+		b.StartTimer()
+		s, err := store.Open(path)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if v, err := s.Version(); err != nil || v != want {
+			b.Fatalf("upgraded to version %d (%v), want %d", v, err, want)
+		}
+		s.Close()
+		check(path)
+		os.Remove(path)
+	}
+	b.ReportMetric(float64(st.Size())/1e6, "MB")
+}
+
+// indexHeld reports whether the database at path has an index called name.
+func indexHeld(b *testing.B, path, name string) bool {
+	b.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'index' AND name = ?`, name).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n == 1
 }
 
 // undoneAfter22 is the last migration unmigrate undoes: every migration
@@ -116,52 +160,7 @@ func unmigrate(b *testing.B, path string) {
 		b.Fatalf("the database is at version %d; unmigrate undoes the migrations after 22 up to %d only: undo the newer ones too", version, undoneAfter22)
 	}
 	at := time.Date(2026, 12, 6, 12, 0, 0, 123456789, time.UTC).Format("2006-01-02T15:04:05.000000000Z")
-	for _, q := range []string{
-		// 26 undone: objects keyed by id, events naming it so (foreign
-		// keys are off on this connection, as SQLite's default leaves
-		// them).
-		`CREATE TABLE objects_old (
-			id             TEXT PRIMARY KEY,
-			object_type    TEXT NOT NULL,
-			transaction_id TEXT,
-			content_hash   TEXT NOT NULL,
-			body           BLOB NOT NULL,
-			origin         TEXT NOT NULL
-		)`,
-		`INSERT INTO objects_old(rowid, id, object_type, transaction_id, content_hash, body, origin)
-			SELECT rowid, id, object_type, transaction_id, content_hash, body, origin FROM objects ORDER BY rowid`,
-		`DROP TABLE objects`,
-		`ALTER TABLE objects_old RENAME TO objects`,
-		`CREATE INDEX objects_by_transaction ON objects(transaction_id, object_type)`,
-		`CREATE INDEX key_objects ON objects(object_type) WHERE object_type = 'key_record' OR object_type = 'revocation_record'`,
-		`CREATE INDEX obligation_responses_by_type ON objects(transaction_id, json_extract(CAST(body AS TEXT), '$.payload.response_type'))
-			WHERE object_type = 'obligation_response'`,
-		`CREATE TRIGGER key_objects_inserted AFTER INSERT ON objects
-			WHEN NEW.object_type IN ('key_record', 'revocation_record')
-			BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
-		`CREATE TRIGGER key_objects_updated AFTER UPDATE ON objects
-			WHEN OLD.object_type IN ('key_record', 'revocation_record') OR NEW.object_type IN ('key_record', 'revocation_record')
-			BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
-		`CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
-			WHEN OLD.object_type IN ('key_record', 'revocation_record')
-			BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
-		`CREATE TABLE events_old (
-			transaction_id      TEXT NOT NULL REFERENCES transactions(id),
-			sequence            INTEGER NOT NULL,
-			event_id            TEXT NOT NULL UNIQUE REFERENCES objects(id),
-			content_hash        TEXT NOT NULL,
-			previous_event_hash TEXT,
-			event_type          TEXT NOT NULL,
-			from_state          TEXT,
-			to_state            TEXT NOT NULL,
-			appended_by         TEXT NOT NULL,
-			status              TEXT NOT NULL CHECK (status IN ('pending','recorded')),
-			PRIMARY KEY (transaction_id, sequence)
-		) WITHOUT ROWID`,
-		`INSERT INTO events_old SELECT transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status FROM events`,
-		`DROP TABLE events`,
-		`ALTER TABLE events_old RENAME TO events`,
-		`CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence)`,
+	for _, q := range append(undo26, []string{
 		`ALTER TABLE objects ADD COLUMN stored_at TEXT NOT NULL DEFAULT ''`,
 		`UPDATE objects SET stored_at = '` + at + `'`,
 		`DROP TRIGGER transaction_states_created`,
@@ -193,13 +192,78 @@ func unmigrate(b *testing.B, path string) {
 		`CREATE INDEX spend_payments_by_counterparty ON spend_payments(counterparty, currency, at)`,
 		`DELETE FROM schema_migrations WHERE version >= 22`,
 		`VACUUM`,
-	} {
+	}...) {
 		if _, err := db.Exec(q); err != nil {
 			b.Fatalf("%s: %v", q, err)
 		}
 	}
 	if !columnHeld(b, path, "objects", "stored_at") {
 		b.Fatal("stored_at was not added back")
+	}
+}
+
+// undo26 takes a database back to before migration 26: objects keyed by
+// id, events naming their object so (run with foreign keys off, as
+// SQLite's default leaves them on a connection that does not ask).
+var undo26 = []string{
+	`CREATE TABLE objects_old (
+		id             TEXT PRIMARY KEY,
+		object_type    TEXT NOT NULL,
+		transaction_id TEXT,
+		content_hash   TEXT NOT NULL,
+		body           BLOB NOT NULL,
+		origin         TEXT NOT NULL
+	)`,
+	`INSERT INTO objects_old(rowid, id, object_type, transaction_id, content_hash, body, origin)
+		SELECT rowid, id, object_type, transaction_id, content_hash, body, origin FROM objects ORDER BY rowid`,
+	`DROP TABLE objects`,
+	`ALTER TABLE objects_old RENAME TO objects`,
+	`CREATE INDEX objects_by_transaction ON objects(transaction_id, object_type)`,
+	`CREATE INDEX key_objects ON objects(object_type) WHERE object_type = 'key_record' OR object_type = 'revocation_record'`,
+	`CREATE INDEX obligation_responses_by_type ON objects(transaction_id, json_extract(CAST(body AS TEXT), '$.payload.response_type'))
+		WHERE object_type = 'obligation_response'`,
+	`CREATE TRIGGER key_objects_inserted AFTER INSERT ON objects
+		WHEN NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
+	`CREATE TRIGGER key_objects_updated AFTER UPDATE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record') OR NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
+	`CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
+	`CREATE TABLE events_old (
+		transaction_id      TEXT NOT NULL REFERENCES transactions(id),
+		sequence            INTEGER NOT NULL,
+		event_id            TEXT NOT NULL UNIQUE REFERENCES objects(id),
+		content_hash        TEXT NOT NULL,
+		previous_event_hash TEXT,
+		event_type          TEXT NOT NULL,
+		from_state          TEXT,
+		to_state            TEXT NOT NULL,
+		appended_by         TEXT NOT NULL,
+		status              TEXT NOT NULL CHECK (status IN ('pending','recorded')),
+		PRIMARY KEY (transaction_id, sequence)
+	) WITHOUT ROWID`,
+	`INSERT INTO events_old SELECT transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status FROM events`,
+	`DROP TABLE events`,
+	`ALTER TABLE events_old RENAME TO events`,
+	`CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence)`,
+}
+
+// unmigrate26 takes the database at path back to version 25, as the
+// release before migration 26 left it, for the upgrade an operator of
+// that release runs.
+func unmigrate26(b *testing.B, path string) {
+	b.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range append(undo26, `DELETE FROM schema_migrations WHERE version >= 26`, `VACUUM`) {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
 	}
 }
 
