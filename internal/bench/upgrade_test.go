@@ -59,42 +59,44 @@ func BenchmarkUpgrade(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			// From the release before migration 26: objects and events
-			// rebuilt, keyed by transaction and id.
-			behind26 := filepath.Join(dir, "behind26.db")
-			if _, err := live.Backup(ctx, behind26); err != nil {
-				b.Fatal(err)
-			}
-			unmigrate26(b, behind26)
-			b.Run("upgrade-26", func(b *testing.B) {
-				timeUpgrade(b, dir, behind26, want, func(path string) {
+			for _, u := range []struct {
+				name string
+				// undo takes a backup back to the version upgraded from.
+				undo func(*testing.B, string)
+				// upgraded fails b when an upgraded copy kept what the
+				// migrations remove.
+				upgraded func(b *testing.B, path string)
+			}{
+				// From the release before migration 26: objects and
+				// events rebuilt, keyed by transaction and id.
+				{"upgrade-26", unmigrate26, func(b *testing.B, path string) {
 					if !indexHeld(b, path, "objects_by_key") {
 						b.Fatal("the upgrade left objects keyed by id")
 					}
-				})
-			})
-			os.Remove(behind26)
-			// From before migration 22: every row of objects rewritten
-			// twice (22 and 26), and 23 to 25 between.
-			behind := filepath.Join(dir, "behind.db")
-			if _, err := live.Backup(ctx, behind); err != nil {
-				b.Fatal(err)
-			}
-			unmigrate(b, behind)
-			b.Run("upgrade", func(b *testing.B) {
-				timeUpgrade(b, dir, behind, want, func(path string) {
+				}},
+				// From before migration 22: every row of objects
+				// rewritten twice (22 and 26), and 23 to 25 between.
+				{"upgrade", unmigrate, func(b *testing.B, path string) {
 					if columnHeld(b, path, "objects", "stored_at") {
 						b.Fatal("the upgrade left stored_at in objects")
 					}
-				})
-			})
+				}},
+			} {
+				behind := filepath.Join(dir, "behind-"+u.name+".db")
+				if _, err := live.Backup(ctx, behind); err != nil {
+					b.Fatal(err)
+				}
+				u.undo(b, behind)
+				b.Run(u.name, func(b *testing.B) { timeUpgrade(b, dir, behind, want, u.upgraded) })
+				os.Remove(behind)
+			}
 		})
 	}
 }
 
 // timeUpgrade times the Open that upgrades a fresh copy of the database at
-// behind to version want, b.N times, and checks each copy with check.
-func timeUpgrade(b *testing.B, dir, behind string, want int, check func(path string)) {
+// behind to version want, b.N times, and checks each copy with upgraded.
+func timeUpgrade(b *testing.B, dir, behind string, want int, upgraded func(b *testing.B, path string)) {
 	st, err := os.Stat(behind)
 	if err != nil {
 		b.Fatal(err)
@@ -113,7 +115,7 @@ func timeUpgrade(b *testing.B, dir, behind string, want int, check func(path str
 			b.Fatalf("upgraded to version %d (%v), want %d", v, err, want)
 		}
 		s.Close()
-		check(path)
+		upgraded(b, path)
 		os.Remove(path)
 	}
 	b.ReportMetric(float64(st.Size())/1e6, "MB")

@@ -84,10 +84,10 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 	if n, _ := res.RowsAffected(); n == 1 {
 		return info, nil
 	}
-	q, args := objectQuery("body", info.TransactionID, info.ID)
-	var held []byte
-	switch err := t.queryRow(q, args...).Scan(&held); {
-	case errors.Is(err, sql.ErrNoRows):
+	q, args := objectQuery(info.TransactionID, info.ID)
+	held, err := objectBody(t.queryRow(q, args...), info.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
 		// Not under its key: the conflict was on the index of the
 		// objects an agent names by id, which another transaction's
 		// offer, obligation or dispute holds.
@@ -101,17 +101,34 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 	return info, nil
 }
 
-// objectQuery is the query for one object by its key (migration 26): its
-// transaction and its id, or its id alone for an object bound to no
-// transaction (transaction "": a key record, a revocation record). Both
-// are one row's search of objects_by_key (SQLite takes IS NULL as an
+// objectKey is the condition that finds one object by its key (migration
+// 26): its transaction and its id, or its id alone for an object bound to
+// no transaction (transaction "": a key record, a revocation record).
+// Both are one row's search of objects_by_key (SQLite takes IS NULL as an
 // equality on its first column); objects_unbound keeps the unbound ids
 // unique, which objects_by_key cannot (its NULLs are all distinct).
-func objectQuery(columns, transactionID, id string) (string, []any) {
+func objectKey(transactionID, id string) (string, []any) {
 	if transactionID == "" {
-		return `SELECT ` + columns + ` FROM objects WHERE transaction_id IS NULL AND id = ?`, []any{id}
+		return `transaction_id IS NULL AND id = ?`, []any{id}
 	}
-	return `SELECT ` + columns + ` FROM objects WHERE transaction_id = ? AND id = ?`, []any{transactionID, id}
+	return `transaction_id = ? AND id = ?`, []any{transactionID, id}
+}
+
+// objectQuery is the query for the bytes of one object by its key.
+func objectQuery(transactionID, id string) (string, []any) {
+	cond, args := objectKey(transactionID, id)
+	return `SELECT body FROM objects WHERE ` + cond, args
+}
+
+// objectBody scans the bytes objectQuery read for object id, ErrNotFound
+// when there is none.
+func objectBody(row *sql.Row, id string) ([]byte, error) {
+	var body []byte
+	err := row.Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
+	}
+	return body, err
 }
 
 // ReplaceObject swaps the stored bytes of object id from old to new, for
@@ -128,13 +145,8 @@ func (s *Store) ReplaceObject(ctx context.Context, id string, old, new []byte) e
 // (migration 26), never by its id alone: the same id in another
 // transaction is another object.
 func (s *Store) GetObject(ctx context.Context, transactionID, id string) ([]byte, error) {
-	q, args := objectQuery("body", transactionID, id)
-	var body []byte
-	err := s.queryRow(ctx, q, args...).Scan(&body)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
-	}
-	return body, err
+	q, args := objectQuery(transactionID, id)
+	return objectBody(s.queryRow(ctx, q, args...), id)
 }
 
 // NamedObjectTransaction returns the transaction of the offer, obligation

@@ -147,13 +147,8 @@ func (t *Txn) ReplaceObject(id string, old, new []byte) error {
 
 // GetObject is Store.GetObject inside the transaction.
 func (t *Txn) GetObject(transactionID, id string) ([]byte, error) {
-	q, args := objectQuery("body", transactionID, id)
-	var body []byte
-	err := t.queryRow(q, args...).Scan(&body)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: object %s", ErrNotFound, id)
-	}
-	return body, err
+	q, args := objectQuery(transactionID, id)
+	return objectBody(t.queryRow(q, args...), id)
 }
 
 // CreateTransaction records a new transaction in state draft. Creating one

@@ -1239,6 +1239,16 @@ func keyedObject(t *testing.T, id, typ, txn, note string) []byte {
 	return b
 }
 
+// rowsOfID fails t unless s holds want rows of objects under id, in
+// whatever transactions.
+func rowsOfID(t *testing.T, s *Store, id string, want int) {
+	t.Helper()
+	var rows int
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != want {
+		t.Fatalf("%d rows of %s (%v), want %d", rows, id, err, want)
+	}
+}
+
 // getObjects reads the object id of transaction txn through the Store and
 // through a Txn, and fails t when the two disagree.
 func getObjects(t *testing.T, s *Store, txn, id string) ([]byte, error) {
@@ -1282,10 +1292,7 @@ func TestObjectKeyedByTransaction(t *testing.T) {
 	} else if info.TransactionID != txnB || info.ID != id {
 		t.Fatalf("stored as %+v", info)
 	}
-	var rows int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 2 {
-		t.Fatalf("%d rows of %s (%v), want 2", rows, id, err)
-	}
+	rowsOfID(t, s, id, 2)
 	for txn, want := range map[string][]byte{txnA: a, txnB: b} {
 		got, err := getObjects(t, s, txn, id)
 		if err != nil || !bytes.Equal(got, want) {
@@ -1307,9 +1314,7 @@ func TestObjectKeyedByTransaction(t *testing.T) {
 			t.Fatalf("second put of identical bytes: %v", err)
 		}
 	}
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 2 {
-		t.Fatalf("%d rows of %s after storing them again (%v), want 2", rows, id, err)
-	}
+	rowsOfID(t, s, id, 2)
 }
 
 // TestObjectConflictInItsTransaction: within one transaction an object id
@@ -1341,10 +1346,7 @@ func TestObjectConflictInItsTransaction(t *testing.T) {
 			t.Fatalf("%s of %s after the conflict: %q (%v), want %q", id, txn, got, err, want)
 		}
 	}
-	var rows int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 2 {
-		t.Fatalf("%d rows of %s (%v), want 2", rows, id, err)
-	}
+	rowsOfID(t, s, id, 2)
 }
 
 // TestUnboundObjectKeyedByID: an object bound to no transaction (a key
@@ -1377,10 +1379,7 @@ func TestUnboundObjectKeyedByID(t *testing.T) {
 	if got, err := getObjects(t, s, "", id); err != nil || !bytes.Equal(got, rec) {
 		t.Fatalf("%s after the conflict: %q (%v), want %q", id, got, err, rec)
 	}
-	var rows int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE id = ?`, id).Scan(&rows); err != nil || rows != 1 {
-		t.Fatalf("%d rows of %s (%v), want 1", rows, id, err)
-	}
+	rowsOfID(t, s, id, 1)
 }
 
 // TestObjectReadPlans: the two statements that read an object by its key,

@@ -269,13 +269,9 @@ func (t *Txn) PutVerified(info ObjectInfo, body []byte, origin string) error {
 // info.TransactionID from old to new, as ReplaceObject does, for bytes the
 // caller verified.
 func (t *Txn) ReplaceVerified(info ObjectInfo, old, new []byte) error {
-	q := `UPDATE objects SET body = ? WHERE transaction_id = ? AND id = ? AND body = ? AND content_hash = ?`
-	args := []any{new, info.TransactionID, info.ID, old, info.ContentHash}
-	if info.TransactionID == "" {
-		q = `UPDATE objects SET body = ? WHERE transaction_id IS NULL AND id = ? AND body = ? AND content_hash = ?`
-		args = []any{new, info.ID, old, info.ContentHash}
-	}
-	res, err := t.exec(q, args...)
+	cond, key := objectKey(info.TransactionID, info.ID)
+	args := append(append([]any{new}, key...), old, info.ContentHash)
+	res, err := t.exec(`UPDATE objects SET body = ? WHERE `+cond+` AND body = ? AND content_hash = ?`, args...)
 	if err != nil {
 		return err
 	}
