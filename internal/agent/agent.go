@@ -200,7 +200,7 @@ func (a *Surface) Evaluate(ctx context.Context, mandateID string, act map[string
 		txn, _ := act["transaction_id"].(string) // an approval is its act's transaction's
 		b, err := a.o.Store.GetObject(ctx, txn, approvalID)
 		if err != nil {
-			return authority.Result{}, reason.Refusef(reason.ApprovalRequired, "approval %s is not held by this instance", approvalID)
+			return authority.Result{}, reason.Refusef(reason.ApprovalRequired, "approval %s is not held for transaction %s", approvalID, txn)
 		}
 		if approval, err = canonical.DecodeObject(b); err != nil {
 			return authority.Result{}, err

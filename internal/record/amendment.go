@@ -410,7 +410,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 			return refusef(reason.StateTransitionDenied, "an amendment carries waivers of the duties it drops, not a %s response", obr.P("response_type"))
 		}
 		obl := held(ctx, e, r.txn, obr.P("obligation_id"), object.AsObligation)
-		if obl == nil || obl.Txn() != r.txn {
+		if obl == nil {
 			return refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.P("obligation_id"))
 		}
 		if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {

@@ -247,7 +247,7 @@ func authorityPrincipal(o *Obj) bool {
 // the subject object and, for an obligation_state, the obligation.
 func (e *Engine) disputeSubject(ctx context.Context, txn string, kind protocol.DisputeSubject, id string) (*Obj, error) {
 	o, err := e.get(ctx, txn, id)
-	if err != nil || o.Txn() != txn {
+	if err != nil {
 		return nil, refusef(reason.DisputeSubjectUnreferenced, "%s is not an object of transaction %s held here", orNoneStr(id), txn)
 	}
 	if kind != protocol.SubjectObligationState || o.Type() != protocol.Obligation {
@@ -333,7 +333,7 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 	}
 	kind := protocol.DisputeSubject(dsp.P("subject_type"))
 	subject, err := e.get(ctx, st.t.ID, dsp.P("subject_id"))
-	if err != nil || subject.Txn() != st.t.ID || subject.Hash() != dsp.P("subject_hash") {
+	if err != nil || subject.Hash() != dsp.P("subject_hash") {
 		return nil, refusef(reason.DisputeSubjectUnreferenced, "dispute %s names subject %s by a hash that resolves to nothing of transaction %s held here", dsp.ID(), dsp.P("subject_id"), st.t.ID)
 	}
 	if h, err := contentHash(subject); err != nil || h != subject.Hash() {
@@ -432,7 +432,7 @@ func (e *Engine) checkEvidenceRefs(ctx context.Context, txn string, v any, trave
 		evd := travelling[id]
 		if evd == nil {
 			held, ok := e.getTyped(ctx, txn, id, protocol.Evidence)
-			if !ok || held.Txn() != txn {
+			if !ok {
 				return refusef(reason.EvidenceUnverified, "evidence %s is neither held on %s nor presented with the act", orNoneStr(id), txn)
 			}
 			evd = held
@@ -537,7 +537,7 @@ func (e *Engine) buildDispute(ctx context.Context, st *state, b *builder, subjec
 	travelling := map[string]*Obj{}
 	for _, id := range evidenceIDs {
 		evd, ok := e.getTyped(ctx, st.t.ID, id, protocol.Evidence)
-		if !ok || evd.Txn() != st.t.ID {
+		if !ok {
 			return nil, refusef(reason.EvidenceUnverified, "evidence %s is not held on %s", id, st.t.ID)
 		}
 		refs = append(refs, evidenceRef(evd, ""))
@@ -764,7 +764,7 @@ func (e *Engine) buildDetermination(ctx context.Context, st *state, b *builder, 
 	var inputs []verify.InputRef
 	for _, id := range ids {
 		evd, ok := e.getTyped(ctx, st.t.ID, id, protocol.Evidence)
-		if !ok || evd.Txn() != st.t.ID {
+		if !ok {
 			return nil, refusef(reason.EvidenceUnverified, "evidence %s relied on is not held on %s", id, st.t.ID)
 		}
 		relied = append(relied, evidenceRef(evd, ""))
@@ -843,7 +843,7 @@ func anyList(v any) []any { l, _ := v.([]any); return l }
 func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, from string) error {
 	p := det.Payload()
 	dsp, ok := e.getTyped(ctx, st.t.ID, det.P("dispute_id"), protocol.Dispute)
-	if !ok || dsp.Txn() != st.t.ID {
+	if !ok {
 		return refusef(reason.DisputeSubjectUnreferenced, "determination %s answers dispute %s, which is not held on %s", det.ID(), det.P("dispute_id"), st.t.ID)
 	}
 	resp := dsp.PSub("respondent_party")
@@ -868,7 +868,7 @@ func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, fr
 	for _, x := range anyList(out["evidence_relied_on"]) {
 		ref, _ := x.(map[string]any)
 		evd, ok := e.getTyped(ctx, st.t.ID, str(ref["evidence_id"]), protocol.Evidence)
-		if !ok || evd.Txn() != st.t.ID || evd.Hash() != str(ref["content_hash"]) {
+		if !ok || evd.Hash() != str(ref["content_hash"]) {
 			return refusef(reason.EvidenceUnverified, "evidence %v relied on is not evidence of %s held here, by its hash", ref["evidence_id"], st.t.ID)
 		}
 		inputs = append(inputs, verify.InputRef{ID: evd.ID(), Hash: evd.Hash()})
@@ -881,7 +881,7 @@ func (e *Engine) checkDetermination(ctx context.Context, st *state, det *Obj, fr
 	sup := object.Sub(p, "supersedes")
 	if len(sup) > 0 {
 		target, ok := e.getTyped(ctx, st.t.ID, str(sup["determination_id"]), protocol.Determination)
-		if !ok || target.Txn() != st.t.ID || target.Hash() != str(sup["determination_hash"]) {
+		if !ok || target.Hash() != str(sup["determination_hash"]) {
 			return refusef(reason.DisputeSubjectUnreferenced, "determination %s supersedes %v, which is not a determination of %s held here by that hash", det.ID(), sup["determination_id"], st.t.ID)
 		}
 		if str(sup["reason"]) == "" {

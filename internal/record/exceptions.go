@@ -259,7 +259,7 @@ func checkExceptionOpened(ctx context.Context, e *Engine, r *receipt, ev *Event)
 	if ev.Data("agreement_id") != agr || ev.Data("obligation_id") != exc.P("obligation_id") {
 		return refusef(reason.StateTransitionDenied, "exception.opened names another agreement or obligation than the exception in force")
 	}
-	if obl, ok := e.getTyped(ctx, r.txn, exc.P("obligation_id"), protocol.Obligation); !ok || obl.Txn() != r.txn {
+	if _, ok := e.getTyped(ctx, r.txn, exc.P("obligation_id"), protocol.Obligation); !ok {
 		return refusef(reason.ObligationSubjectUnreferenced, "exception %s is about obligation %s, which is not held on %s", exc.ID(), exc.P("obligation_id"), r.txn)
 	}
 	travelling := map[string]*Obj{}

@@ -600,7 +600,7 @@ func checkPerformanceDeclared(ctx context.Context, e *Engine, r *receipt, ev *Ev
 // in used).
 func (e *Engine) checkAssertion(ctx context.Context, r *receipt, prf *Obj, evidence map[string]*Obj, used map[string]bool) error {
 	obl := held(ctx, e, r.txn, prf.P("obligation_id"), object.AsObligation)
-	if obl == nil || obl.Txn() != r.txn {
+	if obl == nil {
 		return refusef(reason.ObligationSubjectUnreferenced, "assertion %s names obligation %s, which is not held here", prf.ID(), prf.P("obligation_id"))
 	}
 	if obl.Obligor() != r.from || obl.ObligorAgent() != prf.Agent() {
@@ -936,7 +936,7 @@ func checkResponse(ctx context.Context, e *Engine, r *receipt, ev *Event) error 
 // reports an accept of all that is owed.
 func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, remainders map[string]*Obj, named map[string]bool) (full bool, err error) {
 	obl := held(ctx, e, r.txn, obr.P("obligation_id"), object.AsObligation)
-	if obl == nil || obl.Txn() != r.txn {
+	if obl == nil {
 		return false, refusef(reason.ObligationSubjectUnreferenced, "response %s names an obligation not held here", obr.ID())
 	}
 	if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {

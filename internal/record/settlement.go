@@ -349,7 +349,7 @@ func checkInstructed(ctx context.Context, e *Engine, r *receipt, ev *Event) erro
 	}
 	p := stl.Payload()
 	obl := held(ctx, e, r.txn, stl.ObligationID(), object.AsObligation)
-	if obl == nil || obl.Txn() != r.txn || ev.Data("obligation_id") != obl.ID() || stl.AgreementID() != obl.AgreementID() {
+	if obl == nil || ev.Data("obligation_id") != obl.ID() || stl.AgreementID() != obl.AgreementID() {
 		return refusef(reason.SettlementTriggerAbsent, "instruction %s names an obligation of this transaction that is not held here", stl.ID())
 	}
 	if stl.Payer() != r.from || obl.Obligee() != r.from ||
@@ -589,7 +589,7 @@ func (e *Engine) receiveReceipt(ctx context.Context, r *receipt) ([][]byte, erro
 		return nil, refusef(reason.SettlementReceiptUnmatched, "transaction %s is not held here", r.txn)
 	}
 	stl := held(ctx, e, r.txn, rcp.P("settlement_instruction_id"), object.AsSettlement)
-	if stl == nil || stl.Txn() != r.txn || stl.IdempotencyKey() != rcp.P("idempotency_key") || stl.Payer() != r.from {
+	if stl == nil || stl.IdempotencyKey() != rcp.P("idempotency_key") || stl.Payer() != r.from {
 		return nil, refusef(reason.SettlementReceiptUnmatched, "receipt %s answers instruction %s under key %s, which %s never issued here",
 			rcp.ID(), rcp.P("settlement_instruction_id"), rcp.P("idempotency_key"), r.from)
 	}

@@ -90,7 +90,7 @@ func (e *Engine) waiverAct(ctx context.Context, obl *object.Obligation) (terms, 
 // (authority.ObligationTotal).
 func (e *Engine) obligationTotal(ctx context.Context, obl *object.Obligation) (any, error) {
 	total, why := authority.ObligationTotal(obl.Payload(), func(id string) map[string]any {
-		if o, err := e.get(ctx, obl.Txn(), id); err == nil && o.Txn() == obl.Txn() {
+		if o, err := e.get(ctx, obl.Txn(), id); err == nil {
 			return o.Value()
 		}
 		return nil
@@ -176,7 +176,7 @@ func waiverAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 		return objectAct{}, reason.Refuse(fmt.Sprintf("a %s response travels with the event that records it, not on its own", obr.ResponseType()))
 	}
 	obl := held(ctx, e, r.txn, obr.ObligationID(), object.AsObligation)
-	if obl == nil || obl.Txn() != r.txn {
+	if obl == nil {
 		return objectAct{}, refusef(reason.ObligationSubjectUnreferenced, "waiver %s names obligation %s, which is not held on this transaction", obr.ID(), obr.ObligationID())
 	}
 	if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {
