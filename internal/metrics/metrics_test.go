@@ -107,7 +107,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutApprovalRequest(ctx, store.ApprovalRequest{ID: "apr_1", MandateID: "mdt_1", ActionHash: "h", Act: []byte(`{}`), Rules: `[]`}); err != nil {
+	if _, _, err := st.FileApprovalRequest(ctx, store.ApprovalRequest{ID: "apr_1", MandateID: "mdt_1", ActionHash: "h", Act: []byte(`{}`), Rules: `[]`}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -25,19 +25,11 @@ import (
 // FileApproval records a pending approval request for act under mandateID,
 // which res (the evaluator's answer for that act) holds for approval, and
 // returns it. A pending request for the same act is returned instead of a
-// second one.
+// second one, also to a filing at the same moment
+// (store.FileApprovalRequest).
 func (o *Org) FileApproval(ctx context.Context, mandateID string, act map[string]any, res authority.Result) (store.ApprovalRequest, error) {
 	if res.Decision != authority.RequireApproval {
 		return store.ApprovalRequest{}, errors.New("org: only an act held for approval is filed for approval")
-	}
-	prior, err := o.Store.ApprovalRequestsFor(ctx, mandateID, res.ActionHash)
-	if err != nil {
-		return store.ApprovalRequest{}, err
-	}
-	for _, r := range prior {
-		if r.Status == store.ApprovalPending {
-			return r, nil
-		}
 	}
 	doc, err := canonical.Marshal(act)
 	if err != nil {
@@ -60,19 +52,16 @@ func (o *Org) FileApproval(ctx context.Context, mandateID string, act map[string
 	}
 	r := store.ApprovalRequest{ID: id, MandateID: mandateID, TransactionID: txn, ActionHash: res.ActionHash, Act: doc, Rules: string(rules), Status: store.ApprovalPending,
 		Note: strings.Join(notes, "; ")}
-	if err := o.Store.PutApprovalRequest(ctx, r); err != nil {
-		return store.ApprovalRequest{}, err
+	r, filed, err := o.Store.FileApprovalRequest(ctx, r)
+	if err != nil || !filed {
+		return r, err
 	}
 	o.Log.Info("approval requested", "approval_request_id", id, "mandate_id", mandateID, "action_hash", res.ActionHash)
 	o.hooksMu.Lock()
 	hooks := append([]func(store.ApprovalRequest){}, o.requested...)
 	o.hooksMu.Unlock()
-	if len(hooks) > 0 {
-		if stored, err := o.Store.GetApprovalRequest(ctx, id); err == nil {
-			for _, fn := range hooks {
-				fn(stored)
-			}
-		}
+	for _, fn := range hooks {
+		fn(r)
 	}
 	return r, nil
 }

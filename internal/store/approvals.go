@@ -33,18 +33,40 @@ type ApprovalRequest struct {
 	Note string
 }
 
-// PutApprovalRequest records a new pending request.
-func (s *Store) PutApprovalRequest(ctx context.Context, r ApprovalRequest) error {
+// FileApprovalRequest records r as a new pending request, unless a request
+// for the same act (its mandate and action hash) is pending already: then
+// that one is returned, and filed is false. The look and the insert are
+// one write transaction, so that two filings of one act at the same moment
+// (two agents, or an agent and the instance holding an act it answers)
+// leave one pending request, not one each, and the principal is asked
+// once.
+func (s *Store) FileApprovalRequest(ctx context.Context, r ApprovalRequest) (held ApprovalRequest, filed bool, err error) {
 	var txn any
 	if r.TransactionID != "" {
 		txn = r.TransactionID
 	}
-	_, err := s.exec(ctx, `INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at, note)
-		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, now(), r.Note)
+	err = s.Update(ctx, func(tx *Txn) error {
+		prior, err := scanApproval(tx.queryRow(`SELECT `+approvalColumns+` FROM approval_requests
+			WHERE mandate_id = ? AND action_hash = ? AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1`, r.MandateID, r.ActionHash))
+		switch {
+		case err == nil:
+			held = prior
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		r.Status, r.ApprovalID, r.RequestedAt, r.DecidedAt = ApprovalPending, "", now(), ""
+		if _, err := tx.exec(`INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at, note)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, r.RequestedAt, r.Note); err != nil {
+			return err
+		}
+		held, filed = r, true
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("store: approval request: %w", err)
+		return ApprovalRequest{}, false, fmt.Errorf("store: approval request: %w", err)
 	}
-	return nil
+	return held, filed, nil
 }
 
 const approvalColumns = `id, mandate_id, COALESCE(transaction_id, ''), action_hash, act, rules, status, COALESCE(approval_id, ''), requested_at, COALESCE(decided_at, ''), note`

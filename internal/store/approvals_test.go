@@ -34,7 +34,7 @@ func TestApprovalRequestsShownAndOfTransaction(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "party.db"))
 	const n = 12
 	for i := range n {
-		if err := s.PutApprovalRequest(ctx, ApprovalRequest{ID: fmt.Sprintf("req_%02d", i), MandateID: "mnd_1", TransactionID: fmt.Sprintf("txn_%024x", i%3),
+		if _, _, err := s.FileApprovalRequest(ctx, ApprovalRequest{ID: fmt.Sprintf("req_%02d", i), MandateID: "mnd_1", TransactionID: fmt.Sprintf("txn_%024x", i%3),
 			ActionHash: fmt.Sprintf("%064x", i), Act: []byte(`{}`), Rules: `[]`}); err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestApprovalRequestsVersionCounts(t *testing.T) {
 	}
 	last := check("empty")
 	for i := range 4 {
-		if err := s.PutApprovalRequest(ctx, ApprovalRequest{ID: fmt.Sprintf("req_%02d", i), MandateID: "mnd_1", ActionHash: fmt.Sprintf("%064x", i), Act: []byte(`{}`), Rules: `[]`}); err != nil {
+		if _, _, err := s.FileApprovalRequest(ctx, ApprovalRequest{ID: fmt.Sprintf("req_%02d", i), MandateID: "mnd_1", ActionHash: fmt.Sprintf("%064x", i), Act: []byte(`{}`), Rules: `[]`}); err != nil {
 			t.Fatal(err)
 		}
 		if v := check("filed"); v != last+1 {
