@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,10 +18,12 @@ import (
 // waits for, on the buyer's database of a generated history of N
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
 // while it is open; the upgrade of a database from the release before
-// store migration 26 (upgrade-26), which rebuilds objects, the largest
+// store migration 27 (upgrade-27), which builds two indexes, one of them
+// read from every object; the upgrade from the release before store
+// migration 26 (upgrade-26), which rebuilds objects, the largest
 // table, and events, keyed by transaction and id; and the upgrade from
 // before migration 22 (upgrade), which rewrites every row of objects too
-// and applies 23 to 26 after it (computing the budgets' running totals
+// and applies 23 to 27 after it (computing the budgets' running totals
 // of every transaction on the way). Each is timed as the Open of the next
 // `party serve`. See docs/deploy.md, "Upgrading a large database".
 //
@@ -67,6 +70,14 @@ func BenchmarkUpgrade(b *testing.B) {
 				// migrations remove.
 				upgraded func(b *testing.B, path string)
 			}{
+				// From the release before migration 27: two indexes
+				// built, one of them over the objects at issue, which
+				// reads all of objects once.
+				{"upgrade-27", unmigrate27, func(b *testing.B, path string) {
+					if !indexHeld(b, path, "objects_at_issue") || !indexHeld(b, path, "transactions_by_counterparty") {
+						b.Fatal("the upgrade left out migration 27's indexes")
+					}
+				}},
 				// From the release before migration 26: objects and
 				// events rebuilt, keyed by transaction and id.
 				{"upgrade-26", unmigrate26, func(b *testing.B, path string) {
@@ -139,14 +150,14 @@ func indexHeld(b *testing.B, path, name string) bool {
 // undoneAfter22 is the last migration unmigrate undoes: every migration
 // after 22 is undone with it, since the database's version is the
 // highest it records and the upgrade would otherwise apply none.
-const undoneAfter22 = 26
+const undoneAfter22 = 27
 
 // unmigrate takes the database at path back to before migration 22, and
 // so before those after it (23, the count of transactions by state; 24,
 // three indexes; 25, the budgets' running totals, which the Open after it
 // computes for every transaction that committed to pay; 26, objects keyed
-// by transaction and id, which rewrites objects and events again), which
-// the upgrade applies again.
+// by transaction and id, which rewrites objects and events again; 27, two
+// indexes), which the upgrade applies again.
 func unmigrate(b *testing.B, path string) {
 	b.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -162,7 +173,7 @@ func unmigrate(b *testing.B, path string) {
 		b.Fatalf("the database is at version %d; unmigrate undoes the migrations after 22 up to %d only: undo the newer ones too", version, undoneAfter22)
 	}
 	at := time.Date(2026, 12, 6, 12, 0, 0, 123456789, time.UTC).Format("2006-01-02T15:04:05.000000000Z")
-	for _, q := range append(undo26, []string{
+	for _, q := range append(append(undo27, undo26...), []string{
 		`ALTER TABLE objects ADD COLUMN stored_at TEXT NOT NULL DEFAULT ''`,
 		`UPDATE objects SET stored_at = '` + at + `'`,
 		`DROP TRIGGER transaction_states_created`,
@@ -252,17 +263,34 @@ var undo26 = []string{
 	`CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence)`,
 }
 
+// undo27 takes a database back to before migration 27: without the
+// index of transactions by counterparty and that of the objects at issue.
+var undo27 = []string{
+	`DROP INDEX transactions_by_counterparty`,
+	`DROP INDEX objects_at_issue`,
+}
+
+// unmigrate27 takes the database at path back to version 26, as the
+// release before migration 27 left it.
+func unmigrate27(b *testing.B, path string) { unmigrateTo(b, path, 27, undo27) }
+
 // unmigrate26 takes the database at path back to version 25, as the
 // release before migration 26 left it, for the upgrade an operator of
 // that release runs.
 func unmigrate26(b *testing.B, path string) {
+	unmigrateTo(b, path, 26, append(slices.Clone(undo27), undo26...))
+}
+
+// unmigrateTo undoes the migrations from version on with the statements
+// undo, forgets them, and vacuums the file.
+func unmigrateTo(b *testing.B, path string, version int, undo []string) {
 	b.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	for _, q := range append(undo26, `DELETE FROM schema_migrations WHERE version >= 26`, `VACUUM`) {
+	for _, q := range append(undo, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, version), `VACUUM`) {
 		if _, err := db.Exec(q); err != nil {
 			b.Fatalf("%s: %v", q, err)
 		}

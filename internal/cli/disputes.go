@@ -65,13 +65,10 @@ func runDisputes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		ids = []string{*txn}
 	} else {
-		ts, err := st.Transactions(ctx)
-		if err != nil {
+		var err error
+		if ids, err = st.TransactionsAtIssue(ctx); err != nil {
 			fmt.Fprintf(stderr, "party disputes: %v\n", err)
 			return 1
-		}
-		for _, t := range ts {
-			ids = append(ids, t.ID)
 		}
 	}
 	for _, id := range ids {

@@ -30,10 +30,11 @@ var settings = map[string]bool{"budgets": true, "meta": true, "schema_migrations
 
 // wholeReadsAllowed are the statements that walk a table or an index on
 // purpose, each with why its cost is not the history's.
-var wholeReadsAllowed = []struct{ contains, why string }{
-	{"FROM transactions WHERE 1=1", "a list page: the transactions by their update time, newest first, until a page is filled (LIMIT); " +
-		"filtered by a counterparty that holds few, that is all of them (docs/performance.md, \"What still reads in proportion\")"},
-	{"FROM transactions ORDER BY created_at, rowid", "every transaction: the command line's list of them all, and the one rebuild of the obligations' states a database from before migration 7 needs (rebuildObligationStates)"},
+var wholeReadsAllowed = []struct{ contains, unless, why string }{
+	{"FROM transactions WHERE 1=1", "counterparty = ?", "a list page: the transactions by their update time, newest first, until a page is filled (LIMIT); " +
+		"filtered by a counterparty, the counterparty's own (transactions_by_counterparty, store migration 27)"},
+	{"INDEXED BY objects_at_issue", "", "the transactions `party disputes` shows: the index of the disputes, determinations and exceptions alone (store migration 27)"},
+	{"FROM transactions ORDER BY created_at, rowid", "", "every transaction: the command line's list of them all, and the one rebuild of the obligations' states a database from before migration 7 needs (rebuildObligationStates)"},
 }
 
 // TestNoStatementReadsTheHistory: every statement the acts and the daily
@@ -59,6 +60,21 @@ func TestNoStatementReadsTheHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := e.ListTransactions(ctx, readmodel.ListFilter{Limit: 10, State: "completed"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []readmodel.ListFilter{{Limit: 1, Counterparty: "org_delta"}, {Limit: 1, Counterparty: "org_northstar"}, {Limit: 10, Counterparty: "org_delta", State: "completed"}} {
+			page, err := e.ListTransactions(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page.Next != "" {
+				f.Cursor = page.Next
+				if _, err := e.ListTransactions(ctx, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := st.TransactionsAtIssue(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.Inbox(ctx, sd.Actor(), sd.Mandate, 10); err != nil {
@@ -116,7 +132,7 @@ func TestNoStatementReadsTheHistory(t *testing.T) {
 
 func allowed(q string) bool {
 	for _, a := range wholeReadsAllowed {
-		if strings.Contains(q, a.contains) {
+		if strings.Contains(q, a.contains) && (a.unless == "" || !strings.Contains(q, a.unless)) {
 			return true
 		}
 	}

@@ -351,6 +351,20 @@ func (s *Store) Transactions(ctx context.Context) ([]Transaction, error) {
 	return collect(rows, scanTxn)
 }
 
+// TransactionsAtIssue lists the transactions that hold a dispute, a
+// determination or an exception, oldest first: what `party disputes`
+// shows. It reads the index of those objects alone (migration 27), not
+// every transaction.
+func (s *Store) TransactionsAtIssue(ctx context.Context) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT id FROM transactions
+		WHERE id IN (SELECT transaction_id FROM objects INDEXED BY objects_at_issue WHERE object_type IN ('dispute', 'determination', 'exception'))
+		ORDER BY created_at, rowid`)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanString)
+}
+
 // Events returns a transaction's events in sequence order, pending ones
 // included (their Status says so).
 func (s *Store) Events(ctx context.Context, transactionID string) ([]Event, error) {

@@ -856,6 +856,24 @@ var migrations = []string{
 	ALTER TABLE events_new RENAME TO events;
 	CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence);
 	UPDATE key_objects_version SET n = n + 1 WHERE id = 1;`,
+	// 27: the last two reads that walked every transaction held, however
+	// few they were after:
+	//   - list_transactions filtered by a counterparty walked the
+	//     transactions newest first until its page was full: for a
+	//     counterparty that holds few of them, every transaction held.
+	//     By counterparty, then update time and id (the page's order and
+	//     cursor), a page reads a page. An act that moves a transaction
+	//     moves its entry to the end of its counterparty's range, a leaf
+	//     the counterparty's other acts keep warm.
+	//   - `party disputes` read each transaction's disputes,
+	//     determinations and exceptions, four queries a transaction; at a
+	//     million, a million transactions to find the few at issue. A
+	//     partial index holds only those three types' rows (an act that
+	//     stores none of them does not touch it), so the transactions at
+	//     issue are read from it (TransactionsAtIssue). Building it reads
+	//     the objects table once (docs/deploy.md, "Upgrading").
+	`CREATE INDEX transactions_by_counterparty ON transactions(counterparty, updated_at, id);
+	CREATE INDEX objects_at_issue ON objects(transaction_id, object_type) WHERE object_type IN ('dispute', 'determination', 'exception');`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's

@@ -1461,3 +1461,42 @@ func TestNamedObjectUniqueAcrossTransactions(t *testing.T) {
 		t.Fatalf("NamedObjectTransaction's plan: %q", plan)
 	}
 }
+
+// TestTransactionsAtIssue: the transactions `party disputes` shows are
+// those holding a dispute, a determination or an exception, oldest
+// first, read from their own index (migration 27) and not from every
+// transaction: the query names the index (INDEXED BY), and SQLite runs it
+// by that index or not at all.
+func TestTransactionsAtIssue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	held := map[string]string{
+		"txn_at_1": "dispute", "txn_at_2": "offer", "txn_at_3": "determination", "txn_at_4": "",
+		"txn_at_5": "exception", "txn_at_6": "obligation",
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		for i := 1; i <= 6; i++ {
+			if err := tx.CreateTransaction(fmt.Sprintf("txn_at_%d", i), "org_b", "buyer", "", "draft"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Stored newest transaction first: the list follows the transactions'
+	// order, not the objects'.
+	for i := 6; i >= 1; i-- {
+		txn := fmt.Sprintf("txn_at_%d", i)
+		if typ := held[txn]; typ != "" {
+			if _, err := s.PutObject(ctx, keyedObject(t, fmt.Sprintf("obj_%024d", i), typ, txn, "at issue?"), "local"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := s.TransactionsAtIssue(ctx)
+	if err != nil || fmt.Sprint(got) != "[txn_at_1 txn_at_3 txn_at_5]" {
+		t.Fatalf("at issue: %v %v, want the dispute's, the determination's and the exception's, oldest first", got, err)
+	}
+}

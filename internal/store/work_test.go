@@ -82,6 +82,7 @@ func TestListTransactionsPages(t *testing.T) {
 		{"state", TransactionFilter{State: "draft", Limit: 2}, "[[txn_07 txn_06] [txn_01]]"},
 		{"counterparty", TransactionFilter{Counterparty: "org_b"}, "[[txn_07 txn_04 txn_02]]"},
 		{"state and counterparty", TransactionFilter{State: "negotiating", Counterparty: "org_a", Limit: 1}, "[[txn_05] [txn_03]]"},
+		{"counterparty in pages of two", TransactionFilter{Counterparty: "org_a", Limit: 2}, "[[txn_06 txn_05] [txn_03 txn_01]]"},
 		{"nothing matches", TransactionFilter{State: "completed"}, "[[]]"},
 	}
 	for _, c := range cases {
@@ -478,8 +479,9 @@ func TestRebuildMigration(t *testing.T) {
 	}
 	// events' primary key is the table itself (17); its one autoindex is
 	// the unique (transaction_id, event_id) of 26, and objects has none
-	// (26: keyed by objects_by_key and objects_unbound).
-	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_by_key,objects_by_transaction,objects_named,objects_unbound,obligation_responses_by_type,sqlite_autoindex_events_2"
+	// (26: keyed by objects_by_key and objects_unbound); 27 adds the
+	// index of the objects at issue.
+	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_at_issue,objects_by_key,objects_by_transaction,objects_named,objects_unbound,obligation_responses_by_type,sqlite_autoindex_events_2"
 	if indexes != want {
 		t.Fatalf("indexes and triggers:\n%s\nwant\n%s", indexes, want)
 	}
