@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partyd/party/internal/canonical"
 	"github.com/partyd/party/internal/envelope"
 	"github.com/partyd/party/internal/reason"
 	"github.com/partyd/party/internal/record"
@@ -125,5 +126,63 @@ func TestRemainderReusingAnotherTransactionsObligationRefused(t *testing.T) {
 		if after := holding(t, sd, other); !reflect.DeepEqual(otherBefore[i], after) {
 			t.Fatalf("%s: the second transaction changed", sd.Node.Org.Config().OrganizationID)
 		}
+	}
+}
+
+// rehashed makes every reference in objs to an object of objs carry that
+// object's content hash as reseal will seal it (edits change hashes), in
+// the message's order, so that a forged message's references all hold and
+// only the lie it was built for is left to refuse.
+func rehashed(t *testing.T, objs []map[string]any) []map[string]any {
+	t.Helper()
+	for _, o := range objs {
+		was, _ := o["content_hash"].(string)
+		now, err := canonical.ContentHash(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if was != "" && was != now {
+			for i := range objs {
+				objs[i] = swapID(objs[i], was, now).(map[string]any)
+			}
+		}
+	}
+	return objs
+}
+
+// TestEvidenceReusingAHeldIDRefused: within one transaction an id names
+// one object. The supplier's assertion after a rejection carries new
+// evidence under the id of the evidence the buyer already holds, other
+// bytes re-signed with the supplier's real agent key and every reference
+// to it rehashed. The buyer checks the message's copy; its record keeps
+// the first, so its countersignature would vouch for a record it does not
+// hold. Until putReceived refused it, the buyer countersigned. Refused
+// (A202-EVIDENCE-CHAIN-GAP, two objects claiming one identity), and
+// neither record moves.
+func TestEvidenceReusingAHeldIDRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, s, _, txn, obl := committed(t)
+	assertPerformance(t, s, obl, "20")
+	first := evidenceOf(t, b, txn)
+	if len(first) != 1 {
+		t.Fatalf("evidence held %v", first)
+	}
+	if _, err := b.Engine.Respond(ctx, b.Actor(), record.RespondInput{MandateID: b.Mandate, ObligationID: obl, ResponseType: "reject", ReasonCode: "quantity_short"}); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, "new evidence under the held evidence's id", b, s, txn, reason.EvidenceChainGap, tampered(t, s, func(objs []map[string]any) []map[string]any {
+		fresh := ofType(t, objs, "evidence")["id"].(string)
+		for i := range objs {
+			objs[i] = swapID(objs[i], fresh, first[0]).(map[string]any)
+		}
+		return rehashed(t, objs)
+	}, func() error {
+		_, err := s.Engine.AssertPerformance(ctx, s.Actor(), record.AssertInput{MandateID: s.Mandate, ObligationID: obl, AssertedQuantity: "20",
+			Evidence: evidence("other certificates, 20 transmitters")})
+		return err
+	}))
+	if got := evidenceOf(t, b, txn); !reflect.DeepEqual(got, first) {
+		t.Fatalf("evidence held after the refusal %v, want %v", got, first)
 	}
 }

@@ -517,14 +517,20 @@ func (e *Engine) keepAnswer(ctx context.Context, r *receipt, reply [][]byte) ([]
 }
 
 // putReceived stores an object that travelled with a message; the same
-// bytes held already are not an error. An offer, obligation or dispute
-// under an id another transaction's holds is refused: an agent names
-// those by id alone, so one id names one transaction's
-// (store.NamedObjectTransaction), and the message that reuses one
-// records nothing.
+// object held already is not an error, with other signatures or not (the
+// held copy stands). An object under the id of one this transaction holds
+// with another content is refused: the checks read the message's copy,
+// and the countersignature would vouch for a record that holds the other
+// (two objects claiming one identity, the verifier's id_unique rule and
+// code). An offer, obligation or dispute under an id another
+// transaction's holds is refused: an agent names those by id alone, so
+// one id names one transaction's (store.NamedObjectTransaction). Either
+// way the message records nothing.
 func putReceived(tx *store.Txn, o *Obj, from string) error {
 	err := tx.PutVerified(info(o), o.Raw(), from)
 	switch {
+	case errors.Is(err, store.ErrOtherContent):
+		return refusef(reason.EvidenceChainGap, "%s %s is held here with another content: two objects claim one identity", o.Type(), o.ID())
 	case errors.Is(err, store.ErrHeldElsewhere):
 		return refusef(reason.StreamMismatch, "%s %s is held here in another transaction than %s", o.Type(), o.ID(), o.Txn())
 	case err != nil && !errors.Is(err, store.ErrConflict):

@@ -84,10 +84,12 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 	if n, _ := res.RowsAffected(); n == 1 {
 		return info, nil
 	}
-	q, args := objectQuery(info.TransactionID, info.ID)
-	held, err := objectBody(t.queryRow(q, args...), info.ID)
+	cond, args := objectKey(info.TransactionID, info.ID)
+	var held []byte
+	var hash string
+	err = t.queryRow(`SELECT body, content_hash FROM objects WHERE `+cond, args...).Scan(&held, &hash)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, sql.ErrNoRows):
 		// Not under its key: the conflict was on the index of the
 		// objects an agent names by id, which another transaction's
 		// offer, obligation or dispute holds.
@@ -95,8 +97,13 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 	case err != nil:
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
 	}
-	if string(held) != string(body) {
-		return ObjectInfo{}, fmt.Errorf("%w: %s is held with other bytes", ErrConflict, info.ID)
+	switch {
+	case hash != info.ContentHash:
+		return ObjectInfo{}, fmt.Errorf("%w: %w: %s", ErrConflict, ErrOtherContent, info.ID)
+	case string(held) != string(body):
+		// The same content with other signatures (one more, or one
+		// fewer): the held copy stands (ReplaceObject adds one).
+		return ObjectInfo{}, fmt.Errorf("%w: %s is held with other signatures", ErrConflict, info.ID)
 	}
 	return info, nil
 }

@@ -92,6 +92,10 @@ var (
 	// under an id another transaction's holds (NamedObjectTransaction): it
 	// comes with ErrConflict.
 	ErrHeldElsewhere = errors.New("store: id held in another transaction")
+	// ErrOtherContent means an object was stored under the key of one
+	// held with another content hash: two objects claiming one identity,
+	// not a copy of it with other signatures. It comes with ErrConflict.
+	ErrOtherContent = errors.New("store: id held with other content")
 	// ErrTooNew means the database was written by a newer party.
 	ErrTooNew = errors.New("store: database schema is newer than this binary")
 )

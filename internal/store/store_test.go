@@ -1335,11 +1335,25 @@ func TestObjectConflictInItsTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.PutObject(ctx, second, "org_x"); !errors.Is(err, ErrConflict) {
-		t.Fatalf("other bytes under an id its transaction holds: %v", err)
+	if _, err := s.PutObject(ctx, second, "org_x"); !errors.Is(err, ErrConflict) || !errors.Is(err, ErrOtherContent) {
+		t.Fatalf("other content under an id its transaction holds: %v", err)
 	}
-	if err := s.Update(ctx, func(tx *Txn) error { _, err := tx.PutObject(second, "org_x"); return err }); !errors.Is(err, ErrConflict) {
-		t.Fatalf("other bytes under an id its transaction holds, in a Txn: %v", err)
+	if err := s.Update(ctx, func(tx *Txn) error { _, err := tx.PutObject(second, "org_x"); return err }); !errors.Is(err, ErrConflict) || !errors.Is(err, ErrOtherContent) {
+		t.Fatalf("other content under an id its transaction holds, in a Txn: %v", err)
+	}
+	// The same content with a signature more is the same object: a
+	// conflict of bytes, not of content (the held copy stands).
+	o, err := canonical.DecodeObject(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o["signatures"] = []any{map[string]any{"purpose": "object_issuance"}}
+	signed, err := canonical.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutObject(ctx, signed, "org_x"); !errors.Is(err, ErrConflict) || errors.Is(err, ErrOtherContent) {
+		t.Fatalf("the same content with another signature: %v", err)
 	}
 	for txn, want := range map[string][]byte{txnA: first, txnB: elsewhere} {
 		if got, err := getObjects(t, s, txn, id); err != nil || !bytes.Equal(got, want) {
