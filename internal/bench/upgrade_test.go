@@ -18,12 +18,12 @@ import (
 // waits for, on the buyer's database of a generated history of N
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
 // while it is open; the upgrade of a database from the release before
-// store migration 27 (upgrade-27), which builds two indexes, one of them
-// read from every object; the upgrade from the release before store
+// store migration 27 (upgrade-27), which builds three indexes (27, 28),
+// one of them read from every object; the upgrade from the release before store
 // migration 26 (upgrade-26), which rebuilds objects, the largest
 // table, and events, keyed by transaction and id; and the upgrade from
 // before migration 22 (upgrade), which rewrites every row of objects too
-// and applies 23 to 27 after it (computing the budgets' running totals
+// and applies 23 to 28 after it (computing the budgets' running totals
 // of every transaction on the way). Each is timed as the Open of the next
 // `party serve`. See docs/deploy.md, "Upgrading a large database".
 //
@@ -70,12 +70,12 @@ func BenchmarkUpgrade(b *testing.B) {
 				// migrations remove.
 				upgraded func(b *testing.B, path string)
 			}{
-				// From the release before migration 27: two indexes
-				// built, one of them over the objects at issue, which
-				// reads all of objects once.
+				// From the release before migration 27: three indexes
+				// built (27, 28), one of them over the objects at
+				// issue, which reads all of objects once.
 				{"upgrade-27", unmigrate27, func(b *testing.B, path string) {
-					if !indexHeld(b, path, "objects_at_issue") || !indexHeld(b, path, "transactions_by_counterparty") {
-						b.Fatal("the upgrade left out migration 27's indexes")
+					if !indexHeld(b, path, "objects_at_issue") || !indexHeld(b, path, "transactions_by_counterparty") || !indexHeld(b, path, "approval_requests_by_mandate") {
+						b.Fatal("the upgrade left out migration 27's or 28's indexes")
 					}
 				}},
 				// From the release before migration 26: objects and
@@ -150,14 +150,14 @@ func indexHeld(b *testing.B, path, name string) bool {
 // undoneAfter22 is the last migration unmigrate undoes: every migration
 // after 22 is undone with it, since the database's version is the
 // highest it records and the upgrade would otherwise apply none.
-const undoneAfter22 = 27
+const undoneAfter22 = 28
 
 // unmigrate takes the database at path back to before migration 22, and
 // so before those after it (23, the count of transactions by state; 24,
 // three indexes; 25, the budgets' running totals, which the Open after it
 // computes for every transaction that committed to pay; 26, objects keyed
-// by transaction and id, which rewrites objects and events again; 27, two
-// indexes), which the upgrade applies again.
+// by transaction and id, which rewrites objects and events again; 27 and
+// 28, three indexes), which the upgrade applies again.
 func unmigrate(b *testing.B, path string) {
 	b.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -264,14 +264,16 @@ var undo26 = []string{
 }
 
 // undo27 takes a database back to before migration 27: without the
-// index of transactions by counterparty and that of the objects at issue.
+// index of an agent's approval requests by mandate (28), that of
+// transactions by counterparty and that of the objects at issue (27).
 var undo27 = []string{
+	`DROP INDEX approval_requests_by_mandate`,
 	`DROP INDEX transactions_by_counterparty`,
 	`DROP INDEX objects_at_issue`,
 }
 
 // unmigrate27 takes the database at path back to version 26, as the
-// release before migration 27 left it.
+// release before migration 27 left it (27 and 28 undone).
 func unmigrate27(b *testing.B, path string) { unmigrateTo(b, path, 27, undo27) }
 
 // unmigrate26 takes the database at path back to version 25, as the

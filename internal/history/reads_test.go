@@ -19,6 +19,12 @@ import (
 // a row or a few per setting rather than per transaction are left out.
 var wholeRead = regexp.MustCompile(`(?m)^SCAN ([A-Za-z_]\w*)`) // not "SCAN 9-ROW VALUES CLAUSE", an INSERT's own rows
 
+// pageSorted matches a plan that sorts every row it found (a temporary
+// b-tree for the whole ORDER BY): in a statement that returns a page
+// (LIMIT), every row of a range that grows with the history is read and
+// sorted to keep a few.
+var pageSorted = regexp.MustCompile(`(?m)USE TEMP B-TREE FOR ORDER BY$`)
+
 // settings are the tables that hold the organisation's settings and
 // counters, whose size does not follow the history, and the work lists a
 // write empties before it commits (budget_dirty: the transactions whose
@@ -34,6 +40,7 @@ var wholeReadsAllowed = []struct{ contains, unless, why string }{
 	{"FROM transactions WHERE 1=1", "counterparty = ?", "a list page: the transactions by their update time, newest first, until a page is filled (LIMIT); " +
 		"filtered by a counterparty, the counterparty's own (transactions_by_counterparty, store migration 27)"},
 	{"INDEXED BY objects_at_issue", "", "the transactions `party disputes` shows: the index of the disputes, determinations and exceptions alone (store migration 27)"},
+	{"WHERE status = 'pending' AND next_attempt <= ? AND lease_until <= ?", "", "the messages due, sorted to be claimed in order: pending ones, which delivery empties, not the history"},
 	{"FROM transactions ORDER BY created_at, rowid", "", "every transaction: the command line's list of them all, and the one rebuild of the obligations' states a database from before migration 7 needs (rebuildObligationStates)"},
 }
 
@@ -43,10 +50,12 @@ var wholeReadsAllowed = []struct{ contains, unless, why string }{
 // an open offer), a formation through the principal's approval, the
 // loops of a running instance and the store calls of the rare paths, is
 // explained by SQLite, and none reads a
-// whole table of the history: at a million transactions such a statement
-// would read a million rows on the path of an act. Found this way: filing
-// an approval request read every request ever filed, deleting a refused
-// act's object listed every recorded event.
+// whole table of the history, nor sorts all it finds to return a page:
+// at a million transactions such a statement would read a million rows on
+// the path of an act. Found this way: filing an approval request read
+// every request ever filed, deleting a refused act's object listed every
+// recorded event, an agent's approval resources sorted every request
+// under its mandates for a page of 50 (store migration 28).
 func TestNoStatementReadsTheHistory(t *testing.T) {
 	ctx := context.Background()
 	b, s, c := recordtest.Pair(t)
@@ -75,6 +84,9 @@ func TestNoStatementReadsTheHistory(t *testing.T) {
 			}
 		}
 		if _, err := st.TransactionsAtIssue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sd.Agent.Approvals(ctx); err != nil { // the agent's approval resources
 			t.Fatal(err)
 		}
 		if _, err := e.Inbox(ctx, sd.Actor(), sd.Mandate, 10); err != nil {
@@ -122,6 +134,9 @@ func TestNoStatementReadsTheHistory(t *testing.T) {
 					continue
 				}
 				t.Errorf("%s reads all of %s:\n%s\n%s", sd.Node.Org.Config().OrganizationID, m[1], strings.Join(strings.Fields(q), " "), plan)
+			}
+			if strings.Contains(q, "LIMIT") && pageSorted.MatchString(plan) && !allowed(q) {
+				t.Errorf("%s sorts all it finds for a page:\n%s\n%s", sd.Node.Org.Config().OrganizationID, strings.Join(strings.Fields(q), " "), plan)
 			}
 		}
 	}

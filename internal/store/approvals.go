@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Approval request statuses. Whether a granted approval has since expired is
@@ -71,9 +74,14 @@ func (s *Store) FileApprovalRequest(ctx context.Context, r ApprovalRequest) (hel
 
 const approvalColumns = `id, mandate_id, COALESCE(transaction_id, ''), action_hash, act, rules, status, COALESCE(approval_id, ''), requested_at, COALESCE(decided_at, ''), note`
 
+// approvalFields are where approvalColumns scan to.
+func approvalFields(r *ApprovalRequest) []any {
+	return []any{&r.ID, &r.MandateID, &r.TransactionID, &r.ActionHash, &r.Act, &r.Rules, &r.Status, &r.ApprovalID, &r.RequestedAt, &r.DecidedAt, &r.Note}
+}
+
 func scanApproval(row rowScanner) (ApprovalRequest, error) {
 	var r ApprovalRequest
-	err := row.Scan(&r.ID, &r.MandateID, &r.TransactionID, &r.ActionHash, &r.Act, &r.Rules, &r.Status, &r.ApprovalID, &r.RequestedAt, &r.DecidedAt, &r.Note)
+	err := row.Scan(approvalFields(&r)...)
 	return r, err
 }
 
@@ -154,17 +162,54 @@ func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, ap
 // AgentApprovalRequests returns the latest requests (newest first, at most
 // limit; DefaultPage when limit is 0) under the mandates this instance
 // issued to agentID: that agent's requests, as its approval resources list
-// them.
+// them (read again at every filing and decision while the agent is
+// subscribed). Each mandate's latest are read by its index (migration 28)
+// and the latest of them all kept: one query over the agent's mandates
+// read every request ever filed under them and sorted them all for a page.
 func (s *Store) AgentApprovalRequests(ctx context.Context, agentID string, limit int) ([]ApprovalRequest, error) {
 	if limit <= 0 || limit > MaxPage {
 		limit = DefaultPage
 	}
-	out, err := s.approvals(ctx, `WHERE mandate_id IN (SELECT id FROM mandates WHERE subject_agent_id = ? AND origin = 'local')
-		ORDER BY requested_at DESC, rowid DESC LIMIT ?`, agentID, limit)
-	if out == nil && err == nil {
-		out = []ApprovalRequest{}
+	rows, err := s.query(ctx, `SELECT id FROM mandates WHERE subject_agent_id = ? AND origin = 'local'`, agentID)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	mandates, err := collect(rows, scanString)
+	if err != nil {
+		return nil, err
+	}
+	type filed struct {
+		r     ApprovalRequest
+		rowid int64
+	}
+	var all []filed
+	for _, m := range mandates {
+		rows, err := s.query(ctx, `SELECT rowid, `+approvalColumns+` FROM approval_requests WHERE mandate_id = ?
+			ORDER BY requested_at DESC, rowid DESC LIMIT ?`, m, limit)
+		if err != nil {
+			return nil, err
+		}
+		latest, err := collect(rows, func(row rowScanner) (filed, error) {
+			var f filed
+			err := row.Scan(append([]any{&f.rowid}, approvalFields(&f.r)...)...)
+			return f, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, latest...)
+	}
+	slices.SortFunc(all, func(a, b filed) int {
+		if c := strings.Compare(b.r.RequestedAt, a.r.RequestedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.rowid, a.rowid)
+	})
+	out := make([]ApprovalRequest, 0, min(limit, len(all)))
+	for _, f := range all[:min(limit, len(all))] {
+		out = append(out, f.r)
+	}
+	return out, nil
 }
 
 // ApprovalRequestsVersion returns a number that grows with every request

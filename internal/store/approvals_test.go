@@ -115,3 +115,56 @@ func TestApprovalRequestsVersionCounts(t *testing.T) {
 	}
 	check("refused")
 }
+
+// TestAgentApprovalRequests: an agent's approval resources list the latest
+// requests under the mandates this instance issued to it, newest first
+// across its mandates (the row's order breaking a tie of times), and none
+// of another agent's or under a mandate received from a counterparty;
+// each mandate's are read by their index (migration 28), a page each.
+func TestAgentApprovalRequests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	for _, m := range []struct{ id, agent, origin string }{
+		{"mnd_a1", "agt_a", "local"}, {"mnd_a2", "agt_a", "local"}, {"mnd_b", "agt_b", "local"}, {"mnd_x", "agt_a", "org_peer"},
+	} {
+		body := fmt.Sprintf(`{"id":%q,"represented_organization_id":"org_a","subject":{"agent_id":%q,"key_id":"key_a"}}`, m.id, m.agent)
+		if err := s.PutMandate(ctx, []byte(body), m.origin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Filed in this order; r6 at the same instant as r4.
+	for i, f := range []struct{ mandate, at string }{
+		{"mnd_a1", "01"}, {"mnd_a2", "02"}, {"mnd_b", "03"}, {"mnd_a1", "04"}, {"mnd_x", "05"}, {"mnd_a2", "04"}, {"mnd_a1", "07"},
+	} {
+		id := fmt.Sprintf("req_r%d", i+1)
+		if _, _, err := s.FileApprovalRequest(ctx, ApprovalRequest{ID: id, MandateID: f.mandate, ActionHash: fmt.Sprintf("%064x", i), Act: []byte(`{}`), Rules: `[]`}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.db.ExecContext(ctx, `UPDATE approval_requests SET requested_at = ? WHERE id = ?`, "2026-12-07T10:00:"+f.at+".000000000Z", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		agent string
+		limit int
+		want  string
+	}{
+		{"agt_a", 0, "[req_r7 req_r6 req_r4 req_r2 req_r1]"},
+		{"agt_a", 3, "[req_r7 req_r6 req_r4]"},
+		{"agt_b", 0, "[req_r3]"},
+		{"agt_none", 0, "[]"},
+	} {
+		got, err := s.AgentApprovalRequests(ctx, c.agent, c.limit)
+		if err != nil || got == nil {
+			t.Fatalf("%s: %v %v", c.agent, got, err)
+		}
+		var ids []string
+		for _, r := range got {
+			ids = append(ids, r.ID)
+		}
+		if fmt.Sprint(ids) != c.want && !(len(ids) == 0 && c.want == "[]") {
+			t.Errorf("%s, limit %d: %v, want %s", c.agent, c.limit, ids, c.want)
+		}
+	}
+}

@@ -878,6 +878,13 @@ var migrations = []string{
 	//     the objects table once (docs/deploy.md, "Upgrading").
 	`CREATE INDEX transactions_by_counterparty ON transactions(counterparty, updated_at, id);
 	CREATE INDEX objects_at_issue ON objects(transaction_id, object_type) WHERE object_type IN ('dispute', 'determination', 'exception');`,
+	// 28: an agent's latest approval requests (its approval resources,
+	// read again at every filing and decision while it is subscribed)
+	// were every request filed under its mandates, sorted for a page of
+	// 50: at a million requests, a million rows a read. By mandate and
+	// time, each mandate's latest are a page's read (AgentApprovalRequests);
+	// a new request goes to the end of its mandate's range.
+	`CREATE INDEX approval_requests_by_mandate ON approval_requests(mandate_id, requested_at);`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
