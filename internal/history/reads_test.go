@@ -40,6 +40,7 @@ var wholeReadsAllowed = []struct{ contains, unless, why string }{
 	{"FROM transactions WHERE 1=1", "counterparty = ?", "a list page: the transactions by their update time, newest first, until a page is filled (LIMIT); " +
 		"filtered by a counterparty, the counterparty's own (transactions_by_counterparty, store migration 27)"},
 	{"INDEXED BY objects_at_issue", "", "the transactions `party disputes` shows: the index of the disputes, determinations and exceptions alone (store migration 27)"},
+	{"INDEXED BY approval_requests_by_act", "", "one act's requests, sorted: as many as that act was held for, not the history"},
 	{"WHERE status = 'pending' AND next_attempt <= ? AND lease_until <= ?", "", "the messages due, sorted to be claimed in order: pending ones, which delivery empties, not the history"},
 	{"FROM transactions ORDER BY created_at, rowid", "", "every transaction: the command line's list of them all, and the one rebuild of the obligations' states a database from before migration 7 needs (rebuildObligationStates)"},
 }

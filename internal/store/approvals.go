@@ -49,7 +49,9 @@ func (s *Store) FileApprovalRequest(ctx context.Context, r ApprovalRequest) (hel
 		txn = r.TransactionID
 	}
 	err = s.Update(ctx, func(tx *Txn) error {
-		prior, err := scanApproval(tx.queryRow(`SELECT `+approvalColumns+` FROM approval_requests
+		// By the act's own index: the mandate's (migration 28) would walk
+		// every request under the mandate, in time order, to this act's.
+		prior, err := scanApproval(tx.queryRow(`SELECT `+approvalColumns+` FROM approval_requests INDEXED BY approval_requests_by_act
 			WHERE mandate_id = ? AND action_hash = ? AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1`, r.MandateID, r.ActionHash))
 		switch {
 		case err == nil:
@@ -127,9 +129,11 @@ func (s *Store) ApprovalRequestsOfTransaction(ctx context.Context, txn string) (
 }
 
 // ApprovalRequestsFor lists the requests for one exact act (mandate and
-// action hash), oldest first.
+// action hash), oldest first, by the act's index (not the mandate's, which
+// SQLite would otherwise take to spare the sort, reading every request
+// under the mandate).
 func (s *Store) ApprovalRequestsFor(ctx context.Context, mandateID, actionHash string) ([]ApprovalRequest, error) {
-	return s.approvals(ctx, `WHERE mandate_id = ? AND action_hash = ? ORDER BY requested_at, rowid`, mandateID, actionHash)
+	return s.approvals(ctx, `INDEXED BY approval_requests_by_act WHERE mandate_id = ? AND action_hash = ? ORDER BY requested_at, rowid`, mandateID, actionHash)
 }
 
 // DecideApprovalRequest stores the signed approval object and moves the
