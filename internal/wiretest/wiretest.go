@@ -296,9 +296,10 @@ func (n *normaliser) extractObjects(s string) (string, []object) {
 	return s, found
 }
 
-// Golden compares got with the file at path, or with update writes got
-// there. A difference fails t with a unified diff and says how to accept
-// it (regen, the command that rewrites the file).
+// Golden compares got (a wire exchange, a list of query plans) with the
+// file at path, or with update writes got there. A difference fails t
+// with a unified diff and says how to accept it (regen, the command that
+// rewrites the file).
 func Golden(t testing.TB, path string, got []byte, update bool, regen string) {
 	t.Helper()
 	if update {
@@ -312,6 +313,6 @@ func Golden(t testing.TB, path string, got []byte, update bool, regen string) {
 		t.Fatalf("%v (write it with: %s)", err, regen)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("the wire differs from %s; if that is meant, rewrite it with\n\t%s\nand review the diff like code:\n%s", path, regen, diff.Diff(path, want, "now", got))
+		t.Errorf("what the test produced differs from %s; if that is meant, rewrite it with\n\t%s\nand review the diff like code:\n%s", path, regen, diff.Diff(path, want, "now", got))
 	}
 }
