@@ -54,8 +54,12 @@ func act(amount string) map[string]any {
 	}, map[string]any{"category": "services.calibration"})
 }
 
-func TestVerifyApproveAllow(t *testing.T) {
-	ctx := context.Background()
+// walkthroughAgent is org_northstar's instance with the walkthrough
+// mandate issued to its agent (edit, when not nil, changes the mandate
+// first): the instance, its principal, its agent, the test's clock and the
+// mandate's id.
+func walkthroughAgent(t *testing.T, edit func(*authority.IssueRequest)) (*orgtest.Node, *principal.Surface, *agent.Surface, *clock, string) {
+	t.Helper()
 	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	n := orgtest.New(t, "org_northstar", c.now, true)
 	// The instance's keys are dated by the wall clock as it was set up,
@@ -63,12 +67,20 @@ func TestVerifyApproveAllow(t *testing.T) {
 	// on a slow machine, the clock would find them not yet valid.
 	c.t = time.Now().UTC().Truncate(time.Second)
 	p := n.Principal(t)
-	a := agent.New(n.Org)
-	m, err := p.IssueMandate(ctx, walkthroughMandate(c.t))
+	req := walkthroughMandate(c.t)
+	if edit != nil {
+		edit(&req)
+	}
+	m, err := p.IssueMandate(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := m["id"].(string)
+	return n, p, agent.New(n.Org), c, m["id"].(string)
+}
+
+func TestVerifyApproveAllow(t *testing.T) {
+	ctx := context.Background()
+	_, p, a, c, id := walkthroughAgent(t, nil)
 	who, err := a.Whoami(ctx)
 	if err != nil || len(who.Mandates) != 1 || who.Mandates[0].MandateID != id {
 		t.Fatalf("whoami %+v %v", who, err)
@@ -151,21 +163,7 @@ func TestVerifyApproveAllow(t *testing.T) {
 
 func TestRevocationDeniesThroughLiveStatus(t *testing.T) {
 	ctx := context.Background()
-	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	n := orgtest.New(t, "org_northstar", c.now, true)
-	// The instance's keys are dated by the wall clock as it was set up,
-	// not by the test's: started before that, a second boundary earlier
-	// on a slow machine, the clock would find them not yet valid.
-	c.t = time.Now().UTC().Truncate(time.Second)
-	p := n.Principal(t)
-	a := agent.New(n.Org)
-	req := walkthroughMandate(c.t)
-	req.ApprovalRules = nil
-	m, err := p.IssueMandate(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := m["id"].(string)
+	_, p, a, _, id := walkthroughAgent(t, func(req *authority.IssueRequest) { req.ApprovalRules = nil })
 	if v, _ := a.VerifyMandate(ctx, agent.VerifyInput{MandateID: id, ProposedAction: act("3200.00")}); v.Decision != authority.Allow {
 		t.Fatalf("before revocation: %+v", v)
 	}

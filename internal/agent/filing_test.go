@@ -4,10 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/partyd/party/internal/agent"
-	"github.com/partyd/party/internal/orgtest"
 	"github.com/partyd/party/internal/store"
 )
 
@@ -19,16 +17,7 @@ import (
 func TestOneRequestForOneActFiledAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	n := orgtest.New(t, "org_northstar", c.now, true)
-	c.t = time.Now().UTC().Truncate(time.Second)
-	p := n.Principal(t)
-	a := agent.New(n.Org)
-	m, err := p.IssueMandate(ctx, walkthroughMandate(c.t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := m["id"].(string)
+	n, _, a, _, id := walkthroughAgent(t, nil)
 	const filers = 8
 	ids := make([]string, filers)
 	errs := make([]error, filers)
