@@ -18,19 +18,23 @@ import (
 // waits for, on the buyer's database of a generated history of N
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
 // while it is open; the upgrade of a database from the release before
+// store migration 29 (upgrade-29), which rebuilds objects and events
+// keyed by their transaction's local number; from the release before
 // store migration 27 (upgrade-27), which builds three indexes (27, 28),
-// one of them read from every object; the upgrade from the release before store
+// one of them read from every object, and then 29; the upgrade from the release before store
 // migration 26 (upgrade-26), which rebuilds objects, the largest
 // table, and events, keyed by transaction and id; and the upgrade from
 // before migration 22 (upgrade), which rewrites every row of objects too
-// and applies 23 to 28 after it (computing the budgets' running totals
+// and applies 23 to 29 after it (computing the budgets' running totals
 // of every transaction on the way). Each is timed as the Open of the next
 // `party serve`. See docs/deploy.md, "Upgrading a large database".
 //
 //	TMPDIR=/var/tmp go test -run '^$' -bench Upgrade -benchtime 1x -timeout 2h ./internal/bench
 //
-// The databases behind are made from backups: for upgrade-26, objects and
-// events rebuilt as before 26 and version 26 forgotten; for upgrade, that
+// The databases behind are made from backups: for upgrade-29, objects and
+// events rebuilt as before 29 and version 29 forgotten; for upgrade-27,
+// that and 27's and 28's indexes dropped; for upgrade-26, objects and
+// events rebuilt as before 26 too and version 26 forgotten; for upgrade, that
 // and stored_at added back to objects and filled with a time in the
 // format it held (31 bytes a row), the migrations after 22 undone, and
 // versions from 22 on forgotten; each file vacuumed, so that its rows are
@@ -70,6 +74,13 @@ func BenchmarkUpgrade(b *testing.B) {
 				// migrations remove.
 				upgraded func(b *testing.B, path string)
 			}{
+				// From the release before migration 29: objects and
+				// events rebuilt, keyed by the local number.
+				{"upgrade-29", unmigrate29, func(b *testing.B, path string) {
+					if !indexHeld(b, path, "transactions_by_seq") {
+						b.Fatal("the upgrade left objects keyed by transaction id")
+					}
+				}},
 				// From the release before migration 27: three indexes
 				// built (27, 28), one of them over the objects at
 				// issue, which reads all of objects once.
@@ -150,14 +161,15 @@ func indexHeld(b *testing.B, path, name string) bool {
 // undoneAfter22 is the last migration unmigrate undoes: every migration
 // after 22 is undone with it, since the database's version is the
 // highest it records and the upgrade would otherwise apply none.
-const undoneAfter22 = 28
+const undoneAfter22 = 29
 
 // unmigrate takes the database at path back to before migration 22, and
 // so before those after it (23, the count of transactions by state; 24,
 // three indexes; 25, the budgets' running totals, which the Open after it
 // computes for every transaction that committed to pay; 26, objects keyed
 // by transaction and id, which rewrites objects and events again; 27 and
-// 28, three indexes), which the upgrade applies again.
+// 28, three indexes; 29, objects and events keyed by number, rewritten
+// once more), which the upgrade applies again.
 func unmigrate(b *testing.B, path string) {
 	b.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -173,7 +185,7 @@ func unmigrate(b *testing.B, path string) {
 		b.Fatalf("the database is at version %d; unmigrate undoes the migrations after 22 up to %d only: undo the newer ones too", version, undoneAfter22)
 	}
 	at := time.Date(2026, 12, 6, 12, 0, 0, 123456789, time.UTC).Format("2006-01-02T15:04:05.000000000Z")
-	for _, q := range append(append(undo27, undo26...), []string{
+	for _, q := range append(slices.Concat(undo29, undo27, undo26), []string{
 		`ALTER TABLE objects ADD COLUMN stored_at TEXT NOT NULL DEFAULT ''`,
 		`UPDATE objects SET stored_at = '` + at + `'`,
 		`DROP TRIGGER transaction_states_created`,
@@ -272,15 +284,78 @@ var undo27 = []string{
 	`DROP INDEX objects_at_issue`,
 }
 
+// undo29 takes a database back to before migration 29: objects and
+// events keyed by transaction id, no local numbers (run with foreign keys
+// off, as SQLite's default leaves them on a connection that does not ask).
+var undo29 = []string{
+	`CREATE TABLE objects_old (
+		id             TEXT NOT NULL,
+		object_type    TEXT NOT NULL,
+		transaction_id TEXT,
+		content_hash   TEXT NOT NULL,
+		body           BLOB NOT NULL,
+		origin         TEXT NOT NULL
+	)`,
+	`INSERT INTO objects_old(rowid, id, object_type, transaction_id, content_hash, body, origin)
+		SELECT rowid, id, object_type, transaction_id, content_hash, body, origin FROM objects ORDER BY rowid`,
+	`DROP TABLE objects`,
+	`ALTER TABLE objects_old RENAME TO objects`,
+	`CREATE UNIQUE INDEX objects_by_key ON objects(transaction_id, id)`,
+	`CREATE UNIQUE INDEX objects_unbound ON objects(id) WHERE transaction_id IS NULL`,
+	`CREATE UNIQUE INDEX objects_named ON objects(id) WHERE object_type IN ('offer', 'obligation', 'dispute')`,
+	`CREATE INDEX objects_by_transaction ON objects(transaction_id, object_type)`,
+	`CREATE INDEX key_objects ON objects(object_type) WHERE object_type = 'key_record' OR object_type = 'revocation_record'`,
+	`CREATE INDEX obligation_responses_by_type ON objects(transaction_id, json_extract(CAST(body AS TEXT), '$.payload.response_type'))
+		WHERE object_type = 'obligation_response'`,
+	`CREATE INDEX objects_at_issue ON objects(transaction_id, object_type) WHERE object_type IN ('dispute', 'determination', 'exception')`,
+	`CREATE TRIGGER key_objects_inserted AFTER INSERT ON objects
+		WHEN NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
+	`CREATE TRIGGER key_objects_updated AFTER UPDATE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record') OR NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
+	`CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END`,
+	`CREATE TABLE events_old (
+		transaction_id      TEXT NOT NULL REFERENCES transactions(id),
+		sequence            INTEGER NOT NULL,
+		event_id            TEXT NOT NULL,
+		content_hash        TEXT NOT NULL,
+		previous_event_hash TEXT,
+		event_type          TEXT NOT NULL,
+		from_state          TEXT,
+		to_state            TEXT NOT NULL,
+		appended_by         TEXT NOT NULL,
+		status              TEXT NOT NULL CHECK (status IN ('pending','recorded')),
+		PRIMARY KEY (transaction_id, sequence),
+		UNIQUE (transaction_id, event_id),
+		FOREIGN KEY (transaction_id, event_id) REFERENCES objects(transaction_id, id)
+	) WITHOUT ROWID`,
+	`INSERT INTO events_old SELECT transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status FROM events`,
+	`DROP TABLE events`,
+	`ALTER TABLE events_old RENAME TO events`,
+	`CREATE INDEX events_by_type ON events(transaction_id, event_type, sequence)`,
+	`DROP INDEX transactions_by_seq`,
+	`ALTER TABLE transactions DROP COLUMN seq`,
+	`DROP TABLE transaction_numbers`,
+}
+
+// unmigrate29 takes the database at path back to version 28, as the
+// release before migration 29 left it.
+func unmigrate29(b *testing.B, path string) { unmigrateTo(b, path, 29, undo29) }
+
 // unmigrate27 takes the database at path back to version 26, as the
-// release before migration 27 left it (27 and 28 undone).
-func unmigrate27(b *testing.B, path string) { unmigrateTo(b, path, 27, undo27) }
+// release before migration 27 left it (27 to 29 undone).
+func unmigrate27(b *testing.B, path string) {
+	unmigrateTo(b, path, 27, slices.Concat(undo29, undo27))
+}
 
 // unmigrate26 takes the database at path back to version 25, as the
 // release before migration 26 left it, for the upgrade an operator of
 // that release runs.
 func unmigrate26(b *testing.B, path string) {
-	unmigrateTo(b, path, 26, append(slices.Clone(undo27), undo26...))
+	unmigrateTo(b, path, 26, slices.Concat(undo29, undo27, undo26))
 }
 
 // unmigrateTo undoes the migrations from version on with the statements

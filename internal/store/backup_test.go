@@ -24,18 +24,21 @@ func addTransaction(ctx context.Context, s *Store, n int) error {
 	}
 	defer tx.Rollback()
 	txn := fmt.Sprintf("txn_%06d", n)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at) VALUES (?, 'org_a', 'buyer', 'committed', ?, ?)`, txn, now(), now()); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO transaction_numbers(id, seq) VALUES (?, ?)`, txn, n+1); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at, seq) VALUES (?, 'org_a', 'buyer', 'committed', ?, ?, ?)`, txn, now(), now(), n+1); err != nil {
 		return err
 	}
 	for seq := 1; seq <= backupEvents; seq++ {
 		id := fmt.Sprintf("evt_%06d_%d", n, seq)
 		hash := fmt.Sprintf("h_%s", id)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin) VALUES (?, 'transaction_event', ?, ?, ?, 'local')`,
-			id, txn, hash, []byte(fmt.Sprintf(`{"n":%d,"sequence":%d}`, n, seq))); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, tseq, content_hash, body, origin) VALUES (?, 'transaction_event', ?, ?, ?, ?, 'local')`,
+			id, txn, n+1, hash, []byte(fmt.Sprintf(`{"n":%d,"sequence":%d}`, n, seq))); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES (?, ?, ?, ?, 'agreement.direct', 'committed', 'org_a', 'recorded')`,
-			txn, seq, id, hash); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO events(transaction_id, tseq, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES (?, ?, ?, ?, ?, 'agreement.direct', 'committed', 'org_a', 'recorded')`,
+			txn, n+1, seq, id, hash); err != nil {
 			return err
 		}
 	}

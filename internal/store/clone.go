@@ -3,8 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
+
+// localNumber are the columns that hold a transaction's local number
+// (migration 29): transactions.seq and the tseq of its objects and events.
+var localNumber = map[string]bool{"seq": true, "tseq": true}
 
 // Rows are a table's rows about one transaction, every column, as the
 // database holds them (TEXT as string, BLOB as []byte, INTEGER as int64,
@@ -63,7 +68,17 @@ func (s *Store) TransactionRows(ctx context.Context, txn string) ([]Rows, error)
 			rows.Close()
 			return nil, err
 		}
-		r := Rows{Table: t.table, Columns: cols}
+		// The transaction's local number (migration 29) is not the row's
+		// content but where this database filed it: InsertRows gives a
+		// copy a number of its own.
+		keep := make([]int, 0, len(cols))
+		r := Rows{Table: t.table}
+		for i, c := range cols {
+			if !localNumber[c] {
+				keep = append(keep, i)
+				r.Columns = append(r.Columns, c)
+			}
+		}
 		for rows.Next() {
 			vals := make([]any, len(cols))
 			ptrs := make([]any, len(cols))
@@ -74,7 +89,11 @@ func (s *Store) TransactionRows(ctx context.Context, txn string) ([]Rows, error)
 				rows.Close()
 				return nil, err
 			}
-			r.Values = append(r.Values, vals)
+			row := make([]any, len(keep))
+			for j, i := range keep {
+				row[j] = vals[i]
+			}
+			r.Values = append(r.Values, row)
 		}
 		err = rows.Err()
 		rows.Close()
@@ -97,10 +116,31 @@ func (t *Txn) InsertRows(r Rows) error {
 	if !known {
 		return fmt.Errorf("store: %s is not a table of transaction rows", r.Table)
 	}
-	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", r.Table, strings.Join(r.Columns, ", "), strings.TrimSuffix(strings.Repeat("?, ", len(r.Columns)), ", "))
+	cols := strings.Join(r.Columns, ", ")
+	vals := strings.TrimSuffix(strings.Repeat("?, ", len(r.Columns)), ", ")
+	// The transaction's local number, which TransactionRows leaves out:
+	// the copy's own, given as CreateTransaction and putChecked give it.
+	num := -1
+	switch r.Table {
+	case "transactions", "objects", "events":
+		col, local := "transaction_id", "tseq"
+		if r.Table == "transactions" {
+			col, local = "id", "seq"
+		}
+		if num = slices.Index(r.Columns, col); num < 0 {
+			return fmt.Errorf("store: rows of %s without their %s", r.Table, col)
+		}
+		cols, vals = cols+", "+local, fmt.Sprintf("%s, (SELECT seq FROM transaction_numbers WHERE id = ?%d)", vals, num+1)
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", r.Table, cols, vals)
 	for _, v := range r.Values {
 		if len(v) != len(r.Columns) {
 			return fmt.Errorf("store: a row of %d values for %d columns of %s", len(v), len(r.Columns), r.Table)
+		}
+		if id, ok := v[max(num, 0)].(string); num >= 0 && ok {
+			if err := t.number(id); err != nil {
+				return err
+			}
 		}
 		if _, err := t.exec(q, v...); err != nil {
 			return fmt.Errorf("store: insert into %s: %w", r.Table, err)

@@ -75,8 +75,13 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 	if info.TransactionID != "" {
 		txn = info.TransactionID
 	}
-	res, err := t.exec(`INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	if txn != nil {
+		if err := t.number(info.TransactionID); err != nil {
+			return ObjectInfo{}, err
+		}
+	}
+	res, err := t.exec(`INSERT INTO objects(id, object_type, transaction_id, tseq, content_hash, body, origin)
+		VALUES (?1, ?2, ?3, (SELECT seq FROM transaction_numbers WHERE id = ?3), ?4, ?5, ?6) ON CONFLICT DO NOTHING`,
 		info.ID, info.ObjectType, txn, info.ContentHash, body, origin)
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
@@ -109,16 +114,44 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 }
 
 // objectKey is the condition that finds one object by its key (migration
-// 26): its transaction and its id, or its id alone for an object bound to
-// no transaction (transaction "": a key record, a revocation record).
-// Both are one row's search of objects_by_key (SQLite takes IS NULL as an
-// equality on its first column); objects_unbound keeps the unbound ids
-// unique, which objects_by_key cannot (its NULLs are all distinct).
+// 26): its transaction and its id, one row's search of objects_by_key
+// (keyed by the transaction's local number since migration 29: txnSeq),
+// or its id alone for an object bound to no transaction (transaction "":
+// a key record, a revocation record), one row's search of
+// objects_unbound, which keeps those ids unique.
 func objectKey(transactionID, id string) (string, []any) {
 	if transactionID == "" {
 		return `transaction_id IS NULL AND id = ?`, []any{id}
 	}
-	return `transaction_id = ? AND id = ?`, []any{transactionID, id}
+	return `tseq = ` + txnSeq + ` AND id = ?`, []any{transactionID, id}
+}
+
+// txnSeq is the local number of the transaction whose id is the
+// parameter (migration 29): what a query of a transaction's objects and
+// events compares their key with (tseq = txnSeq). SQLite reads it once a
+// statement, one search of transaction_numbers, and then searches the
+// table's index by it; NULL (nothing found) for an id never met.
+const txnSeq = `(SELECT seq FROM transaction_numbers WHERE id = ?)`
+
+// number gives transaction id its local number (migration 29) unless it
+// has one: one more than the last given (the last entry of
+// transaction_numbers' index by number), numbers never given twice. It
+// runs before any row keyed by the number is written; t remembers the ids
+// it numbered, so an act that stores many objects numbers once.
+func (t *Txn) number(id string) error {
+	if t.numbered[id] {
+		return nil
+	}
+	_, err := t.exec(`INSERT INTO transaction_numbers(id, seq)
+		VALUES (?, (SELECT IFNULL(MAX(seq), 0) + 1 FROM transaction_numbers)) ON CONFLICT DO NOTHING`, id)
+	if err != nil {
+		return fmt.Errorf("store: number transaction %s: %w", id, err)
+	}
+	if t.numbered == nil {
+		t.numbered = make(map[string]bool)
+	}
+	t.numbered[id] = true
+	return nil
 }
 
 // objectQuery is the query for the bytes of one object by its key.
@@ -174,7 +207,7 @@ func (s *Store) NamedObjectTransaction(ctx context.Context, id string) (string, 
 // TransactionObjects returns the bytes of every object of a transaction, in
 // the order they were stored.
 func (s *Store) TransactionObjects(ctx context.Context, transactionID string) ([][]byte, error) {
-	return s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	return s.bodies(ctx, `SELECT body FROM objects WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
 }
 
 // ObjectsOfType returns the bytes of every object of one type, in storage

@@ -53,6 +53,9 @@ type Txn struct {
 	states map[string]string
 	// u is the Update t runs for (AfterCommit).
 	u *update
+	// numbered holds the transactions t gave a local number or found
+	// with one (number).
+	numbered map[string]bool
 }
 
 // AfterCommit has fn run once t's writes are committed and durable, by
@@ -159,8 +162,11 @@ func (t *Txn) CreateTransaction(id, counterparty, role, sessionID, state string)
 		sess = sessionID
 	}
 	ts := now()
-	_, err := t.exec(`INSERT INTO transactions(id, counterparty, role, session_id, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, id, counterparty, role, sess, state, ts, ts)
+	if err := t.number(id); err != nil {
+		return err
+	}
+	_, err := t.exec(`INSERT INTO transactions(id, counterparty, role, session_id, state, created_at, updated_at, seq)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT seq FROM transaction_numbers WHERE id = ?1)) ON CONFLICT DO NOTHING`, id, counterparty, role, sess, state, ts, ts)
 	if err != nil {
 		return err
 	}
@@ -218,8 +224,8 @@ func (t *Txn) InsertEvent(e Event) error {
 	if e.FromState != "" {
 		from = e.FromState
 	}
-	_, err := t.exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.TransactionID, e.Sequence, e.EventID, e.ContentHash, prev, e.EventType, from, e.ToState, e.AppendedBy, e.Status)
+	_, err := t.exec(`INSERT INTO events(transaction_id, tseq, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
+		VALUES (?1, (SELECT seq FROM transaction_numbers WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`, e.TransactionID, e.Sequence, e.EventID, e.ContentHash, prev, e.EventType, from, e.ToState, e.AppendedBy, e.Status)
 	if err != nil {
 		return fmt.Errorf("%w: event %d of %s: %v", ErrConflict, e.Sequence, e.TransactionID, err)
 	}
@@ -267,7 +273,7 @@ func (s *Store) OffersClosed(ctx context.Context, read []Transaction) error {
 // transaction's head and state to it, as a compare-and-swap on the head:
 // the event must extend the head the transaction has now.
 func (t *Txn) MarkRecorded(e Event) error {
-	res, err := t.exec(`UPDATE events SET status = 'recorded' WHERE transaction_id = ? AND sequence = ? AND content_hash = ?`,
+	res, err := t.exec(`UPDATE events SET status = 'recorded' WHERE tseq = `+txnSeq+` AND sequence = ? AND content_hash = ?`,
 		e.TransactionID, e.Sequence, e.ContentHash)
 	if err != nil {
 		return err
@@ -290,14 +296,14 @@ func (t *Txn) MarkRecorded(e Event) error {
 // DeletePendingEvent removes an own event that the counterparty refused,
 // with its object: a refused act leaves no trace in the record.
 func (t *Txn) DeletePendingEvent(transactionID string, sequence int, eventID string) error {
-	res, err := t.exec(`DELETE FROM events WHERE transaction_id = ? AND sequence = ? AND event_id = ? AND status = 'pending'`, transactionID, sequence, eventID)
+	res, err := t.exec(`DELETE FROM events WHERE tseq = `+txnSeq+` AND sequence = ? AND event_id = ? AND status = 'pending'`, transactionID, sequence, eventID)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("%w: no pending event %s", ErrNotFound, eventID)
 	}
-	_, err = t.exec(`DELETE FROM objects WHERE transaction_id = ? AND id = ?`, transactionID, eventID)
+	_, err = t.exec(`DELETE FROM objects WHERE tseq = `+txnSeq+` AND id = ?`, transactionID, eventID)
 	return err
 }
 
@@ -308,14 +314,14 @@ func (t *Txn) DeletePendingEvent(transactionID string, sequence int, eventID str
 // recorded event first, a read of the whole history under the write lock
 // for each refusal a counterparty chose to send.
 func (t *Txn) DeleteObject(transactionID, id string) error {
-	_, err := t.exec(`DELETE FROM objects WHERE transaction_id = ? AND id = ?
-		AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ? AND event_id = ? AND status = 'recorded')`, transactionID, id, transactionID, id)
+	_, err := t.exec(`DELETE FROM objects WHERE tseq = `+txnSeq+` AND id = ?
+		AND NOT EXISTS (SELECT 1 FROM events WHERE tseq = objects.tseq AND event_id = ? AND status = 'recorded')`, transactionID, id, id)
 	return err
 }
 
 // EventAt returns the event at a sequence, or ErrNotFound.
 func (t *Txn) EventAt(transactionID string, sequence int) (Event, error) {
-	return scanEvent(t.queryRow(`SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
+	return scanEvent(t.queryRow(`SELECT `+eventColumns+` FROM events WHERE tseq = `+txnSeq+` AND sequence = ?`, transactionID, sequence))
 }
 
 // RecordFork keeps a second successor of an event, refused from the
@@ -357,7 +363,7 @@ func (s *Store) Transactions(ctx context.Context) ([]Transaction, error) {
 // every transaction.
 func (s *Store) TransactionsAtIssue(ctx context.Context) ([]string, error) {
 	rows, err := s.query(ctx, `SELECT id FROM transactions
-		WHERE id IN (SELECT transaction_id FROM objects INDEXED BY objects_at_issue WHERE object_type IN ('dispute', 'determination', 'exception'))
+		WHERE seq IN (SELECT tseq FROM objects INDEXED BY objects_at_issue WHERE object_type IN ('dispute', 'determination', 'exception'))
 		ORDER BY created_at, rowid`)
 	if err != nil {
 		return nil, err
@@ -368,7 +374,7 @@ func (s *Store) TransactionsAtIssue(ctx context.Context) ([]string, error) {
 // Events returns a transaction's events in sequence order, pending ones
 // included (their Status says so).
 func (s *Store) Events(ctx context.Context, transactionID string) ([]Event, error) {
-	rows, err := s.query(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? ORDER BY sequence`, transactionID)
+	rows, err := s.query(ctx, `SELECT `+eventColumns+` FROM events WHERE tseq = `+txnSeq+` ORDER BY sequence`, transactionID)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +408,7 @@ func (s *Store) Forks(ctx context.Context, transactionID string) ([]Fork, error)
 // DeleteTransaction removes a transaction that holds no event, for an
 // opening offer the counterparty refused.
 func (t *Txn) DeleteTransaction(id string) error {
-	_, err := t.exec(`DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ?)`, id, id)
+	_, err := t.exec(`DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE tseq = transactions.seq)`, id)
 	return err
 }
 

@@ -8,9 +8,14 @@
 //
 // The schema, as of the latest migration:
 //
-//	-- Every envelope object, keyed by its transaction and its id
-//	-- (migration 26), or by its id among the objects bound to no
-//	-- transaction (key and revocation records). body is the exact
+//	-- Each transaction id this instance has met, numbered in the order
+//	-- it met them (migration 29): a transaction's objects and events are
+//	-- keyed by the number, so a new transaction's rows go to the end of
+//	-- each index, not to a random leaf of it.
+//	CREATE TABLE transaction_numbers (id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE) WITHOUT ROWID;
+//	-- Every envelope object, keyed by its transaction (its number) and
+//	-- its id (migrations 26, 29), or by its id among the objects bound to
+//	-- no transaction (key and revocation records). body is the exact
 //	-- canonical bytes; content_hash is over body minus content_hash,
 //	-- signatures and kernel_annotations, so adding a countersignature
 //	-- changes body and leaves content_hash alone. The hash covers the id,
@@ -20,11 +25,12 @@
 //	  id             TEXT NOT NULL,
 //	  object_type    TEXT NOT NULL,
 //	  transaction_id TEXT,             -- NULL for an object bound to none
+//	  tseq           INTEGER,          -- its transaction's number, NULL with it
 //	  content_hash   TEXT NOT NULL,
 //	  body           BLOB NOT NULL,
 //	  origin         TEXT NOT NULL     -- "local" or the sending organisation
 //	);
-//	CREATE UNIQUE INDEX objects_by_key ON objects(transaction_id, id);
+//	CREATE UNIQUE INDEX objects_by_key ON objects(tseq, id);
 //	CREATE UNIQUE INDEX objects_unbound ON objects(id) WHERE transaction_id IS NULL;
 //	-- The objects an agent names by id alone: one id, one transaction.
 //	CREATE UNIQUE INDEX objects_named ON objects(id) WHERE object_type IN ('offer', 'obligation', 'dispute');
@@ -885,12 +891,98 @@ var migrations = []string{
 	// time, each mandate's latest are a page's read (AgentApprovalRequests);
 	// a new request goes to the end of its mandate's range.
 	`CREATE INDEX approval_requests_by_mandate ON approval_requests(mandate_id, requested_at);`,
+	// 29: a transaction's objects and events are keyed by its local
+	// number, not its id. Identifiers are random (decisions.md item 4),
+	// so keyed by transaction id a new transaction's rows went to a
+	// random leaf of each of the objects' and events' indexes; at a
+	// million transactions those indexes are gigabytes, most of their
+	// leaves in no cache, and each act read and wrote a cold leaf of
+	// each (docs/performance.md, "A year of history"). A local number
+	// given in the order this instance first met the transaction's id
+	// (transaction_numbers: an approval may name a transaction before it
+	// is held) puts a new transaction's rows at the end of each index, on
+	// the leaves the last acts left warm, at any size. A query names a
+	// transaction by id and finds its number in transaction_numbers
+	// (txnSeq); the id stays on every row, for what reads across
+	// transactions. transactions.seq repeats the number of a transaction
+	// held, for events' foreign key (explicit, since VACUUM may renumber
+	// implicit rowids). The numbers follow the rowids of the transactions
+	// held, then of the first objects of those named and not held.
+	// objects and events are rebuilt with the number (fkOffMigrations);
+	// the CHECK keeps every object bound to a transaction numbered.
+	`CREATE TABLE transaction_numbers (
+		id  TEXT PRIMARY KEY,
+		seq INTEGER NOT NULL UNIQUE
+	) WITHOUT ROWID;
+	INSERT INTO transaction_numbers(id, seq) SELECT id, rowid FROM transactions;
+	INSERT INTO transaction_numbers(id, seq)
+		SELECT transaction_id, (SELECT IFNULL(MAX(rowid), 0) FROM transactions) + ROW_NUMBER() OVER (ORDER BY MIN(rowid))
+		FROM objects WHERE transaction_id IS NOT NULL AND transaction_id NOT IN (SELECT id FROM transactions)
+		GROUP BY transaction_id;
+	ALTER TABLE transactions ADD COLUMN seq INTEGER;
+	UPDATE transactions SET seq = rowid;
+	CREATE UNIQUE INDEX transactions_by_seq ON transactions(seq);
+	CREATE TABLE objects_new (
+		id             TEXT NOT NULL,
+		object_type    TEXT NOT NULL,
+		transaction_id TEXT,
+		tseq           INTEGER,
+		content_hash   TEXT NOT NULL,
+		body           BLOB NOT NULL,
+		origin         TEXT NOT NULL,
+		CHECK ((transaction_id IS NULL) = (tseq IS NULL))
+	);
+	INSERT INTO objects_new(rowid, id, object_type, transaction_id, tseq, content_hash, body, origin)
+		SELECT o.rowid, o.id, o.object_type, o.transaction_id, t.seq, o.content_hash, o.body, o.origin
+		FROM objects o LEFT JOIN transaction_numbers t ON t.id = o.transaction_id ORDER BY o.rowid;
+	DROP TABLE objects;
+	ALTER TABLE objects_new RENAME TO objects;
+	CREATE UNIQUE INDEX objects_by_key ON objects(tseq, id);
+	CREATE UNIQUE INDEX objects_unbound ON objects(id) WHERE transaction_id IS NULL;
+	CREATE UNIQUE INDEX objects_named ON objects(id) WHERE object_type IN ('offer', 'obligation', 'dispute');
+	CREATE INDEX objects_by_transaction ON objects(tseq, object_type);
+	CREATE INDEX key_objects ON objects(object_type) WHERE object_type = 'key_record' OR object_type = 'revocation_record';
+	CREATE INDEX obligation_responses_by_type ON objects(tseq, json_extract(CAST(body AS TEXT), '$.payload.response_type'))
+		WHERE object_type = 'obligation_response';
+	CREATE INDEX objects_at_issue ON objects(tseq, object_type) WHERE object_type IN ('dispute', 'determination', 'exception');
+	CREATE TRIGGER key_objects_inserted AFTER INSERT ON objects
+		WHEN NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_updated AFTER UPDATE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record') OR NEW.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TRIGGER key_objects_deleted AFTER DELETE ON objects
+		WHEN OLD.object_type IN ('key_record', 'revocation_record')
+		BEGIN UPDATE key_objects_version SET n = n + 1 WHERE id = 1; END;
+	CREATE TABLE events_new (
+		transaction_id      TEXT NOT NULL,
+		tseq                INTEGER NOT NULL REFERENCES transactions(seq),
+		sequence            INTEGER NOT NULL,
+		event_id            TEXT NOT NULL,
+		content_hash        TEXT NOT NULL,
+		previous_event_hash TEXT,
+		event_type          TEXT NOT NULL,
+		from_state          TEXT,
+		to_state            TEXT NOT NULL,
+		appended_by         TEXT NOT NULL,
+		status              TEXT NOT NULL CHECK (status IN ('pending','recorded')),
+		PRIMARY KEY (tseq, sequence),
+		UNIQUE (tseq, event_id),
+		FOREIGN KEY (tseq, event_id) REFERENCES objects(tseq, id)
+	) WITHOUT ROWID;
+	INSERT INTO events_new(transaction_id, tseq, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
+		SELECT e.transaction_id, t.seq, e.sequence, e.event_id, e.content_hash, e.previous_event_hash, e.event_type, e.from_state, e.to_state, e.appended_by, e.status
+		FROM events e JOIN transaction_numbers t ON t.id = e.transaction_id ORDER BY t.seq, e.sequence;
+	DROP TABLE events;
+	ALTER TABLE events_new RENAME TO events;
+	CREATE INDEX events_by_type ON events(tseq, event_type, sequence);
+	UPDATE key_objects_version SET n = n + 1 WHERE id = 1;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's
 // procedure for rebuilding a table that others reference asks, and with
 // every foreign key checked before they commit (migrate).
-var fkOffMigrations = map[int]bool{16: true, 17: true, 26: true}
+var fkOffMigrations = map[int]bool{16: true, 17: true, 26: true, 29: true}
 
 // idleConns is how many connections the pool keeps open between uses.
 // database/sql keeps two by default, so when more goroutines than that

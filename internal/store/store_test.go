@@ -576,7 +576,7 @@ func TestTransactionObjectsOfTypes(t *testing.T) {
 			}
 		}
 	}
-	q := `SELECT object_type, body FROM objects WHERE transaction_id = ? AND object_type IN (?, ?) ORDER BY rowid`
+	q := `SELECT object_type, body FROM objects WHERE tseq = ` + txnSeq + ` AND object_type IN (?, ?) ORDER BY rowid`
 	if got := queryPlan(t, s, q, "txn_x", "offer", "agreement"); !strings.Contains(got, "USING INDEX objects_by_transaction") {
 		t.Errorf("several types read by %q", got)
 	}
@@ -1397,16 +1397,16 @@ func TestUnboundObjectKeyedByID(t *testing.T) {
 }
 
 // TestObjectReadPlans: the two statements that read an object by its key,
-// the ones GetObject prepares, are each a SEARCH of one row on
-// objects_by_key (SQLite takes transaction_id IS NULL as an equality on
-// its first column; objects_unbound keeps unbound ids unique).
+// the ones GetObject prepares, are each a SEARCH of one row: on
+// objects_by_key by its transaction's number, or on objects_unbound for
+// an object bound to none.
 func TestObjectReadPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "party.db"))
 	for _, c := range []struct{ txn, query, index string }{
-		{"txn_plan", `SELECT body FROM objects WHERE transaction_id = ? AND id = ?`, "objects_by_key"},
-		{"", `SELECT body FROM objects WHERE transaction_id IS NULL AND id = ?`, "objects_by_key"},
+		{"txn_plan", `SELECT body FROM objects WHERE tseq = ` + txnSeq + ` AND id = ?`, "objects_by_key"},
+		{"", `SELECT body FROM objects WHERE transaction_id IS NULL AND id = ?`, "objects_unbound"},
 	} {
 		if _, err := s.GetObject(ctx, c.txn, "obj_plan"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("GetObject(%q): %v", c.txn, err)
@@ -1512,5 +1512,68 @@ func TestTransactionsAtIssue(t *testing.T) {
 	got, err := s.TransactionsAtIssue(ctx)
 	if err != nil || fmt.Sprint(got) != "[txn_at_1 txn_at_3 txn_at_5]" {
 		t.Fatalf("at issue: %v %v, want the dispute's, the determination's and the exception's, oldest first", got, err)
+	}
+}
+
+// TestTransactionNumbers: a transaction is numbered when this instance
+// first meets its id (migration 29), whether by an object that names it
+// before it is held (an approval of the act that creates it) or by its
+// creation, and keeps that number: created after its approval, the
+// transaction holds the approval's number, and both are found by id.
+// Numbers follow the order met, so a new transaction's rows sort after
+// every other's; a number is never given twice, and a rolled-back
+// Update gives none.
+func TestTransactionNumbers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	number := func(id string) (n int64) {
+		t.Helper()
+		if err := s.db.QueryRowContext(ctx, `SELECT seq FROM transaction_numbers WHERE id = ?`, id).Scan(&n); err != nil {
+			t.Fatalf("number of %s: %v", id, err)
+		}
+		return n
+	}
+	create := func(id string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx *Txn) error { return tx.CreateTransaction(id, "org_b", "buyer", "", "draft") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("txn_num_a")
+	apr := keyedObject(t, "apr_000000000000000000000001", "approval", "txn_num_b", "approves the offer that opens b")
+	if _, err := s.PutObject(ctx, apr, "local"); err != nil {
+		t.Fatal(err)
+	}
+	create("txn_num_c")
+	failed := errors.New("rolled back")
+	if err := s.Update(ctx, func(tx *Txn) error {
+		if err := tx.CreateTransaction("txn_num_x", "org_b", "buyer", "", "draft"); err != nil {
+			return err
+		}
+		return failed
+	}); !errors.Is(err, failed) {
+		t.Fatalf("update: %v", err)
+	}
+	create("txn_num_b")
+	create("txn_num_d")
+	a, b, c, d := number("txn_num_a"), number("txn_num_b"), number("txn_num_c"), number("txn_num_d")
+	if !(a < b && b < c && c < d) || d != a+3 {
+		t.Fatalf("numbers a %d, b %d, c %d, d %d: want them in the order met, none skipped", a, b, c, d)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM transaction_numbers WHERE id = 'txn_num_x'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("a rolled-back creation left a number (%d, %v)", n, err)
+	}
+	var held, tseq int64
+	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT seq FROM transactions WHERE id = 'txn_num_b'), (SELECT tseq FROM objects WHERE id = 'apr_000000000000000000000001')`).Scan(&held, &tseq); err != nil || held != b || tseq != b {
+		t.Fatalf("transaction b holds %d, its approval %d, its number %d (%v)", held, tseq, b, err)
+	}
+	if got, err := s.GetObject(ctx, "txn_num_b", "apr_000000000000000000000001"); err != nil || !bytes.Equal(got, apr) {
+		t.Fatalf("the approval by its transaction's id: %q, %v", got, err)
+	}
+	// The CHECK keeps every bound object numbered.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin) VALUES ('obj_x', 'evidence', 'txn_num_a', 'h', x'7b7d', 'local')`); err == nil {
+		t.Fatal("an object bound to a transaction was stored without its number")
 	}
 }

@@ -167,9 +167,9 @@ func (s *Store) LookupRequest(ctx context.Context, scope, requestID string) (Req
 // index.
 func (s *Store) TransactionObjectsOfType(ctx context.Context, transactionID, objectType string) ([][]byte, error) {
 	if lit, ok := typeLiteral(objectType); ok {
-		return s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = `+lit+` ORDER BY rowid`, transactionID)
+		return s.bodies(ctx, `SELECT body FROM objects WHERE tseq = `+txnSeq+` AND object_type = `+lit+` ORDER BY rowid`, transactionID)
 	}
-	return s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ? ORDER BY rowid`, transactionID, objectType)
+	return s.bodies(ctx, `SELECT body FROM objects WHERE tseq = `+txnSeq+` AND object_type = ? ORDER BY rowid`, transactionID, objectType)
 }
 
 // typeLiteral returns objectType as an SQL string literal, when it is an
@@ -224,7 +224,7 @@ func (s *Store) TransactionObjectsOfTypes(ctx context.Context, transactionID str
 			}
 		}
 	}
-	q := `SELECT object_type, body FROM objects WHERE transaction_id = ? AND object_type IN (` +
+	q := `SELECT object_type, body FROM objects WHERE tseq = ` + txnSeq + ` AND object_type IN (` +
 		strings.Join(in, ", ") + `) ORDER BY rowid`
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
@@ -378,8 +378,8 @@ func (s *Store) PendingOutboxTransactions(ctx context.Context) ([]string, error)
 // DeleteTransactionIfEmpty removes a transaction that holds no event and
 // no object: what an opening offer the counterparty refused leaves.
 func (t *Txn) DeleteTransactionIfEmpty(id string) error {
-	_, err := t.exec(`DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE transaction_id = ?)
-		AND NOT EXISTS (SELECT 1 FROM objects WHERE transaction_id = ?)`, id, id, id)
+	_, err := t.exec(`DELETE FROM transactions WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE tseq = transactions.seq)
+		AND NOT EXISTS (SELECT 1 FROM objects WHERE tseq = transactions.seq)`, id)
 	return err
 }
 
@@ -409,14 +409,14 @@ func (t *Txn) RenameWithdrawalDecision(old, new string) error {
 
 // EventAt returns the event at a position of a transaction, or ErrNotFound.
 func (s *Store) EventAt(ctx context.Context, transactionID string, sequence int) (Event, error) {
-	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND sequence = ?`, transactionID, sequence))
+	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE tseq = `+txnSeq+` AND sequence = ?`, transactionID, sequence))
 }
 
 // LatestEventOfType returns a transaction's event of the given type with
 // the highest sequence, or ErrNotFound when it has none. It reads that
 // one event, however many of the type the transaction holds.
 func (s *Store) LatestEventOfType(ctx context.Context, transactionID, eventType string) (Event, error) {
-	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE transaction_id = ? AND event_type = ? ORDER BY sequence DESC LIMIT 1`, transactionID, eventType))
+	return scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE tseq = `+txnSeq+` AND event_type = ? ORDER BY sequence DESC LIMIT 1`, transactionID, eventType))
 }
 
 // ObligationResponsesOfTypes returns a transaction's obligation_response
@@ -441,7 +441,7 @@ func (s *Store) ObligationResponsesOfTypes(ctx context.Context, transactionID st
 // INDEXED BY makes SQLite use it (without statistics it would take the
 // wider objects_by_type and read every response) or fail the query.
 func responsesOfTypesQuery(n int) string {
-	return `SELECT body FROM objects INDEXED BY obligation_responses_by_type WHERE object_type = 'obligation_response' AND transaction_id = ?
+	return `SELECT body FROM objects INDEXED BY obligation_responses_by_type WHERE object_type = 'obligation_response' AND tseq = ` + txnSeq + `
 		AND json_extract(CAST(body AS TEXT), '$.payload.response_type') IN (?` + strings.Repeat(", ?", n-1) + `) ORDER BY rowid`
 }
 
@@ -451,7 +451,7 @@ func (s *Store) EventsOfTypes(ctx context.Context, transactionID string, types .
 	if len(types) == 0 {
 		return nil, nil
 	}
-	q := `SELECT ` + eventColumns + ` FROM events WHERE transaction_id = ? AND event_type IN (?` + strings.Repeat(", ?", len(types)-1) + `) ORDER BY sequence`
+	q := `SELECT ` + eventColumns + ` FROM events WHERE tseq = ` + txnSeq + ` AND event_type IN (?` + strings.Repeat(", ?", len(types)-1) + `) ORDER BY sequence`
 	args := []any{transactionID}
 	for _, t := range types {
 		args = append(args, t)

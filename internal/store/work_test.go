@@ -362,7 +362,7 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 	}
 	put := func(id, typ, body string) {
 		t.Helper()
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin) VALUES (?, ?, 'txn_1', ?, ?, 'local')`,
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, transaction_id, tseq, content_hash, body, origin) VALUES (?, ?, 'txn_1', (SELECT seq FROM transactions WHERE id = 'txn_1'), ?, ?, 'local')`,
 			id, typ, "h_"+id, []byte(body)); err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 	for seq, typ := range []string{"agreement.direct", "acceptance.rejected", "performance.declared", "acceptance.rejected", "performance.declared"} {
 		id := fmt.Sprintf("evt_%d", seq+1)
 		put(id, "transaction_event", `{}`)
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_1', ?, ?, ?, ?, 'in_performance', 'org_a', 'recorded')`,
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, tseq, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_1', (SELECT seq FROM transactions WHERE id = 'txn_1'), ?, ?, ?, ?, 'in_performance', 'org_a', 'recorded')`,
 			seq+1, id, "h_"+id, typ); err != nil {
 			t.Fatal(err)
 		}
@@ -404,8 +404,8 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 // TestRebuildMigration: migration 16 rebuilds objects and events without
 // the unique index on content_hash, and 17 rebuilds events, inbox and
 // idempotency WITHOUT ROWID, and 22 rewrites objects without stored_at,
-// and 26 rebuilds both keyed by transaction and id, in a database made
-// before them: every row
+// and 26 rebuilds both keyed by transaction and id, and 29 by the
+// transaction's local number, in a database made before them: every row
 // kept with its bytes (an object with its rowid too), the indexes and
 // triggers back, the foreign keys still enforced after them (the
 // migrations ran with them off), nothing left of the index 16 dropped, and
@@ -432,6 +432,10 @@ func TestRebuildMigration(t *testing.T) {
 	}
 	exec(`DELETE FROM objects WHERE id = 'obj_000'`) // a gap in the rowids, which must stay
 	objs = objs[1:]
+	// An approval of an act on a transaction not held yet (29 numbers
+	// its transaction after those held).
+	exec(`INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at) VALUES ('apr_x', 'approval', 'txn_new', 'hap', '{}', 'local', ?)`, now())
+	exec(`INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at) VALUES ('txn_c', 'org_a', 'buyer', 'draft', ?, ?)`, now(), now())
 	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 1, 'obj_001', ?, 'agreement.direct', 'agreement_pending', 'org_a', 'recorded')`, objs[0].hash)
 	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 2, 'obj_003', ?, ?, 'agreement.committed', 'committed', 'org_a', 'pending')`, objs[2].hash, objs[0].hash)
 	exec(`INSERT INTO inbox(from_org, message_key, transaction_id, reply, reply_ids, received_at) VALUES ('org_b', 'k1', 'txn_a', x'', '["obj_001"]', ?), ('org_a', 'k2', 'txn_a', x'7b7d', NULL, ?)`, now(), now())
@@ -478,7 +482,7 @@ func TestRebuildMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	// events' primary key is the table itself (17); its one autoindex is
-	// the unique (transaction_id, event_id) of 26, and objects has none
+	// the unique (tseq, event_id) of 26 and 29, and objects has none
 	// (26: keyed by objects_by_key and objects_unbound); 27 adds the
 	// index of the objects at issue.
 	want := "events_by_type,key_objects,key_objects_deleted,key_objects_inserted,key_objects_updated,objects_at_issue,objects_by_key,objects_by_transaction,objects_named,objects_unbound,obligation_responses_by_type,sqlite_autoindex_events_2"
@@ -497,13 +501,32 @@ func TestRebuildMigration(t *testing.T) {
 	// Foreign keys are on again, on every connection: an event naming no
 	// object is refused.
 	for range 3 {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 9, 'obj_none', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, tseq, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 1, 9, 'obj_none', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
 			t.Fatal("an event naming no object was stored after the migration")
 		}
 	}
 	// An event's id is still unique in its transaction.
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 3, 'obj_001', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, tseq, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 1, 3, 'obj_001', 'h', 'x', 'y', 'org_a', 'pending')`); err == nil {
 		t.Fatal("a second event with the id of another was stored after the migration")
+	}
+	// Nor an event of a transaction not held (the approval's is numbered).
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO events(transaction_id, tseq, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_new', 3, 1, 'apr_x', 'hap', 'x', 'y', 'org_a', 'pending')`); err == nil {
+		t.Fatal("an event of a transaction not held was stored after the migration")
+	}
+	// 29: the transactions held numbered in the order they were created,
+	// then the one only an object names; every row keyed by its number.
+	var numbers string
+	if err := s.db.QueryRowContext(ctx, `SELECT group_concat(id || '=' || seq, ',') FROM (SELECT * FROM transaction_numbers ORDER BY seq)`).Scan(&numbers); err != nil || numbers != "txn_a=1,txn_c=2,txn_new=3" {
+		t.Fatalf("numbers %q (%v)", numbers, err)
+	}
+	var unkeyed int
+	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM transactions t WHERE seq IS NOT (SELECT seq FROM transaction_numbers WHERE id = t.id))
+		+ (SELECT COUNT(*) FROM objects o WHERE tseq IS NOT (SELECT seq FROM transaction_numbers WHERE id = o.transaction_id))
+		+ (SELECT COUNT(*) FROM events e WHERE tseq IS NOT (SELECT seq FROM transaction_numbers WHERE id = e.transaction_id))`).Scan(&unkeyed); err != nil || unkeyed != 0 {
+		t.Fatalf("%d rows not keyed by their transaction's number (%v)", unkeyed, err)
+	}
+	if b, err := s.GetObject(ctx, "txn_new", "apr_x"); err != nil || string(b) != "{}" {
+		t.Fatalf("the approval of a transaction not held: %q, %v", b, err)
 	}
 	// The triggers were made again: a key record moves the number.
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO objects(id, object_type, content_hash, body, origin) VALUES ('key_x', 'key_record', 'hx', '{}', 'org_a')`); err != nil {
@@ -513,11 +536,11 @@ func TestRebuildMigration(t *testing.T) {
 	if err := s.db.QueryRowContext(ctx, `SELECT n FROM key_objects_version`).Scan(&v1); err != nil {
 		t.Fatal(err)
 	}
-	if v1 != v0+3 { // one for each migration that rebuilt objects (16, 26), one for the key record
-		t.Fatalf("key objects version %d -> %d, want +3", v0, v1)
+	if v1 != v0+4 { // one for each migration that rebuilt objects (16, 26, 29), one for the key record
+		t.Fatalf("key objects version %d -> %d, want +4", v0, v1)
 	}
 	// And the plans still use the indexes.
-	if plan := queryPlan(t, s, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ?`, "txn_a", "offer"); !strings.Contains(plan, "objects_by_transaction") {
+	if plan := queryPlan(t, s, `SELECT body FROM objects WHERE tseq = `+txnSeq+` AND object_type = ?`, "txn_a", "offer"); !strings.Contains(plan, "objects_by_transaction") {
 		t.Fatalf("plan: %s", plan)
 	}
 	for _, table := range []string{"events", "inbox", "idempotency"} {
