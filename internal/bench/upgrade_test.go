@@ -19,7 +19,8 @@ import (
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
 // while it is open; the upgrade of a database from the release before
 // store migration 29 (upgrade-29), which rebuilds objects and events
-// keyed by their transaction's local number; from the release before
+// keyed by their transaction's local number and keys the approval
+// requests by it (30); from the release before
 // store migration 27 (upgrade-27), which builds three indexes (27, 28),
 // one of them read from every object, and then 29; the upgrade from the release before store
 // migration 26 (upgrade-26), which rebuilds objects, the largest
@@ -161,7 +162,7 @@ func indexHeld(b *testing.B, path, name string) bool {
 // undoneAfter22 is the last migration unmigrate undoes: every migration
 // after 22 is undone with it, since the database's version is the
 // highest it records and the upgrade would otherwise apply none.
-const undoneAfter22 = 29
+const undoneAfter22 = 30
 
 // unmigrate takes the database at path back to before migration 22, and
 // so before those after it (23, the count of transactions by state; 24,
@@ -169,7 +170,8 @@ const undoneAfter22 = 29
 // computes for every transaction that committed to pay; 26, objects keyed
 // by transaction and id, which rewrites objects and events again; 27 and
 // 28, three indexes; 29, objects and events keyed by number, rewritten
-// once more), which the upgrade applies again.
+// once more; 30, approval requests keyed by number), which the upgrade
+// applies again.
 func unmigrate(b *testing.B, path string) {
 	b.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -185,7 +187,7 @@ func unmigrate(b *testing.B, path string) {
 		b.Fatalf("the database is at version %d; unmigrate undoes the migrations after 22 up to %d only: undo the newer ones too", version, undoneAfter22)
 	}
 	at := time.Date(2026, 12, 6, 12, 0, 0, 123456789, time.UTC).Format("2006-01-02T15:04:05.000000000Z")
-	for _, q := range append(slices.Concat(undo29, undo27, undo26), []string{
+	for _, q := range append(slices.Concat(undo30, undo29, undo27, undo26), []string{
 		`ALTER TABLE objects ADD COLUMN stored_at TEXT NOT NULL DEFAULT ''`,
 		`UPDATE objects SET stored_at = '` + at + `'`,
 		`DROP TRIGGER transaction_states_created`,
@@ -341,21 +343,32 @@ var undo29 = []string{
 	`DROP TABLE transaction_numbers`,
 }
 
+// undo30 takes a database back to before migration 30: approval requests
+// indexed by transaction id and by act, without their number. The
+// numbers 30 gave stay: the transactions they number are numbered again
+// by the same rule, and 29's numbers are left as 29 gave them.
+var undo30 = []string{
+	`DROP INDEX approval_requests_by_act`,
+	`ALTER TABLE approval_requests DROP COLUMN tseq`,
+	`CREATE INDEX approval_requests_by_transaction ON approval_requests(transaction_id, requested_at)`,
+	`CREATE INDEX approval_requests_by_act ON approval_requests(mandate_id, action_hash)`,
+}
+
 // unmigrate29 takes the database at path back to version 28, as the
-// release before migration 29 left it.
-func unmigrate29(b *testing.B, path string) { unmigrateTo(b, path, 29, undo29) }
+// release before migration 29 left it (29 and 30 undone).
+func unmigrate29(b *testing.B, path string) { unmigrateTo(b, path, 29, slices.Concat(undo30, undo29)) }
 
 // unmigrate27 takes the database at path back to version 26, as the
 // release before migration 27 left it (27 to 29 undone).
 func unmigrate27(b *testing.B, path string) {
-	unmigrateTo(b, path, 27, slices.Concat(undo29, undo27))
+	unmigrateTo(b, path, 27, slices.Concat(undo30, undo29, undo27))
 }
 
 // unmigrate26 takes the database at path back to version 25, as the
 // release before migration 26 left it, for the upgrade an operator of
 // that release runs.
 func unmigrate26(b *testing.B, path string) {
-	unmigrateTo(b, path, 26, slices.Concat(undo29, undo27, undo26))
+	unmigrateTo(b, path, 26, slices.Concat(undo30, undo29, undo27, undo26))
 }
 
 // unmigrateTo undoes the migrations from version on with the statements

@@ -75,11 +75,14 @@ func (o *Org) OnApprovalRequest(fn func(store.ApprovalRequest)) {
 	o.hooksMu.Unlock()
 }
 
-// LatestApproval returns the latest request for the act with actionHash
-// under mandateID (found false when there is none) and, when it was
-// approved, the signed approval object.
-func (o *Org) LatestApproval(ctx context.Context, mandateID, actionHash string) (req store.ApprovalRequest, approval map[string]any, found bool, err error) {
-	list, err := o.Store.ApprovalRequestsFor(ctx, mandateID, actionHash)
+// LatestApproval returns the latest request for act, whose action hash is
+// actionHash, under mandateID (found false when there is none) and, when
+// it was approved, the signed approval object. The act's transaction
+// (its transaction_id, as FileApproval files it) is where its requests
+// are kept.
+func (o *Org) LatestApproval(ctx context.Context, mandateID string, act map[string]any, actionHash string) (req store.ApprovalRequest, approval map[string]any, found bool, err error) {
+	txn, _ := act["transaction_id"].(string)
+	list, err := o.Store.ApprovalRequestsFor(ctx, txn, mandateID, actionHash)
 	if err != nil || len(list) == 0 {
 		return store.ApprovalRequest{}, nil, false, err
 	}

@@ -146,7 +146,7 @@ func (e *Engine) budgetRefusal(ctx context.Context, stop *budgetStop, mandateID 
 	if presented != nil && approves(presented.Value(), ours, d.res.ActionHash, now) {
 		return true, nil
 	}
-	prior, apr, found, err := e.org.LatestApproval(ctx, mandateID, d.res.ActionHash)
+	prior, apr, found, err := e.org.LatestApproval(ctx, mandateID, d.doc, d.res.ActionHash)
 	if err != nil {
 		return false, err
 	}

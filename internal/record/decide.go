@@ -343,7 +343,7 @@ func orErr(a, b error) error {
 // was none and file is set.
 func (e *Engine) releaseHold(ctx context.Context, d *decision, req authority.Request, file bool) (held error, err error) {
 	mandateID := str(req.Mandate["id"])
-	prior, apr, found, err := e.org.LatestApproval(ctx, mandateID, d.res.ActionHash)
+	prior, apr, found, err := e.org.LatestApproval(ctx, mandateID, d.doc, d.res.ActionHash)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ type Org interface {
 
 	// LatestApproval finds the principal's decision on an act held for
 	// approval; FileApproval files one.
-	LatestApproval(ctx context.Context, mandateID, actionHash string) (req store.ApprovalRequest, approval map[string]any, found bool, err error)
+	LatestApproval(ctx context.Context, mandateID string, act map[string]any, actionHash string) (req store.ApprovalRequest, approval map[string]any, found bool, err error)
 	FileApproval(ctx context.Context, mandateID string, act map[string]any, res authority.Result) (store.ApprovalRequest, error)
 }
 

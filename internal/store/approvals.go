@@ -49,10 +49,16 @@ func (s *Store) FileApprovalRequest(ctx context.Context, r ApprovalRequest) (hel
 		txn = r.TransactionID
 	}
 	err = s.Update(ctx, func(tx *Txn) error {
+		if txn != nil {
+			if err := tx.number(r.TransactionID); err != nil {
+				return err
+			}
+		}
 		// By the act's own index: the mandate's (migration 28) would walk
 		// every request under the mandate, in time order, to this act's.
+		cond, args := actKey(r.TransactionID, r.MandateID, r.ActionHash)
 		prior, err := scanApproval(tx.queryRow(`SELECT `+approvalColumns+` FROM approval_requests INDEXED BY approval_requests_by_act
-			WHERE mandate_id = ? AND action_hash = ? AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1`, r.MandateID, r.ActionHash))
+			WHERE `+cond+` AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1`, args...))
 		switch {
 		case err == nil:
 			held = prior
@@ -61,8 +67,8 @@ func (s *Store) FileApprovalRequest(ctx context.Context, r ApprovalRequest) (hel
 			return err
 		}
 		r.Status, r.ApprovalID, r.RequestedAt, r.DecidedAt = ApprovalPending, "", now(), ""
-		if _, err := tx.exec(`INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at, note)
-			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, r.RequestedAt, r.Note); err != nil {
+		if _, err := tx.exec(`INSERT INTO approval_requests(id, mandate_id, transaction_id, tseq, action_hash, act, rules, status, requested_at, note)
+			VALUES (?1, ?2, ?3, (SELECT seq FROM transaction_numbers WHERE id = ?3), ?4, ?5, ?6, 'pending', ?7, ?8)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, r.RequestedAt, r.Note); err != nil {
 			return err
 		}
 		held, filed = r, true
@@ -72,6 +78,16 @@ func (s *Store) FileApprovalRequest(ctx context.Context, r ApprovalRequest) (hel
 		return ApprovalRequest{}, false, fmt.Errorf("store: approval request: %w", err)
 	}
 	return held, filed, nil
+}
+
+// actKey is the condition that finds one act's requests (migration 30):
+// its transaction's number (none for an act bound to no transaction), its
+// mandate and its action hash, the key of approval_requests_by_act.
+func actKey(txn, mandateID, actionHash string) (string, []any) {
+	if txn == "" {
+		return `tseq IS NULL AND mandate_id = ? AND action_hash = ?`, []any{mandateID, actionHash}
+	}
+	return `tseq = ` + txnSeq + ` AND mandate_id = ? AND action_hash = ?`, []any{txn, mandateID, actionHash}
 }
 
 const approvalColumns = `id, mandate_id, COALESCE(transaction_id, ''), action_hash, act, rules, status, COALESCE(approval_id, ''), requested_at, COALESCE(decided_at, ''), note`
@@ -123,17 +139,19 @@ func (s *Store) ApprovalRequestsShown(ctx context.Context, decided int) ([]Appro
 }
 
 // ApprovalRequestsOfTransaction lists one transaction's requests, oldest
-// first (its timeline), by the index on transaction_id.
+// first (its timeline), by the acts' index, which its number leads
+// (migration 30).
 func (s *Store) ApprovalRequestsOfTransaction(ctx context.Context, txn string) ([]ApprovalRequest, error) {
-	return s.approvals(ctx, `WHERE transaction_id = ? ORDER BY requested_at, rowid`, txn)
+	return s.approvals(ctx, `INDEXED BY approval_requests_by_act WHERE tseq = `+txnSeq+` ORDER BY requested_at, rowid`, txn)
 }
 
-// ApprovalRequestsFor lists the requests for one exact act (mandate and
-// action hash), oldest first, by the act's index (not the mandate's, which
-// SQLite would otherwise take to spare the sort, reading every request
-// under the mandate).
-func (s *Store) ApprovalRequestsFor(ctx context.Context, mandateID, actionHash string) ([]ApprovalRequest, error) {
-	return s.approvals(ctx, `INDEXED BY approval_requests_by_act WHERE mandate_id = ? AND action_hash = ? ORDER BY requested_at, rowid`, mandateID, actionHash)
+// ApprovalRequestsFor lists the requests for one exact act (its
+// transaction, "" for none, mandate and action hash), oldest first, by the
+// act's index (not the mandate's, which SQLite would otherwise take to
+// spare the sort, reading every request under the mandate).
+func (s *Store) ApprovalRequestsFor(ctx context.Context, txn, mandateID, actionHash string) ([]ApprovalRequest, error) {
+	cond, args := actKey(txn, mandateID, actionHash)
+	return s.approvals(ctx, `INDEXED BY approval_requests_by_act WHERE `+cond+` ORDER BY requested_at, rowid`, args...)
 }
 
 // DecideApprovalRequest stores the signed approval object and moves the

@@ -69,6 +69,29 @@ func TestApprovalRequestsShownAndOfTransaction(t *testing.T) {
 	if want := []string{"req_01", "req_04", "req_07", "req_10"}; fmt.Sprint(ids) != fmt.Sprint(want) {
 		t.Errorf("of the transaction %v, want %v", ids, want)
 	}
+	// An act's requests are kept under its transaction (migration 30):
+	// found there, not under another, and an act bound to none under none.
+	if _, _, err := s.FileApprovalRequest(ctx, ApprovalRequest{ID: "req_none", MandateID: "mnd_1", ActionHash: fmt.Sprintf("%064x", 4), Act: []byte(`{}`), Rules: `[]`}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ txn, want string }{
+		{fmt.Sprintf("txn_%024x", 1), "[req_04]"},
+		{fmt.Sprintf("txn_%024x", 2), "[]"},
+		{"txn_never_met", "[]"},
+		{"", "[req_none]"},
+	} {
+		list, err := s.ApprovalRequestsFor(ctx, c.txn, "mnd_1", fmt.Sprintf("%064x", 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = nil
+		for _, r := range list {
+			ids = append(ids, r.ID)
+		}
+		if fmt.Sprint(ids) != c.want {
+			t.Errorf("the act's requests under %q: %v, want %s", c.txn, ids, c.want)
+		}
+	}
 }
 
 // TestApprovalRequestsVersionCounts: the version the triggers keep is the

@@ -8,7 +8,8 @@ import (
 )
 
 // localNumber are the columns that hold a transaction's local number
-// (migration 29): transactions.seq and the tseq of its objects and events.
+// (migrations 29, 30): transactions.seq and the tseq of its objects,
+// events and approval requests.
 var localNumber = map[string]bool{"seq": true, "tseq": true}
 
 // Rows are a table's rows about one transaction, every column, as the
@@ -122,7 +123,7 @@ func (t *Txn) InsertRows(r Rows) error {
 	// the copy's own, given as CreateTransaction and putChecked give it.
 	num := -1
 	switch r.Table {
-	case "transactions", "objects", "events":
+	case "transactions", "objects", "events", "approval_requests":
 		col, local := "transaction_id", "tseq"
 		if r.Table == "transactions" {
 			col, local = "id", "seq"

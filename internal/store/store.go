@@ -977,6 +977,28 @@ var migrations = []string{
 	ALTER TABLE events_new RENAME TO events;
 	CREATE INDEX events_by_type ON events(tseq, event_type, sequence);
 	UPDATE key_objects_version SET n = n + 1 WHERE id = 1;`,
+	// 30: a transaction's approval requests are keyed by its local number
+	// too (migration 29). Filing one wrote three random leaves: its id,
+	// its transaction's place in approval_requests_by_transaction, and
+	// its act's (mandate, action hash) in approval_requests_by_act. The
+	// action hash covers the act's transaction (the act document names
+	// it), so an act's requests are found under their transaction as
+	// well: one index by (number, mandate, action hash) finds an act's
+	// requests and a transaction's (its timeline, sorted: a transaction
+	// holds a few), and a new transaction's go to its end. A request
+	// bound to no transaction has none (tseq NULL). The transactions
+	// requests name that no object named yet are numbered first, after
+	// the others.
+	`INSERT INTO transaction_numbers(id, seq)
+		SELECT transaction_id, (SELECT IFNULL(MAX(seq), 0) FROM transaction_numbers) + ROW_NUMBER() OVER (ORDER BY MIN(rowid))
+		FROM approval_requests WHERE transaction_id IS NOT NULL AND transaction_id != '' AND transaction_id NOT IN (SELECT id FROM transaction_numbers)
+		GROUP BY transaction_id;
+	ALTER TABLE approval_requests ADD COLUMN tseq INTEGER;
+	UPDATE approval_requests SET tseq = (SELECT seq FROM transaction_numbers WHERE id = approval_requests.transaction_id)
+		WHERE transaction_id IS NOT NULL AND transaction_id != '';
+	DROP INDEX approval_requests_by_transaction;
+	DROP INDEX approval_requests_by_act;
+	CREATE INDEX approval_requests_by_act ON approval_requests(tseq, mandate_id, action_hash);`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's

@@ -405,7 +405,8 @@ func TestLatestEventOfTypeAndResponsesOfTypes(t *testing.T) {
 // the unique index on content_hash, and 17 rebuilds events, inbox and
 // idempotency WITHOUT ROWID, and 22 rewrites objects without stored_at,
 // and 26 rebuilds both keyed by transaction and id, and 29 by the
-// transaction's local number, in a database made before them: every row
+// transaction's local number (30 keys the approval requests by it too),
+// in a database made before them: every row
 // kept with its bytes (an object with its rowid too), the indexes and
 // triggers back, the foreign keys still enforced after them (the
 // migrations ran with them off), nothing left of the index 16 dropped, and
@@ -436,6 +437,11 @@ func TestRebuildMigration(t *testing.T) {
 	// its transaction after those held).
 	exec(`INSERT INTO objects(id, object_type, transaction_id, content_hash, body, origin, stored_at) VALUES ('apr_x', 'approval', 'txn_new', 'hap', '{}', 'local', ?)`, now())
 	exec(`INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at) VALUES ('txn_c', 'org_a', 'buyer', 'draft', ?, ?)`, now(), now())
+	// Approval requests: one of a transaction held, one of an act on a
+	// transaction nothing else names yet, one bound to none (30 numbers
+	// the second's transaction after every other).
+	exec(`INSERT INTO approval_requests(id, mandate_id, transaction_id, action_hash, act, rules, status, requested_at) VALUES
+		('req_a', 'mnd_1', 'txn_a', 'ha', x'7b7d', '[]', 'pending', ?), ('req_q', 'mnd_1', 'txn_req', 'hq', x'7b7d', '[]', 'pending', ?), ('req_n', 'mnd_1', NULL, 'hn', x'7b7d', '[]', 'pending', ?)`, now(), now(), now())
 	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 1, 'obj_001', ?, 'agreement.direct', 'agreement_pending', 'org_a', 'recorded')`, objs[0].hash)
 	exec(`INSERT INTO events(transaction_id, sequence, event_id, content_hash, previous_event_hash, event_type, to_state, appended_by, status) VALUES ('txn_a', 2, 'obj_003', ?, ?, 'agreement.committed', 'committed', 'org_a', 'pending')`, objs[2].hash, objs[0].hash)
 	exec(`INSERT INTO inbox(from_org, message_key, transaction_id, reply, reply_ids, received_at) VALUES ('org_b', 'k1', 'txn_a', x'', '["obj_001"]', ?), ('org_a', 'k2', 'txn_a', x'7b7d', NULL, ?)`, now(), now())
@@ -514,15 +520,18 @@ func TestRebuildMigration(t *testing.T) {
 		t.Fatal("an event of a transaction not held was stored after the migration")
 	}
 	// 29: the transactions held numbered in the order they were created,
-	// then the one only an object names; every row keyed by its number.
+	// then the one only an object names; 30: then the one only an approval
+	// request names. Every row keyed by its number (a request bound to no
+	// transaction by none).
 	var numbers string
-	if err := s.db.QueryRowContext(ctx, `SELECT group_concat(id || '=' || seq, ',') FROM (SELECT * FROM transaction_numbers ORDER BY seq)`).Scan(&numbers); err != nil || numbers != "txn_a=1,txn_c=2,txn_new=3" {
+	if err := s.db.QueryRowContext(ctx, `SELECT group_concat(id || '=' || seq, ',') FROM (SELECT * FROM transaction_numbers ORDER BY seq)`).Scan(&numbers); err != nil || numbers != "txn_a=1,txn_c=2,txn_new=3,txn_req=4" {
 		t.Fatalf("numbers %q (%v)", numbers, err)
 	}
 	var unkeyed int
 	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM transactions t WHERE seq IS NOT (SELECT seq FROM transaction_numbers WHERE id = t.id))
 		+ (SELECT COUNT(*) FROM objects o WHERE tseq IS NOT (SELECT seq FROM transaction_numbers WHERE id = o.transaction_id))
-		+ (SELECT COUNT(*) FROM events e WHERE tseq IS NOT (SELECT seq FROM transaction_numbers WHERE id = e.transaction_id))`).Scan(&unkeyed); err != nil || unkeyed != 0 {
+		+ (SELECT COUNT(*) FROM events e WHERE tseq IS NOT (SELECT seq FROM transaction_numbers WHERE id = e.transaction_id))
+		+ (SELECT COUNT(*) FROM approval_requests r WHERE tseq IS NOT (SELECT seq FROM transaction_numbers WHERE id = r.transaction_id))`).Scan(&unkeyed); err != nil || unkeyed != 0 {
 		t.Fatalf("%d rows not keyed by their transaction's number (%v)", unkeyed, err)
 	}
 	if b, err := s.GetObject(ctx, "txn_new", "apr_x"); err != nil || string(b) != "{}" {
