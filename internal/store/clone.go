@@ -138,9 +138,11 @@ func (t *Txn) InsertRows(r Rows) error {
 		if len(v) != len(r.Columns) {
 			return fmt.Errorf("store: a row of %d values for %d columns of %s", len(v), len(r.Columns), r.Table)
 		}
-		if id, ok := v[max(num, 0)].(string); num >= 0 && ok {
-			if err := t.number(id); err != nil {
-				return err
+		if num >= 0 {
+			if id, ok := v[num].(string); ok {
+				if err := t.number(id); err != nil {
+					return err
+				}
 			}
 		}
 		if _, err := t.exec(q, v...); err != nil {
