@@ -18,6 +18,9 @@ import (
 // waits for, on the buyer's database of a generated history of N
 // transactions (-history.sizes, as BenchmarkHistory): `party backup` of it
 // while it is open; the upgrade of a database from the release before
+// store migration 31 (upgrade-31), which rebuilds the ledger's tables
+// (obligation states, settlements, commitments, payments, their counts)
+// keyed by their transaction's local number; from the release before
 // store migration 29 (upgrade-29), which rebuilds objects and events
 // keyed by their transaction's local number and keys the approval
 // requests by it (30); from the release before
@@ -75,6 +78,13 @@ func BenchmarkUpgrade(b *testing.B) {
 				// migrations remove.
 				upgraded func(b *testing.B, path string)
 			}{
+				// From the release before migration 31: the ledger's
+				// tables rebuilt, keyed by the local number.
+				{"upgrade-31", unmigrate31, func(b *testing.B, path string) {
+					if indexHeld(b, path, "spend_by_transaction") || !columnHeld(b, path, "spend", "tseq") {
+						b.Fatal("the upgrade left the ledger keyed by transaction id")
+					}
+				}},
 				// From the release before migration 29: objects and
 				// events rebuilt, keyed by the local number.
 				{"upgrade-29", unmigrate29, func(b *testing.B, path string) {
@@ -170,7 +180,7 @@ func indexHeld(b *testing.B, path, name string) bool {
 // undoneAfter22 is the last migration unmigrate undoes: every migration
 // after 22 is undone with it, since the database's version is the
 // highest it records and the upgrade would otherwise apply none.
-const undoneAfter22 = 30
+const undoneAfter22 = 31
 
 // unmigrate takes the database at path back to before migration 22, and
 // so before those after it (23, the count of transactions by state; 24,
@@ -178,7 +188,8 @@ const undoneAfter22 = 30
 // computes for every transaction that committed to pay; 26, objects keyed
 // by transaction and id, which rewrites objects and events again; 27 and
 // 28, three indexes; 29, objects and events keyed by number, rewritten
-// once more; 30, approval requests keyed by number), which the upgrade
+// once more; 30, approval requests keyed by number; 31, the ledger keyed
+// by number), which the upgrade
 // applies again.
 func unmigrate(b *testing.B, path string) {
 	b.Helper()
@@ -195,7 +206,7 @@ func unmigrate(b *testing.B, path string) {
 		b.Fatalf("the database is at version %d; unmigrate undoes the migrations after 22 up to %d only: undo the newer ones too", version, undoneAfter22)
 	}
 	at := time.Date(2026, 12, 6, 12, 0, 0, 123456789, time.UTC).Format("2006-01-02T15:04:05.000000000Z")
-	for _, q := range append(slices.Concat(undo30, undo29, undo27, undo26), []string{
+	for _, q := range append(slices.Concat(undo31, undo30, undo29, undo27, undo26), []string{
 		`ALTER TABLE objects ADD COLUMN stored_at TEXT NOT NULL DEFAULT ''`,
 		`UPDATE objects SET stored_at = '` + at + `'`,
 		`DROP TRIGGER transaction_states_created`,
@@ -362,21 +373,152 @@ var undo30 = []string{
 	`CREATE INDEX approval_requests_by_act ON approval_requests(mandate_id, action_hash)`,
 }
 
+// undo31 takes a database back to before migration 31: the ledger's
+// tables keyed by random ids and by transaction id, without the number,
+// and the budgets' triggers as migration 25 made them. The numbers 31
+// gave stay, as 30's do (undo30).
+var undo31 = []string{
+	`DROP TRIGGER budget_transaction_in`,
+	`DROP TRIGGER budget_transaction_moved`,
+	`DROP TRIGGER budget_transaction_out`,
+	`CREATE TABLE obligation_states_old (
+		obligation_id  TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		state          TEXT NOT NULL,
+		assertions     TEXT NOT NULL DEFAULT '[]',
+		updated_seq    INTEGER NOT NULL,
+		accepted_by    TEXT NOT NULL DEFAULT ''
+	)`,
+	`INSERT INTO obligation_states_old(rowid, obligation_id, transaction_id, state, assertions, updated_seq, accepted_by)
+		SELECT rowid, obligation_id, transaction_id, state, assertions, updated_seq, accepted_by FROM obligation_states ORDER BY rowid`,
+	`DROP TABLE obligation_states`,
+	`ALTER TABLE obligation_states_old RENAME TO obligation_states`,
+	`CREATE INDEX obligation_states_by_transaction ON obligation_states(transaction_id)`,
+	`CREATE TABLE settlements_old (
+		instruction_id  TEXT PRIMARY KEY,
+		transaction_id  TEXT NOT NULL,
+		obligation_id   TEXT NOT NULL,
+		rail            TEXT NOT NULL,
+		idempotency_key TEXT NOT NULL,
+		fingerprint     TEXT NOT NULL,
+		ours            INTEGER NOT NULL,
+		state           TEXT NOT NULL CHECK (state IN ('instructed','pending','succeeded','failed','reversed')),
+		attempts        INTEGER NOT NULL DEFAULT 0,
+		next_attempt    INTEGER NOT NULL DEFAULT 0,
+		last_error      TEXT NOT NULL DEFAULT '',
+		UNIQUE (transaction_id, idempotency_key)
+	)`,
+	`INSERT INTO settlements_old(rowid, instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error)
+		SELECT rowid, instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error FROM settlements ORDER BY rowid`,
+	`DROP TABLE settlements`,
+	`ALTER TABLE settlements_old RENAME TO settlements`,
+	`CREATE INDEX settlements_due ON settlements(ours, state, next_attempt)`,
+	`CREATE TABLE spend_old (
+		act_id         TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		agent_id       TEXT NOT NULL,
+		amount         TEXT NOT NULL,
+		at             INTEGER NOT NULL
+	) WITHOUT ROWID`,
+	`INSERT INTO spend_old SELECT act_id, transaction_id, currency, counterparty, agent_id, amount, at FROM spend`,
+	`DROP TABLE spend`,
+	`ALTER TABLE spend_old RENAME TO spend`,
+	`CREATE INDEX spend_by_transaction ON spend(transaction_id, currency)`,
+	`CREATE TABLE spend_payments_old (
+		instruction_id TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		agent_id       TEXT NOT NULL,
+		amount         TEXT NOT NULL,
+		at             INTEGER NOT NULL
+	) WITHOUT ROWID`,
+	`INSERT INTO spend_payments_old SELECT instruction_id, transaction_id, currency, counterparty, agent_id, amount, at FROM spend_payments`,
+	`DROP TABLE spend_payments`,
+	`ALTER TABLE spend_payments_old RENAME TO spend_payments`,
+	`CREATE INDEX spend_payments_by_transaction ON spend_payments(transaction_id)`,
+	`CREATE TABLE spend_counts_old (
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		agent_id       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		counted        TEXT NOT NULL,
+		unpaid         TEXT,
+		PRIMARY KEY (transaction_id, currency)
+	) WITHOUT ROWID`,
+	`INSERT INTO spend_counts_old SELECT transaction_id, currency, at, agent_id, counterparty, counted, unpaid FROM spend_counts`,
+	`DROP TABLE spend_counts`,
+	`ALTER TABLE spend_counts_old RENAME TO spend_counts`,
+	`CREATE TABLE payment_counts_old (
+		instruction_id TEXT PRIMARY KEY,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		counted        TEXT NOT NULL
+	) WITHOUT ROWID`,
+	`INSERT INTO payment_counts_old SELECT instruction_id, transaction_id, currency, counterparty, at, counted FROM payment_counts`,
+	`DROP TABLE payment_counts`,
+	`ALTER TABLE payment_counts_old RENAME TO payment_counts`,
+	`CREATE INDEX payment_counts_by_transaction ON payment_counts(transaction_id)`,
+	`CREATE TRIGGER budget_spend_in AFTER INSERT ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_spend_changed AFTER UPDATE ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id), (NEW.transaction_id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_spend_out AFTER DELETE ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_paid_in AFTER INSERT ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_paid_changed AFTER UPDATE ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id), (NEW.transaction_id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_paid_out AFTER DELETE ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_settlement_in AFTER INSERT ON settlements
+		WHEN EXISTS (SELECT 1 FROM spend_payments WHERE instruction_id = NEW.instruction_id)
+		BEGIN INSERT INTO budget_dirty SELECT transaction_id FROM spend_payments WHERE instruction_id = NEW.instruction_id ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_settlement_moved AFTER UPDATE OF state ON settlements
+		WHEN OLD.state IS NOT NEW.state AND EXISTS (SELECT 1 FROM spend_payments WHERE instruction_id = NEW.instruction_id)
+		BEGIN INSERT INTO budget_dirty SELECT transaction_id FROM spend_payments WHERE instruction_id = NEW.instruction_id ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_settlement_out AFTER DELETE ON settlements
+		WHEN EXISTS (SELECT 1 FROM spend_payments WHERE instruction_id = OLD.instruction_id)
+		BEGIN INSERT INTO budget_dirty SELECT transaction_id FROM spend_payments WHERE instruction_id = OLD.instruction_id ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_transaction_in AFTER INSERT ON transactions
+		WHEN EXISTS (SELECT 1 FROM spend WHERE transaction_id = NEW.id)
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_transaction_moved AFTER UPDATE OF state ON transactions
+		WHEN OLD.state IS NOT NEW.state
+			AND (OLD.state IN ('completed','cancelled','expired','terminated') OR NEW.state IN ('completed','cancelled','expired','terminated'))
+			AND EXISTS (SELECT 1 FROM spend WHERE transaction_id = NEW.id)
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.id) ON CONFLICT DO NOTHING; END`,
+	`CREATE TRIGGER budget_transaction_out AFTER DELETE ON transactions
+		WHEN EXISTS (SELECT 1 FROM spend_counts WHERE transaction_id = OLD.id)
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.id) ON CONFLICT DO NOTHING; END`,
+}
+
+// unmigrate31 takes the database at path back to version 30, as the
+// release before migration 31 left it.
+func unmigrate31(b *testing.B, path string) { unmigrateTo(b, path, 31, undo31) }
+
 // unmigrate29 takes the database at path back to version 28, as the
-// release before migration 29 left it (29 and 30 undone).
-func unmigrate29(b *testing.B, path string) { unmigrateTo(b, path, 29, slices.Concat(undo30, undo29)) }
+// release before migration 29 left it (29 to 31 undone).
+func unmigrate29(b *testing.B, path string) {
+	unmigrateTo(b, path, 29, slices.Concat(undo31, undo30, undo29))
+}
 
 // unmigrate27 takes the database at path back to version 26, as the
-// release before migration 27 left it (27 to 29 undone).
+// release before migration 27 left it (27 to 31 undone).
 func unmigrate27(b *testing.B, path string) {
-	unmigrateTo(b, path, 27, slices.Concat(undo30, undo29, undo27))
+	unmigrateTo(b, path, 27, slices.Concat(undo31, undo30, undo29, undo27))
 }
 
 // unmigrate26 takes the database at path back to version 25, as the
 // release before migration 26 left it, for the upgrade an operator of
 // that release runs.
 func unmigrate26(b *testing.B, path string) {
-	unmigrateTo(b, path, 26, slices.Concat(undo30, undo29, undo27, undo26))
+	unmigrateTo(b, path, 26, slices.Concat(undo31, undo30, undo29, undo27, undo26))
 }
 
 // unmigrateTo undoes the migrations from version on with the statements

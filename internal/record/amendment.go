@@ -208,7 +208,7 @@ func amendSpec(ctx context.Context, e *Engine, a Actor, in AmendInput) (actSpec,
 				if obl.Txn() != txn || obl.Obligee() != cfg.OrganizationID {
 					return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", id)
 				}
-				os, err := e.obligationState(ctx, id)
+				os, err := e.obligationState(ctx, txn, id)
 				if err != nil {
 					return err
 				}
@@ -416,7 +416,7 @@ func checkAmended(ctx context.Context, e *Engine, r *receipt, ev *Event) error {
 		if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {
 			return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 		}
-		os, err := e.obligationState(ctx, obl.ID())
+		os, err := e.obligationState(ctx, obl.Txn(), obl.ID())
 		if err != nil {
 			return err
 		}

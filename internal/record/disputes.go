@@ -255,7 +255,7 @@ func (e *Engine) disputeSubject(ctx context.Context, txn string, kind protocol.D
 	}
 	// The obligation's state is placed by its latest assertion (asserted)
 	// or the response to it (accepted, rejected).
-	os, err := e.obligationState(ctx, o.ID())
+	os, err := e.obligationState(ctx, o.Txn(), o.ID())
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +350,7 @@ func (e *Engine) checkDispute(ctx context.Context, st *state, dsp *Obj, from str
 		if obl == nil || (subject.Type() != protocol.PerformanceEvent && subject.Type() != protocol.ObligationResponse) {
 			return nil, refusef(reason.DisputeSubjectUnreferenced, "an obligation_state subject is the assertion or response that placed an obligation in its state, not a %s", subject.Type())
 		}
-		os, err := e.obligationState(ctx, obl.ID())
+		os, err := e.obligationState(ctx, obl.Txn(), obl.ID())
 		if err != nil {
 			return nil, err
 		}
@@ -934,7 +934,7 @@ func (e *Engine) checkStateResult(ctx context.Context, st *state, det, subject *
 	if subject.Type() != protocol.Obligation {
 		return refusef(reason.StateTransitionDenied, "a state_result moves an obligation; %s is a %s, which no machine of this record moves by determination", subject.ID(), subject.Type())
 	}
-	os, err := e.obligationState(ctx, subject.ID())
+	os, err := e.obligationState(ctx, subject.Txn(), subject.ID())
 	if err != nil {
 		return err
 	}
@@ -996,7 +996,7 @@ func (e *Engine) applyDisputeObjects(tx *store.Txn, o *Obj) error {
 	default:
 		return nil
 	}
-	cur, err := tx.ObligationState(oblID)
+	cur, err := tx.ObligationState(o.Txn(), oblID)
 	if err != nil {
 		return err
 	}

@@ -362,7 +362,7 @@ func (e *Engine) outstandingRemainder(ctx context.Context, st *state, obl string
 	if resp == nil {
 		return nil, refusef(reason.ObligationRemainderMissing, "obligation %s is no partial acceptance's remainder on %s", obl, st.t.ID)
 	}
-	os, err := e.obligationState(ctx, obl)
+	os, err := e.obligationState(ctx, st.t.ID, obl)
 	if err != nil {
 		return nil, err
 	}

@@ -348,11 +348,11 @@ func (s obligationState) outstanding() string {
 	return s.Assertions[len(s.Assertions)-1]
 }
 
-// obligationState reads where an obligation stands, as recorded events
+// obligationState reads where obligation oblID of transaction txn stands, as recorded events
 // left it (applyEvent keeps it), by its key: the cost does not grow with
 // the chain.
-func (e *Engine) obligationState(ctx context.Context, oblID string) (obligationState, error) {
-	row, err := e.db.ObligationState(ctx, oblID)
+func (e *Engine) obligationState(ctx context.Context, txn, oblID string) (obligationState, error) {
+	row, err := e.db.ObligationState(ctx, txn, oblID)
 	if errors.Is(err, store.ErrNotFound) {
 		return obligationState{}, nil
 	}
@@ -474,7 +474,7 @@ func assertSpec(ctx context.Context, e *Engine, a Actor, in AssertInput) (actSpe
 					// illegal transition.
 					return refusef(reason.StateTransitionDenied, "only the obligor asserts performance of %s, and this organisation is not its obligor", obl.ID())
 				}
-				os, err := e.obligationState(ctx, obl.ID())
+				os, err := e.obligationState(ctx, obl.Txn(), obl.ID())
 				if err != nil {
 					return err
 				}
@@ -609,7 +609,7 @@ func (e *Engine) checkAssertion(ctx context.Context, r *receipt, prf *Obj, evide
 	if prf.P("unit_code") != obl.UnitCode() {
 		return refusef(reason.ObligationTermsMutated, "the assertion's unit %s is not the obligation's %s", prf.P("unit_code"), obl.UnitCode())
 	}
-	os, err := e.obligationState(ctx, obl.ID())
+	os, err := e.obligationState(ctx, obl.Txn(), obl.ID())
 	if err != nil {
 		return err
 	}
@@ -786,7 +786,7 @@ func (e *Engine) prepareResponse(ctx context.Context, it *response) error {
 	default:
 		return refusef(reason.StateTransitionDenied, "response_type %q: answer an assertion with accept or reject", in.ResponseType)
 	}
-	os, err := e.obligationState(ctx, in.ObligationID)
+	os, err := e.obligationState(ctx, it.obl.Txn(), in.ObligationID)
 	if err != nil {
 		return err
 	}
@@ -942,7 +942,7 @@ func (e *Engine) checkOneResponse(ctx context.Context, r *receipt, obr *Obj, rem
 	if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {
 		return false, refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s responds to it (obligation §5.2 rule 1)", obl.ID())
 	}
-	os, err := e.obligationState(ctx, obl.ID())
+	os, err := e.obligationState(ctx, obl.Txn(), obl.ID())
 	if err != nil {
 		return false, err
 	}

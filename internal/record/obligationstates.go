@@ -65,10 +65,10 @@ func putObligation(tx *store.Txn, ev *Event, id, state string, assertions []stri
 	return tx.PutObligationState(store.ObligationState{ObligationID: id, TransactionID: ev.Txn(), State: state, Assertions: assertions, UpdatedSeq: ev.Seq(), AcceptedBy: acceptedBy})
 }
 
-// obligationNow is obligation id's recorded state, the zero state before
+// obligationNow is obligation id's recorded state in transaction txn, the zero state before
 // one is.
-func obligationNow(tx *store.Txn, id string) (store.ObligationState, error) {
-	cur, err := tx.ObligationState(id)
+func obligationNow(tx *store.Txn, txn, id string) (store.ObligationState, error) {
+	cur, err := tx.ObligationState(txn, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return cur, err
 	}
@@ -89,7 +89,7 @@ func asserted(tx *store.Txn, ev *Event, o *Obj) error {
 	if o.Type() != protocol.PerformanceEvent {
 		return nil
 	}
-	cur, err := obligationNow(tx, o.P("obligation_id"))
+	cur, err := obligationNow(tx, ev.Txn(), o.P("obligation_id"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func responded(tx *store.Txn, ev *Event, o *Obj) error {
 		return nil
 	}
 	obl := o.P("obligation_id")
-	cur, err := obligationNow(tx, obl)
+	cur, err := obligationNow(tx, ev.Txn(), obl)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func disputedByException(tx *store.Txn, ev *Event, o *Obj) error {
 	if o.Type() != protocol.Exception || o.P("exception_type") != string(protocol.ExceptionObligationDisputed) {
 		return nil
 	}
-	cur, err := obligationNow(tx, o.P("obligation_id"))
+	cur, err := obligationNow(tx, ev.Txn(), o.P("obligation_id"))
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (e *Engine) applyObjects(tx *store.Txn, objs []*Obj) error {
 		if o.Type() != protocol.ObligationResponse || o.P("response_type") != "waive" {
 			continue
 		}
-		cur, err := tx.ObligationState(o.P("obligation_id"))
+		cur, err := tx.ObligationState(o.Txn(), o.P("obligation_id"))
 		if err != nil {
 			return err
 		}

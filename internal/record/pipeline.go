@@ -857,7 +857,7 @@ func (e *Engine) rollback(ctx context.Context, m store.OutboxMessage, cause erro
 					return err
 				}
 				// What the act committed or paid goes with it (budgets.go).
-				if err := tx.Unspend([]string{o.ID()}); err != nil {
+				if err := tx.Unspend(o.Txn(), []string{o.ID()}); err != nil {
 					return err
 				}
 			}

@@ -129,7 +129,7 @@ func waiveSpec(ctx context.Context, e *Engine, a Actor, in WaiveInput) (actSpec,
 			if obl.Obligee() != cfg.OrganizationID {
 				return refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 			}
-			os, err := e.obligationState(ctx, obl.ID())
+			os, err := e.obligationState(ctx, obl.Txn(), obl.ID())
 			if err != nil {
 				return err
 			}
@@ -182,7 +182,7 @@ func waiverAct(ctx context.Context, e *Engine, r *receipt) (objectAct, error) {
 	if obl.Obligee() != r.from || obl.ObligeeAgent() != obr.Agent() {
 		return objectAct{}, refusef(reason.ObligationResponseUnauthorized, "only the obligee of %s waives it (obligation §5.2 rule 1)", obl.ID())
 	}
-	os, err := e.obligationState(ctx, obl.ID())
+	os, err := e.obligationState(ctx, obl.Txn(), obl.ID())
 	if err != nil {
 		return objectAct{}, err
 	}

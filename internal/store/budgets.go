@@ -105,7 +105,7 @@ func (t *Txn) Budgets() ([]budget.Budget, error) {
 // Committed returns a transaction's commitment in currency as recorded:
 // the largest amount its acts committed to (zero when none).
 func (t *Txn) Committed(transactionID, currency string) (decimal.Decimal, error) {
-	rows, err := t.query(`SELECT amount FROM spend WHERE transaction_id = ? AND currency = ?`, transactionID, currency)
+	rows, err := t.query(`SELECT amount FROM spend WHERE tseq = `+txnSeq+` AND currency = ?`, transactionID, currency)
 	if err != nil {
 		return decimal.Zero(), err
 	}
@@ -146,19 +146,24 @@ func scanAmount(row rowScanner, what string) (decimal.Decimal, error) {
 // c.Currency in c's transaction, at. A transaction's commitment is the
 // largest of its acts', dated at the first (budget.Commitment).
 func (t *Txn) Commit(actID string, c budget.Charge, total decimal.Decimal, at time.Time) error {
-	_, err := t.exec(`INSERT INTO spend(act_id, transaction_id, currency, counterparty, agent_id, amount, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	if err := t.number(c.TransactionID); err != nil {
+		return err
+	}
+	_, err := t.exec(`INSERT INTO spend(tseq, act_id, transaction_id, currency, counterparty, agent_id, amount, at)
+		VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
 		actID, c.TransactionID, c.Currency, c.Counterparty, c.Agent, total.String(), at.Unix())
 	return err
 }
 
-// Unspend forgets the commitments and payments of the acts whose objects
-// ids are (an act the counterparty refused, removed whole).
-func (t *Txn) Unspend(ids []string) error {
+// Unspend forgets the commitments and payments of the acts of transaction
+// transactionID whose objects ids are (an act the counterparty refused,
+// removed whole).
+func (t *Txn) Unspend(transactionID string, ids []string) error {
 	for _, id := range ids {
-		if _, err := t.exec(`DELETE FROM spend WHERE act_id = ?`, id); err != nil {
+		if _, err := t.exec(`DELETE FROM spend WHERE tseq = `+txnSeq+` AND act_id = ?`, transactionID, id); err != nil {
 			return err
 		}
-		if _, err := t.exec(`DELETE FROM spend_payments WHERE instruction_id = ?`, id); err != nil {
+		if _, err := t.exec(`DELETE FROM spend_payments WHERE tseq = `+txnSeq+` AND instruction_id = ?`, transactionID, id); err != nil {
 			return err
 		}
 	}
@@ -168,7 +173,11 @@ func (t *Txn) Unspend(ids []string) error {
 // Pay records a settlement instruction this organisation made, paying
 // c.Amount in c's transaction, at.
 func (t *Txn) Pay(instructionID string, c budget.Charge, at time.Time) error {
-	_, err := t.exec(`INSERT INTO spend_payments(instruction_id, transaction_id, currency, counterparty, agent_id, amount, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+	if err := t.number(c.TransactionID); err != nil {
+		return err
+	}
+	_, err := t.exec(`INSERT INTO spend_payments(tseq, instruction_id, transaction_id, currency, counterparty, agent_id, amount, at)
+		VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7)
 		ON CONFLICT DO NOTHING`, instructionID, c.TransactionID, c.Currency, c.Counterparty, c.Agent, c.Amount.String(), at.Unix())
 	return err
 }
@@ -291,7 +300,7 @@ func addRows(rows *sql.Rows) (decimal.Decimal, int, error) {
 // Committed returns a transaction's commitment in currency as recorded
 // (zero when none).
 func (s *Store) Committed(ctx context.Context, transactionID, currency string) (decimal.Decimal, error) {
-	rows, err := s.query(ctx, `SELECT amount FROM spend WHERE transaction_id = ? AND currency = ?`, transactionID, currency)
+	rows, err := s.query(ctx, `SELECT amount FROM spend WHERE tseq = `+txnSeq+` AND currency = ?`, transactionID, currency)
 	if err != nil {
 		return decimal.Zero(), err
 	}

@@ -10,13 +10,15 @@ package store
 // keeps those figures and their sums:
 //
 //	CREATE TABLE spend_counts (     -- one per transaction held and currency it committed in
-//	  transaction_id, currency,
+//	  tseq, currency,               -- keyed by its transaction's number (migration 31)
+//	  transaction_id,
 //	  at, agent_id, counterparty,   -- its first act's (budget.Commitment)
 //	  counted,                      -- Commitment.Counted now
 //	  unpaid                        -- Commitment.Unpaid now; NULL when zero
 //	);
 //	CREATE TABLE payment_counts (   -- one per payment (spend_payments)
-//	  instruction_id, transaction_id, currency, counterparty, at,
+//	  tseq, instruction_id,         -- keyed by its transaction's number (migration 31)
+//	  transaction_id, currency, counterparty, at,
 //	  counted                       -- its amount; 0 once the rail reported it failed or reversed
 //	);
 //	CREATE TABLE budget_sums (      -- the sums of the counts above
@@ -202,7 +204,7 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 		}
 		d.spend(currency, was, -1)
 		if !ok {
-			if _, err := t.exec(`DELETE FROM spend_counts WHERE transaction_id = ? AND currency = ?`, id, currency); err != nil {
+			if _, err := t.exec(`DELETE FROM spend_counts WHERE tseq = `+txnSeq+` AND currency = ?`, id, currency); err != nil {
 				return err
 			}
 		}
@@ -216,7 +218,8 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 		if !now.unpaid.IsZero() {
 			unpaid = now.unpaid.String()
 		}
-		if _, err := t.exec(`INSERT INTO spend_counts(transaction_id, currency, at, agent_id, counterparty, counted, unpaid) VALUES (?, ?, ?, ?, ?, ?, ?)
+		if _, err := t.exec(`INSERT INTO spend_counts(tseq, transaction_id, currency, at, agent_id, counterparty, counted, unpaid)
+			VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?1), ?1, ?2, ?3, ?4, ?5, ?6, ?7)
 			ON CONFLICT DO UPDATE SET at = excluded.at, agent_id = excluded.agent_id, counterparty = excluded.counterparty,
 			counted = excluded.counted, unpaid = excluded.unpaid`, id, currency, now.at, now.agent, now.counterparty, now.counted.String(), unpaid); err != nil {
 			return err
@@ -229,7 +232,7 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 		}
 		d.paid(was, -1)
 		if !ok {
-			if _, err := t.exec(`DELETE FROM payment_counts WHERE instruction_id = ?`, instr); err != nil {
+			if _, err := t.exec(`DELETE FROM payment_counts WHERE tseq = `+txnSeq+` AND instruction_id = ?`, id, instr); err != nil {
 				return err
 			}
 		}
@@ -239,8 +242,9 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 			continue
 		}
 		d.paid(now, +1)
-		if _, err := t.exec(`INSERT INTO payment_counts(instruction_id, transaction_id, currency, counterparty, at, counted) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT DO UPDATE SET transaction_id = excluded.transaction_id, currency = excluded.currency,
+		if _, err := t.exec(`INSERT INTO payment_counts(tseq, instruction_id, transaction_id, currency, counterparty, at, counted)
+			VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?2), ?1, ?2, ?3, ?4, ?5, ?6)
+			ON CONFLICT DO UPDATE SET currency = excluded.currency,
 			counterparty = excluded.counterparty, at = excluded.at, counted = excluded.counted`,
 			instr, id, now.currency, now.counterparty, now.at, now.counted.String()); err != nil {
 			return err
@@ -255,11 +259,11 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 // as a recount runs in the act that commits the organisation to pay.
 const transactionCounts = `
 	SELECT 's', state, '', '', '', 0, '' FROM transactions WHERE id = ?1
-	UNION ALL SELECT 'c', act_id, currency, counterparty, agent_id, at, amount FROM spend WHERE transaction_id = ?1
+	UNION ALL SELECT 'c', act_id, currency, counterparty, agent_id, at, amount FROM spend WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)
 	UNION ALL SELECT 'p', p.instruction_id, p.currency, p.counterparty, COALESCE(st.state, ''), p.at, p.amount
-		FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id WHERE p.transaction_id = ?1
-	UNION ALL SELECT 'C', currency, agent_id, counterparty, COALESCE(unpaid, '0'), at, counted FROM spend_counts WHERE transaction_id = ?1
-	UNION ALL SELECT 'P', instruction_id, currency, counterparty, '', at, counted FROM payment_counts WHERE transaction_id = ?1`
+		FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id AND st.tseq = p.tseq WHERE p.tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)
+	UNION ALL SELECT 'C', currency, agent_id, counterparty, COALESCE(unpaid, '0'), at, counted FROM spend_counts WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)
+	UNION ALL SELECT 'P', instruction_id, currency, counterparty, '', at, counted FROM payment_counts WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)`
 
 // counts reads transaction id's counts now, computed from its rows, and as
 // kept. Now: each currency's commitment (budget.Commitment: its acts'

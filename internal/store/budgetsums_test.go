@@ -223,7 +223,10 @@ func testRunningTotals(t *testing.T, seed uint64) {
 	base := time.Date(2026, 12, 7, 11, 37, 23, 0, time.UTC)
 	states := allStates
 	var mu sync.Mutex // rng and the ids below, shared by the concurrent writers
+	// The acts and instructions made, and the transaction of each: a
+	// payment's settlement is of its own transaction (migration 31).
 	var acts, instrs []string
+	actTxn, instrTxn := map[string]string{}, map[string]string{}
 	seq := 0
 	// step makes one random write in tx.
 	step := func(tx *Txn) error {
@@ -251,10 +254,12 @@ func testRunningTotals(t *testing.T, seed uint64) {
 		case 2, 3:
 			id := fmt.Sprintf("pol_%d", seq)
 			acts = append(acts, id)
+			actTxn[id] = txn
 			return tx.Commit(id, c, amount(), at)
 		case 4:
 			id := fmt.Sprintf("stl_%d", seq)
 			instrs = append(instrs, id)
+			instrTxn[id] = txn
 			c.Amount = amount()
 			return tx.Pay(id, c, at)
 		case 5:
@@ -262,9 +267,13 @@ func testRunningTotals(t *testing.T, seed uint64) {
 				return nil
 			}
 			id := instrs[rng.IntN(len(instrs))]
+			txn := instrTxn[id]
 			st := []string{SettlementSucceeded, SettlementFailed, SettlementReversed, SettlementPending}[rng.IntN(4)]
-			_, err := tx.exec(`INSERT INTO settlements(instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error)
-				VALUES (?, ?, 'obl_1', 'r', ?, 'f', 1, ?, 0, 0, '') ON CONFLICT(instruction_id) DO UPDATE SET state = excluded.state`, id, txn, "k_"+id, st)
+			if err := tx.number(txn); err != nil {
+				return err
+			}
+			_, err := tx.exec(`INSERT INTO settlements(instruction_id, transaction_id, tseq, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error)
+				VALUES (?1, ?2, (SELECT seq FROM transaction_numbers WHERE id = ?2), 'obl_1', 'r', ?3, 'f', 1, ?4, 0, 0, '') ON CONFLICT(instruction_id) DO UPDATE SET state = excluded.state`, id, txn, "k_"+id, st)
 			return err
 		case 6:
 			_, err := tx.exec(`UPDATE transactions SET state = ? WHERE id = ?`, states[rng.IntN(len(states))], txn)
@@ -273,14 +282,17 @@ func testRunningTotals(t *testing.T, seed uint64) {
 			if rng.IntN(3) == 0 {
 				return tx.DeleteTransaction(txn)
 			}
-			var ids []string
 			if len(acts) > 0 {
-				ids = append(ids, acts[rng.IntN(len(acts))])
+				id := acts[rng.IntN(len(acts))]
+				if err := tx.Unspend(actTxn[id], []string{id}); err != nil {
+					return err
+				}
 			}
 			if len(instrs) > 0 {
-				ids = append(ids, instrs[rng.IntN(len(instrs))])
+				id := instrs[rng.IntN(len(instrs))]
+				return tx.Unspend(instrTxn[id], []string{id})
 			}
-			return tx.Unspend(ids)
+			return nil
 		default:
 			// A budget reading inside the write sees the write's own rows.
 			_, _, err := tx.BudgetReader().Spent(cur, "", "", at.Add(-time.Hour), at.Add(time.Hour))

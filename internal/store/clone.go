@@ -123,7 +123,7 @@ func (t *Txn) InsertRows(r Rows) error {
 	// the copy's own, given as CreateTransaction and putChecked give it.
 	num := -1
 	switch r.Table {
-	case "transactions", "objects", "events", "approval_requests":
+	case "transactions", "objects", "events", "approval_requests", "obligation_states", "settlements", "spend", "spend_payments":
 		col, local := "transaction_id", "tseq"
 		if r.Table == "transactions" {
 			col, local = "id", "seq"

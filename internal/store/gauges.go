@@ -93,9 +93,9 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	}
 	// Owed and open as package record defines them (timing.go: owed,
 	// performing).
-	err = each(`SELECT a.kind, COUNT(*) FROM alerts a
-		JOIN obligation_states o ON o.obligation_id = a.subject_id
-		JOIN transactions t ON t.id = o.transaction_id
+	err = each(`SELECT a.kind, COUNT(*) FROM transactions t
+		JOIN obligation_states o ON o.tseq = t.seq
+		JOIN alerts a ON a.subject_id = o.obligation_id
 		WHERE a.kind IN ('obligation.due', 'obligation.overdue') AND o.state IN ('pending', 'rejected')
 		AND t.state IN ('committed', 'in_performance', 'acceptance_pending', 'settlement_pending', 'exception_open')
 		GROUP BY a.kind`, func(rows *sql.Rows) error {

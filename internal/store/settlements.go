@@ -82,7 +82,10 @@ func (t *Txn) PutSettlement(s Settlement) error {
 	if s.State == "" {
 		s.State = SettlementInstructed
 	}
-	res, err := t.exec(`INSERT INTO settlements(`+settlementColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, '') ON CONFLICT DO NOTHING`,
+	if err := t.number(s.TransactionID); err != nil {
+		return err
+	}
+	res, err := t.exec(`INSERT INTO settlements(`+settlementColumns+`, tseq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, 0, '', (SELECT seq FROM transaction_numbers WHERE id = ?2)) ON CONFLICT DO NOTHING`,
 		s.InstructionID, s.TransactionID, s.ObligationID, s.Rail, s.IdempotencyKey, s.Fingerprint, ours, s.State)
 	if err != nil {
 		return err
@@ -90,7 +93,8 @@ func (t *Txn) PutSettlement(s Settlement) error {
 	if n, _ := res.RowsAffected(); n == 1 {
 		return nil
 	}
-	held, err := scanSettlement(t.queryRow(`SELECT `+settlementColumns+` FROM settlements WHERE instruction_id = ? OR (transaction_id = ? AND idempotency_key = ?)`,
+	held, err := scanSettlement(t.queryRow(`SELECT `+settlementColumns+` FROM settlements WHERE instruction_id = ?1
+		UNION ALL SELECT `+settlementColumns+` FROM settlements WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?2) AND idempotency_key = ?3 LIMIT 1`,
 		s.InstructionID, s.TransactionID, s.IdempotencyKey))
 	if err != nil {
 		return err
@@ -151,13 +155,13 @@ func (s *Store) Settlement(ctx context.Context, instructionID string) (Settlemen
 // SettlementByKey returns the instruction recorded under an idempotency
 // key of a transaction.
 func (s *Store) SettlementByKey(ctx context.Context, transactionID, key string) (Settlement, error) {
-	return scanSettlement(s.queryRow(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE transaction_id = ? AND idempotency_key = ?`, transactionID, key))
+	return scanSettlement(s.queryRow(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE tseq = `+txnSeq+` AND idempotency_key = ?`, transactionID, key))
 }
 
 // Settlements returns a transaction's instructions, in the order they were
 // recorded.
 func (s *Store) Settlements(ctx context.Context, transactionID string) ([]Settlement, error) {
-	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
 }
 
 // dueWork is the rail work of the instructions this instance pays: those

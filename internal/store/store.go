@@ -9,7 +9,9 @@
 // The schema, as of the latest migration:
 //
 //	-- Each transaction id this instance has met, numbered in the order
-//	-- it met them (migration 29): a transaction's objects and events are
+//	-- it met them (migration 29): a transaction's objects and events
+//	-- (29), approval requests (30) and ledger rows (31: obligation
+//	-- states, settlements, commitments, payments and their counts) are
 //	-- keyed by the number, so a new transaction's rows go to the end of
 //	-- each index, not to a random leaf of it.
 //	CREATE TABLE transaction_numbers (id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE) WITHOUT ROWID;
@@ -999,6 +1001,163 @@ var migrations = []string{
 	DROP INDEX approval_requests_by_transaction;
 	DROP INDEX approval_requests_by_act;
 	CREATE INDEX approval_requests_by_act ON approval_requests(tseq, mandate_id, action_hash);`,
+	// 31: the ledger's rows are keyed by their transaction's local number
+	// too (migration 29): an obligation's state, a settlement's
+	// idempotency key, a commitment and a payment, and their counts. Each
+	// was keyed by a random id (the obligation's, the act's, the
+	// instruction's) or by the transaction's, so at a million
+	// transactions each act that committed, issued or paid read and
+	// wrote a cold leaf of each of those keys and their indexes by
+	// transaction: 10 to 12 leaves an acceptance or an instruction (docs/
+	// performance.md, "A year of history"). Keyed by number first, a new
+	// transaction's rows go to the ends the last acts left warm, and its
+	// rows are found together. A settlement keeps its key by instruction
+	// id, which the rails name alone. The tables are rebuilt (nothing
+	// references them; rowids kept, so the order obligations were issued
+	// and instructions made is too); the triggers that keep the budgets'
+	// counts (migration 25) go with them and come back keyed by the
+	// number. Transactions these rows name and no object named are
+	// numbered first, after the others.
+	`INSERT INTO transaction_numbers(id, seq)
+		SELECT transaction_id, (SELECT IFNULL(MAX(seq), 0) FROM transaction_numbers) + ROW_NUMBER() OVER (ORDER BY transaction_id)
+		FROM (SELECT transaction_id FROM obligation_states UNION SELECT transaction_id FROM settlements
+			UNION SELECT transaction_id FROM spend UNION SELECT transaction_id FROM spend_payments
+			UNION SELECT transaction_id FROM spend_counts UNION SELECT transaction_id FROM payment_counts)
+		WHERE transaction_id NOT IN (SELECT id FROM transaction_numbers);
+	DROP TRIGGER budget_transaction_in;
+	DROP TRIGGER budget_transaction_moved;
+	DROP TRIGGER budget_transaction_out;
+	CREATE TABLE obligation_states_new (
+		obligation_id  TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		tseq           INTEGER NOT NULL,
+		state          TEXT NOT NULL,
+		assertions     TEXT NOT NULL DEFAULT '[]',
+		updated_seq    INTEGER NOT NULL,
+		accepted_by    TEXT NOT NULL DEFAULT '',
+		UNIQUE (tseq, obligation_id)
+	);
+	INSERT INTO obligation_states_new(rowid, obligation_id, transaction_id, tseq, state, assertions, updated_seq, accepted_by)
+		SELECT o.rowid, o.obligation_id, o.transaction_id, n.seq, o.state, o.assertions, o.updated_seq, o.accepted_by
+		FROM obligation_states o JOIN transaction_numbers n ON n.id = o.transaction_id ORDER BY o.rowid;
+	DROP TABLE obligation_states;
+	ALTER TABLE obligation_states_new RENAME TO obligation_states;
+	CREATE TABLE settlements_new (
+		instruction_id  TEXT PRIMARY KEY,
+		transaction_id  TEXT NOT NULL,
+		tseq            INTEGER NOT NULL,
+		obligation_id   TEXT NOT NULL,
+		rail            TEXT NOT NULL,
+		idempotency_key TEXT NOT NULL,
+		fingerprint     TEXT NOT NULL,
+		ours            INTEGER NOT NULL,
+		state           TEXT NOT NULL CHECK (state IN ('instructed','pending','succeeded','failed','reversed')),
+		attempts        INTEGER NOT NULL DEFAULT 0,
+		next_attempt    INTEGER NOT NULL DEFAULT 0,
+		last_error      TEXT NOT NULL DEFAULT '',
+		UNIQUE (tseq, idempotency_key)
+	);
+	INSERT INTO settlements_new(rowid, instruction_id, transaction_id, tseq, obligation_id, rail, idempotency_key, fingerprint, ours, state, attempts, next_attempt, last_error)
+		SELECT s.rowid, s.instruction_id, s.transaction_id, n.seq, s.obligation_id, s.rail, s.idempotency_key, s.fingerprint, s.ours, s.state, s.attempts, s.next_attempt, s.last_error
+		FROM settlements s JOIN transaction_numbers n ON n.id = s.transaction_id ORDER BY s.rowid;
+	DROP TABLE settlements;
+	ALTER TABLE settlements_new RENAME TO settlements;
+	CREATE INDEX settlements_due ON settlements(ours, state, next_attempt);
+	CREATE TABLE spend_new (
+		tseq           INTEGER NOT NULL,
+		act_id         TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		agent_id       TEXT NOT NULL,
+		amount         TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		PRIMARY KEY (tseq, act_id)
+	) WITHOUT ROWID;
+	INSERT INTO spend_new(tseq, act_id, transaction_id, currency, counterparty, agent_id, amount, at)
+		SELECT n.seq, s.act_id, s.transaction_id, s.currency, s.counterparty, s.agent_id, s.amount, s.at
+		FROM spend s JOIN transaction_numbers n ON n.id = s.transaction_id;
+	DROP TABLE spend;
+	ALTER TABLE spend_new RENAME TO spend;
+	CREATE TABLE spend_payments_new (
+		tseq           INTEGER NOT NULL,
+		instruction_id TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		agent_id       TEXT NOT NULL,
+		amount         TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		PRIMARY KEY (tseq, instruction_id)
+	) WITHOUT ROWID;
+	INSERT INTO spend_payments_new(tseq, instruction_id, transaction_id, currency, counterparty, agent_id, amount, at)
+		SELECT n.seq, p.instruction_id, p.transaction_id, p.currency, p.counterparty, p.agent_id, p.amount, p.at
+		FROM spend_payments p JOIN transaction_numbers n ON n.id = p.transaction_id;
+	DROP TABLE spend_payments;
+	ALTER TABLE spend_payments_new RENAME TO spend_payments;
+	CREATE TABLE spend_counts_new (
+		tseq           INTEGER NOT NULL,
+		currency       TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		agent_id       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		counted        TEXT NOT NULL,
+		unpaid         TEXT,
+		PRIMARY KEY (tseq, currency)
+	) WITHOUT ROWID;
+	INSERT INTO spend_counts_new(tseq, currency, transaction_id, at, agent_id, counterparty, counted, unpaid)
+		SELECT n.seq, c.currency, c.transaction_id, c.at, c.agent_id, c.counterparty, c.counted, c.unpaid
+		FROM spend_counts c JOIN transaction_numbers n ON n.id = c.transaction_id;
+	DROP TABLE spend_counts;
+	ALTER TABLE spend_counts_new RENAME TO spend_counts;
+	CREATE TABLE payment_counts_new (
+		tseq           INTEGER NOT NULL,
+		instruction_id TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		counterparty   TEXT NOT NULL,
+		at             INTEGER NOT NULL,
+		counted        TEXT NOT NULL,
+		PRIMARY KEY (tseq, instruction_id)
+	) WITHOUT ROWID;
+	INSERT INTO payment_counts_new(tseq, instruction_id, transaction_id, currency, counterparty, at, counted)
+		SELECT n.seq, c.instruction_id, c.transaction_id, c.currency, c.counterparty, c.at, c.counted
+		FROM payment_counts c JOIN transaction_numbers n ON n.id = c.transaction_id;
+	DROP TABLE payment_counts;
+	ALTER TABLE payment_counts_new RENAME TO payment_counts;
+	CREATE TRIGGER budget_spend_in AFTER INSERT ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_spend_changed AFTER UPDATE ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id), (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_spend_out AFTER DELETE ON spend
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_paid_in AFTER INSERT ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_paid_changed AFTER UPDATE ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id), (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_paid_out AFTER DELETE ON spend_payments
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_settlement_in AFTER INSERT ON settlements
+		WHEN EXISTS (SELECT 1 FROM spend_payments WHERE tseq = NEW.tseq AND instruction_id = NEW.instruction_id)
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_settlement_moved AFTER UPDATE OF state ON settlements
+		WHEN OLD.state IS NOT NEW.state AND EXISTS (SELECT 1 FROM spend_payments WHERE tseq = NEW.tseq AND instruction_id = NEW.instruction_id)
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_settlement_out AFTER DELETE ON settlements
+		WHEN EXISTS (SELECT 1 FROM spend_payments WHERE tseq = OLD.tseq AND instruction_id = OLD.instruction_id)
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.transaction_id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_transaction_in AFTER INSERT ON transactions
+		WHEN EXISTS (SELECT 1 FROM spend WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = NEW.id))
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_transaction_moved AFTER UPDATE OF state ON transactions
+		WHEN OLD.state IS NOT NEW.state
+			AND (OLD.state IN ('completed','cancelled','expired','terminated') OR NEW.state IN ('completed','cancelled','expired','terminated'))
+			AND EXISTS (SELECT 1 FROM spend WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = NEW.id))
+		BEGIN INSERT INTO budget_dirty VALUES (NEW.id) ON CONFLICT DO NOTHING; END;
+	CREATE TRIGGER budget_transaction_out AFTER DELETE ON transactions
+		WHEN EXISTS (SELECT 1 FROM spend_counts WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = OLD.id))
+		BEGIN INSERT INTO budget_dirty VALUES (OLD.id) ON CONFLICT DO NOTHING; END;`,
 }
 
 // fkOffMigrations run with foreign key enforcement off, as SQLite's

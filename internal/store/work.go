@@ -54,8 +54,12 @@ func (t *Txn) PutObligationState(o ObligationState) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO obligation_states(obligation_id, transaction_id, state, assertions, updated_seq, accepted_by) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT(obligation_id) DO UPDATE SET state = excluded.state, assertions = excluded.assertions, updated_seq = excluded.updated_seq, accepted_by = excluded.accepted_by`,
+	if err := t.number(o.TransactionID); err != nil {
+		return err
+	}
+	_, err = t.exec(`INSERT INTO obligation_states(obligation_id, transaction_id, tseq, state, assertions, updated_seq, accepted_by)
+		VALUES (?1, ?2, (SELECT seq FROM transaction_numbers WHERE id = ?2), ?3, ?4, ?5, ?6)
+		ON CONFLICT(tseq, obligation_id) DO UPDATE SET state = excluded.state, assertions = excluded.assertions, updated_seq = excluded.updated_seq, accepted_by = excluded.accepted_by`,
 		o.ObligationID, o.TransactionID, o.State, string(a), o.UpdatedSeq, o.AcceptedBy)
 	return err
 }
@@ -77,21 +81,23 @@ func scanObligationState(row rowScanner) (ObligationState, error) {
 
 const obligationStateColumns = `obligation_id, transaction_id, state, assertions, updated_seq, accepted_by`
 
-// ObligationState returns where one obligation stands, or ErrNotFound when
-// no recorded event issued it.
-func (s *Store) ObligationState(ctx context.Context, id string) (ObligationState, error) {
-	return scanObligationState(s.queryRow(ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE obligation_id = ?`, id))
+// ObligationState returns where obligation id of transaction
+// transactionID stands, or ErrNotFound when no recorded event of that
+// transaction issued it. It is found under its transaction (migration
+// 31), whose number leads the key.
+func (s *Store) ObligationState(ctx context.Context, transactionID, id string) (ObligationState, error) {
+	return scanObligationState(s.queryRow(ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE tseq = `+txnSeq+` AND obligation_id = ?`, transactionID, id))
 }
 
 // ObligationState is Store.ObligationState inside the transaction.
-func (t *Txn) ObligationState(id string) (ObligationState, error) {
-	return scanObligationState(t.queryRow(`SELECT `+obligationStateColumns+` FROM obligation_states WHERE obligation_id = ?`, id))
+func (t *Txn) ObligationState(transactionID, id string) (ObligationState, error) {
+	return scanObligationState(t.queryRow(`SELECT `+obligationStateColumns+` FROM obligation_states WHERE tseq = `+txnSeq+` AND obligation_id = ?`, transactionID, id))
 }
 
 // ObligationStates returns the obligations of a transaction, in the order
 // they were issued.
 func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]ObligationState, error) {
-	rows, err := s.query(ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	rows, err := s.query(ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +106,7 @@ func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]O
 
 // ObligationStates is Store.ObligationStates inside the transaction.
 func (t *Txn) ObligationStates(transactionID string) ([]ObligationState, error) {
-	rows, err := t.query(`SELECT `+obligationStateColumns+` FROM obligation_states WHERE transaction_id = ? ORDER BY rowid`, transactionID)
+	rows, err := t.query(`SELECT `+obligationStateColumns+` FROM obligation_states WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
 	if err != nil {
 		return nil, err
 	}

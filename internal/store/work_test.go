@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/partyd/party/internal/budget"
+	"github.com/partyd/party/internal/decimal"
 )
 
 func txnIDs(list []Transaction) []string {
@@ -106,7 +109,7 @@ func TestListTransactionsPages(t *testing.T) {
 func TestObligationStates(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "party.db"))
-	if _, err := s.ObligationState(ctx, "obl_1"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.ObligationState(ctx, "txn_1", "obl_1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown obligation: %v", err)
 	}
 	if err := s.Update(ctx, func(tx *Txn) error {
@@ -120,13 +123,20 @@ func TestObligationStates(t *testing.T) {
 			return err
 		}
 		// Read back inside the transaction that wrote it.
-		o, err := tx.ObligationState("obl_1")
+		o, err := tx.ObligationState("txn_1", "obl_1")
 		if err != nil || o.State != "open" || o.Assertions == nil || len(o.Assertions) != 0 {
 			return fmt.Errorf("inside the transaction: %+v %v", o, err)
 		}
-		_, err = tx.ObligationState("obl_9")
+		_, err = tx.ObligationState("txn_1", "obl_9")
 		if !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("unknown obligation inside the transaction: %v", err)
+		}
+		// An obligation is found under its own transaction only
+		// (migration 31), and not under one never met.
+		for _, k := range [][2]string{{"txn_2", "obl_1"}, {"txn_none", "obl_1"}} {
+			if _, err := tx.ObligationState(k[0], k[1]); !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("%s under %s: %v", k[1], k[0], err)
+			}
 		}
 		return nil
 	}); err != nil {
@@ -138,7 +148,7 @@ func TestObligationStates(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.ObligationState(ctx, "obl_1")
+	o, err := s.ObligationState(ctx, "txn_1", "obl_1")
 	if err != nil || o.ObligationID != "obl_1" || o.TransactionID != "txn_1" || o.State != "asserted" || fmt.Sprint(o.Assertions) != "[prf_a prf_b]" || o.UpdatedSeq != 5 {
 		t.Fatalf("%+v %v", o, err)
 	}
@@ -581,4 +591,175 @@ func TestRebuildMigration(t *testing.T) {
 	if plan := queryPlan(t, s, `SELECT `+txnColumns+` FROM transactions WHERE 1=1 AND open_offer = 1 ORDER BY updated_at DESC, id DESC LIMIT ?`, 11); !strings.Contains(plan, "transactions_open_offer") {
 		t.Fatalf("list_inbox's plan: %s", plan)
 	}
+}
+
+// TestLedgerKeyedByNumber: migration 31 rebuilds the ledger's tables
+// (obligation states, settlements, commitments, payments and their
+// counts) keyed by their transaction's local number, every row and its
+// order kept; a transaction only those rows name is numbered after the
+// others; the budgets' triggers still name the transactions whose rows
+// change; and each table's reads by transaction use the new key.
+func TestLedgerKeyedByNumber(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "party.db")
+	db := migratedTo(t, "file:"+path+"?_pragma=foreign_keys(1)", 30)
+	exec := func(d *sql.DB, q string, args ...any) {
+		t.Helper()
+		if _, err := d.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(db, `INSERT INTO transaction_numbers(id, seq) VALUES ('txn_a', 1), ('txn_b', 2)`)
+	exec(db, `INSERT INTO transactions(id, counterparty, role, state, created_at, updated_at, seq) VALUES ('txn_a', 'org_b', 'buyer', 'committed', ?1, ?1, 1), ('txn_b', 'org_b', 'buyer', 'completed', ?1, ?1, 2)`, now())
+	// Rows of txn_a and txn_b, and of txn_z, which nothing else names
+	// (a transaction removed, say); out of order, with a gap, so that
+	// the order kept is the rowids'.
+	exec(db, `INSERT INTO obligation_states(rowid, obligation_id, transaction_id, state, assertions, updated_seq, accepted_by) VALUES
+		(5, 'obl_2', 'txn_a', 'pending', '[]', 3, ''), (2, 'obl_9', 'txn_z', 'accepted', '["prf_1"]', 4, 'obr_1'), (7, 'obl_1', 'txn_a', 'asserted', '["prf_2"]', 5, '')`)
+	exec(db, `INSERT INTO settlements(rowid, instruction_id, transaction_id, obligation_id, rail, idempotency_key, fingerprint, ours, state) VALUES
+		(4, 'stl_2', 'txn_a', 'obl_2', 'r', 'k2', 'f2', 1, 'pending'), (3, 'stl_1', 'txn_b', 'obl_5', 'r', 'k1', 'f1', 0, 'succeeded'), (9, 'stl_9', 'txn_z', 'obl_9', 'r', 'k1', 'f9', 1, 'failed')`)
+	exec(db, `INSERT INTO spend(act_id, transaction_id, currency, counterparty, agent_id, amount, at) VALUES
+		('pol_1', 'txn_a', 'EUR', 'org_b', 'agt_1', '10.00', 100), ('pol_2', 'txn_b', 'EUR', 'org_b', 'agt_1', '20.00', 200), ('pol_9', 'txn_z', 'USD', 'org_c', 'agt_2', '9.00', 300)`)
+	exec(db, `INSERT INTO spend_payments(instruction_id, transaction_id, currency, counterparty, agent_id, amount, at) VALUES
+		('stl_2', 'txn_a', 'EUR', 'org_b', 'agt_1', '4.00', 150), ('stl_1', 'txn_b', 'EUR', 'org_b', 'agt_1', '20.00', 250)`)
+	exec(db, `INSERT INTO spend_counts(transaction_id, currency, at, agent_id, counterparty, counted, unpaid) VALUES
+		('txn_a', 'EUR', 100, 'agt_1', 'org_b', '10.00', '6.00'), ('txn_b', 'EUR', 200, 'agt_1', 'org_b', '20.00', NULL)`)
+	exec(db, `INSERT INTO payment_counts(instruction_id, transaction_id, currency, counterparty, at, counted) VALUES
+		('stl_2', 'txn_a', 'EUR', 'org_b', 150, '4.00'), ('stl_1', 'txn_b', 'EUR', 'org_b', 250, '20.00')`)
+	exec(db, `DELETE FROM budget_dirty`)
+	snapshot := func(d *sql.DB) string {
+		t.Helper()
+		var out []string
+		for _, q := range []string{
+			`SELECT group_concat(rowid || ':' || obligation_id || ':' || transaction_id || ':' || state || ':' || assertions || ':' || updated_seq || ':' || accepted_by, '|') FROM (SELECT rowid, * FROM obligation_states ORDER BY rowid)`,
+			`SELECT group_concat(rowid || ':' || instruction_id || ':' || transaction_id || ':' || obligation_id || ':' || idempotency_key || ':' || fingerprint || ':' || ours || ':' || state, '|') FROM (SELECT rowid, * FROM settlements ORDER BY rowid)`,
+			`SELECT group_concat(act_id || ':' || transaction_id || ':' || currency || ':' || amount || ':' || at, '|') FROM (SELECT * FROM spend ORDER BY act_id)`,
+			`SELECT group_concat(instruction_id || ':' || transaction_id || ':' || amount || ':' || at, '|') FROM (SELECT * FROM spend_payments ORDER BY instruction_id)`,
+			`SELECT group_concat(transaction_id || ':' || currency || ':' || counted || ':' || COALESCE(unpaid, '-'), '|') FROM (SELECT * FROM spend_counts ORDER BY transaction_id)`,
+			`SELECT group_concat(instruction_id || ':' || transaction_id || ':' || counted, '|') FROM (SELECT * FROM payment_counts ORDER BY instruction_id)`,
+		} {
+			var s string
+			if err := d.QueryRowContext(ctx, q).Scan(&s); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, "\n")
+	}
+	before := snapshot(db)
+	db.Close()
+
+	s := open(t, path)
+	if got := snapshot(s.db); got != before {
+		t.Fatalf("rows changed:\n%s\nwant\n%s", got, before)
+	}
+	// The counts above were copied as they were, not computed from the
+	// rows (they agree with no sums); computed now, as a database that
+	// migration 25 reached has them computed when it is opened.
+	exec(s.db, `DELETE FROM spend_counts`)
+	exec(s.db, `DELETE FROM payment_counts`)
+	exec(s.db, `DELETE FROM budget_sums`)
+	exec(s.db, `INSERT INTO budget_backlog VALUES ('txn_a'), ('txn_b'), ('txn_z')`)
+	s.Close()
+	s = open(t, path)
+	var numbers string
+	if err := s.db.QueryRowContext(ctx, `SELECT group_concat(id || '=' || seq, ',') FROM (SELECT * FROM transaction_numbers ORDER BY seq)`).Scan(&numbers); err != nil || numbers != "txn_a=1,txn_b=2,txn_z=3" {
+		t.Fatalf("numbers %q (%v)", numbers, err)
+	}
+	var unkeyed int
+	q := `SELECT 0`
+	for _, table := range []string{"obligation_states", "settlements", "spend", "spend_payments", "spend_counts", "payment_counts"} {
+		q += ` + (SELECT COUNT(*) FROM ` + table + ` r WHERE tseq IS NOT (SELECT seq FROM transaction_numbers WHERE id = r.transaction_id))`
+	}
+	if err := s.db.QueryRowContext(ctx, q).Scan(&unkeyed); err != nil || unkeyed != 0 {
+		t.Fatalf("%d rows not keyed by their transaction's number (%v)", unkeyed, err)
+	}
+	// The indexes by transaction id are gone with their tables.
+	var old int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('obligation_states_by_transaction', 'spend_by_transaction', 'spend_payments_by_transaction', 'payment_counts_by_transaction')`).Scan(&old); err != nil || old != 0 {
+		t.Fatalf("%d indexes by transaction id left (%v)", old, err)
+	}
+	// Read by transaction: in the order issued, as before.
+	list, err := s.ObligationStates(ctx, "txn_a")
+	if err != nil || len(list) != 2 || list[0].ObligationID != "obl_2" || list[1].ObligationID != "obl_1" {
+		t.Fatalf("obligations of txn_a: %+v %v", list, err)
+	}
+	if o, err := s.ObligationState(ctx, "txn_z", "obl_9"); err != nil || o.AcceptedBy != "obr_1" {
+		t.Fatalf("obl_9: %+v %v", o, err)
+	}
+	if st, err := s.SettlementByKey(ctx, "txn_z", "k1"); err != nil || st.InstructionID != "stl_9" {
+		t.Fatalf("txn_z's k1: %+v %v", st, err)
+	}
+	if st, err := s.Settlement(ctx, "stl_1"); err != nil || st.TransactionID != "txn_b" {
+		t.Fatalf("stl_1: %+v %v", st, err)
+	}
+	if c, err := s.Committed(ctx, "txn_a", "EUR"); err != nil || c.String() != "10.00" {
+		t.Fatalf("txn_a committed %v %v", c, err)
+	}
+	// An idempotency key is unique in its transaction, and only there.
+	if err := s.Update(ctx, func(tx *Txn) error {
+		return tx.PutSettlement(Settlement{InstructionID: "stl_3", TransactionID: "txn_a", ObligationID: "obl_1", Rail: "r", IdempotencyKey: "k2", Fingerprint: "f3", Ours: true})
+	}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a second instruction under txn_a's k2: %v", err)
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		return tx.PutSettlement(Settlement{InstructionID: "stl_4", TransactionID: "txn_b", ObligationID: "obl_5", Rail: "r", IdempotencyKey: "k2", Fingerprint: "f4", Ours: true})
+	}); err != nil {
+		t.Fatalf("txn_b's own k2: %v", err)
+	}
+	// The triggers came back: each change names its transaction, and
+	// the write that made it recounts it (settleCounts empties
+	// budget_dirty). Watched here by the counts they keep.
+	counted := func(txn string) string {
+		t.Helper()
+		var c string
+		if err := s.db.QueryRowContext(ctx, `SELECT counted || ':' || COALESCE(unpaid, '-') FROM spend_counts WHERE tseq = `+txnSeq, txn).Scan(&c); err != nil {
+			t.Fatalf("%s's count: %v", txn, err)
+		}
+		return c
+	}
+	charge := budget.Charge{TransactionID: "txn_a", Currency: "EUR", Counterparty: "org_b", Agent: "agt_1"}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		return tx.Commit("pol_3", charge, mustDecimal(t, "50.00"), time.Unix(400, 0))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c := counted("txn_a"); c != "50.00:46.00" {
+		t.Fatalf("after a commitment of 50.00, txn_a counts %s", c)
+	}
+	if err := s.Update(ctx, func(tx *Txn) error {
+		return tx.SetSettlementState("stl_2", SettlementFailed, time.Time{}, "declined")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c := counted("txn_a"); c != "50.00:50.00" {
+		t.Fatalf("after its payment failed, txn_a counts %s", c)
+	}
+	if err := s.Update(ctx, func(tx *Txn) error { return tx.Unspend("txn_a", []string{"pol_3"}) }); err != nil {
+		t.Fatal(err)
+	}
+	if c := counted("txn_a"); c != "10.00:10.00" {
+		t.Fatalf("after the commitment was removed, txn_a counts %s", c)
+	}
+	// The reads by transaction search the new keys.
+	for _, c := range []struct{ query, index string }{
+		{`SELECT ` + obligationStateColumns + ` FROM obligation_states WHERE tseq = ` + txnSeq + ` ORDER BY rowid`, "sqlite_autoindex_obligation_states_1"},
+		{`SELECT ` + settlementColumns + ` FROM settlements WHERE tseq = ` + txnSeq + ` AND idempotency_key = ?`, "sqlite_autoindex_settlements_2"},
+		{`SELECT amount FROM spend WHERE tseq = ` + txnSeq + ` AND currency = ?`, "PRIMARY KEY"},
+		{`SELECT instruction_id FROM payment_counts WHERE tseq = ` + txnSeq, "PRIMARY KEY"},
+	} {
+		if plan := queryPlan(t, s, c.query, "txn_a", "EUR"); !strings.Contains(plan, c.index) || !strings.Contains(plan, "tseq=?") {
+			t.Errorf("%s: plan %s, want a search of %s by tseq", c.query, plan, c.index)
+		}
+	}
+}
+
+func mustDecimal(t *testing.T, v string) decimal.Decimal {
+	t.Helper()
+	d, err := decimal.Parse(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
