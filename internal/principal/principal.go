@@ -457,53 +457,52 @@ var ErrDecided = errors.New("principal: approval request already decided")
 // request's action hash and transaction, and good for the shortest life
 // the matched rules allow. It returns the stored approval object.
 func (s *Surface) Decide(ctx context.Context, requestID string, approve bool, conditions []string) (map[string]any, error) {
-	r, err := s.o.Store.GetApprovalRequest(ctx, requestID)
-	if err != nil {
-		return nil, err
-	}
-	if r.Status != store.ApprovalPending {
-		return nil, fmt.Errorf("%w: %s is %s", ErrDecided, requestID, r.Status)
-	}
-	v, err := view(r)
-	if err != nil {
-		return nil, err
-	}
-	m, err := s.o.Store.GetMandate(ctx, r.MandateID)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := canonical.DecodeObject(m.Body)
-	if err != nil {
-		return nil, err
-	}
-	subj, _ := doc["subject"].(map[string]any)
-	agent, _ := subj["agent_id"].(string)
-	cfg := s.o.Config()
+	var obj map[string]any
+	var r store.ApprovalRequest
 	decision := authority.Approved
 	if !approve {
 		decision = authority.Rejected
 	}
-	obj, err := authority.NewApproval(ctx, authority.ApprovalRequest{
-		ActionHash:    r.ActionHash,
-		TransactionID: r.TransactionID,
-		RequestedBy:   envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, MandateID: r.MandateID},
-		Approver:      authority.Approver{OrganizationID: cfg.OrganizationID, PrincipalID: cfg.PrincipalID, Role: cfg.PrincipalRole},
-		Decision:      decision,
-		Rules:         v.Rules,
-		Conditions:    conditions,
-	}, s.signer(), s.o, s.o.Clock())
+	// Read, signed and stored in one write transaction (store.DecideApproval).
+	err := s.o.Store.DecideApproval(ctx, requestID, func(req store.ApprovalRequest) (string, []byte, error) {
+		r = req
+		v, err := view(r)
+		if err != nil {
+			return "", nil, err
+		}
+		m, err := s.o.Store.GetMandate(ctx, r.MandateID)
+		if err != nil {
+			return "", nil, err
+		}
+		doc, err := canonical.DecodeObject(m.Body)
+		if err != nil {
+			return "", nil, err
+		}
+		subj, _ := doc["subject"].(map[string]any)
+		agent, _ := subj["agent_id"].(string)
+		cfg := s.o.Config()
+		obj, err = authority.NewApproval(ctx, authority.ApprovalRequest{
+			ActionHash:    r.ActionHash,
+			TransactionID: r.TransactionID,
+			RequestedBy:   envelope.Actor{OrganizationID: cfg.OrganizationID, AgentID: agent, MandateID: r.MandateID},
+			Approver:      authority.Approver{OrganizationID: cfg.OrganizationID, PrincipalID: cfg.PrincipalID, Role: cfg.PrincipalRole},
+			Decision:      decision,
+			Rules:         v.Rules,
+			Conditions:    conditions,
+		}, s.signer(), s.o, s.o.Clock())
+		if err != nil {
+			return "", nil, err
+		}
+		b, err := canonical.Marshal(obj)
+		if err != nil {
+			return "", nil, err
+		}
+		if !approve {
+			return store.ApprovalRejected, b, nil
+		}
+		return store.ApprovalApproved, b, nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	b, err := canonical.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	st := store.ApprovalApproved
-	if !approve {
-		st = store.ApprovalRejected
-	}
-	if err := s.o.Store.DecideApprovalRequest(ctx, requestID, st, b); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, fmt.Errorf("%w: %v", ErrDecided, err)
 		}

@@ -158,10 +158,37 @@ func (s *Store) ApprovalRequestsFor(ctx context.Context, txn, mandateID, actionH
 // request from pending to approved or rejected, in one transaction. It is a
 // compare-and-swap on pending: a request is decided once.
 func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, approval []byte) error {
-	if status != ApprovalApproved && status != ApprovalRejected {
-		return fmt.Errorf("store: cannot decide a request as %q", status)
-	}
+	return s.DecideApproval(ctx, id, func(ApprovalRequest) (string, []byte, error) { return status, approval, nil })
+}
+
+// DecideApproval decides request id in one write transaction: it reads
+// the request, hands it to decide, which returns the status
+// (ApprovalApproved or ApprovalRejected) and the signed approval object,
+// and stores both. A request that is not pending is ErrConflict, and
+// decide is not called; nothing is stored when decide fails. Read by the
+// writer, whose page cache the acts' commits leave warm (a reader's is
+// emptied after each commit, so a reader found the request from the
+// root of its id's index again: a page read more at each level the index
+// gains), and decided where it was read: no other decision can come
+// between.
+func (s *Store) DecideApproval(ctx context.Context, id string, decide func(ApprovalRequest) (status string, approval []byte, err error)) error {
 	return s.Update(ctx, func(tx *Txn) error {
+		r, err := scanApproval(tx.queryRow(`SELECT `+approvalColumns+` FROM approval_requests WHERE id = ?`, id))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: approval request %s", ErrNotFound, id)
+		case err != nil:
+			return err
+		case r.Status != ApprovalPending:
+			return fmt.Errorf("%w: approval request %s is already %s", ErrConflict, id, r.Status)
+		}
+		status, approval, err := decide(r)
+		if err != nil {
+			return err
+		}
+		if status != ApprovalApproved && status != ApprovalRejected {
+			return fmt.Errorf("store: cannot decide a request as %q", status)
+		}
 		info, err := putObject(tx, approval, "local")
 		if err != nil {
 			return err
@@ -172,9 +199,6 @@ func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, ap
 			return err
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			if _, err := s.GetApprovalRequest(ctx, id); err != nil {
-				return err
-			}
 			return fmt.Errorf("%w: approval request %s is already decided", ErrConflict, id)
 		}
 		return nil

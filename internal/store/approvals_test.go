@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -189,5 +190,60 @@ func TestAgentApprovalRequests(t *testing.T) {
 		if fmt.Sprint(ids) != c.want && !(len(ids) == 0 && c.want == "[]") {
 			t.Errorf("%s, limit %d: %v, want %s", c.agent, c.limit, ids, c.want)
 		}
+	}
+}
+
+// TestDecideApprovalInOneTransaction: the request a decision is made on
+// is the one the writer read; a request not pending is refused before
+// decide runs, a decide that fails stores nothing, and a request never
+// filed is ErrNotFound.
+func TestDecideApprovalInOneTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "party.db"))
+	if _, _, err := s.FileApprovalRequest(ctx, ApprovalRequest{ID: "req_01", MandateID: "mnd_1", TransactionID: fmt.Sprintf("txn_%024x", 1),
+		ActionHash: fmt.Sprintf("%064x", 1), Act: []byte(`{}`), Rules: `[]`}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	failing := errors.New("the signer failed")
+	if err := s.DecideApproval(ctx, "req_01", func(r ApprovalRequest) (string, []byte, error) {
+		calls++
+		return "", nil, failing
+	}); !errors.Is(err, failing) {
+		t.Fatalf("a failing decision: %v", err)
+	}
+	if r, err := s.GetApprovalRequest(ctx, "req_01"); err != nil || r.Status != ApprovalPending || r.ApprovalID != "" {
+		t.Fatalf("after a failed decision: %+v %v", r, err)
+	}
+	if _, err := s.GetObject(ctx, fmt.Sprintf("txn_%024x", 1), fmt.Sprintf("apr_%024x", 1)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a failed decision stored its approval: %v", err)
+	}
+	if err := s.DecideApproval(ctx, "req_01", func(r ApprovalRequest) (string, []byte, error) {
+		calls++
+		if r.ID != "req_01" || r.Status != ApprovalPending || r.ActionHash != fmt.Sprintf("%064x", 1) {
+			t.Errorf("decide was handed %+v", r)
+		}
+		return ApprovalApproved, approvalObject(t, 1), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetApprovalRequest(ctx, "req_01"); err != nil || r.Status != ApprovalApproved || r.ApprovalID != fmt.Sprintf("apr_%024x", 1) {
+		t.Fatalf("after the decision: %+v %v", r, err)
+	}
+	if err := s.DecideApproval(ctx, "req_01", func(ApprovalRequest) (string, []byte, error) {
+		calls++
+		return ApprovalRejected, approvalObject(t, 2), nil
+	}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a second decision: %v", err)
+	}
+	if err := s.DecideApproval(ctx, "req_99", func(ApprovalRequest) (string, []byte, error) {
+		calls++
+		return ApprovalApproved, approvalObject(t, 3), nil
+	}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a request never filed: %v", err)
+	}
+	if calls != 2 {
+		t.Fatalf("decide ran %d times, want 2 (not for a decided request, nor for one never filed)", calls)
 	}
 }
