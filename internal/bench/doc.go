@@ -26,7 +26,9 @@
 // generates. Method and numbers: docs/performance.md, "A year of
 // history". Upgrade (upgrade_test.go): `party backup` of such a history,
 // and the upgrade of it from one migration behind, which rewrites the
-// largest table (docs/deploy.md, "Upgrading a large database").
+// largest table (docs/deploy.md, "Upgrading a large database"). Pages
+// written (pages_test.go): which b-trees each of those acts writes, and
+// how many pages, read back from the write-ahead log.
 //
 // Verification (verify_test.go): `party verify DIR` as a process over a
 // 5 000-event bundle, next to the floor of its signatures and, when
