@@ -1008,11 +1008,12 @@ var migrations = []string{
 	// instruction's) or by the transaction's, so at a million
 	// transactions each act that committed, issued or paid read and
 	// wrote a cold leaf of each of those keys and their indexes by
-	// transaction: 10 to 12 leaves an acceptance or an instruction (docs/
-	// performance.md, "A year of history"). Keyed by number first, a new
-	// transaction's rows go to the ends the last acts left warm, and its
-	// rows are found together. A settlement keeps its key by instruction
-	// id, which the rails name alone. The tables are rebuilt (nothing
+	// transaction: by their keys, three an acceptance under a budget and
+	// six an instruction (docs/performance.md, "A year of history").
+	// Keyed by number first, a new transaction's rows go to the ends the
+	// last acts left warm, and its rows are found together. A settlement
+	// keeps its key by instruction id, which the rails name alone. The
+	// tables are rebuilt (nothing
 	// references them; rowids kept, so the order obligations were issued
 	// and instructions made is too); the triggers that keep the budgets'
 	// counts (migration 25) go with them and come back keyed by the
