@@ -68,7 +68,7 @@ func (s *Store) FileApprovalRequest(ctx context.Context, r ApprovalRequest) (hel
 		}
 		r.Status, r.ApprovalID, r.RequestedAt, r.DecidedAt = ApprovalPending, "", now(), ""
 		if _, err := tx.exec(`INSERT INTO approval_requests(id, mandate_id, transaction_id, tseq, action_hash, act, rules, status, requested_at, note)
-			VALUES (?1, ?2, ?3, (SELECT seq FROM transaction_numbers WHERE id = ?3), ?4, ?5, ?6, 'pending', ?7, ?8)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, r.RequestedAt, r.Note); err != nil {
+			VALUES (?1, ?2, ?3, `+txnSeqAt(3)+`, ?4, ?5, ?6, 'pending', ?7, ?8)`, r.ID, r.MandateID, txn, r.ActionHash, r.Act, r.Rules, r.RequestedAt, r.Note); err != nil {
 			return err
 		}
 		held, filed = r, true
@@ -154,13 +154,6 @@ func (s *Store) ApprovalRequestsFor(ctx context.Context, txn, mandateID, actionH
 	return s.approvals(ctx, `INDEXED BY approval_requests_by_act WHERE `+cond+` ORDER BY requested_at, rowid`, args...)
 }
 
-// DecideApprovalRequest stores the signed approval object and moves the
-// request from pending to approved or rejected, in one transaction. It is a
-// compare-and-swap on pending: a request is decided once.
-func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, approval []byte) error {
-	return s.DecideApproval(ctx, id, func(ApprovalRequest) (string, []byte, error) { return status, approval, nil })
-}
-
 // DecideApproval decides request id in one write transaction: it reads
 // the request, hands it to decide, which returns the status
 // (ApprovalApproved or ApprovalRejected) and the signed approval object,
@@ -170,7 +163,7 @@ func (s *Store) DecideApprovalRequest(ctx context.Context, id, status string, ap
 // emptied after each commit, so a reader found the request from the
 // root of its id's index again: a page read more at each level the index
 // gains), and decided where it was read: no other decision can come
-// between.
+// between. The request moves from pending to approved or rejected once.
 func (s *Store) DecideApproval(ctx context.Context, id string, decide func(ApprovalRequest) (status string, approval []byte, err error)) error {
 	return s.Update(ctx, func(tx *Txn) error {
 		r, err := scanApproval(tx.queryRow(`SELECT `+approvalColumns+` FROM approval_requests WHERE id = ?`, id))

@@ -12,7 +12,7 @@ import (
 )
 
 // approvalObject is a sealed approval object for request n, what
-// DecideApprovalRequest stores.
+// decide stores.
 func approvalObject(t *testing.T, n int) []byte {
 	t.Helper()
 	o := map[string]any{"id": fmt.Sprintf("apr_%024x", n), "object_type": "approval", "transaction_id": fmt.Sprintf("txn_%024x", n%3), "payload": map[string]any{}}
@@ -43,7 +43,7 @@ func TestApprovalRequestsShownAndOfTransaction(t *testing.T) {
 	// Decided in an order of their own: 5, 1, 9, 3, 7, 11, 0.
 	order := []int{5, 1, 9, 3, 7, 11, 0}
 	for _, i := range order {
-		if err := s.DecideApprovalRequest(ctx, fmt.Sprintf("req_%02d", i), ApprovalApproved, approvalObject(t, i)); err != nil {
+		if err := decide(ctx, s, fmt.Sprintf("req_%02d", i), ApprovalApproved, approvalObject(t, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,14 +127,14 @@ func TestApprovalRequestsVersionCounts(t *testing.T) {
 		}
 		last++
 	}
-	if err := s.DecideApprovalRequest(ctx, "req_02", ApprovalRejected, approvalObject(t, 2)); err != nil {
+	if err := decide(ctx, s, "req_02", ApprovalRejected, approvalObject(t, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if v := check("decided"); v != last+1 {
 		t.Fatalf("a decision moved the version from %d to %d", last, v)
 	}
 	// Deciding again is refused and moves nothing.
-	if err := s.DecideApprovalRequest(ctx, "req_02", ApprovalApproved, approvalObject(t, 3)); err == nil {
+	if err := decide(ctx, s, "req_02", ApprovalApproved, approvalObject(t, 3)); err == nil {
 		t.Fatal("a request decided twice")
 	}
 	check("refused")
@@ -246,4 +246,9 @@ func TestDecideApprovalInOneTransaction(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("decide ran %d times, want 2 (not for a decided request, nor for one never filed)", calls)
 	}
+}
+
+// decide decides request id as status with the approval object given.
+func decide(ctx context.Context, s *Store, id, status string, approval []byte) error {
+	return s.DecideApproval(ctx, id, func(ApprovalRequest) (string, []byte, error) { return status, approval, nil })
 }

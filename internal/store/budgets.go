@@ -150,7 +150,7 @@ func (t *Txn) Commit(actID string, c budget.Charge, total decimal.Decimal, at ti
 		return err
 	}
 	_, err := t.exec(`INSERT INTO spend(tseq, act_id, transaction_id, currency, counterparty, agent_id, amount, at)
-		VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
+		VALUES (`+txnSeqAt(2)+`, ?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
 		actID, c.TransactionID, c.Currency, c.Counterparty, c.Agent, total.String(), at.Unix())
 	return err
 }
@@ -177,7 +177,7 @@ func (t *Txn) Pay(instructionID string, c budget.Charge, at time.Time) error {
 		return err
 	}
 	_, err := t.exec(`INSERT INTO spend_payments(tseq, instruction_id, transaction_id, currency, counterparty, agent_id, amount, at)
-		VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7)
+		VALUES (`+txnSeqAt(2)+`, ?1, ?2, ?3, ?4, ?5, ?6, ?7)
 		ON CONFLICT DO NOTHING`, instructionID, c.TransactionID, c.Currency, c.Counterparty, c.Agent, c.Amount.String(), at.Unix())
 	return err
 }

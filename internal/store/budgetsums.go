@@ -219,7 +219,7 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 			unpaid = now.unpaid.String()
 		}
 		if _, err := t.exec(`INSERT INTO spend_counts(tseq, transaction_id, currency, at, agent_id, counterparty, counted, unpaid)
-			VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?1), ?1, ?2, ?3, ?4, ?5, ?6, ?7)
+			VALUES (`+txnSeqAt(1)+`, ?1, ?2, ?3, ?4, ?5, ?6, ?7)
 			ON CONFLICT DO UPDATE SET at = excluded.at, agent_id = excluded.agent_id, counterparty = excluded.counterparty,
 			counted = excluded.counted, unpaid = excluded.unpaid`, id, currency, now.at, now.agent, now.counterparty, now.counted.String(), unpaid); err != nil {
 			return err
@@ -243,7 +243,7 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 		}
 		d.paid(now, +1)
 		if _, err := t.exec(`INSERT INTO payment_counts(tseq, instruction_id, transaction_id, currency, counterparty, at, counted)
-			VALUES ((SELECT seq FROM transaction_numbers WHERE id = ?2), ?1, ?2, ?3, ?4, ?5, ?6)
+			VALUES (`+txnSeqAt(2)+`, ?1, ?2, ?3, ?4, ?5, ?6)
 			ON CONFLICT DO UPDATE SET currency = excluded.currency,
 			counterparty = excluded.counterparty, at = excluded.at, counted = excluded.counted`,
 			instr, id, now.currency, now.counterparty, now.at, now.counted.String()); err != nil {
@@ -257,13 +257,13 @@ func (t *Txn) recount(id string, d sumDeltas) error {
 // its recount: its state, its commitments and payments (with their
 // settlements' states), and its counts as kept; one statement, not five,
 // as a recount runs in the act that commits the organisation to pay.
-const transactionCounts = `
+var transactionCounts = `
 	SELECT 's', state, '', '', '', 0, '' FROM transactions WHERE id = ?1
-	UNION ALL SELECT 'c', act_id, currency, counterparty, agent_id, at, amount FROM spend WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)
+	UNION ALL SELECT 'c', act_id, currency, counterparty, agent_id, at, amount FROM spend WHERE tseq = ` + txnSeqAt(1) + `
 	UNION ALL SELECT 'p', p.instruction_id, p.currency, p.counterparty, COALESCE(st.state, ''), p.at, p.amount
-		FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id AND st.tseq = p.tseq WHERE p.tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)
-	UNION ALL SELECT 'C', currency, agent_id, counterparty, COALESCE(unpaid, '0'), at, counted FROM spend_counts WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)
-	UNION ALL SELECT 'P', instruction_id, currency, counterparty, '', at, counted FROM payment_counts WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?1)`
+		FROM spend_payments p LEFT JOIN settlements st ON st.instruction_id = p.instruction_id AND st.tseq = p.tseq WHERE p.tseq = ` + txnSeqAt(1) + `
+	UNION ALL SELECT 'C', currency, agent_id, counterparty, COALESCE(unpaid, '0'), at, counted FROM spend_counts WHERE tseq = ` + txnSeqAt(1) + `
+	UNION ALL SELECT 'P', instruction_id, currency, counterparty, '', at, counted FROM payment_counts WHERE tseq = ` + txnSeqAt(1)
 
 // counts reads transaction id's counts now, computed from its rows, and as
 // kept. Now: each currency's commitment (budget.Commitment: its acts'

@@ -131,7 +131,7 @@ func (t *Txn) InsertRows(r Rows) error {
 		if num = slices.Index(r.Columns, col); num < 0 {
 			return fmt.Errorf("store: rows of %s without their %s", r.Table, col)
 		}
-		cols, vals = cols+", "+local, fmt.Sprintf("%s, (SELECT seq FROM transaction_numbers WHERE id = ?%d)", vals, num+1)
+		cols, vals = cols+", "+local, vals+", "+txnSeqAt(num+1)
 	}
 	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", r.Table, cols, vals)
 	for _, v := range r.Values {

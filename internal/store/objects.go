@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/partyd/party/internal/canonical"
@@ -81,7 +82,7 @@ func putChecked(t *Txn, info ObjectInfo, body []byte, origin string) (ObjectInfo
 		}
 	}
 	res, err := t.exec(`INSERT INTO objects(id, object_type, transaction_id, tseq, content_hash, body, origin)
-		VALUES (?1, ?2, ?3, (SELECT seq FROM transaction_numbers WHERE id = ?3), ?4, ?5, ?6) ON CONFLICT DO NOTHING`,
+		VALUES (?1, ?2, ?3, `+txnSeqAt(3)+`, ?4, ?5, ?6) ON CONFLICT DO NOTHING`,
 		info.ID, info.ObjectType, txn, info.ContentHash, body, origin)
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("store: put %s: %w", info.ID, err)
@@ -132,6 +133,12 @@ func objectKey(transactionID, id string) (string, []any) {
 // statement, one search of transaction_numbers, and then searches the
 // table's index by it; NULL (nothing found) for an id never met.
 const txnSeq = `(SELECT seq FROM transaction_numbers WHERE id = ?)`
+
+// txnSeqAt is txnSeq for a statement that numbers its parameters: the
+// number of the transaction whose id is parameter n.
+func txnSeqAt(n int) string {
+	return `(SELECT seq FROM transaction_numbers WHERE id = ?` + strconv.Itoa(n) + `)`
+}
 
 // number gives transaction id its local number (migration 29) unless it
 // has one: one more than the last given (the last entry of

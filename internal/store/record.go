@@ -166,7 +166,7 @@ func (t *Txn) CreateTransaction(id, counterparty, role, sessionID, state string)
 		return err
 	}
 	_, err := t.exec(`INSERT INTO transactions(id, counterparty, role, session_id, state, created_at, updated_at, seq)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT seq FROM transaction_numbers WHERE id = ?1)) ON CONFLICT DO NOTHING`, id, counterparty, role, sess, state, ts, ts)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, `+txnSeqAt(1)+`) ON CONFLICT DO NOTHING`, id, counterparty, role, sess, state, ts, ts)
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (t *Txn) InsertEvent(e Event) error {
 		from = e.FromState
 	}
 	_, err := t.exec(`INSERT INTO events(transaction_id, tseq, sequence, event_id, content_hash, previous_event_hash, event_type, from_state, to_state, appended_by, status)
-		VALUES (?1, (SELECT seq FROM transaction_numbers WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`, e.TransactionID, e.Sequence, e.EventID, e.ContentHash, prev, e.EventType, from, e.ToState, e.AppendedBy, e.Status)
+		VALUES (?1, `+txnSeqAt(1)+`, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`, e.TransactionID, e.Sequence, e.EventID, e.ContentHash, prev, e.EventType, from, e.ToState, e.AppendedBy, e.Status)
 	if err != nil {
 		return fmt.Errorf("%w: event %d of %s: %v", ErrConflict, e.Sequence, e.TransactionID, err)
 	}

@@ -85,7 +85,7 @@ func (t *Txn) PutSettlement(s Settlement) error {
 	if err := t.number(s.TransactionID); err != nil {
 		return err
 	}
-	res, err := t.exec(`INSERT INTO settlements(`+settlementColumns+`, tseq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, 0, '', (SELECT seq FROM transaction_numbers WHERE id = ?2)) ON CONFLICT DO NOTHING`,
+	res, err := t.exec(`INSERT INTO settlements(`+settlementColumns+`, tseq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, 0, '', `+txnSeqAt(2)+`) ON CONFLICT DO NOTHING`,
 		s.InstructionID, s.TransactionID, s.ObligationID, s.Rail, s.IdempotencyKey, s.Fingerprint, ours, s.State)
 	if err != nil {
 		return err
@@ -94,7 +94,7 @@ func (t *Txn) PutSettlement(s Settlement) error {
 		return nil
 	}
 	held, err := scanSettlement(t.queryRow(`SELECT `+settlementColumns+` FROM settlements WHERE instruction_id = ?1
-		UNION ALL SELECT `+settlementColumns+` FROM settlements WHERE tseq = (SELECT seq FROM transaction_numbers WHERE id = ?2) AND idempotency_key = ?3 LIMIT 1`,
+		UNION ALL SELECT `+settlementColumns+` FROM settlements WHERE tseq = `+txnSeqAt(2)+` AND idempotency_key = ?3 LIMIT 1`,
 		s.InstructionID, s.TransactionID, s.IdempotencyKey))
 	if err != nil {
 		return err

@@ -58,7 +58,7 @@ func (t *Txn) PutObligationState(o ObligationState) error {
 		return err
 	}
 	_, err = t.exec(`INSERT INTO obligation_states(obligation_id, transaction_id, tseq, state, assertions, updated_seq, accepted_by)
-		VALUES (?1, ?2, (SELECT seq FROM transaction_numbers WHERE id = ?2), ?3, ?4, ?5, ?6)
+		VALUES (?1, ?2, `+txnSeqAt(2)+`, ?3, ?4, ?5, ?6)
 		ON CONFLICT(tseq, obligation_id) DO UPDATE SET state = excluded.state, assertions = excluded.assertions, updated_seq = excluded.updated_seq, accepted_by = excluded.accepted_by`,
 		o.ObligationID, o.TransactionID, o.State, string(a), o.UpdatedSeq, o.AcceptedBy)
 	return err
