@@ -157,6 +157,7 @@ func alternate(b *testing.B, sizes [2]int, pairs [2]*growthPair, acts []growthAc
 				b.ReportMetric(ms(cpu[j]), fmt.Sprintf("cpu-ms@%d", size))
 				b.ReportMetric(float64(io[j].sum.reads)/n, fmt.Sprintf("reads@%d", size))
 				b.ReportMetric(float64(io[j].sum.writes)/n, fmt.Sprintf("writes@%d", size))
+				b.ReportMetric(float64(io[j].sum.disk)/n/1024, fmt.Sprintf("diskKB@%d", size))
 				b.ReportMetric(float64(p50[j])/1e6, fmt.Sprintf("p50-ms@%d", size))
 			}
 			b.ReportMetric(float64(wall[1])/float64(wall[0]), "wall-ratio")

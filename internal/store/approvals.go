@@ -142,7 +142,7 @@ func (s *Store) ApprovalRequestsShown(ctx context.Context, decided int) ([]Appro
 // first (its timeline), by the acts' index, which its number leads
 // (migration 30).
 func (s *Store) ApprovalRequestsOfTransaction(ctx context.Context, txn string) ([]ApprovalRequest, error) {
-	return s.approvals(ctx, `INDEXED BY approval_requests_by_act WHERE tseq = `+txnSeq+` ORDER BY requested_at, rowid`, txn)
+	return all(ctx, s, scanApproval, `SELECT `+approvalColumns+` FROM approval_requests INDEXED BY approval_requests_by_act WHERE tseq = `+txnSeq+` ORDER BY requested_at, rowid`, txn)
 }
 
 // ApprovalRequestsFor lists the requests for one exact act (its
@@ -151,7 +151,7 @@ func (s *Store) ApprovalRequestsOfTransaction(ctx context.Context, txn string) (
 // spare the sort, reading every request under the mandate).
 func (s *Store) ApprovalRequestsFor(ctx context.Context, txn, mandateID, actionHash string) ([]ApprovalRequest, error) {
 	cond, args := actKey(txn, mandateID, actionHash)
-	return s.approvals(ctx, `INDEXED BY approval_requests_by_act WHERE `+cond+` ORDER BY requested_at, rowid`, args...)
+	return all(ctx, s, scanApproval, `SELECT `+approvalColumns+` FROM approval_requests INDEXED BY approval_requests_by_act WHERE `+cond+` ORDER BY requested_at, rowid`, args...)
 }
 
 // DecideApproval decides request id in one write transaction: it reads

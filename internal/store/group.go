@@ -287,19 +287,96 @@ func (u *update) run(t *Txn) (err error) {
 // file (a system call a page); the writer connection, the only one that
 // commits, keeps its cache from one write to the next.
 func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
-	if s.writer == nil {
-		c, err := s.db.Conn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.writer = c
+	if err := s.openWriter(ctx); err != nil {
+		return nil, err
 	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		// Whatever went wrong, the next write starts on a fresh
 		// connection.
+		s.closeWriter()
+	}
+	return tx, err
+}
+
+// openWriter opens the writer connection if none is open. Called by the
+// holder of the leader token.
+func (s *Store) openWriter(ctx context.Context) error {
+	if s.writer != nil {
+		return nil
+	}
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	s.writer = c
+	return nil
+}
+
+// closeWriter closes the writer connection and the reads prepared on it.
+// Called by the holder of the leader token.
+func (s *Store) closeWriter() {
+	for _, st := range s.writerStmts {
+		st.Close()
+	}
+	s.writerStmts = nil
+	if s.writer != nil {
 		s.writer.Close()
 		s.writer = nil
 	}
-	return tx, err
+}
+
+// Reads on the idle writer.
+//
+// SQLite empties a connection's page cache at the start of each read
+// that follows another connection's commit (its rule in WAL mode), and
+// every act commits: a read on a pool connection found each row from the
+// root of its b-tree, page by page by system call, and a b-tree is a
+// level or two deeper at a million transactions than at ten (reads of
+// instruct_settlement's pages: 107 at 10 transactions, 140-150 at a
+// million; docs/performance.md). The writer connection commits every
+// write of this process, so its cache is never emptied by them: it holds
+// the pages the acts touch (the numbered tables' right edges, the
+// b-trees' upper levels), up to cacheSize.
+//
+// So a read of one row (queryRow) or a list read in one go (all) runs on
+// the writer when no write holds it, and on a pool connection when one
+// does: it takes the leader token only if it is free, never waiting for
+// it, so concurrent acts read as before and a write waits for at most one
+// read. What a read sees is the same either way: the committed database
+// (the token is free only between write transactions). A snapshot's reads
+// stay in its own read transaction, on a pool connection.
+
+// idleWriter returns query prepared on the writer connection, and the
+// function that gives the writer back, when no write holds the writer;
+// nil when one does or the statement cannot be prepared there.
+func (s *Store) idleWriter(ctx context.Context, query string) (*sql.Stmt, func()) {
+	select {
+	case s.group.lead <- struct{}{}:
+	default:
+		return nil, nil
+	}
+	release := func() { <-s.group.lead }
+	if err := s.openWriter(ctx); err != nil {
+		release()
+		return nil, nil
+	}
+	st, ok := s.writerStmts[query]
+	if !ok {
+		// Prepared on the pool too, once: Prepared lists every read.
+		if _, err := s.stmt(ctx, query); err != nil {
+			release()
+			return nil, nil
+		}
+		var err error
+		if st, err = s.writer.PrepareContext(ctx, query); err != nil {
+			release()
+			return nil, nil
+		}
+		if s.writerStmts == nil {
+			s.writerStmts = map[string]*sql.Stmt{}
+		}
+		s.writerStmts[query] = st
+	}
+	return st, release
 }

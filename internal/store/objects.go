@@ -169,7 +169,7 @@ func objectQuery(transactionID, id string) (string, []any) {
 
 // objectBody scans the bytes objectQuery read for object id, ErrNotFound
 // when there is none.
-func objectBody(row *sql.Row, id string) ([]byte, error) {
+func objectBody(row rowScanner, id string) ([]byte, error) {
 	var body []byte
 	err := row.Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -214,7 +214,7 @@ func (s *Store) NamedObjectTransaction(ctx context.Context, id string) (string, 
 // TransactionObjects returns the bytes of every object of a transaction, in
 // the order they were stored.
 func (s *Store) TransactionObjects(ctx context.Context, transactionID string) ([][]byte, error) {
-	return s.bodies(ctx, `SELECT body FROM objects WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
+	return all(ctx, s, scanBytes, `SELECT body FROM objects WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
 }
 
 // ObjectsOfType returns the bytes of every object of one type, in storage

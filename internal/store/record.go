@@ -121,14 +121,36 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 	return res, err
 }
 
-// queryRow runs a read through the statement prepared once for it, in
-// ctx's snapshot if it has one of this Store's (Snapshot).
-func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	st, err := s.stmt(ctx, query)
-	if err != nil {
-		return s.db.QueryRowContext(ctx, query, args...)
+// queryRow is a read of one row through the statement prepared once for
+// it, in s's snapshot if it is one (Snapshot), and otherwise on the idle
+// writer when it can be (idleWriter). It runs when its row is scanned.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *row {
+	return &row{s: s, ctx: ctx, query: query, args: args}
+}
+
+// row is a read of one row that runs when it is scanned (queryRow): the
+// writer, when the read takes it, is held for that scan alone.
+type row struct {
+	s     *Store
+	ctx   context.Context
+	query string
+	args  []any
+}
+
+// Scan runs the read and scans its row into dest, as sql.Row.Scan.
+func (r *row) Scan(dest ...any) error {
+	s, ctx := r.s, detach(r.ctx)
+	if s.snap == nil {
+		if w, release := s.idleWriter(ctx, r.query); w != nil {
+			defer release()
+			return w.QueryRowContext(ctx, r.args...).Scan(dest...)
+		}
 	}
-	return s.inSnapshot(ctx, st).QueryRowContext(detach(ctx), args...)
+	st, err := s.stmt(ctx, r.query)
+	if err != nil {
+		return err
+	}
+	return s.inSnapshot(ctx, st).QueryRowContext(ctx, r.args...).Scan(dest...)
 }
 
 // PutObject is Store.PutObject inside the transaction.
@@ -189,7 +211,7 @@ func scanTxn(row rowScanner) (Transaction, error) {
 }
 
 // scanTransaction reads the row of transaction id, or ErrNotFound.
-func scanTransaction(row *sql.Row, id string) (Transaction, error) {
+func scanTransaction(row rowScanner, id string) (Transaction, error) {
 	x, err := scanTxn(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Transaction{}, fmt.Errorf("%w: transaction %s", ErrNotFound, id)
@@ -374,11 +396,7 @@ func (s *Store) TransactionsAtIssue(ctx context.Context) ([]string, error) {
 // Events returns a transaction's events in sequence order, pending ones
 // included (their Status says so).
 func (s *Store) Events(ctx context.Context, transactionID string) ([]Event, error) {
-	rows, err := s.query(ctx, `SELECT `+eventColumns+` FROM events WHERE tseq = `+txnSeq+` ORDER BY sequence`, transactionID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanEvent)
+	return all(ctx, s, scanEvent, `SELECT `+eventColumns+` FROM events WHERE tseq = `+txnSeq+` ORDER BY sequence`, transactionID)
 }
 
 // Fork is a refused second successor kept for the record.
@@ -443,6 +461,28 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 	return s.inSnapshot(ctx, st).QueryContext(detach(ctx), args...)
 }
 
+// all reads every row of query with scan: on the idle writer when it can
+// be (idleWriter), which it holds until the last row is scanned, and
+// otherwise as query does. scan only copies a row's columns: it must not
+// call the store.
+func all[T any](ctx context.Context, s *Store, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	if s.snap == nil {
+		if w, release := s.idleWriter(detach(ctx), query); w != nil {
+			defer release()
+			rows, err := w.QueryContext(detach(ctx), args...)
+			if err != nil {
+				return nil, err
+			}
+			return collect(rows, scan)
+		}
+	}
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scan)
+}
+
 // rowScanner is a *sql.Row or *sql.Rows, as the scan functions read them.
 type rowScanner = interface{ Scan(...any) error }
 
@@ -470,7 +510,7 @@ func scanString(row rowScanner) (string, error) {
 
 // stringOrEmpty reads a row of one text column, or "" when there is no
 // row.
-func stringOrEmpty(row *sql.Row) (string, error) {
+func stringOrEmpty(row rowScanner) (string, error) {
 	v, err := scanString(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil

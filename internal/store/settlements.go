@@ -161,7 +161,7 @@ func (s *Store) SettlementByKey(ctx context.Context, transactionID, key string) 
 // Settlements returns a transaction's instructions, in the order they were
 // recorded.
 func (s *Store) Settlements(ctx context.Context, transactionID string) ([]Settlement, error) {
-	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
+	return all(ctx, s, scanSettlement, `SELECT `+settlementColumns+` FROM settlements WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
 }
 
 // dueWork is the rail work of the instructions this instance pays: those

@@ -130,6 +130,9 @@ type database struct {
 	// writer is the connection every write transaction runs on
 	// (beginWrite), used by the holder of the leader token only.
 	writer *sql.Conn
+	// writerStmts are the reads prepared on writer (idleWriter), used by
+	// the holder of the leader token only.
+	writerStmts map[string]*sql.Stmt
 	// stmts holds the statements prepared once for the hot paths (stmt).
 	stmts sync.Map // query string → *sql.Stmt
 	// commits counts the write transactions committed by this process:
@@ -1306,10 +1309,7 @@ func (s *Store) Close() error {
 	}
 	s.stmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 	s.group.lead <- struct{}{} // no write is under way, nor begins
-	if s.writer != nil {
-		s.writer.Close()
-		s.writer = nil
-	}
+	s.closeWriter()
 	<-s.group.lead
 	return s.db.Close()
 }

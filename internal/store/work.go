@@ -97,11 +97,7 @@ func (t *Txn) ObligationState(transactionID, id string) (ObligationState, error)
 // ObligationStates returns the obligations of a transaction, in the order
 // they were issued.
 func (s *Store) ObligationStates(ctx context.Context, transactionID string) ([]ObligationState, error) {
-	rows, err := s.query(ctx, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanObligationState)
+	return all(ctx, s, scanObligationState, `SELECT `+obligationStateColumns+` FROM obligation_states WHERE tseq = `+txnSeq+` ORDER BY rowid`, transactionID)
 }
 
 // ObligationStates is Store.ObligationStates inside the transaction.
@@ -173,9 +169,9 @@ func (s *Store) LookupRequest(ctx context.Context, scope, requestID string) (Req
 // index.
 func (s *Store) TransactionObjectsOfType(ctx context.Context, transactionID, objectType string) ([][]byte, error) {
 	if lit, ok := typeLiteral(objectType); ok {
-		return s.bodies(ctx, `SELECT body FROM objects WHERE tseq = `+txnSeq+` AND object_type = `+lit+` ORDER BY rowid`, transactionID)
+		return all(ctx, s, scanBytes, `SELECT body FROM objects WHERE tseq = `+txnSeq+` AND object_type = `+lit+` ORDER BY rowid`, transactionID)
 	}
-	return s.bodies(ctx, `SELECT body FROM objects WHERE tseq = `+txnSeq+` AND object_type = ? ORDER BY rowid`, transactionID, objectType)
+	return all(ctx, s, scanBytes, `SELECT body FROM objects WHERE tseq = `+txnSeq+` AND object_type = ? ORDER BY rowid`, transactionID, objectType)
 }
 
 // typeLiteral returns objectType as an SQL string literal, when it is an
@@ -232,26 +228,24 @@ func (s *Store) TransactionObjectsOfTypes(ctx context.Context, transactionID str
 	}
 	q := `SELECT object_type, body FROM objects WHERE tseq = ` + txnSeq + ` AND object_type IN (` +
 		strings.Join(in, ", ") + `) ORDER BY rowid`
-	rows, err := s.query(ctx, q, args...)
+	type typed struct {
+		typ  string
+		body []byte
+	}
+	got, err := all(ctx, s, func(row rowScanner) (typed, error) {
+		var o typed
+		err := row.Scan(&o.typ, &o.body)
+		return o, err
+	}, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	byType := make([][][]byte, len(order))
-	n := 0
-	for rows.Next() {
-		var typ string
-		var b []byte
-		if err := rows.Scan(&typ, &b); err != nil {
-			return nil, err
-		}
-		i := order[typ]
-		byType[i] = append(byType[i], b)
-		n++
+	for _, o := range got {
+		i := order[o.typ]
+		byType[i] = append(byType[i], o.body)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	n := len(got)
 	out := make([][]byte, 0, n)
 	for _, bs := range byType {
 		out = append(out, bs...)
@@ -439,7 +433,7 @@ func (s *Store) ObligationResponsesOfTypes(ctx context.Context, transactionID st
 	for _, t := range types {
 		args = append(args, t)
 	}
-	return s.bodies(ctx, q, args...)
+	return all(ctx, s, scanBytes, q, args...)
 }
 
 // responsesOfTypesQuery is ObligationResponsesOfTypes's query for n
@@ -462,11 +456,7 @@ func (s *Store) EventsOfTypes(ctx context.Context, transactionID string, types .
 	for _, t := range types {
 		args = append(args, t)
 	}
-	rows, err := s.query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanEvent)
+	return all(ctx, s, scanEvent, q, args...)
 }
 
 // RaiseAlert records that the alert kind about subject (an obligation
