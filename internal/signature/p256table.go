@@ -93,6 +93,19 @@ func tableForPoint(point []byte) *p256Table {
 	return u.table
 }
 
+// ForgetKeyTables forgets every key's uses and table, as a new process
+// starts with none. For benchmarks that hold several instances in one
+// process and measure what a run of `party verify` costs: tables are
+// held for the first maxKeyTables keys used often enough, whichever those
+// are, so the instances made first would verify with tables and those
+// made later without (BenchmarkHistory, internal/bench). Tables are built
+// again as keys are used.
+func ForgetKeyTables() {
+	keyUses.Clear()
+	trackedN.Store(0)
+	tablesHeld.Store(0)
+}
+
 func newP256Table(q *nistec.P256Point) *p256Table {
 	t := new(p256Table)
 	base := nistec.NewP256Point().Set(q)

@@ -240,3 +240,30 @@ func FuzzP256TableVsECDSA(f *testing.F) {
 		}
 	})
 }
+
+// TestForgetKeyTables: a key forgotten is counted again from nothing, and
+// its table built again at its keyTableAfter-th use. Not parallel: the
+// tables are the process's.
+func TestForgetKeyTables(t *testing.T) {
+	k, _ := p256Key(t)
+	point, _ := k.PublicKey.Bytes()
+	ForgetKeyTables() // whatever the tests before built
+	for range keyTableAfter {
+		tableForPoint(point)
+	}
+	if tableForPoint(point) == nil {
+		t.Fatalf("no table after %d uses", keyTableAfter+1)
+	}
+	ForgetKeyTables()
+	if n, held := trackedN.Load(), tablesHeld.Load(); n != 0 || held != 0 {
+		t.Fatalf("after forgetting: %d keys counted, %d tables held", n, held)
+	}
+	for i := range keyTableAfter - 1 {
+		if tableForPoint(point) != nil {
+			t.Fatalf("a table at use %d after forgetting", i+1)
+		}
+	}
+	if tableForPoint(point) == nil {
+		t.Fatalf("no table again at use %d", keyTableAfter)
+	}
+}
