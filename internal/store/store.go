@@ -66,7 +66,11 @@
 // another writer got there first (ErrConflict), never a silent overwrite.
 // Within one process every write runs on one connection, and writes that
 // wait at the same moment are committed together, each in a savepoint of
-// its own, with one fsync (group.go, "Group commit").
+// its own, with one fsync (group.go, "Group commit"). A read runs on that
+// connection too when no write holds it, since its page cache is the only
+// one the commits leave warm, and on another connection of the pool when
+// one does, never waiting for the writer (group.go, "Reads on the idle
+// writer").
 //
 // Backups: Backup writes a copy of the live database with SQLite's VACUUM
 // INTO (backup.go): one read transaction, so the copy is the database as
