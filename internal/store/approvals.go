@@ -278,9 +278,5 @@ func (s *Store) ApprovalRequestsDecidedSince(ctx context.Context, since string) 
 
 // approvals reads the requests the clause (WHERE …, ORDER BY …) selects.
 func (s *Store) approvals(ctx context.Context, clause string, args ...any) ([]ApprovalRequest, error) {
-	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approval_requests `+clause, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanApproval)
+	return list(ctx, s, scanApproval, `SELECT `+approvalColumns+` FROM approval_requests `+clause, args...)
 }

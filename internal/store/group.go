@@ -343,7 +343,9 @@ func (s *Store) closeWriter() {
 // the writer when no write holds it, and on a pool connection when one
 // does: it takes the leader token only if it is free, never waiting for
 // it, so concurrent acts read as before and a write waits for at most one
-// read. What a read sees is the same either way: the committed database
+// read, a short one: no statement reads the history whole
+// (TestNoStatementReadsTheHistory), and reads of many transactions (list)
+// stay on the pool. What a read sees is the same either way: the committed database
 // (the token is free only between write transactions). A snapshot's reads
 // stay in its own read transaction, on a pool connection.
 

@@ -223,7 +223,7 @@ func (s *Store) TransactionObjects(ctx context.Context, transactionID string) ([
 // reads the whole table (tests do), so read those by transaction instead.
 func (s *Store) ObjectsOfType(ctx context.Context, objectType string) ([][]byte, error) {
 	q, args := objectsOfType(objectType, "body")
-	return s.bodies(ctx, q, args...)
+	return list(ctx, s, scanBytes, q, args...)
 }
 
 // objectsOfType is the query for every object of one type. The index of
@@ -390,12 +390,4 @@ func (s *Store) ObjectsWithOrigin(ctx context.Context, objectType string) ([]Sto
 		err := row.Scan(&o.Body, &o.Origin)
 		return o, err
 	})
-}
-
-func (s *Store) bodies(ctx context.Context, query string, args ...any) ([][]byte, error) {
-	rows, err := s.query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanBytes)
 }

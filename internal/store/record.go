@@ -461,26 +461,33 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 	return s.inSnapshot(ctx, st).QueryContext(detach(ctx), args...)
 }
 
-// all reads every row of query with scan: on the idle writer when it can
-// be (idleWriter), which it holds until the last row is scanned, and
-// otherwise as query does. scan only copies a row's columns: it must not
-// call the store.
+// list reads every row of query with scan, as query does: on a pool
+// connection (or in s's snapshot). For reads that may walk many
+// transactions, which would hold the writer away from the acts.
+func list[T any](ctx context.Context, s *Store, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scan)
+}
+
+// all is list for a read of one transaction's rows: on the idle writer
+// when it can be (idleWriter), which it holds until the last row is
+// scanned. scan only copies a row's columns: it must not call the store.
 func all[T any](ctx context.Context, s *Store, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
 	if s.snap == nil {
-		if w, release := s.idleWriter(detach(ctx), query); w != nil {
+		ctx := detach(ctx)
+		if w, release := s.idleWriter(ctx, query); w != nil {
 			defer release()
-			rows, err := w.QueryContext(detach(ctx), args...)
+			rows, err := w.QueryContext(ctx, args...)
 			if err != nil {
 				return nil, err
 			}
 			return collect(rows, scan)
 		}
 	}
-	rows, err := s.query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scan)
+	return list(ctx, s, scan, query, args...)
 }
 
 // rowScanner is a *sql.Row or *sql.Rows, as the scan functions read them.

@@ -174,7 +174,7 @@ const dueWork = `ours = 1 AND (state IN ('instructed','pending') OR (state = 'su
 // DueSettlements returns the instructions this instance pays whose rail
 // work is due at t (dueWork).
 func (s *Store) DueSettlements(ctx context.Context, t time.Time) ([]Settlement, error) {
-	return s.settlements(ctx, `SELECT `+settlementColumns+` FROM settlements WHERE `+dueWork+` AND next_attempt <= ? ORDER BY rowid`, t.UnixNano())
+	return list(ctx, s, scanSettlement, `SELECT `+settlementColumns+` FROM settlements WHERE `+dueWork+` AND next_attempt <= ? ORDER BY rowid`, t.UnixNano())
 }
 
 // NextSettlementAttempt returns when the earliest rail work becomes due.
@@ -187,12 +187,4 @@ func (s *Store) NextSettlementAttempt(ctx context.Context) (time.Time, bool, err
 		return time.Time{}, false, nil
 	}
 	return time.Unix(0, next.Int64), true, nil
-}
-
-func (s *Store) settlements(ctx context.Context, query string, args ...any) ([]Settlement, error) {
-	rows, err := s.query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanSettlement)
 }

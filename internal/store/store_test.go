@@ -922,7 +922,7 @@ func BenchmarkTypeInQuery(b *testing.B) {
 	ctx := context.Background()
 	b.Run("parameter", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.bodies(ctx, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ? ORDER BY rowid`, "txn_x", "offer"); err != nil {
+			if _, err := list(ctx, s, scanBytes, `SELECT body FROM objects WHERE transaction_id = ? AND object_type = ? ORDER BY rowid`, "txn_x", "offer"); err != nil {
 				b.Fatal(err)
 			}
 		}
